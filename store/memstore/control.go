@@ -1,0 +1,118 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/axsched/ax/store"
+	"github.com/google/uuid"
+)
+
+// Control applies a user's operation to one job and returns a copy of the
+// job afterwards. The transitions are exactly those documented on
+// store.OpCancel, store.OpPause, store.OpResume and store.OpRunNow:
+//
+//   - OpCancel: scheduled, retrying, paused → cancelled (FinishedAt = now,
+//     unique key released); running → CancelRequested; cancelled → no change.
+//   - OpPause: scheduled, retrying → paused; paused → no change.
+//   - OpResume: paused → scheduled, run_at kept; scheduled, retrying → no
+//     change.
+//   - OpRunNow: scheduled, retrying, paused → scheduled, run_at = now; dead,
+//     cancelled → scheduled, run_at = now, Attempt = 0, FinishedAt cleared,
+//     errors kept. A cancelled job takes its unique key back, and fails with
+//     store.ErrWrongState if another job that is not cancelled holds it.
+//
+// Any other state fails with an error wrapping store.ErrWrongState, an
+// unknown ID with store.ErrNotFound, an unknown op with
+// store.ErrInvalidParams; nothing is changed then. Subscribers are notified
+// when resume or run-now makes a job claimable.
+func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (*store.JobRecord, error) {
+	if op < store.OpCancel || op > store.OpRunNow {
+		return nil, fmt.Errorf("%s job %s: %w: unknown operation", op, id, store.ErrInvalidParams)
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("%s job %s: %w", op, id, err)
+	}
+	j := s.jobs[id]
+	if j == nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%s job %s: %w", op, id, store.ErrNotFound)
+	}
+	changed, err := s.control(j, op)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%s job %s (%s): %w", op, id, j.rec.State, err)
+	}
+	r := copyRecord(&j.rec)
+	notify := changed && r.State.Claimable() && s.subs.any()
+	s.mu.Unlock()
+	if notify {
+		s.subs.deliver([]store.Notification{{Kind: r.Kind, RunAt: r.RunAt}})
+	}
+	return r, nil
+}
+
+// control makes op's transition on j and reports whether j changed.
+func (s *Store) control(j *job, op store.ControlOp) (changed bool, err error) {
+	r := &j.rec
+	st := r.State
+	switch op {
+	case store.OpCancel:
+		switch {
+		case st == store.StateCancelled:
+			return false, nil
+		case st == store.StateRunning:
+			changed = !r.CancelRequested
+			r.CancelRequested = true
+			return changed, nil
+		case st.Claimable() || st == store.StatePaused:
+			s.unindex(j)
+			r.State, r.FinishedAt = store.StateCancelled, s.clock()
+			s.releaseKey(j)
+			s.index(j)
+			return true, nil
+		}
+	case store.OpPause:
+		switch {
+		case st == store.StatePaused:
+			return false, nil
+		case st.Claimable():
+			s.unindex(j)
+			r.State = store.StatePaused
+			s.index(j)
+			return true, nil
+		}
+	case store.OpResume:
+		switch {
+		case st.Claimable():
+			return false, nil
+		case st == store.StatePaused:
+			s.unindex(j)
+			r.State = store.StateScheduled
+			s.index(j)
+			return true, nil
+		}
+	case store.OpRunNow:
+		switch {
+		case st.Claimable() || st == store.StatePaused:
+			s.unindex(j)
+			r.State, r.RunAt = store.StateScheduled, s.clock()
+			s.index(j)
+			return true, nil
+		case st == store.StateDead || st == store.StateCancelled:
+			if st == store.StateCancelled && r.UniqueKey != "" {
+				if h := s.unique[r.UniqueKey]; h != nil {
+					return false, fmt.Errorf("%w: unique key %q is held by job %s", store.ErrWrongState, r.UniqueKey, h.rec.ID)
+				}
+				s.unique[r.UniqueKey] = j
+			}
+			s.unindex(j)
+			r.State, r.RunAt = store.StateScheduled, s.clock()
+			r.Attempt = 0
+			r.FinishedAt = zeroTime
+			s.index(j)
+			return true, nil
+		}
+	}
+	return false, store.ErrWrongState
+}

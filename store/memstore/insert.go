@@ -1,0 +1,126 @@
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"github.com/axsched/ax/store"
+	"github.com/google/uuid"
+)
+
+var nullJSON = []byte("null")
+
+// Insert inserts jobs atomically, as store.Store.Insert documents. Every row
+// is checked first, and one bad row fails the whole call with an error
+// wrapping store.ErrInvalidParams: InsertParams.Validate, a payload that is
+// not valid JSON, or an ID that is already taken (by a job in the store or an
+// earlier inserted row of the call). A nil or empty payload is stored as
+// JSON null. Payload and metadata are copied. A row whose unique key is held
+// by a job that is not cancelled (in the store or earlier in the call) is
+// not inserted: its result carries the holder's ID and Duplicate = true.
+// A row with a zero RunAt is due Delay after the store's now. Subscribers
+// are notified once per kind with the earliest run_at inserted.
+func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]store.InsertResult, error) {
+	// Check and copy every row outside the lock.
+	// Each job is its own allocation, so a pruned job frees its memory
+	// whatever happens to the rest of its batch.
+	fresh := make([]*job, len(params))
+	for i := range params {
+		p := &params[i]
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("insert jobs: row %d: %w", i, err)
+		}
+		payload := nullJSON
+		if len(p.Payload) > 0 {
+			if !json.Valid(p.Payload) {
+				return nil, fmt.Errorf("insert jobs: row %d: %w: payload is not valid JSON", i, store.ErrInvalidParams)
+			}
+			payload = bytes.Clone(p.Payload)
+		}
+		var md map[string]string
+		if len(p.Metadata) > 0 {
+			md = maps.Clone(p.Metadata)
+		}
+		fresh[i] = &job{
+			rec: store.JobRecord{
+				ID:          p.ID,
+				Kind:        p.Kind,
+				Payload:     payload,
+				Metadata:    md,
+				State:       store.StateScheduled,
+				Priority:    p.Priority,
+				MaxAttempts: p.MaxAttempts,
+				UniqueKey:   p.UniqueKey,
+			},
+			pos: [numSlots]int{-1, -1, -1},
+		}
+	}
+	results := make([]store.InsertResult, len(params))
+
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	// Decide every row before writing any, so a taken ID changes nothing.
+	var batchKeys map[string]uuid.UUID
+	var batchIDs map[uuid.UUID]struct{}
+	if len(params) > 1 {
+		batchKeys = make(map[string]uuid.UUID)
+		batchIDs = make(map[uuid.UUID]struct{}, len(params))
+	}
+	for i := range params {
+		p := &params[i]
+		if p.UniqueKey != "" {
+			if h := s.unique[p.UniqueKey]; h != nil {
+				results[i] = store.InsertResult{ID: h.rec.ID, Duplicate: true}
+				continue
+			}
+			if id, ok := batchKeys[p.UniqueKey]; ok {
+				results[i] = store.InsertResult{ID: id, Duplicate: true}
+				continue
+			}
+			if batchKeys != nil {
+				batchKeys[p.UniqueKey] = p.ID
+			}
+		}
+		_, taken := s.jobs[p.ID]
+		if _, dup := batchIDs[p.ID]; taken || dup {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("insert jobs: row %d: %w: job ID %s already exists", i, store.ErrInvalidParams, p.ID)
+		}
+		if batchIDs != nil {
+			batchIDs[p.ID] = struct{}{}
+		}
+		results[i] = store.InsertResult{ID: p.ID}
+	}
+
+	now := s.clock()
+	var ns notes
+	notify := s.subs.any()
+	for i := range params {
+		if results[i].Duplicate {
+			continue
+		}
+		p, j := &params[i], fresh[i]
+		j.rec.CreatedAt = now
+		j.rec.RunAt = stamp(p.RunAt)
+		if p.RunAt.IsZero() {
+			j.rec.RunAt = stamp(now.Add(p.Delay))
+		}
+		j.kind = s.kind(p.Kind)
+		s.jobs[p.ID] = j
+		if p.UniqueKey != "" {
+			s.unique[p.UniqueKey] = j
+		}
+		s.ids.add(p.ID)
+		s.index(j)
+		if notify {
+			ns.add(j.rec.Kind, j.rec.RunAt)
+		}
+	}
+	s.mu.Unlock()
+	s.subs.deliver(ns.list)
+	return results, nil
+}

@@ -1,0 +1,86 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/axsched/ax/store"
+)
+
+// RescueExpired takes back at most limit running jobs whose lease expired
+// before the store's now, earliest expiry first: to retrying, due now, when
+// Attempt < MaxAttempts, otherwise to dead (FinishedAt = now). Each gets an
+// AttemptError "lease expired (owner X)" and loses its lease token. It
+// returns how many jobs it rescued. A limit < 1 fails with an error wrapping
+// store.ErrInvalidParams. Subscribers are notified of jobs made retrying.
+func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
+	if limit < 1 {
+		return 0, fmt.Errorf("rescue expired leases: %w: limit %d < 1", store.ErrInvalidParams, limit)
+	}
+	if err := s.lock(ctx); err != nil {
+		return 0, fmt.Errorf("rescue expired leases: %w", err)
+	}
+	now := s.clock()
+	var ns notes
+	notify := s.subs.any()
+	n := 0
+	for ; n < limit; n++ {
+		j := s.leases.top()
+		if j == nil || !j.rec.LeaseExpiresAt.Before(now) {
+			break
+		}
+		s.unindex(j)
+		r := &j.rec
+		r.Errors = append(r.Errors, store.AttemptError{
+			Attempt: r.Attempt,
+			At:      now,
+			Error:   fmt.Sprintf("lease expired (owner %s)", r.Owner),
+		})
+		leaveRunning(r)
+		if r.Attempt < r.MaxAttempts {
+			r.State, r.RunAt = store.StateRetrying, now
+			if notify {
+				ns.add(r.Kind, now)
+			}
+		} else {
+			r.State, r.FinishedAt = store.StateDead, now
+		}
+		s.index(j)
+	}
+	s.mu.Unlock()
+	s.subs.deliver(ns.list)
+	return n, nil
+}
+
+// Prune deletes up to params.Limit final jobs (succeeded, dead, cancelled)
+// whose FinishedAt is more than params.Retention before the store's now,
+// oldest first, frees the unique keys they held, and returns how many it
+// deleted. A nil params, a Limit < 1 or a negative Retention fails with an
+// error wrapping store.ErrInvalidParams.
+func (s *Store) Prune(ctx context.Context, params *store.PruneParams) (int, error) {
+	switch {
+	case params == nil:
+		return 0, fmt.Errorf("prune jobs: %w: nil params", store.ErrInvalidParams)
+	case params.Limit < 1:
+		return 0, fmt.Errorf("prune jobs: %w: limit %d < 1", store.ErrInvalidParams, params.Limit)
+	case params.Retention < 0:
+		return 0, fmt.Errorf("prune jobs: %w: negative retention %s", store.ErrInvalidParams, params.Retention)
+	}
+	if err := s.lock(ctx); err != nil {
+		return 0, fmt.Errorf("prune jobs: %w", err)
+	}
+	defer s.mu.Unlock()
+	cutoff := s.clock().Add(-params.Retention)
+	n := 0
+	for ; n < params.Limit; n++ {
+		j := s.finished.top()
+		if j == nil || !j.rec.FinishedAt.Before(cutoff) {
+			break
+		}
+		s.unindex(j)
+		s.releaseKey(j)
+		delete(s.jobs, j.rec.ID)
+		s.ids.removed++
+	}
+	return n, nil
+}
