@@ -1,0 +1,169 @@
+package ax
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"go.uber.org/zap"
+)
+
+// Config configures a Scheduler. The zero value of every field but Store
+// means its documented default.
+type Config struct {
+	// Store keeps the jobs. Required: memstore.New() for one process,
+	// pgstore for a cluster.
+	Store store.Store
+
+	// Logger receives structured logs: every job transition at debug,
+	// failures at warn, dead jobs and lost leases at error. Defaults to a
+	// no-op logger.
+	Logger *zap.Logger
+
+	// Node names this host in job records and logs. Defaults to
+	// "<hostname>-<pid>-<start time>", which tells when and in what order
+	// nodes started.
+	Node string
+
+	// Workers is how many handlers run at once on this host. Defaults to
+	// 100.
+	Workers int
+
+	// JobTimeout bounds each attempt of kinds without a Timeout option.
+	// Defaults to 1 minute.
+	JobTimeout time.Duration
+
+	// MaxAttempts is the attempts a job gets when neither Schedule nor its
+	// kind says otherwise. Defaults to 20.
+	MaxAttempts int
+
+	// RetryPolicy is used by kinds without a Retry option. Defaults to
+	// ExponentialBackoff{} (full jitter, 1s doubling to 1h).
+	RetryPolicy RetryPolicy
+
+	// LeaseDuration is how long a claimed job stays this host's without a
+	// heartbeat. A host that dies has its jobs rerun elsewhere about
+	// LeaseDuration + RescueInterval later; a shorter lease means faster
+	// failover and more heartbeat writes. Defaults to 10s.
+	LeaseDuration time.Duration
+
+	// HeartbeatInterval is how often running jobs' leases are extended (one
+	// store call for all of them). Must be below LeaseDuration. Defaults to
+	// LeaseDuration / 3.
+	HeartbeatInterval time.Duration
+
+	// PollInterval is the fallback claim interval, for wake-ups a store
+	// notification missed (or stores without notifications). Defaults to
+	// 1s.
+	PollInterval time.Duration
+
+	// FlushInterval is the longest an attempt's outcome waits to be written
+	// with others in one batch. Defaults to 2ms.
+	FlushInterval time.Duration
+
+	// RescueInterval is how often expired leases are taken back from dead
+	// hosts. Defaults to 2s.
+	RescueInterval time.Duration
+
+	// Retention is how long finished jobs (succeeded, dead, cancelled) are
+	// kept before they are pruned, when the store can prune. Defaults to
+	// 24h.
+	Retention time.Duration
+
+	// ReleaseTimeout bounds the store call that hands unfinished jobs back
+	// when Stop's context has already expired. Defaults to 5s.
+	ReleaseTimeout time.Duration
+
+	// Middleware wraps every kind's handler; the first is the outermost.
+	Middleware []Middleware
+
+	// Clock is the host clock, for tests. Defaults to time.Now. It only
+	// drives wake-ups: due-ness is decided by the store's clock.
+	Clock func() time.Time
+}
+
+// Defaults applied by New.
+const (
+	DefaultWorkers        = 100
+	DefaultJobTimeout     = time.Minute
+	DefaultMaxAttempts    = 20
+	DefaultLeaseDuration  = 10 * time.Second
+	DefaultPollInterval   = time.Second
+	DefaultFlushInterval  = 2 * time.Millisecond
+	DefaultRescueInterval = 2 * time.Second
+	DefaultRetention      = 24 * time.Hour
+	DefaultReleaseTimeout = 5 * time.Second
+)
+
+// withDefaults validates c and returns a copy with defaults filled in.
+func (c Config) withDefaults() (Config, error) {
+	if c.Store == nil {
+		return c, fmt.Errorf("%w: Store is nil (use memstore.New() or pgstore.New)", ErrInvalidConfig)
+	}
+	durations := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"JobTimeout", c.JobTimeout}, {"LeaseDuration", c.LeaseDuration},
+		{"HeartbeatInterval", c.HeartbeatInterval}, {"PollInterval", c.PollInterval},
+		{"FlushInterval", c.FlushInterval}, {"RescueInterval", c.RescueInterval},
+		{"Retention", c.Retention}, {"ReleaseTimeout", c.ReleaseTimeout},
+	}
+	for _, d := range durations {
+		if d.v < 0 {
+			return c, fmt.Errorf("%w: %s is negative (%s)", ErrInvalidConfig, d.name, d.v)
+		}
+	}
+	if c.Workers < 0 || c.MaxAttempts < 0 {
+		return c, fmt.Errorf("%w: Workers (%d) and MaxAttempts (%d) must not be negative", ErrInvalidConfig, c.Workers, c.MaxAttempts)
+	}
+	for _, mw := range c.Middleware {
+		if mw == nil {
+			return c, fmt.Errorf("%w: nil Middleware", ErrInvalidConfig)
+		}
+	}
+	setDefault(&c.Workers, DefaultWorkers)
+	setDefault(&c.JobTimeout, DefaultJobTimeout)
+	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&c.LeaseDuration, DefaultLeaseDuration)
+	setDefault(&c.HeartbeatInterval, c.LeaseDuration/3)
+	setDefault(&c.PollInterval, DefaultPollInterval)
+	setDefault(&c.FlushInterval, DefaultFlushInterval)
+	setDefault(&c.RescueInterval, DefaultRescueInterval)
+	setDefault(&c.Retention, DefaultRetention)
+	setDefault(&c.ReleaseTimeout, DefaultReleaseTimeout)
+	if c.HeartbeatInterval >= c.LeaseDuration {
+		return c, fmt.Errorf("%w: HeartbeatInterval %s must be below LeaseDuration %s", ErrInvalidConfig, c.HeartbeatInterval, c.LeaseDuration)
+	}
+	if c.RetryPolicy == nil {
+		c.RetryPolicy = ExponentialBackoff{}
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Node == "" {
+		c.Node = defaultNodeName(c.Clock())
+	}
+	return c, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// defaultNodeName is "<hostname>-<pid>-<start time>": unique per process,
+// and sortable by start within a host.
+func defaultNodeName(now time.Time) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), now.UTC().Format("20060102T150405.000"))
+}

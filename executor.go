@@ -1,0 +1,117 @@
+package ax
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"go.uber.org/zap"
+)
+
+// launch starts a claimed job on a worker goroutine.
+func (r *runtime) launch(rec *store.JobRecord, hostNow time.Time) {
+	job := jobFromRecord(rec)
+	kh := r.s.handler(rec.Kind)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	a := &attempt{
+		job:          job,
+		kind:         kh,
+		lease:        store.Lease{ID: rec.ID, Token: rec.LeaseToken},
+		cancel:       cancel,
+		lastExtended: hostNow,
+	}
+	r.mu.Lock()
+	r.attempts[rec.ID] = a
+	r.free--
+	r.busy[rec.Kind]++
+	r.mu.Unlock()
+	if ce := r.log.Check(zap.DebugLevel, "job started"); ce != nil {
+		ce.Write(zap.Stringer(fieldJobID, job.ID), zap.String(fieldKind, job.Kind),
+			zap.Int(fieldAttempt, job.Attempt), zap.Float64(fieldLagMS, ms(job.StartLag())))
+	}
+	r.handlers.Add(1)
+	go r.execute(ctx, a)
+}
+
+// execute runs one attempt and queues its outcome.
+func (r *runtime) execute(ctx context.Context, a *attempt) {
+	defer r.handlers.Done()
+	defer a.cancel(nil)
+	start := r.s.now()
+	err := r.callHandler(ctx, a)
+	r.finish(a, err, context.Cause(ctx), r.s.now().Sub(start))
+}
+
+// callHandler calls the kind's handler under its timeout, recovering panics
+// into a PanicError.
+func (r *runtime) callHandler(ctx context.Context, a *attempt) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, a.kind.settings.timeout)
+	defer cancel()
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	err = a.kind.handler.Work(ctx, a.job)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("timeout after %s: %w", a.kind.settings.timeout, err)
+	}
+	return err
+}
+
+// finish frees the worker slot and queues the attempt's outcome, unless the
+// lease was lost or handed back, when the result must not be written.
+func (r *runtime) finish(a *attempt, err, cause error, took time.Duration) {
+	r.mu.Lock()
+	a.handlerDone = true
+	r.free++
+	r.busy[a.job.Kind]--
+	wake := r.moreDue
+	discard := a.lost || a.released
+	if discard {
+		delete(r.attempts, a.job.ID)
+	}
+	r.mu.Unlock()
+	if wake {
+		r.wake()
+	}
+	fields := []zap.Field{
+		zap.Stringer(fieldJobID, a.job.ID), zap.String(fieldKind, a.job.Kind),
+		zap.Int(fieldAttempt, a.job.Attempt), zap.Float64(fieldDurationMS, ms(took)),
+	}
+	if discard {
+		r.log.Warn("attempt result discarded: lease lost or handed back", append(fields, zap.NamedError(fieldError, err))...)
+		return
+	}
+	p := r.outcome(a, err, cause)
+	r.completer.add(completion{params: p, attempt: a, err: err, fields: fields})
+}
+
+// outcome decides what an attempt's result does to the job.
+func (r *runtime) outcome(a *attempt, err, cause error) store.FinishParams {
+	p := store.FinishParams{Lease: a.lease}
+	var snooze *SnoozeError
+	switch {
+	case err == nil:
+		p.Outcome = store.OutcomeSucceeded
+	case errors.Is(cause, ErrJobCancelled):
+		p.Outcome = store.OutcomeCancelled
+	case errors.As(err, &snooze):
+		p.Outcome, p.Delay = store.OutcomeSnooze, snooze.Delay
+	case errors.Is(err, ErrSkipRetry), a.job.Attempt >= a.job.MaxAttempts:
+		p.Outcome = store.OutcomeDead
+	default:
+		p.Outcome = store.OutcomeRetry
+		p.Delay = max(a.kind.settings.retry.NextRetry(a.job.Attempt, err), 0)
+	}
+	if err != nil && snooze == nil {
+		p.Error = err.Error()
+	}
+	return p
+}
+
+// ms converts a duration to fractional milliseconds for logs.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

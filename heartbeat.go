@@ -1,0 +1,113 @@
+package ax
+
+import (
+	"context"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+)
+
+// heartbeat extends the leases of every job this host holds, in one store
+// call per beat, and cancels the handlers of jobs whose lease is lost or
+// whose cancellation was requested. If the store cannot be reached for a
+// whole lease, the host assumes its leases lapsed (another host may have
+// rescued the jobs) and cancels those handlers itself: a partitioned or
+// paused host stops working on jobs it may no longer own.
+type heartbeat struct {
+	r    *runtime
+	quit chan struct{}
+	done chan struct{}
+}
+
+func newHeartbeat(r *runtime) *heartbeat {
+	return &heartbeat{r: r, quit: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (h *heartbeat) run() {
+	defer close(h.done)
+	t := time.NewTicker(h.r.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.quit:
+			return
+		case <-t.C:
+			h.beat()
+		}
+	}
+}
+
+func (h *heartbeat) stop() {
+	close(h.quit)
+	<-h.done
+}
+
+// beat extends all held leases once.
+func (h *heartbeat) beat() {
+	r := h.r
+	now := r.s.now()
+	var leases []store.Lease
+	r.mu.Lock()
+	for _, a := range r.attempts {
+		if a.lost || a.released {
+			continue
+		}
+		if now.Sub(a.lastExtended) > r.cfg.LeaseDuration && !a.handlerDone {
+			h.lose(a, "lease not extended for longer than LeaseDuration")
+			continue
+		}
+		leases = append(leases, a.lease)
+	}
+	r.mu.Unlock()
+	if len(leases) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.HeartbeatInterval)
+	defer cancel()
+	before := r.s.now()
+	res, err := r.store.ExtendLeases(ctx, &store.ExtendParams{Leases: leases, Duration: r.cfg.LeaseDuration})
+	if err != nil {
+		r.log.Warn("extend leases failed", zap.Int("jobs", len(leases)), zap.Error(err))
+		return
+	}
+	lost := make(map[uuid.UUID]bool, len(res.Lost))
+	for _, id := range res.Lost {
+		lost[id] = true
+	}
+	r.mu.Lock()
+	for _, l := range leases {
+		a := r.attempts[l.ID]
+		if a == nil || a.lease != l {
+			continue
+		}
+		if !lost[l.ID] {
+			a.lastExtended = before // the store extended from its now, which is after before
+			continue
+		}
+		if !a.handlerDone && !a.released {
+			h.lose(a, "store reports the lease lost")
+		}
+	}
+	var cancelled []*attempt
+	for _, id := range res.CancelRequested {
+		if a := r.attempts[id]; a != nil && !a.handlerDone {
+			cancelled = append(cancelled, a)
+		}
+	}
+	r.mu.Unlock()
+	for _, a := range cancelled {
+		a.cancel(ErrJobCancelled)
+	}
+}
+
+// lose marks an attempt's lease lost and cancels its handler. Called with
+// runtime.mu held.
+func (h *heartbeat) lose(a *attempt, why string) {
+	a.lost = true
+	a.cancel(ErrLeaseLost)
+	h.r.log.Error("job lease lost; handler cancelled and its result will be discarded",
+		zap.Stringer(fieldJobID, a.job.ID), zap.String(fieldKind, a.job.Kind),
+		zap.Int(fieldAttempt, a.job.Attempt), zap.String("reason", why))
+}

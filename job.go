@@ -1,0 +1,220 @@
+package ax
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"github.com/google/uuid"
+)
+
+// Job is what a handler sees of the job it runs. It is a snapshot taken at
+// claim time; handlers must not keep it beyond their return.
+type Job struct {
+	// ID is the job's UUIDv7.
+	ID uuid.UUID
+	// Kind selects the handler.
+	Kind string
+	// Payload is the job's JSON payload as scheduled.
+	Payload json.RawMessage
+	// Metadata carries the string metadata given at Schedule (trace
+	// context among others). Never nil.
+	Metadata map[string]string
+	// Priority the job was scheduled with.
+	Priority PriorityLevel
+	// Attempt is this attempt's number, starting at 1.
+	Attempt int
+	// MaxAttempts is the attempt after which a failure is final.
+	MaxAttempts int
+	// RunAt is when the job became due (store clock).
+	RunAt time.Time
+	// StartedAt is when this attempt was claimed (store clock); StartedAt
+	// minus RunAt is the start lag and is never negative.
+	StartedAt time.Time
+	// CreatedAt is when the job was scheduled (store clock).
+	CreatedAt time.Time
+	// UniqueKey is the job's idempotency key, if any.
+	UniqueKey string
+	// Errors are the earlier attempts' errors, oldest first.
+	Errors []store.AttemptError
+}
+
+// StartLag is how late the attempt started: StartedAt minus RunAt, both in
+// the store's clock.
+func (j *Job) StartLag() time.Duration { return j.StartedAt.Sub(j.RunAt) }
+
+func jobFromRecord(r *store.JobRecord) *Job {
+	md := r.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	return &Job{
+		ID:          r.ID,
+		Kind:        r.Kind,
+		Payload:     json.RawMessage(r.Payload),
+		Metadata:    md,
+		Priority:    PriorityLevel(r.Priority),
+		Attempt:     r.Attempt,
+		MaxAttempts: r.MaxAttempts,
+		RunAt:       r.RunAt,
+		StartedAt:   r.AttemptedAt,
+		CreatedAt:   r.CreatedAt,
+		UniqueKey:   r.UniqueKey,
+		Errors:      r.Errors,
+	}
+}
+
+// PriorityLevel orders due jobs: every due High job is claimed before any
+// Normal one, and Normal before Low.
+type PriorityLevel int
+
+// The three priority levels. The zero value means "the kind's default",
+// which is Normal unless the handler was registered with a Priority option.
+const (
+	High   PriorityLevel = store.PriorityHigh
+	Normal PriorityLevel = store.PriorityNormal
+	Low    PriorityLevel = store.PriorityLow
+)
+
+// String returns "high", "normal" or "low".
+func (p PriorityLevel) String() string {
+	switch p {
+	case High:
+		return "high"
+	case Normal:
+		return "normal"
+	case Low:
+		return "low"
+	}
+	return fmt.Sprintf("PriorityLevel(%d)", int(p))
+}
+
+func (p PriorityLevel) valid() bool { return p >= High && p <= Low }
+
+// ScheduleOption configures one Schedule call: In, At, Priority, UniqueKey,
+// MaxAttempts, Metadata. With no timing option a job is due at once.
+type ScheduleOption interface {
+	applySchedule(*scheduleSettings) error
+}
+
+// scheduleSettings collects the options of one Schedule call.
+type scheduleSettings struct {
+	delay       time.Duration
+	runAt       time.Time
+	priority    PriorityLevel
+	uniqueKey   string
+	maxAttempts int
+	metadata    map[string]string
+}
+
+type scheduleOptionFunc func(*scheduleSettings) error
+
+func (f scheduleOptionFunc) applySchedule(s *scheduleSettings) error { return f(s) }
+
+// In makes the job due d after the store's current time (not the host's).
+// A negative d is an error wrapping ErrInvalidOption.
+func In(d time.Duration) ScheduleOption {
+	return scheduleOptionFunc(func(s *scheduleSettings) error {
+		if d < 0 {
+			return fmt.Errorf("%w: negative delay In(%s)", ErrInvalidOption, d)
+		}
+		s.delay, s.runAt = d, time.Time{}
+		return nil
+	})
+}
+
+// At makes the job due at t (compared with the store's clock). A time in the
+// past means due at once. A zero t is an error wrapping ErrInvalidOption.
+func At(t time.Time) ScheduleOption {
+	return scheduleOptionFunc(func(s *scheduleSettings) error {
+		if t.IsZero() {
+			return fmt.Errorf("%w: At(zero time)", ErrInvalidOption)
+		}
+		s.runAt, s.delay = t, 0
+		return nil
+	})
+}
+
+// UniqueKey makes Schedule idempotent: while a job that is not cancelled
+// holds key (until it is pruned), scheduling another job with the same key
+// inserts nothing and returns the holder's ID with Duplicate set. The check
+// is a unique index in the store, safe across hosts. An empty key is an
+// error wrapping ErrInvalidOption.
+func UniqueKey(key string) ScheduleOption {
+	return scheduleOptionFunc(func(s *scheduleSettings) error {
+		if key == "" {
+			return fmt.Errorf("%w: empty UniqueKey", ErrInvalidOption)
+		}
+		s.uniqueKey = key
+		return nil
+	})
+}
+
+// Metadata attaches string metadata to the job, merged over metadata given
+// by earlier options. The handler sees it in Job.Metadata.
+func Metadata(md map[string]string) ScheduleOption {
+	return scheduleOptionFunc(func(s *scheduleSettings) error {
+		if s.metadata == nil {
+			s.metadata = make(map[string]string, len(md))
+		}
+		maps.Copy(s.metadata, md)
+		return nil
+	})
+}
+
+// Option is accepted both by Schedule (for one job) and by Handle (as the
+// kind's default): Priority and MaxAttempts.
+type Option interface {
+	ScheduleOption
+	HandlerOption
+}
+
+// Priority sets the job's priority (Schedule) or the kind's default
+// priority (Handle). A value other than High, Normal or Low is an error
+// wrapping ErrInvalidOption.
+func Priority(p PriorityLevel) Option { return priorityOption(p) }
+
+type priorityOption PriorityLevel
+
+func (o priorityOption) check() error {
+	if !PriorityLevel(o).valid() {
+		return fmt.Errorf("%w: priority %d is not High, Normal or Low", ErrInvalidOption, int(o))
+	}
+	return nil
+}
+
+func (o priorityOption) applySchedule(s *scheduleSettings) error {
+	s.priority = PriorityLevel(o)
+	return o.check()
+}
+
+func (o priorityOption) applyHandler(h *handlerSettings) error {
+	h.priority = PriorityLevel(o)
+	return o.check()
+}
+
+// MaxAttempts sets how many attempts a job gets before a failure is final:
+// for one job (Schedule) or as the kind's default (Handle). Defaults to
+// Config.MaxAttempts. n < 1 is an error wrapping ErrInvalidOption.
+func MaxAttempts(n int) Option { return maxAttemptsOption(n) }
+
+type maxAttemptsOption int
+
+func (o maxAttemptsOption) check() error {
+	if o < 1 {
+		return fmt.Errorf("%w: MaxAttempts(%d) < 1", ErrInvalidOption, int(o))
+	}
+	return nil
+}
+
+func (o maxAttemptsOption) applySchedule(s *scheduleSettings) error {
+	s.maxAttempts = int(o)
+	return o.check()
+}
+
+func (o maxAttemptsOption) applyHandler(h *handlerSettings) error {
+	h.maxAttempts = int(o)
+	return o.check()
+}

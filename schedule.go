@@ -1,0 +1,197 @@
+package ax
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/axsched/ax/store"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+)
+
+// ScheduleResult is what Schedule did.
+type ScheduleResult struct {
+	// ID is the new job's ID or, when Duplicate, the ID of the job holding
+	// the same UniqueKey.
+	ID uuid.UUID
+	// Duplicate reports that a job with the same UniqueKey existed, so
+	// nothing was inserted. It is not an error.
+	Duplicate bool
+}
+
+// Request is one job for ScheduleMany.
+type Request struct {
+	Kind    string
+	Payload any
+	Options []ScheduleOption
+}
+
+// Schedule stores a job of kind with payload (encoded as JSON; a
+// json.RawMessage is stored as is) and returns once the store has it: from
+// then on no crash loses it. With no timing option the job is due at once.
+//
+// Scheduling a kind that has no handler on this host is allowed, since
+// another host may handle it; such a job waits until a host that handles
+// the kind runs. Its MaxAttempts and Priority then default to Config's
+// values rather than the kind's.
+//
+// Errors (nothing is stored): ErrInvalidKind, ErrInvalidPayload,
+// ErrInvalidOption, ErrSchedulerClosed, or the store's error.
+func (s *Scheduler) Schedule(ctx context.Context, kind string, payload any, opts ...ScheduleOption) (ScheduleResult, error) {
+	res, err := s.ScheduleMany(ctx, []Request{{Kind: kind, Payload: payload, Options: opts}})
+	if err != nil {
+		return ScheduleResult{}, err
+	}
+	return res[0], nil
+}
+
+// ScheduleMany stores several jobs in one store call (COPY on PostgreSQL).
+// Either all are stored (duplicates reported per job) or, on error, none.
+// Results are in the order of reqs.
+func (s *Scheduler) ScheduleMany(ctx context.Context, reqs []Request) ([]ScheduleResult, error) {
+	params, err := s.insertParams(reqs)
+	if err != nil {
+		return nil, err
+	}
+	if s.closed() {
+		return nil, fmt.Errorf("schedule: %w", ErrSchedulerClosed)
+	}
+	res, err := s.store.Insert(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("schedule %d job(s): %w", len(params), err)
+	}
+	return s.scheduled(params, res), nil
+}
+
+// txInserter is implemented by stores that insert inside a caller's
+// transaction (pgstore).
+type txInserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, params []store.InsertParams) ([]store.InsertResult, error)
+}
+
+// ScheduleTx schedules a job inside the caller's PostgreSQL transaction, so
+// the job exists only if tx commits, together with the business write it
+// belongs to. Hosts are woken when tx commits. Stores that cannot do this
+// (memstore) return ErrTxUnsupported. Other errors are as for Schedule.
+func (s *Scheduler) ScheduleTx(ctx context.Context, tx pgx.Tx, kind string, payload any, opts ...ScheduleOption) (ScheduleResult, error) {
+	ti, ok := s.store.(txInserter)
+	if !ok {
+		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, ErrTxUnsupported)
+	}
+	params, err := s.insertParams([]Request{{Kind: kind, Payload: payload, Options: opts}})
+	if err != nil {
+		return ScheduleResult{}, err
+	}
+	if s.closed() {
+		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, ErrSchedulerClosed)
+	}
+	res, err := ti.InsertTx(ctx, tx, params)
+	if err != nil {
+		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, err)
+	}
+	return s.scheduled(params, res)[0], nil
+}
+
+// scheduled logs inserted jobs and converts store results.
+func (s *Scheduler) scheduled(params []store.InsertParams, res []store.InsertResult) []ScheduleResult {
+	out := make([]ScheduleResult, len(res))
+	for i, r := range res {
+		out[i] = ScheduleResult{ID: r.ID, Duplicate: r.Duplicate}
+		if ce := s.log.Check(zap.DebugLevel, "job scheduled"); ce != nil {
+			ce.Write(zap.Stringer(fieldJobID, r.ID), zap.String(fieldKind, params[i].Kind),
+				zap.Bool("duplicate", r.Duplicate), zap.Duration("delay", params[i].Delay),
+				zap.Time("run_at", params[i].RunAt), zap.Int("priority", params[i].Priority))
+		}
+	}
+	return out
+}
+
+// insertParams validates requests and turns them into store rows.
+func (s *Scheduler) insertParams(reqs []Request) ([]store.InsertParams, error) {
+	params := make([]store.InsertParams, len(reqs))
+	for i, r := range reqs {
+		p, err := s.insertParam(r)
+		if err != nil {
+			return nil, fmt.Errorf("schedule %q: %w", r.Kind, err)
+		}
+		params[i] = p
+	}
+	return params, nil
+}
+
+func (s *Scheduler) insertParam(r Request) (store.InsertParams, error) {
+	if err := checkKind(r.Kind); err != nil {
+		return store.InsertParams{}, err
+	}
+	var set scheduleSettings
+	for _, o := range r.Options {
+		if o == nil {
+			return store.InsertParams{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o.applySchedule(&set); err != nil {
+			return store.InsertParams{}, err
+		}
+	}
+	payload, err := encodePayload(r.Payload)
+	if err != nil {
+		return store.InsertParams{}, err
+	}
+	priority, maxAttempts := Normal, s.cfg.MaxAttempts
+	if h := s.handler(r.Kind); h != nil {
+		priority, maxAttempts = h.settings.priority, h.settings.maxAttempts
+	}
+	if set.priority != 0 {
+		priority = set.priority
+	}
+	if set.maxAttempts != 0 {
+		maxAttempts = set.maxAttempts
+	}
+	id, err := newJobID()
+	if err != nil {
+		return store.InsertParams{}, fmt.Errorf("new job id: %w", err)
+	}
+	return store.InsertParams{
+		ID:          id,
+		Kind:        r.Kind,
+		Payload:     payload,
+		Metadata:    set.metadata,
+		Priority:    int(priority),
+		RunAt:       set.runAt,
+		Delay:       set.delay,
+		MaxAttempts: maxAttempts,
+		UniqueKey:   set.uniqueKey,
+	}, nil
+}
+
+// encodePayload returns payload as JSON within the store's size limit.
+func encodePayload(payload any) ([]byte, error) {
+	var b []byte
+	if raw, ok := payload.(json.RawMessage); ok {
+		if !json.Valid(raw) {
+			return nil, fmt.Errorf("%w: json.RawMessage is not valid JSON", ErrInvalidPayload)
+		}
+		b = raw
+	} else {
+		var err error
+		if b, err = json.Marshal(payload); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidPayload, err)
+		}
+	}
+	if len(b) > store.MaxPayloadSize {
+		return nil, fmt.Errorf("%w: %d bytes encoded, more than the %d allowed", ErrInvalidPayload, len(b), store.MaxPayloadSize)
+	}
+	return b, nil
+}
+
+// checkKind validates a job kind.
+func checkKind(kind string) error {
+	if kind == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidKind)
+	}
+	if len(kind) > store.MaxKindLength {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidKind, len(kind), store.MaxKindLength)
+	}
+	return nil
+}
