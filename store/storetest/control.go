@@ -1,0 +1,216 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax/store"
+)
+
+// controlCheck checks a job after an allowed Control: before is the job as
+// read before, after as returned by Control, and [from, to] brackets the
+// store clock during the call.
+type controlCheck func(t *testing.T, before, after *store.JobRecord, from, to time.Time)
+
+// unchanged checks a "no change" transition.
+func unchanged(t *testing.T, before, after *store.JobRecord, _, _ time.Time) {
+	t.Helper()
+	requireSameRecord(t, before, after, "a no-change operation changed the job")
+}
+
+// becomes checks that the job moved to state and that nothing else changed
+// except what also is checked by more.
+func becomes(state store.State, more ...func(t *testing.T, before, after *store.JobRecord, from, to time.Time)) controlCheck {
+	return func(t *testing.T, before, after *store.JobRecord, from, to time.Time) {
+		t.Helper()
+		require.Equal(t, state, after.State)
+		require.Equal(t, before.Kind, after.Kind)
+		require.JSONEq(t, string(before.Payload), string(after.Payload))
+		require.Equal(t, before.Priority, after.Priority)
+		require.Equal(t, before.MaxAttempts, after.MaxAttempts)
+		require.Equal(t, before.UniqueKey, after.UniqueKey)
+		requireTimeNear(t, before.CreatedAt, after.CreatedAt, storedTolerance)
+		requireSameErrors(t, before.Errors, after.Errors)
+		for _, m := range more {
+			m(t, before, after, from, to)
+		}
+	}
+}
+
+// Checks combined with becomes.
+
+func runAtKept(t *testing.T, before, after *store.JobRecord, _, _ time.Time) {
+	t.Helper()
+	requireTimeNear(t, before.RunAt, after.RunAt, storedTolerance, "run_at kept")
+}
+
+func runAtNow(t *testing.T, _, after *store.JobRecord, from, to time.Time) {
+	t.Helper()
+	requireBetween(t, from, to, after.RunAt, "run_at = store now")
+}
+
+func attemptKept(t *testing.T, before, after *store.JobRecord, _, _ time.Time) {
+	t.Helper()
+	require.Equal(t, before.Attempt, after.Attempt)
+}
+
+func attemptReset(t *testing.T, _, after *store.JobRecord, _, _ time.Time) {
+	t.Helper()
+	require.Zero(t, after.Attempt)
+}
+
+func finishedNow(t *testing.T, _, after *store.JobRecord, from, to time.Time) {
+	t.Helper()
+	requireBetween(t, from, to, after.FinishedAt, "FinishedAt")
+	requireLeaseCleared(t, after)
+}
+
+func notFinished(t *testing.T, _, after *store.JobRecord, _, _ time.Time) {
+	t.Helper()
+	require.True(t, after.FinishedAt.IsZero(), "FinishedAt %s on a live job", after.FinishedAt)
+	requireLeaseCleared(t, after)
+	require.False(t, after.CancelRequested)
+}
+
+func cancelRequested(t *testing.T, before, after *store.JobRecord, _, _ time.Time) {
+	t.Helper()
+	require.True(t, after.CancelRequested)
+	after2 := *after
+	after2.CancelRequested = false
+	requireSameRecord(t, before, &after2, "cancel of a running job only requests it")
+}
+
+// testControl checks every Control transition, allowed and refused.
+func testControl(t *testing.T, newStore NewStoreFunc) {
+	allowed := []struct {
+		from  store.State
+		op    store.ControlOp
+		check controlCheck
+	}{
+		// OpCancel
+		{store.StateScheduled, store.OpCancel, becomes(store.StateCancelled, finishedNow, attemptKept, runAtKept)},
+		{store.StateRetrying, store.OpCancel, becomes(store.StateCancelled, finishedNow, attemptKept, runAtKept)},
+		{store.StatePaused, store.OpCancel, becomes(store.StateCancelled, finishedNow, attemptKept, runAtKept)},
+		{store.StateRunning, store.OpCancel, cancelRequested},
+		{store.StateCancelled, store.OpCancel, unchanged},
+		// OpPause
+		{store.StateScheduled, store.OpPause, becomes(store.StatePaused, notFinished, attemptKept, runAtKept)},
+		{store.StateRetrying, store.OpPause, becomes(store.StatePaused, notFinished, attemptKept, runAtKept)},
+		{store.StatePaused, store.OpPause, unchanged},
+		// OpResume
+		{store.StatePaused, store.OpResume, becomes(store.StateScheduled, notFinished, attemptKept, runAtKept)},
+		{store.StateScheduled, store.OpResume, unchanged},
+		{store.StateRetrying, store.OpResume, unchanged},
+		// OpRunNow
+		{store.StateScheduled, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptKept, runAtNow)},
+		{store.StateRetrying, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptKept, runAtNow)},
+		{store.StatePaused, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptKept, runAtNow)},
+		{store.StateDead, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptReset, runAtNow)},
+		{store.StateCancelled, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptReset, runAtNow)},
+	}
+	for _, c := range allowed {
+		t.Run(c.op.String()+"/"+stateName(c.from), func(t *testing.T) {
+			st := newStore(t)
+			before := makeJob(t, st, c.from, "control")
+			from := storeNow(t, st)
+			after := control(t, st, before.ID, c.op)
+			to := storeNow(t, st)
+			c.check(t, before, after, from, to)
+			requireSameRecord(t, after, get(t, st, before.ID), "Control returned the job as it is afterwards")
+		})
+	}
+
+	refused := []struct {
+		from store.State
+		op   store.ControlOp
+	}{
+		{store.StateSucceeded, store.OpCancel},
+		{store.StateDead, store.OpCancel},
+		{store.StateRunning, store.OpPause},
+		{store.StateSucceeded, store.OpPause},
+		{store.StateDead, store.OpPause},
+		{store.StateCancelled, store.OpPause},
+		{store.StateRunning, store.OpResume},
+		{store.StateSucceeded, store.OpResume},
+		{store.StateDead, store.OpResume},
+		{store.StateCancelled, store.OpResume},
+		{store.StateRunning, store.OpRunNow},
+		{store.StateSucceeded, store.OpRunNow},
+	}
+	for _, c := range refused {
+		t.Run(c.op.String()+"/"+stateName(c.from)+"Refused", func(t *testing.T) {
+			st := newStore(t)
+			before := makeJob(t, st, c.from, "control")
+			_, err := st.Control(t.Context(), before.ID, c.op)
+			require.ErrorIs(t, err, store.ErrWrongState)
+			requireUnchanged(t, st, before)
+		})
+	}
+
+	for _, op := range []store.ControlOp{store.OpCancel, store.OpPause, store.OpResume, store.OpRunNow} {
+		t.Run(op.String()+"/NotFound", func(t *testing.T) {
+			st := newStore(t)
+			other := makeJob(t, st, store.StateScheduled, "control")
+			_, err := st.Control(t.Context(), newID(t), op)
+			require.ErrorIs(t, err, store.ErrNotFound)
+			requireUnchanged(t, st, other)
+		})
+	}
+
+	t.Run("Sequences", func(t *testing.T) {
+		t.Run("CancelRunningTwice", func(t *testing.T) {
+			st := newStore(t)
+			j := makeJob(t, st, store.StateRunning, "control")
+			first := control(t, st, j.ID, store.OpCancel)
+			second := control(t, st, j.ID, store.OpCancel)
+			requireSameRecord(t, first, second, "a second cancel changes nothing")
+		})
+		t.Run("RunNowMakesDue", func(t *testing.T) {
+			st := newStore(t)
+			j := makeJob(t, st, store.StatePaused, "control")
+			control(t, st, j.ID, store.OpRunNow)
+			claimOnly(t, st, "control", j.ID, longLease)
+		})
+		t.Run("ResumeKeepsFutureRunAt", func(t *testing.T) {
+			st := newStore(t)
+			j := makeJob(t, st, store.StatePaused, "control")
+			control(t, st, j.ID, store.OpResume)
+			require.Empty(t, claim(t, st, claimParams(10, longLease, "control")).Jobs)
+		})
+		t.Run("ResumeDuePausedJob", func(t *testing.T) {
+			st := newStore(t)
+			id := insertOne(t, st, "control", withRunAt(storeNow(t, st).Add(-time.Minute)))
+			control(t, st, id, store.OpPause)
+			require.Empty(t, claim(t, st, claimParams(10, longLease, "control")).Jobs)
+			control(t, st, id, store.OpResume)
+			claimOnly(t, st, "control", id, longLease)
+		})
+		t.Run("RunNowDeadGivesFreshAttempts", func(t *testing.T) {
+			st := newStore(t)
+			id := insertOne(t, st, "control", withMaxAttempts(1))
+			j := claimOnly(t, st, "control", id, longLease)
+			finishOne(t, st, j, store.FinishParams{Outcome: store.OutcomeDead, Error: "e1"})
+			control(t, st, id, store.OpRunNow)
+			again := claimOnly(t, st, "control", id, longLease)
+			require.Equal(t, 1, again.Attempt)
+			require.NotEqual(t, j.LeaseToken, again.LeaseToken)
+			got := finishOne(t, st, again, store.FinishParams{Outcome: store.OutcomeDead, Error: "e2"})
+			require.Len(t, got.Errors, 2, "errors are kept across RunNow")
+			require.Equal(t, "e1", got.Errors[0].Error)
+			require.Equal(t, "e2", got.Errors[1].Error)
+		})
+	})
+}
+
+// requireSameErrors requires equal attempt errors, times within tolerance.
+func requireSameErrors(t *testing.T, want, got []store.AttemptError) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for i := range want {
+		require.Equal(t, want[i].Attempt, got[i].Attempt)
+		require.Equal(t, want[i].Error, got[i].Error)
+		requireTimeNear(t, want[i].At, got[i].At, storedTolerance)
+	}
+}

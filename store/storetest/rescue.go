@@ -1,0 +1,155 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax/store"
+)
+
+// leaseExpiredError is the error text RescueExpired records.
+const leaseExpiredError = "lease expired"
+
+// testRescue checks RescueExpired.
+func testRescue(t *testing.T, newStore NewStoreFunc) {
+	t.Run("Outcomes", func(t *testing.T) {
+		cases := []struct {
+			name        string
+			maxAttempts int
+			wantState   store.State
+			wantFinal   bool
+		}{
+			{"AttemptsLeftRetrying", 2, store.StateRetrying, false},
+			{"LastAttemptDead", 1, store.StateDead, true},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				st := newStore(t)
+				id := insertOne(t, st, "rescue", withMaxAttempts(c.maxAttempts))
+				j := claimOnly(t, st, "rescue", id, shortLease)
+				waitUntilStoreTime(t, st, j.LeaseExpiresAt)
+
+				before := storeNow(t, st)
+				n, err := st.RescueExpired(t.Context(), 10)
+				require.NoError(t, err)
+				require.Equal(t, 1, n)
+				after := storeNow(t, st)
+
+				got := get(t, st, id)
+				require.Equal(t, c.wantState, got.State)
+				require.Equal(t, 1, got.Attempt, "the expired attempt counts")
+				requireLeaseCleared(t, got)
+				require.Len(t, got.Errors, 1)
+				require.Equal(t, 1, got.Errors[0].Attempt)
+				require.Contains(t, got.Errors[0].Error, leaseExpiredError)
+				requireBetween(t, before, after, got.Errors[0].At, "error time")
+				require.Equal(t, c.wantFinal, !got.FinishedAt.IsZero(), "FinishedAt set only on dead")
+				require.Equal(t, c.wantState.Claimable(), len(claim(t, st, claimParams(10, longLease, "rescue")).Jobs) == 1, "a retrying job is due at once")
+
+				// Nothing left to rescue.
+				n, err = st.RescueExpired(t.Context(), 10)
+				require.NoError(t, err)
+				require.Zero(t, n)
+			})
+		}
+	})
+
+	t.Run("RetryingIsDueNow", func(t *testing.T) {
+		st := newStore(t)
+		id := insertOne(t, st, "rescue", withMaxAttempts(3))
+		j := claimOnly(t, st, "rescue", id, shortLease)
+		waitUntilStoreTime(t, st, j.LeaseExpiresAt)
+		rescue(t, st, 10, 1)
+		got := get(t, st, id)
+		require.Equal(t, store.StateRetrying, got.State)
+		require.False(t, got.RunAt.After(storeNow(t, st)), "run_at %s is not due", got.RunAt)
+		again := claimOnly(t, st, "rescue", id, longLease)
+		require.Equal(t, 2, again.Attempt)
+	})
+
+	t.Run("UnexpiredUntouched", func(t *testing.T) {
+		st := newStore(t)
+		expiring := insertOne(t, st, "rescue.short")
+		j := claimOnly(t, st, "rescue.short", expiring, shortLease)
+		held := makeJob(t, st, store.StateRunning, "rescue.long")
+		waitUntilStoreTime(t, st, j.LeaseExpiresAt)
+		rescue(t, st, 10, 1)
+		requireUnchanged(t, st, held)
+		require.Equal(t, store.StateRetrying, get(t, st, expiring).State)
+	})
+
+	t.Run("OnlyRunningJobs", func(t *testing.T) {
+		st := newStore(t)
+		var before []*store.JobRecord
+		for _, s := range []store.State{store.StateScheduled, store.StateRetrying, store.StatePaused, store.StateSucceeded, store.StateDead, store.StateCancelled} {
+			before = append(before, makeJob(t, st, s, "rescue."+string(s)))
+		}
+		past := insertOne(t, st, "rescue.past", withRunAt(storeNow(t, st).Add(-farFuture)))
+		before = append(before, get(t, st, past))
+		rescue(t, st, 100, 0)
+		for _, j := range before {
+			requireUnchanged(t, st, j)
+		}
+	})
+
+	t.Run("Limit", func(t *testing.T) {
+		st := newStore(t)
+		ps := make([]store.InsertParams, 5)
+		for i := range ps {
+			ps[i] = params(t, "rescue")
+		}
+		insert(t, st, ps...)
+		res := claim(t, st, claimParams(10, shortLease, "rescue"))
+		require.Len(t, res.Jobs, 5)
+		waitUntilStoreTime(t, st, res.Jobs[len(res.Jobs)-1].LeaseExpiresAt)
+		steps := []struct{ limit, want int }{{2, 2}, {2, 2}, {10, 1}, {10, 0}}
+		for _, s := range steps {
+			rescue(t, st, s.limit, s.want)
+		}
+	})
+
+	t.Run("InvalidLimit", func(t *testing.T) {
+		for _, limit := range []int{0, -1} {
+			st := newStore(t)
+			id := insertOne(t, st, "rescue")
+			j := claimOnly(t, st, "rescue", id, shortLease)
+			waitUntilStoreTime(t, st, j.LeaseExpiresAt)
+			before := get(t, st, id)
+			_, err := st.RescueExpired(t.Context(), limit)
+			require.ErrorIs(t, err, store.ErrInvalidParams, "limit %d", limit)
+			requireUnchanged(t, st, before)
+		}
+	})
+
+	t.Run("OldTokenFenced", func(t *testing.T) {
+		st := newStore(t)
+		id := insertOne(t, st, "rescue", withMaxAttempts(3))
+		j := claimOnly(t, st, "rescue", id, shortLease)
+		waitUntilStoreTime(t, st, j.LeaseExpiresAt)
+		rescue(t, st, 10, 1)
+		rescued := get(t, st, id)
+
+		// Before a new claim: the zombie owner can neither finish nor extend.
+		require.Equal(t, []bool{false}, finish(t, st, store.FinishParams{Lease: lease(j), Outcome: store.OutcomeSucceeded}))
+		require.Equal(t, []uuid.UUID{id}, extend(t, st, longLease, lease(j)).Lost)
+		requireUnchanged(t, st, rescued)
+
+		// After a new claim: likewise, and the new holder is untouched.
+		current := claimOnly(t, st, "rescue", id, longLease)
+		held := get(t, st, id)
+		require.Equal(t, []bool{false}, finish(t, st, store.FinishParams{Lease: lease(j), Outcome: store.OutcomeDead, Error: "zombie"}))
+		require.Equal(t, []uuid.UUID{id}, extend(t, st, longLease, lease(j)).Lost)
+		requireUnchanged(t, st, held)
+		require.Equal(t, []bool{true}, finish(t, st, store.FinishParams{Lease: lease(current), Outcome: store.OutcomeSucceeded}))
+	})
+}
+
+// rescue runs RescueExpired with limit and requires it rescued want jobs.
+func rescue(t *testing.T, st store.Store, limit, want int) {
+	t.Helper()
+	n, err := st.RescueExpired(t.Context(), limit)
+	require.NoError(t, err)
+	require.Equal(t, want, n, "RescueExpired(%d)", limit)
+}
