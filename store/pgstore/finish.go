@@ -1,0 +1,101 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+// Finish records attempt outcomes as store.Store requires, in one statement
+// whatever the number of params: each row is applied only while the job is
+// running under the given lease token. Jobs that become claimable again
+// (retry, snooze, release) notify listeners, one notification per kind, so
+// a near-term retry wakes the hosts that can run it.
+func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	n := len(params)
+	ids := make([]uuid.UUID, n)
+	tokens := make([]uuid.UUID, n)
+	outcomes := make([]int32, n)
+	delays := make([]int64, n)
+	errs := make([]string, n)
+	for i, p := range params {
+		if p.Outcome < store.OutcomeSucceeded || p.Outcome > store.OutcomeCancelled {
+			return nil, fmt.Errorf("pgstore: finish job %s: unknown outcome %s: %w", p.Lease.ID, p.Outcome, store.ErrInvalidParams)
+		}
+		if p.Delay < 0 {
+			return nil, fmt.Errorf("pgstore: finish job %s: negative delay %s: %w", p.Lease.ID, p.Delay, store.ErrInvalidParams)
+		}
+		ids[i], tokens[i], outcomes[i], errs[i] = p.Lease.ID, p.Lease.Token, int32(p.Outcome), p.Error
+		if p.Outcome == store.OutcomeRetry || p.Outcome == store.OutcomeSnooze {
+			delays[i] = micros(p.Delay)
+		}
+	}
+	ok := make([]bool, n)
+	if n == 0 {
+		return ok, nil
+	}
+	rows, _ := s.pool.Query(ctx, s.q.finish, ids, tokens, outcomes, delays, errs, s.channel)
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: finish: %w", err)
+	}
+	done := make(map[uuid.UUID]bool, len(applied))
+	for _, id := range applied {
+		done[id] = true
+	}
+	for i, p := range params {
+		// A lease listed twice is applied once: report the first.
+		ok[i] = done[p.Lease.ID]
+		done[p.Lease.ID] = false
+	}
+	return ok, nil
+}
+
+// ExtendLeases extends every still-held lease in one statement, as
+// store.Store requires.
+func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*store.ExtendResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if params == nil || params.Duration <= 0 {
+		return nil, fmt.Errorf("pgstore: extend leases: duration must be > 0: %w", store.ErrInvalidParams)
+	}
+	res := &store.ExtendResult{}
+	if len(params.Leases) == 0 {
+		return res, nil
+	}
+	ids := make([]uuid.UUID, len(params.Leases))
+	tokens := make([]uuid.UUID, len(params.Leases))
+	for i, l := range params.Leases {
+		ids[i], tokens[i] = l.ID, l.Token
+	}
+	rows, _ := s.pool.Query(ctx, s.q.extend, ids, tokens, micros(params.Duration))
+	held := make(map[uuid.UUID]bool, len(ids))
+	var (
+		id     uuid.UUID
+		cancel bool
+	)
+	_, err := pgx.ForEachRow(rows, []any{&id, &cancel}, func() error {
+		held[id] = true
+		if cancel {
+			res.CancelRequested = append(res.CancelRequested, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: extend leases: %w", err)
+	}
+	for _, l := range params.Leases {
+		if !held[l.ID] {
+			res.Lost = append(res.Lost, l.ID)
+		}
+	}
+	return res, nil
+}

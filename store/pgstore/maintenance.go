@@ -1,0 +1,166 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+// RescueExpired takes back at most limit running jobs whose lease expired,
+// oldest expiry first, in one statement (locking with SKIP LOCKED, so
+// concurrent rescuers and late Finish calls never wait on each other): to
+// retrying, due now, while attempts remain, otherwise to dead, appending a
+// "lease expired" error. A job whose cancel was requested becomes cancelled
+// instead, as Finish would have made it. Jobs made retrying notify
+// listeners. limit must be > 0.
+func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	if limit < 1 {
+		return 0, fmt.Errorf("pgstore: rescue: limit %d < 1: %w", limit, store.ErrInvalidParams)
+	}
+	var n, notified int64
+	if err := s.pool.QueryRow(ctx, s.q.rescue, limit, s.channel).Scan(&n, &notified); err != nil {
+		return 0, fmt.Errorf("pgstore: rescue expired leases: %w", err)
+	}
+	return int(n), nil
+}
+
+// Prune deletes up to params.Limit final jobs that finished more than
+// params.Retention ago, oldest first, in one bounded statement driven by
+// the jobs_finished_idx partial index. Call it repeatedly until it returns
+// less than the limit to drain a backlog in small transactions.
+func (s *Store) Prune(ctx context.Context, params *store.PruneParams) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	if params == nil || params.Limit < 1 || params.Retention < 0 {
+		return 0, fmt.Errorf("pgstore: prune: limit must be > 0 and retention >= 0: %w", store.ErrInvalidParams)
+	}
+	tag, err := s.pool.Exec(ctx, s.q.prune, micros(params.Retention), params.Limit)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: prune: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// List returns up to params.Limit jobs matching params, ordered by ID
+// (keyset paging: pass the last ID as After for the next page).
+func (s *Store) List(ctx context.Context, params *store.ListParams) ([]*store.JobRecord, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if params == nil || params.Limit < 1 {
+		return nil, fmt.Errorf("pgstore: list: limit must be > 0: %w", store.ErrInvalidParams)
+	}
+	states := make([]string, len(params.States))
+	for i, st := range params.States {
+		if !st.Valid() {
+			return nil, fmt.Errorf("pgstore: list: unknown state %q: %w", st, store.ErrInvalidParams)
+		}
+		states[i] = string(st)
+	}
+	rows, _ := s.pool.Query(ctx, s.q.list, params.Kind, states, params.After, params.Limit)
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list: %w", err)
+	}
+	if jobs == nil {
+		jobs = []*store.JobRecord{}
+	}
+	return jobs, nil
+}
+
+// exactFinalLimit is the number of final jobs up to which CountJobs counts
+// them exactly.
+const exactFinalLimit = 10000
+
+// sampleRows is about how many rows CountJobs samples to estimate final
+// counts above exactFinalLimit.
+const sampleRows = 20000
+
+// CountJobs returns non-zero job counts by kind and state.
+//
+// Counts of live states (scheduled, retrying, running, paused) are exact:
+// they are read through the partial indexes on those states, so their cost
+// grows with the live jobs, not with history. Counts of final states
+// (succeeded, dead, cancelled) are exact while there are at most 10,000
+// final jobs; above that they are estimates, from a TABLESAMPLE SYSTEM
+// sample of about 20,000 rows scaled by the table's planner row estimate
+// (pg_class.reltuples, kept fresh by autovacuum and ANALYZE).
+func (s *Store) CountJobs(ctx context.Context) ([]store.StateCount, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	counts, err := s.countRows(ctx, s.q.countLive)
+	if err != nil {
+		return nil, err
+	}
+	var nFinal int64
+	if err := s.pool.QueryRow(ctx, s.q.finalBound, exactFinalLimit+1).Scan(&nFinal); err != nil {
+		return nil, fmt.Errorf("pgstore: count jobs: %w", err)
+	}
+	var final []store.StateCount
+	if nFinal <= exactFinalLimit {
+		final, err = s.countRows(ctx, s.q.countFinal)
+	} else {
+		final, err = s.estimateFinal(ctx, counts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return append(counts, final...), nil
+}
+
+func (s *Store) estimateFinal(ctx context.Context, live []store.StateCount) ([]store.StateCount, error) {
+	var reltuples float64
+	if err := s.pool.QueryRow(ctx, s.q.reltuples, pgx.Identifier{s.schema, "jobs"}.Sanitize()).Scan(&reltuples); err != nil {
+		return nil, fmt.Errorf("pgstore: count jobs: %w", err)
+	}
+	var nLive float64
+	for _, c := range live {
+		nLive += float64(c.Count)
+	}
+	if reltuples <= nLive+exactFinalLimit { // never analyzed, or stale: count
+		return s.countRows(ctx, s.q.countFinal)
+	}
+	pct := min(100, max(0.01, 100*sampleRows/reltuples))
+	sample, err := s.countRows(ctx, s.q.finalSample, pct)
+	if err != nil {
+		return nil, err
+	}
+	var nSample float64
+	for _, c := range sample {
+		nSample += float64(c.Count)
+	}
+	if nSample == 0 {
+		return s.countRows(ctx, s.q.countFinal)
+	}
+	scale := (reltuples - nLive) / nSample
+	for i := range sample {
+		sample[i].Count = max(1, int64(float64(sample[i].Count)*scale+0.5))
+	}
+	return sample, nil
+}
+
+func (s *Store) countRows(ctx context.Context, sql string, args ...any) ([]store.StateCount, error) {
+	rows, _ := s.pool.Query(ctx, sql, args...)
+	var (
+		counts []store.StateCount
+		c      store.StateCount
+		state  string
+	)
+	_, err := pgx.ForEachRow(rows, []any{&c.Kind, &state, &c.Count}, func() error {
+		c.State = store.State(state)
+		counts = append(counts, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: count jobs: %w", err)
+	}
+	return counts, nil
+}

@@ -1,0 +1,156 @@
+package pgstore
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// ErrSchemaTooNew means the database's schema was migrated by a newer
+// version of this package than the running one. Migrate changes nothing;
+// upgrade the code (or point it at another schema).
+var ErrSchemaTooNew = errors.New("pgstore: database schema is newer than this code")
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order. Files are
+// named NNNN_description.sql, numbered from 1 without gaps.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || !strings.HasSuffix(e.Name(), ".sql") {
+			return nil, fmt.Errorf("pgstore: bad migration file name %q", e.Name())
+		}
+		b, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i, m := range ms {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("pgstore: migration %s out of sequence", m.name)
+		}
+	}
+	return ms, nil
+}
+
+// SchemaVersion is the schema version this package migrates to.
+func SchemaVersion() int {
+	ms, err := migrations()
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}
+
+// Migrate brings the schema (DefaultSchema, or the one named by WithSchema)
+// to SchemaVersion, creating it when missing. It is idempotent and safe to
+// run from many hosts at once: everything happens in one transaction that
+// first takes a transaction-level advisory lock keyed by the schema name, so
+// concurrent callers wait for the first and then find nothing to do. Applied
+// versions are recorded in the schema's schema_version table.
+//
+// A schema recorded at a version newer than SchemaVersion makes Migrate
+// return an error wrapping ErrSchemaTooNew without changing anything. Other
+// options than WithSchema are ignored.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return err
+	}
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return migrateTx(ctx, tx, o.schema, ms)
+	})
+}
+
+func migrateTx(ctx context.Context, tx pgx.Tx, schema string, ms []migration) error {
+	latest := ms[len(ms)-1].version
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "ax.migrate."+schema); err != nil {
+		return fmt.Errorf("pgstore: migrate: lock: %w", err)
+	}
+	s := pgx.Identifier{schema}.Sanitize()
+	var current int
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s+".schema_version").Scan(&exists); err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	if exists {
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s+`.schema_version`).Scan(&current); err != nil {
+			return fmt.Errorf("pgstore: migrate: read version: %w", err)
+		}
+	}
+	if current > latest {
+		return fmt.Errorf("%w: schema %q is at version %d, this code knows up to %d", ErrSchemaTooNew, schema, current, latest)
+	}
+	if current == latest {
+		return nil
+	}
+	if !exists {
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+s+`;
+CREATE TABLE IF NOT EXISTS `+s+`.schema_version (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`); err != nil {
+			return fmt.Errorf("pgstore: migrate: create schema %s: %w", schema, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, s+", pg_catalog"); err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	for _, m := range ms[current:] {
+		if _, err := tx.Exec(ctx, m.sql); err != nil {
+			return fmt.Errorf("pgstore: migrate: apply %s: %w", m.name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+s+`.schema_version (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+			return fmt.Errorf("pgstore: migrate: record %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+// checkVersion reports whether the schema is at exactly SchemaVersion
+// (for WithoutMigrate).
+func checkVersion(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	s := pgx.Identifier{schema}.Sanitize()
+	var current int
+	err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s+`.schema_version`).Scan(&current)
+	if err != nil {
+		return fmt.Errorf("pgstore: read schema version of %q (run Migrate first): %w", schema, err)
+	}
+	switch latest := SchemaVersion(); {
+	case current > latest:
+		return fmt.Errorf("%w: schema %q is at version %d, this code knows up to %d", ErrSchemaTooNew, schema, current, latest)
+	case current < latest:
+		return fmt.Errorf("pgstore: schema %q is at version %d, this code needs %d: run Migrate", schema, current, latest)
+	}
+	return nil
+}

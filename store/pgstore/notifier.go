@@ -1,0 +1,167 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+// notification is the JSON payload of the Store's NOTIFY messages.
+type notification struct {
+	Kind  string    `json:"kind"`
+	RunAt time.Time `json:"run_at"`
+}
+
+// Listener reconnection backoff.
+const (
+	minListenBackoff = 50 * time.Millisecond
+	maxListenBackoff = 5 * time.Second
+)
+
+// Subscribe calls fn for every notification on the Store's channel (jobs
+// inserted, resumed, run now, retried, snoozed, handed back or rescued),
+// until unsubscribe is called. The first subscriber starts one goroutine
+// holding one dedicated connection (outside the pool, or to the
+// WithListenerConnString server) that LISTENs and, on any error, reconnects
+// with exponential backoff (50ms doubling to 5s); notifications sent while
+// it is disconnected are lost, so callers also poll. The last unsubscribe
+// stops it and waits for it to exit.
+//
+// fn must not block, and must not call unsubscribe. Unsubscribe is safe to
+// call more than once; once it returns, fn is not running and will not be
+// called again. After Close, Subscribe returns a no-op unsubscribe.
+func (s *Store) Subscribe(fn func(store.Notification)) (unsubscribe func()) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	if s.closed.Load() || fn == nil {
+		return func() {}
+	}
+	if s.listener == nil {
+		s.listener = s.startListener()
+	}
+	l := s.listener
+	id := l.add(fn)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.lmu.Lock()
+			defer s.lmu.Unlock()
+			if l.remove(id) == 0 && s.listener == l {
+				s.listener = nil
+				l.stop()
+			}
+		})
+	}
+}
+
+// listener is one LISTEN goroutine and its subscribers.
+type listener struct {
+	mu     sync.RWMutex // held for reading while calling subscribers
+	subs   map[int]func(store.Notification)
+	nextID int
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (s *Store) startListener() *listener {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &listener{subs: map[int]func(store.Notification){}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		s.listen(ctx, l)
+	}()
+	return l
+}
+
+func (l *listener) add(fn func(store.Notification)) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.nextID++
+	l.subs[l.nextID] = fn
+	return l.nextID
+}
+
+// remove drops a subscriber and returns how many remain. When it returns,
+// the subscriber is not running.
+func (l *listener) remove(id int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.subs, id)
+	return len(l.subs)
+}
+
+// stop ends the goroutine and waits for it. Safe to call more than once.
+func (l *listener) stop() {
+	l.cancel()
+	<-l.done
+}
+
+func (l *listener) deliver(n store.Notification) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for _, fn := range l.subs {
+		fn(n)
+	}
+}
+
+// listen connects, LISTENs and delivers until ctx is cancelled,
+// reconnecting with backoff.
+func (s *Store) listen(ctx context.Context, l *listener) {
+	backoff := minListenBackoff
+	for ctx.Err() == nil {
+		delivered, _ := s.listenOnce(ctx, l)
+		if ctx.Err() != nil {
+			return
+		}
+		if delivered {
+			backoff = minListenBackoff
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(backoff*2, maxListenBackoff)
+	}
+}
+
+// listenOnce runs one connection until it fails; delivered reports whether
+// it got as far as listening.
+func (s *Store) listenOnce(ctx context.Context, l *listener) (listening bool, err error) {
+	var conn *pgx.Conn
+	if s.opts.listenerDSN != "" {
+		conn, err = pgx.Connect(ctx, s.opts.listenerDSN)
+	} else {
+		conn, err = pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	}
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		return false, err
+	}
+	for {
+		pn, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return true, err
+		}
+		var n notification
+		if json.Unmarshal([]byte(pn.Payload), &n) != nil || n.Kind == "" {
+			continue
+		}
+		l.deliver(store.Notification{Kind: n.Kind, RunAt: n.RunAt})
+	}
+}

@@ -1,0 +1,258 @@
+package pgstore
+
+import "strings"
+
+// queries holds the Store's SQL with the jobs table's quoted, schema
+// qualified name substituted for {jobs}. The name comes from a validated
+// schema name passed through pgx.Identifier.Sanitize; everything else is a
+// parameter.
+type queries struct {
+	get         string
+	insertOne   string
+	insertMany  string
+	holders     string
+	notify      string
+	claim       string
+	finish      string
+	extend      string
+	rescue      string
+	prune       string
+	list        string
+	controlCur  string
+	cancel      string
+	pause       string
+	resume      string
+	runNow      string
+	countLive   string
+	countFinal  string
+	finalBound  string
+	finalSample string
+	reltuples   string
+}
+
+// Claimable and final states as SQL lists.
+const (
+	claimableSQL = `('scheduled', 'retrying')`
+	finalSQL     = `('succeeded', 'dead', 'cancelled')`
+)
+
+// notifiedSQL is a CTE body sending one notification per kind, with the
+// earliest run_at, for the rows of the CTE named "changed" that became
+// claimable. The notifications are delivered when the transaction commits.
+const notifiedSQL = `SELECT pg_notify($CHAN, json_build_object('kind', kind, 'run_at', min(run_at))::text)
+	FROM changed WHERE state IN ` + claimableSQL + ` GROUP BY kind`
+
+// errorEntrySQL builds one entry of the errors array for attempt j.attempt.
+func errorEntrySQL(msg string) string {
+	return `jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', now(), 'error', ` + msg + `))`
+}
+
+func buildQueries(jobs string) queries {
+	r := strings.NewReplacer("{jobs}", jobs, "{cols}", jobColumns, "{jcols}", prefixed("j"))
+	q := queries{
+		get: `SELECT {cols} FROM {jobs} WHERE id = $1`,
+
+		// One round trip for one job: insert, or find the holder of the
+		// unique key. A holder committed after this statement's snapshot,
+		// or cancelled meanwhile, yields no row; the caller retries.
+		insertOne: `WITH ins AS (
+	INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, max_attempts, unique_key)
+	VALUES ($1, $2, $3, $4, $5, coalesce($6, now() + $7::bigint * interval '1 microsecond'), $8, $9)
+	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state <> 'cancelled' DO NOTHING
+	RETURNING id, kind, run_at, state
+), changed AS (SELECT * FROM ins
+), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$10") + `)
+SELECT id, false, (SELECT count(*) FROM notified) FROM ins
+UNION ALL
+SELECT id, true, 0 FROM {jobs}
+WHERE unique_key = $9 AND state <> 'cancelled' AND NOT EXISTS (SELECT 1 FROM ins)`,
+
+		insertMany: `INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, max_attempts, unique_key)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::jsonb[], $5::smallint[],
+	$6::timestamptz[], $7::int[], $8::text[])
+ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state <> 'cancelled' DO NOTHING
+RETURNING id`,
+
+		holders: `SELECT unique_key, id FROM {jobs} WHERE unique_key = ANY($1::text[]) AND state <> 'cancelled'`,
+
+		notify: `SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n`,
+
+		// The claim. For each requested (kind, priority) pair, a range scan
+		// of jobs_claim_idx takes the earliest due rows, locking them with
+		// SKIP LOCKED so concurrent claimers take disjoint sets. Per-kind
+		// limits cut each kind's candidates (across priorities, in claim
+		// order), then the total limit cuts all of them in strict
+		// priority, run_at order. Candidates locked but not picked are
+		// released at commit. next probes the same index for the earliest
+		// claimable run_at left behind.
+		claim: `WITH cand AS (
+	SELECT c.id, c.kind, c.priority, c.run_at, k.lim
+	FROM unnest($1::text[], $2::int[]) AS k(kind, lim)
+	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
+	CROSS JOIN LATERAL (
+		SELECT j.id, j.kind, j.priority, j.run_at
+		FROM {jobs} j
+		WHERE j.kind = k.kind AND j.priority = p.priority
+		  AND j.state IN ` + claimableSQL + ` AND j.run_at <= now()
+		ORDER BY j.run_at
+		LIMIT least(k.lim, $3)
+		FOR UPDATE SKIP LOCKED
+	) c
+), picked AS MATERIALIZED (
+	SELECT id FROM (
+		SELECT id, priority, run_at, lim,
+		       row_number() OVER (PARTITION BY kind ORDER BY priority, run_at, id) AS rn
+		FROM cand
+	) r
+	WHERE rn <= lim
+	ORDER BY priority, run_at, id
+	LIMIT $3
+), claimed AS (
+	UPDATE {jobs} j SET
+		state = 'running',
+		owner = $4,
+		lease_token = gen_random_uuid(),
+		attempt = j.attempt + 1,
+		lease_expires_at = now() + $5::bigint * interval '1 microsecond',
+		attempted_at = now()
+	FROM picked
+	WHERE j.id = picked.id AND j.state IN ` + claimableSQL + `
+	RETURNING {jcols}
+), next AS (
+	SELECT min(n.run_at) AS run_at
+	FROM unnest($1::text[]) AS k(kind)
+	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
+	CROSS JOIN LATERAL (
+		SELECT j.run_at FROM {jobs} j
+		WHERE j.kind = k.kind AND j.priority = p.priority AND j.state IN ` + claimableSQL + `
+		  AND NOT EXISTS (SELECT 1 FROM picked WHERE picked.id = j.id)
+		ORDER BY j.run_at
+		LIMIT 1
+	) n
+)
+SELECT now(), (SELECT run_at FROM next), c.*
+FROM (SELECT 1) AS one LEFT JOIN claimed c ON true
+ORDER BY c.priority, c.run_at, c.id`,
+
+		// Finish: every row guarded by its lease token. Outcomes:
+		// 1 succeeded, 2 retry, 3 dead, 4 snooze, 5 release, 6 cancelled.
+		finish: `WITH input AS (
+	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[])
+		AS i(id, token, outcome, delay_us, err)
+), changed AS (
+	UPDATE {jobs} j SET
+		state = ` + finishStateSQL + `,
+		run_at = CASE WHEN ` + finishStateSQL + ` IN ` + claimableSQL + `
+			THEN now() + i.delay_us * interval '1 microsecond' ELSE j.run_at END,
+		attempt = CASE WHEN ` + finishStateSQL + ` = 'scheduled' THEN j.attempt - 1 ELSE j.attempt END,
+		errors = CASE WHEN i.outcome IN (2, 3, 6) THEN j.errors || ` + errorEntrySQL("i.err") + ` ELSE j.errors END,
+		lease_token = NULL,
+		lease_expires_at = NULL,
+		cancel_requested = false,
+		finished_at = CASE WHEN ` + finishStateSQL + ` IN ` + finalSQL + ` THEN now() END
+	FROM input i
+	WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'running'
+	RETURNING j.id, j.kind, j.state, j.run_at
+), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `)
+SELECT id FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
+
+		extend: `UPDATE {jobs} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond'
+FROM unnest($1::uuid[], $2::uuid[]) AS l(id, token)
+WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
+RETURNING j.id, j.cancel_requested`,
+
+		// Rescue: expired leases, oldest first, skipping rows another
+		// rescuer (or a late Finish) holds. A job whose cancel was
+		// requested is cancelled, as Finish would have done.
+		rescue: `WITH expired AS (
+	SELECT id FROM {jobs}
+	WHERE state = 'running' AND lease_expires_at < now()
+	ORDER BY lease_expires_at
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+), changed AS (
+	UPDATE {jobs} j SET
+		state = ` + rescueStateSQL + `,
+		run_at = CASE WHEN ` + rescueStateSQL + ` = 'retrying' THEN now() ELSE j.run_at END,
+		errors = j.errors || ` + errorEntrySQL(`'lease expired (owner ' || j.owner || ' stopped extending it)'`) + `,
+		lease_token = NULL,
+		lease_expires_at = NULL,
+		cancel_requested = false,
+		finished_at = CASE WHEN ` + rescueStateSQL + ` = 'retrying' THEN NULL ELSE now() END
+	FROM expired
+	WHERE j.id = expired.id AND j.state = 'running'
+	RETURNING j.id, j.kind, j.state, j.run_at
+), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$2") + `)
+SELECT count(*), (SELECT count(*) FROM notified) FROM changed`,
+
+		prune: `DELETE FROM {jobs} WHERE id IN (
+	SELECT id FROM {jobs}
+	WHERE state IN ` + finalSQL + ` AND finished_at < now() - $1::bigint * interval '1 microsecond'
+	ORDER BY finished_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)`,
+
+		list: `SELECT {cols} FROM {jobs}
+WHERE ($1 = '' OR kind = $1) AND (cardinality($2::text[]) = 0 OR state = ANY($2::text[])) AND id > $3
+ORDER BY id
+LIMIT $4`,
+
+		controlCur: `SELECT state FROM {jobs} WHERE id = $1`,
+
+		cancel: `UPDATE {jobs} SET
+	state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
+	cancel_requested = (state = 'running'),
+	finished_at = CASE WHEN state = 'running' THEN finished_at ELSE now() END
+WHERE id = $1 AND state IN ('scheduled', 'retrying', 'paused', 'running')
+RETURNING {cols}`,
+
+		pause: `UPDATE {jobs} SET state = 'paused'
+WHERE id = $1 AND state IN ` + claimableSQL + `
+RETURNING {cols}`,
+
+		resume: `UPDATE {jobs} SET state = 'scheduled'
+WHERE id = $1 AND state = 'paused'
+RETURNING {cols}, pg_notify($2, json_build_object('kind', kind, 'run_at', run_at)::text)`,
+
+		runNow: `UPDATE {jobs} SET
+	state = 'scheduled',
+	run_at = now(),
+	attempt = CASE WHEN state IN ('dead', 'cancelled') THEN 0 ELSE attempt END,
+	finished_at = NULL,
+	cancel_requested = false
+WHERE id = $1 AND state IN ('scheduled', 'retrying', 'paused', 'dead', 'cancelled')
+RETURNING {cols}, pg_notify($2, json_build_object('kind', kind, 'run_at', run_at)::text)`,
+
+		countLive: `SELECT kind, state, count(*) FROM {jobs} WHERE state IN ` + claimableSQL + ` GROUP BY kind, state
+UNION ALL
+SELECT kind, 'running', count(*) FROM {jobs} WHERE state = 'running' GROUP BY kind
+UNION ALL
+SELECT kind, 'paused', count(*) FROM {jobs} WHERE state = 'paused' GROUP BY kind`,
+
+		finalBound: `SELECT count(*) FROM (SELECT 1 FROM {jobs} WHERE state IN ` + finalSQL + ` LIMIT $1) s`,
+
+		countFinal: `SELECT kind, state, count(*) FROM {jobs} WHERE state IN ` + finalSQL + ` GROUP BY kind, state`,
+
+		finalSample: `SELECT kind, state, count(*) FROM {jobs} TABLESAMPLE SYSTEM ($1)
+WHERE state IN ` + finalSQL + ` GROUP BY kind, state`,
+
+		reltuples: `SELECT c.reltuples::float8 FROM pg_class c WHERE c.oid = $1::regclass`,
+	}
+	for _, p := range []*string{&q.get, &q.insertOne, &q.insertMany, &q.holders, &q.notify, &q.claim,
+		&q.finish, &q.extend, &q.rescue, &q.prune, &q.list, &q.controlCur, &q.cancel, &q.pause,
+		&q.resume, &q.runNow, &q.countLive, &q.finalBound, &q.countFinal, &q.finalSample, &q.reltuples} {
+		*p = r.Replace(*p)
+	}
+	return q
+}
+
+// finishStateSQL is the state a Finish row moves its job to: retry, snooze
+// and release of a job whose cancel was requested become cancelled.
+const finishStateSQL = `(CASE WHEN i.outcome = 1 THEN 'succeeded' WHEN i.outcome = 3 THEN 'dead'
+	WHEN i.outcome = 6 OR j.cancel_requested THEN 'cancelled'
+	WHEN i.outcome = 2 THEN 'retrying' ELSE 'scheduled' END)`
+
+// rescueStateSQL is the state RescueExpired moves an expired job to.
+const rescueStateSQL = `(CASE WHEN j.cancel_requested THEN 'cancelled'
+	WHEN j.attempt < j.max_attempts THEN 'retrying' ELSE 'dead' END)`

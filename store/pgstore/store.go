@@ -1,0 +1,239 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axsched/ax/store"
+)
+
+// Store is the PostgreSQL store.Store. It is safe for concurrent use; many
+// processes may share one database (and schema). Create it with New.
+type Store struct {
+	pool    *pgxpool.Pool
+	schema  string
+	channel string // NOTIFY channel: the schema name
+	q       queries
+	opts    *options
+
+	closed atomic.Bool
+
+	lmu      sync.Mutex // guards listener lifecycle
+	listener *listener
+}
+
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+	_ store.Pruner   = (*Store)(nil)
+	_ store.Lister   = (*Store)(nil)
+	_ store.Counter  = (*Store)(nil)
+	_ store.Closer   = (*Store)(nil)
+)
+
+// New returns a Store on pool. It pings the database (an unreachable one is
+// an error naming its host and port) and, unless WithoutMigrate is given,
+// runs Migrate with the same options; with WithoutMigrate it checks that the
+// schema is at SchemaVersion. New starts no goroutine: the listener starts
+// with the first Subscribe.
+//
+// The pool stays the caller's: Close does not close it.
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("pgstore: nil pool: %w", store.ErrInvalidParams)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		cc := pool.Config().ConnConfig
+		return nil, fmt.Errorf("pgstore: connect to PostgreSQL at %s:%d: %w", cc.Host, cc.Port, err)
+	}
+	if o.noMigrate {
+		err = checkVersion(ctx, pool, o.schema)
+	} else {
+		err = Migrate(ctx, pool, WithSchema(o.schema))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Store{
+		pool:    pool,
+		schema:  o.schema,
+		channel: o.schema,
+		q:       buildQueries(pgx.Identifier{o.schema, "jobs"}.Sanitize()),
+		opts:    o,
+	}, nil
+}
+
+// Schema returns the PostgreSQL schema holding the Store's tables.
+func (s *Store) Schema() string { return s.schema }
+
+// Close stops the listener (ending every subscription) and makes later calls
+// return store.ErrClosed. It does not close the pool. It is safe to call more
+// than once.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.lmu.Lock()
+	l := s.listener
+	s.listener = nil
+	s.lmu.Unlock()
+	if l != nil {
+		l.stop()
+	}
+	return nil
+}
+
+func (s *Store) check() error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// Now returns the database's clock (statement_timestamp()).
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	if err := s.check(); err != nil {
+		return time.Time{}, err
+	}
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT statement_timestamp()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("pgstore: now: %w", err)
+	}
+	return now, nil
+}
+
+// Get returns the job with the given ID, or an error wrapping
+// store.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (*store.JobRecord, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, _ := s.pool.Query(ctx, s.q.get, id)
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: get job %s: %w", id, err)
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("pgstore: get job %s: %w", id, store.ErrNotFound)
+	}
+	return jobs[0], nil
+}
+
+// jobColumns are the columns scanJob reads, in order.
+const jobColumns = `id, kind, payload, metadata, state, priority, run_at, attempt, max_attempts,
+	unique_key, errors, lease_token, lease_expires_at, owner, cancel_requested,
+	created_at, attempted_at, finished_at`
+
+// prefixed returns jobColumns qualified by alias.
+func prefixed(alias string) string {
+	cols := strings.Split(jobColumns, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+type attemptErrorJSON struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
+}
+
+// jobScan holds the nullable columns of one row while scanning.
+type jobScan struct {
+	j          store.JobRecord
+	state      string
+	uniqueKey  *string
+	errors     []byte
+	leaseToken *uuid.UUID
+	leaseExp   *time.Time
+	attempted  *time.Time
+	finished   *time.Time
+}
+
+func (js *jobScan) dest() []any {
+	j := &js.j
+	return []any{&j.ID, &j.Kind, &j.Payload, &j.Metadata, &js.state, &j.Priority, &j.RunAt,
+		&j.Attempt, &j.MaxAttempts, &js.uniqueKey, &js.errors, &js.leaseToken, &js.leaseExp,
+		&j.Owner, &j.CancelRequested, &j.CreatedAt, &js.attempted, &js.finished}
+}
+
+func (js *jobScan) record() (*store.JobRecord, error) {
+	j := js.j
+	j.State = store.State(js.state)
+	if js.uniqueKey != nil {
+		j.UniqueKey = *js.uniqueKey
+	}
+	if js.leaseToken != nil {
+		j.LeaseToken = *js.leaseToken
+	}
+	if js.leaseExp != nil {
+		j.LeaseExpiresAt = *js.leaseExp
+	}
+	if js.attempted != nil {
+		j.AttemptedAt = *js.attempted
+	}
+	if js.finished != nil {
+		j.FinishedAt = *js.finished
+	}
+	if len(j.Metadata) == 0 {
+		j.Metadata = nil
+	}
+	if len(js.errors) > 0 {
+		var errs []attemptErrorJSON
+		if err := json.Unmarshal(js.errors, &errs); err != nil {
+			return nil, fmt.Errorf("decode errors of job %s: %w", j.ID, err)
+		}
+		for _, e := range errs {
+			j.Errors = append(j.Errors, store.AttemptError{Attempt: e.Attempt, At: e.At, Error: e.Error})
+		}
+	}
+	return &j, nil
+}
+
+// collectJobs scans rows of jobColumns (possibly followed by ignored
+// columns) and closes rows.
+func collectJobs(rows pgx.Rows) ([]*store.JobRecord, error) {
+	defer rows.Close()
+	var jobs []*store.JobRecord
+	for rows.Next() {
+		var js jobScan
+		dest := js.dest()
+		for len(dest) < len(rows.FieldDescriptions()) {
+			dest = append(dest, nil)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		j, err := js.record()
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
+}
+
+// isUniqueViolation reports whether err is PostgreSQL's unique_violation.
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// micros converts d to whole microseconds, PostgreSQL's resolution.
+func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
