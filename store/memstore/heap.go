@@ -29,52 +29,66 @@ const (
 // by ID. It records each job's position in job.pos[slot], so removing or
 // re-ordering any job is O(log n). It implements heap.Interface; use its
 // push, remove, fix and top helpers.
+//
+// Entries carry their sort key, so comparisons read the heap's own array
+// rather than chasing a pointer to each job.
 type jobHeap struct {
-	slot heapSlot
-	jobs []*job
+	slot    heapSlot
+	entries []heapEntry
 }
 
-func (h *jobHeap) key(j *job) time.Time {
+type heapEntry struct {
+	at     int64  // the slot's time, in Unix microseconds (times are kept at µs)
+	hi, lo uint64 // the job ID, big-endian halves: byte order
+	j      *job
+}
+
+func (h *jobHeap) entry(j *job) heapEntry {
+	var t time.Time
 	switch h.slot {
 	case dueSlot:
-		return j.rec.RunAt
+		t = j.rec.RunAt
 	case leaseSlot:
-		return j.rec.LeaseExpiresAt
+		t = j.rec.LeaseExpiresAt
 	default:
-		return j.rec.FinishedAt
+		t = j.rec.FinishedAt
 	}
+	hi, lo := idHalves(j.rec.ID)
+	return heapEntry{at: t.UnixMicro(), hi: hi, lo: lo, j: j}
 }
 
-func (h *jobHeap) Len() int { return len(h.jobs) }
+func (h *jobHeap) Len() int { return len(h.entries) }
 
 func (h *jobHeap) Less(a, b int) bool {
-	ja, jb := h.jobs[a], h.jobs[b]
-	ka, kb := h.key(ja), h.key(jb)
-	if !ka.Equal(kb) {
-		return ka.Before(kb)
+	ea, eb := &h.entries[a], &h.entries[b]
+	if ea.at != eb.at {
+		return ea.at < eb.at
 	}
-	return idLess(ja.rec.ID, jb.rec.ID)
+	if ea.hi != eb.hi {
+		return ea.hi < eb.hi
+	}
+	return ea.lo < eb.lo
 }
 
 func (h *jobHeap) Swap(a, b int) {
-	h.jobs[a], h.jobs[b] = h.jobs[b], h.jobs[a]
-	h.jobs[a].pos[h.slot] = a
-	h.jobs[b].pos[h.slot] = b
+	h.entries[a], h.entries[b] = h.entries[b], h.entries[a]
+	h.entries[a].j.pos[h.slot] = a
+	h.entries[b].j.pos[h.slot] = b
 }
 
 // Push is for container/heap only.
 func (h *jobHeap) Push(x any) {
 	j := x.(*job)
-	j.pos[h.slot] = len(h.jobs)
-	h.jobs = append(h.jobs, j)
+	j.pos[h.slot] = len(h.entries)
+	h.entries = append(h.entries, h.entry(j))
 }
 
 // Pop is for container/heap only.
 func (h *jobHeap) Pop() any {
-	n := len(h.jobs) - 1
-	j := h.jobs[n]
-	h.jobs[n] = nil
-	h.jobs = h.jobs[:n]
+	n := len(h.entries) - 1
+	j := h.entries[n].j
+	h.entries[n] = heapEntry{}
+	h.entries = h.entries[:n]
 	j.pos[h.slot] = -1
 	return j
 }
@@ -91,24 +105,33 @@ func (h *jobHeap) remove(j *job) {
 // fix restores the order after j's key changed.
 func (h *jobHeap) fix(j *job) {
 	if i := j.pos[h.slot]; i >= 0 {
+		h.entries[i] = h.entry(j)
 		heap.Fix(h, i)
 	}
 }
 
 // top returns the smallest job, or nil when the heap is empty.
 func (h *jobHeap) top() *job {
-	if len(h.jobs) == 0 {
+	if len(h.entries) == 0 {
 		return nil
 	}
-	return h.jobs[0]
+	return h.entries[0].j
+}
+
+// reset empties the heap, keeping its slot.
+func (h *jobHeap) reset() { h.entries = nil }
+
+func idHalves(id uuid.UUID) (hi, lo uint64) {
+	return binary.BigEndian.Uint64(id[:8]), binary.BigEndian.Uint64(id[8:])
 }
 
 // idLess orders UUIDs by their bytes, as bytes.Compare and PostgreSQL's uuid
 // type do; for UUIDv7 that is creation order.
 func idLess(a, b uuid.UUID) bool {
-	ah, bh := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])
+	ah, al := idHalves(a)
+	bh, bl := idHalves(b)
 	if ah != bh {
 		return ah < bh
 	}
-	return binary.BigEndian.Uint64(a[8:]) < binary.BigEndian.Uint64(b[8:])
+	return al < bl
 }

@@ -221,7 +221,8 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.jobs, s.kinds, s.unique = nil, nil, nil
-	s.leases.jobs, s.finished.jobs = nil, nil
+	s.leases.reset()
+	s.finished.reset()
 	s.ids = idIndex{}
 	s.subs.clear()
 	return nil
