@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axsched/ax/store"
@@ -158,6 +160,60 @@ func testControl(t *testing.T, newStore NewStoreFunc) {
 			requireUnchanged(t, st, other)
 		})
 	}
+
+	t.Run("CancelRacesClaim", func(t *testing.T) {
+		// Each job is either cancelled before any claim took it, or claimed
+		// and then asked to cancel; never both, never neither.
+		st := newStore(t)
+		ctx := ctxTimeout(t)
+		const n = 200
+		ps := make([]store.InsertParams, n)
+		for i := range ps {
+			ps[i] = params(t, "control.race")
+		}
+		ids := insert(t, st, ps...)
+
+		claimed := map[uuid.UUID]bool{}
+		var claimErr, cancelErr error
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			for {
+				res, err := st.Claim(ctx, claimParams(13, longLease, "control.race"))
+				if err != nil {
+					claimErr = err
+					return
+				}
+				if len(res.Jobs) == 0 {
+					return
+				}
+				for _, j := range res.Jobs {
+					claimed[j.ID] = true
+				}
+			}
+		})
+		wg.Go(func() {
+			<-start
+			for _, id := range ids {
+				if _, err := st.Control(ctx, id, store.OpCancel); err != nil {
+					cancelErr = err
+					return
+				}
+			}
+		})
+		close(start)
+		wg.Wait()
+		require.NoError(t, claimErr)
+		require.NoError(t, cancelErr)
+
+		wantState := map[bool]store.State{true: store.StateRunning, false: store.StateCancelled}
+		for _, id := range ids {
+			j := get(t, st, id)
+			require.Equal(t, wantState[claimed[id]], j.State, "job %s", id)
+			require.True(t, j.State == store.StateCancelled || j.CancelRequested, "claimed job %s lost its cancel request", id)
+		}
+	})
 
 	t.Run("Sequences", func(t *testing.T) {
 		t.Run("CancelRunningTwice", func(t *testing.T) {

@@ -164,6 +164,34 @@ func testFinish(t *testing.T, newStore NewStoreFunc) {
 			}
 		})
 
+		// A job that is not running has no token; a zero token must not
+		// match it.
+		for _, state := range []store.State{
+			store.StateScheduled, store.StateRetrying, store.StatePaused,
+			store.StateSucceeded, store.StateDead, store.StateCancelled,
+		} {
+			t.Run("NilTokenWhen"+stateName(state), func(t *testing.T) {
+				st := newStore(t)
+				j := makeJob(t, st, state, "finish")
+				for _, o := range outcomes {
+					ok := finish(t, st, store.FinishParams{Lease: store.Lease{ID: j.ID}, Outcome: o, Error: "zombie"})
+					require.Equal(t, []bool{false}, ok, "%s", o)
+					requireUnchanged(t, st, j)
+				}
+			})
+		}
+
+		t.Run("ExpiredButNotRescued", func(t *testing.T) {
+			// An expired lease is still held until RescueExpired takes it.
+			st := newStore(t)
+			id := insertOne(t, st, "finish")
+			j := claimOnly(t, st, "finish", id, shortLease)
+			waitUntilStoreTime(t, st, j.LeaseExpiresAt)
+			got := finishOne(t, st, j, store.FinishParams{Outcome: store.OutcomeSucceeded})
+			require.Equal(t, store.StateSucceeded, got.State)
+			rescue(t, st, 10, 0)
+		})
+
 		t.Run("UnknownJob", func(t *testing.T) {
 			st := newStore(t)
 			ok := finish(t, st, store.FinishParams{Lease: store.Lease{ID: newID(t), Token: newID(t)}, Outcome: store.OutcomeSucceeded})

@@ -214,6 +214,17 @@ func testInsert(t *testing.T, newStore NewStoreFunc) {
 			require.Equal(t, []store.InsertResult{{ID: id, Duplicate: true}}, res)
 		})
 
+		t.Run("RunNowOfCancelledTakesKeyBack", func(t *testing.T) {
+			st := newStore(t)
+			old := makeJob(t, st, store.StateCancelled, "unique", withUniqueKey("k"))
+			control(t, st, old.ID, store.OpRunNow)
+			dup := params(t, "unique", withUniqueKey("k"))
+			res, err := st.Insert(t.Context(), []store.InsertParams{dup})
+			require.NoError(t, err)
+			require.Equal(t, []store.InsertResult{{ID: old.ID, Duplicate: true}}, res)
+			requireNotFound(t, st, dup.ID)
+		})
+
 		t.Run("FreedWhenRunningJobFinishedCancelled", func(t *testing.T) {
 			st := newStore(t)
 			running := makeJob(t, st, store.StateRunning, "unique", withUniqueKey("k"))

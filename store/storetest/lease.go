@@ -47,6 +47,17 @@ func testLease(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, j.LeaseToken, got.LeaseToken)
 	})
 
+	t.Run("ExpiredButNotRescuedIsHeld", func(t *testing.T) {
+		st := newStore(t)
+		id := insertOne(t, st, "lease")
+		j := claimOnly(t, st, "lease", id, shortLease)
+		waitUntilStoreTime(t, st, j.LeaseExpiresAt)
+		res := extend(t, st, longLease, lease(j))
+		require.Empty(t, res.Lost)
+		requireTimeNear(t, storeNow(t, st).Add(longLease), get(t, st, id).LeaseExpiresAt, clockTolerance)
+		rescue(t, st, 10, 0)
+	})
+
 	t.Run("Lost", func(t *testing.T) {
 		cases := []struct {
 			name string

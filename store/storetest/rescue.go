@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -123,6 +125,73 @@ func testRescue(t *testing.T, newStore NewStoreFunc) {
 		}
 	})
 
+	t.Run("RaceWithFinish", func(t *testing.T) {
+		// Owners finish jobs whose leases just expired while the rescuer
+		// takes them back: each job goes exactly one way.
+		st := newStore(t)
+		ctx := ctxTimeout(t)
+		const n = 200
+		ps := make([]store.InsertParams, n)
+		for i := range ps {
+			ps[i] = params(t, "rescue.race")
+		}
+		insert(t, st, ps...)
+		res := claim(t, st, claimParams(n, shortLease, "rescue.race"))
+		require.Len(t, res.Jobs, n)
+		latest := time.Time{}
+		for _, j := range res.Jobs {
+			latest = maxTime(latest, j.LeaseExpiresAt)
+		}
+		waitUntilStoreTime(t, st, latest)
+
+		finished := make([]bool, n)
+		var rescued int
+		var finishErr, rescueErr error
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			for i := 0; i < n; i += 10 {
+				fps := make([]store.FinishParams, 0, 10)
+				for _, j := range res.Jobs[i : i+10] {
+					fps = append(fps, store.FinishParams{Lease: lease(j), Outcome: store.OutcomeSucceeded})
+				}
+				ok, err := st.Finish(ctx, fps)
+				if err != nil {
+					finishErr = err
+					return
+				}
+				copy(finished[i:], ok)
+			}
+		})
+		wg.Go(func() {
+			<-start
+			for {
+				k, err := st.RescueExpired(ctx, 7)
+				if err != nil {
+					rescueErr = err
+					return
+				}
+				if k == 0 {
+					return
+				}
+				rescued += k
+			}
+		})
+		close(start)
+		wg.Wait()
+		require.NoError(t, finishErr)
+		require.NoError(t, rescueErr)
+
+		wantState := map[bool]store.State{true: store.StateSucceeded, false: store.StateRetrying}
+		var nFinished int
+		for i, j := range res.Jobs {
+			require.Equal(t, wantState[finished[i]], get(t, st, j.ID).State, "job %d", i)
+			nFinished += boolInt(finished[i])
+		}
+		require.Equal(t, n, nFinished+rescued, "finished %d + rescued %d", nFinished, rescued)
+	})
+
 	t.Run("OldTokenFenced", func(t *testing.T) {
 		st := newStore(t)
 		id := insertOne(t, st, "rescue", withMaxAttempts(3))
@@ -152,4 +221,12 @@ func rescue(t *testing.T, st store.Store, limit, want int) {
 	n, err := st.RescueExpired(t.Context(), limit)
 	require.NoError(t, err)
 	require.Equal(t, want, n, "RescueExpired(%d)", limit)
+}
+
+// boolInt returns 1 for true and 0 for false.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
