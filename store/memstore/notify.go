@@ -19,8 +19,11 @@ import (
 // one fn are serialized. fn must not block: the store call waits for it.
 // Unsubscribe is safe to call more than once and waits until fn is no
 // longer running, so it must not be called from inside fn. On a closed
-// store Subscribe does nothing and fn is never called.
+// store, or with a nil fn, Subscribe does nothing.
 func (s *Store) Subscribe(fn func(store.Notification)) (unsubscribe func()) {
+	if fn == nil {
+		return func() {}
+	}
 	sub := &subscriber{fn: fn}
 	s.mu.Lock()
 	closed := s.closed
