@@ -112,6 +112,14 @@ func validateInserts(params []store.InsertParams) error {
 	return nil
 }
 
+// payloadJSON returns the payload to store: nil is JSON null.
+func payloadJSON(b []byte) []byte {
+	if b == nil {
+		return []byte("null")
+	}
+	return b
+}
+
 func metadataJSON(m map[string]string) ([]byte, error) {
 	if len(m) == 0 {
 		return nil, nil
@@ -140,7 +148,7 @@ func (s *Store) insertOne(ctx context.Context, q querier, p *store.InsertParams)
 			res store.InsertResult
 			n   int64
 		)
-		err := q.QueryRow(ctx, s.q.insertOne, p.ID, p.Kind, p.Payload, meta, p.Priority, runAt,
+		err := q.QueryRow(ctx, s.q.insertOne, p.ID, p.Kind, payloadJSON(p.Payload), meta, p.Priority, runAt,
 			micros(p.Delay), p.MaxAttempts, nullable(p.UniqueKey), s.channel).Scan(&res.ID, &res.Duplicate, &n)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // the holder changed under us: try again
@@ -192,7 +200,7 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 			pgx.CopyFromSlice(len(plain), func(k int) ([]any, error) {
 				i := plain[k]
 				p := &params[i]
-				return []any{p.ID, p.Kind, p.Payload, meta[i], int16(p.Priority), runAt[i], int32(p.MaxAttempts)}, nil
+				return []any{p.ID, p.Kind, payloadJSON(p.Payload), meta[i], int16(p.Priority), runAt[i], int32(p.MaxAttempts)}, nil
 			}))
 		if err != nil {
 			return nil, fmt.Errorf("copy jobs: %w", err)
@@ -254,7 +262,7 @@ func (s *Store) insertKeyed(ctx context.Context, tx querier, params []store.Inse
 	keys := make([]string, n)
 	for k, i := range keyed {
 		p := &params[i]
-		ids[k], kinds[k], payloads[k], metas[k] = p.ID, p.Kind, p.Payload, meta[i]
+		ids[k], kinds[k], payloads[k], metas[k] = p.ID, p.Kind, payloadJSON(p.Payload), meta[i]
 		prios[k], runAts[k], maxes[k], keys[k] = int16(p.Priority), runAt[i], int32(p.MaxAttempts), p.UniqueKey
 	}
 	rows, _ := tx.Query(ctx, s.q.insertMany, ids, kinds, payloads, metas, prios, runAts, maxes, keys)

@@ -17,8 +17,10 @@ type notification struct {
 	RunAt time.Time `json:"run_at"`
 }
 
-// Listener reconnection backoff.
+// Listener reconnection backoff, and how long Subscribe waits for the
+// first LISTEN.
 const (
+	readyTimeout     = 5 * time.Second
 	minListenBackoff = 50 * time.Millisecond
 	maxListenBackoff = 5 * time.Second
 )
@@ -30,7 +32,8 @@ const (
 // WithListenerConnString server) that LISTENs and, on any error, reconnects
 // with exponential backoff (50ms doubling to 5s); notifications sent while
 // it is disconnected are lost, so callers also poll. The last unsubscribe
-// stops it and waits for it to exit.
+// stops it and waits for it to exit. Subscribe returns once the listener
+// is listening, or after its first failed attempt to connect, or after 5s.
 //
 // fn must not block, and must not call unsubscribe. Unsubscribe is safe to
 // call more than once; once it returns, fn is not running and will not be
@@ -46,6 +49,14 @@ func (s *Store) Subscribe(fn func(store.Notification)) (unsubscribe func()) {
 	}
 	l := s.listener
 	id := l.add(fn)
+	// Return once LISTEN is in place, so that what the caller does next
+	// is heard, unless the connection is slow or failing.
+	t := time.NewTimer(readyTimeout)
+	select {
+	case <-l.ready:
+	case <-t.C:
+	}
+	t.Stop()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -65,15 +76,22 @@ type listener struct {
 	subs   map[int]func(store.Notification)
 	nextID int
 
+	ready     chan struct{} // closed after the first LISTEN attempt
+	readyOnce sync.Once
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
+func (l *listener) setReady() { l.readyOnce.Do(func() { close(l.ready) }) }
+
 func (s *Store) startListener() *listener {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &listener{subs: map[int]func(store.Notification){}, cancel: cancel, done: make(chan struct{})}
+	l := &listener{subs: map[int]func(store.Notification){}, cancel: cancel,
+		ready: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
+		defer l.setReady()
 		s.listen(ctx, l)
 	}()
 	return l
@@ -143,6 +161,7 @@ func (s *Store) listenOnce(ctx context.Context, l *listener) (listening bool, er
 		conn, err = pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	}
 	if err != nil {
+		l.setReady()
 		return false, err
 	}
 	defer func() {
@@ -150,7 +169,9 @@ func (s *Store) listenOnce(ctx context.Context, l *listener) (listening bool, er
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+	_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize())
+	l.setReady()
+	if err != nil {
 		return false, err
 	}
 	for {
