@@ -28,8 +28,11 @@ var (
 //
 // All methods are safe for concurrent use; each one is atomic: it takes the
 // store's lock once, and either fully applies or changes nothing. Records it
-// returns are copies the caller may keep and modify. After Close every
-// method returns an error wrapping store.ErrClosed.
+// returns are copies the caller may keep and modify. A method called with a
+// context that is already done returns the context's error and changes
+// nothing (an operation never blocks on anything but the lock, so the
+// context is not checked after that). After Close every method returns an
+// error wrapping store.ErrClosed.
 //
 // Create a Store with New; the zero value is not usable.
 type Store struct {
