@@ -15,8 +15,11 @@ import (
 // and when RescueExpired makes jobs retrying.
 //
 // fn runs on the goroutine of the store call that caused the notification,
-// after the store's lock is released, so it may call the store; calls to
-// one fn are serialized. fn must not block: the store call waits for it.
+// after the store's lock is released. Calls to one fn are serialized, so fn
+// need not be safe for concurrent use, but for the same reason fn must not
+// call the Store (a call that notifies would wait for fn to return) and must
+// not block: the store call that notifies waits for it. Hand the
+// notification to another goroutine instead (a non-blocking channel send).
 // Unsubscribe is safe to call more than once and waits until fn is no
 // longer running, so it must not be called from inside fn. On a closed
 // store, or with a nil fn, Subscribe does nothing.
