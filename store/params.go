@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -20,7 +21,8 @@ type InsertParams struct {
 	ID uuid.UUID
 	// Kind must be non-empty and at most MaxKindLength bytes.
 	Kind string
-	// Payload is JSON, at most MaxPayloadSize bytes. Nil is stored as null.
+	// Payload must be valid JSON, at most MaxPayloadSize bytes. Nil is
+	// stored as the JSON value null.
 	Payload []byte
 	// Metadata is optional.
 	Metadata map[string]string
@@ -50,6 +52,8 @@ func (p *InsertParams) Validate() error {
 		return fmt.Errorf("%w: kind is %d bytes, more than %d", ErrInvalidParams, len(p.Kind), MaxKindLength)
 	case len(p.Payload) > MaxPayloadSize:
 		return fmt.Errorf("%w: payload is %d bytes, more than %d", ErrInvalidParams, len(p.Payload), MaxPayloadSize)
+	case p.Payload != nil && !json.Valid(p.Payload):
+		return fmt.Errorf("%w: payload is not valid JSON", ErrInvalidParams)
 	case p.Priority < PriorityHigh || p.Priority > PriorityLow:
 		return fmt.Errorf("%w: priority %d out of range [%d, %d]", ErrInvalidParams, p.Priority, PriorityHigh, PriorityLow)
 	case p.Delay < 0:

@@ -26,7 +26,7 @@
 //	            │ cancel requested     ──▶ reported by ExtendLeases; the owner finishes it as cancelled
 //
 // Optional abilities are separate interfaces found by type assertion:
-// Notifier, Pruner, Lister, Counter.
+// Notifier, Pruner, Lister, Counter, Closer.
 package store
 
 import (
@@ -44,8 +44,10 @@ type Store interface {
 	// (InsertParams.Validate) and an invalid one fails the whole call with
 	// ErrInvalidParams. A row whose UniqueKey is held by a job that is not
 	// cancelled (in the store or earlier in the same call) is not inserted;
-	// its result carries the holder's ID and Duplicate = true. Results are
-	// in the order of params.
+	// its result carries the holder's ID and Duplicate = true. An ID that
+	// already exists fails the call with ErrInvalidParams. Results are in
+	// the order of params; an empty params inserts nothing and returns no
+	// error.
 	Insert(ctx context.Context, params []InsertParams) ([]InsertResult, error)
 
 	// Claim atomically moves up to params.Limit due jobs (claimable state,
@@ -53,18 +55,22 @@ type Store interface {
 	// priority then run_at, honouring each kind's limit. Each claimed job
 	// gets Owner, a fresh LeaseToken, LeaseExpiresAt = now +
 	// LeaseDuration, AttemptedAt = now and Attempt + 1. No job is ever
-	// returned to two concurrent claimers.
+	// returned to two concurrent claimers. Empty Kinds claims nothing.
 	Claim(ctx context.Context, params *ClaimParams) (*ClaimResult, error)
 
 	// ExtendLeases pushes the expiry of every still-held lease to store now
-	// + Duration, in one operation, and reports the ones that are lost.
+	// + Duration, in one operation, and reports the ones that are lost. A
+	// lease is held while the job is running with its token, even past its
+	// expiry: it is lost only once RescueExpired (or a finish) took the job.
 	ExtendLeases(ctx context.Context, params *ExtendParams) (*ExtendResult, error)
 
 	// Finish records attempt outcomes, in one operation. ok[i] reports
 	// whether params[i] was applied; it is false when the lease is no
 	// longer held (stale token: the job was rescued, re-claimed, finished
 	// or pruned), and then nothing changed for that job. For a job whose
-	// cancel was requested, retry, snooze and release become cancelled.
+	// cancel was requested, retry, snooze and release become cancelled
+	// (attempt kept). A negative Delay or an unknown
+	// Outcome fails the whole call with ErrInvalidParams.
 	Finish(ctx context.Context, params []FinishParams) (ok []bool, err error)
 
 	// Get returns the job with the given ID, or ErrNotFound.
@@ -72,13 +78,15 @@ type Store interface {
 
 	// Control applies a user's operation (see ControlOp for the
 	// transitions) and returns the job as it is afterwards. It returns
-	// ErrNotFound or ErrWrongState, changing nothing, when it cannot.
+	// ErrNotFound or ErrWrongState (ErrInvalidParams for an unknown op),
+	// changing nothing, when it cannot.
 	Control(ctx context.Context, id uuid.UUID, op ControlOp) (*JobRecord, error)
 
 	// RescueExpired takes back at most limit running jobs whose lease
 	// expired before store now: to retrying (due now) while attempts
-	// remain, otherwise to dead, recording a "lease expired" error. It
-	// returns how many it rescued.
+	// remain, otherwise to dead, recording a "lease expired" error; a job
+	// whose cancel was requested goes to cancelled instead. It returns how
+	// many it rescued; limit < 1 is ErrInvalidParams.
 	RescueExpired(ctx context.Context, limit int) (int, error)
 
 	// Now returns the store's clock.
@@ -100,7 +108,8 @@ type Notification struct {
 type Notifier interface {
 	// Subscribe calls fn for each notification until unsubscribe is
 	// called. fn must not block. Unsubscribe is safe to call more than
-	// once and waits until fn is no longer running.
+	// once and waits until fn is no longer running, so it must not be
+	// called from fn.
 	Subscribe(fn func(Notification)) (unsubscribe func())
 }
 

@@ -9,7 +9,8 @@ import (
 
 // RescueExpired takes back at most limit running jobs whose lease expired
 // before the store's now, earliest expiry first: to retrying, due now, when
-// Attempt < MaxAttempts, otherwise to dead (FinishedAt = now). Each gets an
+// Attempt < MaxAttempts, otherwise to dead (FinishedAt = now); a job whose
+// cancel was requested goes to cancelled. Each gets an
 // AttemptError "lease expired (owner X)" and loses its lease token. It
 // returns how many jobs it rescued. A limit < 1 fails with an error wrapping
 // store.ErrInvalidParams. Subscribers are notified of jobs made retrying.
@@ -36,13 +37,19 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
 			At:      now,
 			Error:   fmt.Sprintf("lease expired (owner %s)", r.Owner),
 		})
+		cancelRequested := r.CancelRequested
 		leaveRunning(r)
-		if r.Attempt < r.MaxAttempts {
+		switch {
+		case cancelRequested:
+			// The user asked to cancel; a dead owner must not undo that.
+			r.State, r.FinishedAt = store.StateCancelled, now
+			s.releaseKey(j)
+		case r.Attempt < r.MaxAttempts:
 			r.State, r.RunAt = store.StateRetrying, now
 			if notify {
 				ns.add(r.Kind, now)
 			}
-		} else {
+		default:
 			r.State, r.FinishedAt = store.StateDead, now
 		}
 		s.index(j)

@@ -71,6 +71,22 @@ func testRescue(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, 2, again.Attempt)
 	})
 
+	t.Run("CancelRequestedBecomesCancelled", func(t *testing.T) {
+		st := newStore(t)
+		id := insertOne(t, st, "rescue", withMaxAttempts(3), withUniqueKey("rescue-cancel"))
+		j := claimOnly(t, st, "rescue", id, shortLease)
+		control(t, st, id, store.OpCancel)
+		waitUntilStoreTime(t, st, j.LeaseExpiresAt)
+		rescue(t, st, 10, 1)
+		got := get(t, st, id)
+		require.Equal(t, store.StateCancelled, got.State, "a dead owner must not undo a user's cancel")
+		require.False(t, got.FinishedAt.IsZero())
+		// The cancelled job freed its unique key.
+		res, err := st.Insert(ctxTimeout(t), []store.InsertParams{params(t, "rescue", withUniqueKey("rescue-cancel"))})
+		require.NoError(t, err)
+		require.False(t, res[0].Duplicate)
+	})
+
 	t.Run("UnexpiredUntouched", func(t *testing.T) {
 		st := newStore(t)
 		expiring := insertOne(t, st, "rescue.short")
