@@ -1,0 +1,56 @@
+// Package ax is an embeddable job scheduler for Go services.
+//
+// A service imports ax, registers a handler per job kind, and schedules jobs
+// from its business logic. Every process that runs a Scheduler is both
+// scheduler and worker; processes coordinate only through a shared Store
+// (store/pgstore on PostgreSQL in production, store/memstore in one
+// process). There is no scheduler server to run.
+//
+//	s, _ := ax.New(ax.Config{Store: st, Logger: logger})
+//	ax.Handle(s, "email.send", func(ctx context.Context, j *ax.Job, p EmailArgs) error {
+//		return mailer.Send(ctx, p.To, p.Body)
+//	}, ax.Timeout(30*time.Second), ax.MaxAttempts(8))
+//	s.Start(ctx)
+//	defer s.Stop(context.Background())
+//	res, err := s.Schedule(ctx, "email.send", EmailArgs{...}, ax.In(10*time.Minute), ax.UniqueKey("welcome:"+userID))
+//
+// # Guarantees
+//
+// A job exists once Schedule returns: it lives in the Store, never only in
+// memory. Delivery is at least once: a job runs again only after a crash,
+// a lost lease or a stop that ran out of time, never twice in normal
+// operation, so handlers should be idempotent. Due-ness is decided by the
+// store's clock, so a host whose clock jumps cannot start jobs early. Claims
+// are batched and fenced by lease tokens: a host that lost a job's lease
+// cannot write its result, and its handler's context is cancelled.
+//
+// # States
+//
+// A job moves through the states documented on store.State:
+//
+//	scheduled ──claim──▶ running ──ok──▶ succeeded
+//	    ▲                   │ error, attempts left ──▶ retrying ──claim──▶ running
+//	    │                   │ error, none left / permanent ──▶ dead
+//	    │                   │ lease expired (owner died) ──▶ retrying or dead
+//	    │                   │ snooze(d), or handed back at Stop ──▶ scheduled
+//	    └── resume ── paused ◀── pause ── scheduled | retrying
+//	scheduled | retrying | paused ──cancel──▶ cancelled; running ──cancel──▶ handler cancelled ──▶ cancelled
+//
+// # Timing
+//
+// Each Scheduler keeps the due times it learns (from each claim, which
+// reports the next due time, and from store notifications) in a
+// hierarchical timing wheel and claims exactly when they fall due, so a job
+// scheduled for 10:00:00.000 starts within milliseconds of it instead of at
+// the next poll. A slow fallback poll (Config.PollInterval) covers lost
+// notifications.
+//
+// # Failures
+//
+// A handler's error retries the job after a delay from its RetryPolicy (by
+// default exponential backoff with full jitter, see ExponentialBackoff),
+// until MaxAttempts, then the job is dead: kept for inspection and retried
+// by hand with RunNow. Permanent (or wrapping ErrSkipRetry) skips the
+// retries; Snooze reschedules without using an attempt; panics are recovered
+// and recorded with their stack.
+package ax
