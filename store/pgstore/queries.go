@@ -125,7 +125,7 @@ RETURNING id`,
 	CROSS JOIN LATERAL (
 		SELECT j.run_at FROM {jobs} j
 		WHERE j.kind = k.kind AND j.priority = p.priority AND j.state IN ` + claimableSQL + `
-		  AND NOT EXISTS (SELECT 1 FROM picked WHERE picked.id = j.id)
+		  AND j.id NOT IN (SELECT id FROM picked) -- a hashed subplan
 		ORDER BY j.run_at
 		LIMIT 1
 	) n

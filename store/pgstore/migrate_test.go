@@ -1,0 +1,208 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axsched/ax/internal/pgtest"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/pgstore"
+)
+
+// schemaDump describes every table, column, index and constraint of the
+// non-system schemas, in a stable order.
+func schemaDump(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	ctx := ctxT(t)
+	var b strings.Builder
+	for _, q := range []string{
+		`SELECT table_schema || '.' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '')
+		 FROM information_schema.columns WHERE table_schema NOT IN ('pg_catalog', 'information_schema')
+		 ORDER BY table_schema, table_name, ordinal_position`,
+		`SELECT schemaname || ' ' || indexdef FROM pg_indexes
+		 WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY schemaname, indexname`,
+		`SELECT n.nspname || ' ' || conname || ' ' || pg_get_constraintdef(c.oid) FROM pg_constraint c
+		 JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+		 ORDER BY 1`,
+		`SELECT n.nspname || '.' || c.relname || ' ' || array_to_string(c.reloptions, ',') FROM pg_class c
+		 JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.reloptions IS NOT NULL
+		 AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') ORDER BY 1`,
+		`SELECT string_agg(version || ' ' || name, ', ' ORDER BY version) FROM ax.schema_version`,
+	} {
+		rows, err := pool.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var line *string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			if line != nil {
+				b.WriteString(*line + "\n")
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
+func TestMigrateIdempotentAndConcurrent(t *testing.T) {
+	// The reference: the migrated template.
+	want := schemaDump(t, pgtest.Pool(t))
+	for _, idx := range []string{"jobs_claim_idx", "jobs_unique_key_idx", "jobs_lease_idx", "jobs_finished_idx",
+		"autovacuum_vacuum_scale_factor", "ax.leader", "ax.nodes", "ax.periodic"} {
+		if !strings.Contains(want, idx) {
+			t.Fatalf("schema lacks %s:\n%s", idx, want)
+		}
+	}
+	cases := []struct {
+		name  string
+		runs  int // sequential rounds
+		procs int // concurrent Migrate calls per round
+	}{
+		{"Twice", 2, 1},
+		{"Concurrently", 1, 4},
+		{"ConcurrentlyTwice", 2, 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
+			for range c.runs {
+				var wg sync.WaitGroup
+				errs := make([]error, c.procs)
+				for i := range c.procs {
+					wg.Go(func() { errs[i] = pgstore.Migrate(context.Background(), pool) })
+				}
+				wg.Wait()
+				if err := errors.Join(errs...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := schemaDump(t, pool); got != want {
+				t.Fatalf("schema differs from the template's:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestMigrateTooNew(t *testing.T) {
+	pool := pgtest.Pool(t)
+	ctx := ctxT(t)
+	if _, err := pool.Exec(ctx, `INSERT INTO ax.schema_version (version, name) VALUES (9999, '9999_future.sql')`); err != nil {
+		t.Fatal(err)
+	}
+	before := schemaDump(t, pool)
+	err := pgstore.Migrate(ctx, pool)
+	if !errors.Is(err, pgstore.ErrSchemaTooNew) {
+		t.Fatalf("Migrate: got %v, want ErrSchemaTooNew", err)
+	}
+	if _, err := pgstore.New(ctx, pool); !errors.Is(err, pgstore.ErrSchemaTooNew) {
+		t.Fatalf("New: got %v, want ErrSchemaTooNew", err)
+	}
+	if _, err := pgstore.New(ctx, pool, pgstore.WithoutMigrate()); !errors.Is(err, pgstore.ErrSchemaTooNew) {
+		t.Fatalf("New WithoutMigrate: got %v, want ErrSchemaTooNew", err)
+	}
+	if after := schemaDump(t, pool); after != before {
+		t.Fatalf("schema changed:\n%s\nwas:\n%s", after, before)
+	}
+}
+
+func TestWithoutMigrateNeedsSchema(t *testing.T) {
+	pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
+	if _, err := pgstore.New(ctxT(t), pool, pgstore.WithoutMigrate()); err == nil {
+		t.Fatal("New WithoutMigrate on an empty database: no error")
+	}
+}
+
+func TestSchemaName(t *testing.T) {
+	cases := []struct {
+		name   string
+		schema string
+		ok     bool
+	}{
+		{"Simple", "myapp", true},
+		{"Underscores", "_my_app_2", true},
+		{"Max63", strings.Repeat("a", 63), true},
+		{"TooLong", strings.Repeat("a", 64), false},
+		{"Empty", "", false},
+		{"Upper", "MyApp", false},
+		{"LeadingDigit", "1app", false},
+		{"Quote", `ax"; DROP TABLE x; --`, false},
+		{"Dot", "a.b", false},
+		{"Dash", "my-app", false},
+		{"Space", "my app", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
+			ctx := ctxT(t)
+			s, err := pgstore.New(ctx, pool, pgstore.WithSchema(c.schema))
+			var n int
+			if qerr := pool.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, c.schema).Scan(&n); qerr != nil {
+				t.Fatal(qerr)
+			}
+			if !c.ok {
+				if !errors.Is(err, store.ErrInvalidParams) {
+					t.Fatalf("got %v, want ErrInvalidParams", err)
+				}
+				var tables int
+				if qerr := pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')`).Scan(&tables); qerr != nil {
+					t.Fatal(qerr)
+				}
+				if n != 0 || tables != 0 {
+					t.Fatalf("bad schema name created %d schemas, %d tables", n, tables)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if n != 1 || s.Schema() != c.schema {
+				t.Fatalf("schema %q not created", c.schema)
+			}
+			p := job("in.schema")
+			if _, err := s.Insert(ctx, []store.InsertParams{p}); err != nil {
+				t.Fatal(err)
+			}
+			var kind string
+			if err := pool.QueryRow(ctx, `SELECT kind FROM "`+c.schema+`".jobs WHERE id = $1`, p.ID).Scan(&kind); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestTwoSchemasShareADatabase(t *testing.T) {
+	pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
+	ctx := ctxT(t)
+	a, err := pgstore.New(ctx, pool, pgstore.WithSchema("app_a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := pgstore.New(ctx, pool, pgstore.WithSchema("app_b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := a.Insert(ctx, []store.InsertParams{job("k")}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Claim(ctx, &store.ClaimParams{Owner: "n", Kinds: []store.KindLimit{{Kind: "k", Limit: 10}}, Limit: 10, LeaseDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Jobs) != 0 {
+		t.Fatalf("store b claimed %d jobs of store a", len(res.Jobs))
+	}
+}
