@@ -17,6 +17,7 @@ type completion struct {
 	params  store.FinishParams
 	attempt *attempt
 	err     error
+	took    time.Duration
 	fields  []zap.Field
 }
 
@@ -129,6 +130,7 @@ func (c *completer) flush(batch []completion) {
 	c.forget(batch)
 	for i, cp := range batch {
 		c.r.logOutcome(cp, ok[i])
+		c.r.emitOutcome(cp, ok[i])
 	}
 }
 
@@ -187,5 +189,35 @@ func (r *runtime) logOutcome(cp completion, applied bool) {
 		r.log.Debug("job snoozed", append(fields, zap.Duration("snooze", cp.params.Delay))...)
 	case store.OutcomeCancelled:
 		r.log.Info("job cancelled while running", fields...)
+	}
+}
+
+// emitOutcome sends the events of a written (or refused) outcome.
+func (r *runtime) emitOutcome(cp completion, applied bool) {
+	j := cp.attempt.job
+	e := Event{JobID: j.ID, JobKind: j.Kind, Attempt: j.Attempt, Metadata: j.Metadata, Duration: cp.took, Err: cp.err}
+	emit := func(k EventKind) {
+		e.Kind = k
+		r.s.emit(e)
+	}
+	if !applied {
+		emit(EventLeaseLost)
+		return
+	}
+	switch cp.params.Outcome {
+	case store.OutcomeSucceeded:
+		emit(EventSucceeded)
+	case store.OutcomeRetry:
+		emit(EventFailed)
+		e.Delay = cp.params.Delay
+		emit(EventRetried)
+	case store.OutcomeDead:
+		emit(EventFailed)
+		emit(EventDead)
+	case store.OutcomeSnooze:
+		e.Delay = cp.params.Delay
+		emit(EventSnoozed)
+	case store.OutcomeCancelled:
+		emit(EventCancelled)
 	}
 }

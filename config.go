@@ -1,6 +1,7 @@
 package ax
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -78,6 +79,21 @@ type Config struct {
 	// Middleware wraps every kind's handler; the first is the outermost.
 	Middleware []Middleware
 
+	// Observers receive an Event for every job transition on this host,
+	// on one goroutine off the hot path (see Observer).
+	Observers []Observer
+
+	// EventBuffer is how many events may wait for slow Observers before
+	// new ones are dropped (and counted, see Scheduler.DroppedEvents).
+	// Defaults to 10000.
+	EventBuffer int
+
+	// MetadataFromContext, when set, is called by every Schedule call with
+	// its context; the returned entries are added to the job's metadata
+	// (explicit Metadata options win). axotel uses it to carry the trace
+	// context from Schedule into the handler.
+	MetadataFromContext func(ctx context.Context) map[string]string
+
 	// Clock is the host clock, for tests. Defaults to time.Now. It only
 	// drives wake-ups: due-ness is decided by the store's clock.
 	Clock func() time.Time
@@ -94,6 +110,7 @@ const (
 	DefaultRescueInterval = 2 * time.Second
 	DefaultRetention      = 24 * time.Hour
 	DefaultReleaseTimeout = 5 * time.Second
+	DefaultEventBuffer    = 10000
 )
 
 // withDefaults validates c and returns a copy with defaults filled in.
@@ -115,8 +132,14 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("%w: %s is negative (%s)", ErrInvalidConfig, d.name, d.v)
 		}
 	}
-	if c.Workers < 0 || c.MaxAttempts < 0 {
-		return c, fmt.Errorf("%w: Workers (%d) and MaxAttempts (%d) must not be negative", ErrInvalidConfig, c.Workers, c.MaxAttempts)
+	if c.Workers < 0 || c.MaxAttempts < 0 || c.EventBuffer < 0 {
+		return c, fmt.Errorf("%w: Workers (%d), MaxAttempts (%d) and EventBuffer (%d) must not be negative",
+			ErrInvalidConfig, c.Workers, c.MaxAttempts, c.EventBuffer)
+	}
+	for _, o := range c.Observers {
+		if o == nil {
+			return c, fmt.Errorf("%w: nil Observer", ErrInvalidConfig)
+		}
 	}
 	for _, mw := range c.Middleware {
 		if mw == nil {
@@ -133,6 +156,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.RescueInterval, DefaultRescueInterval)
 	setDefault(&c.Retention, DefaultRetention)
 	setDefault(&c.ReleaseTimeout, DefaultReleaseTimeout)
+	setDefault(&c.EventBuffer, DefaultEventBuffer)
 	if c.HeartbeatInterval >= c.LeaseDuration {
 		return c, fmt.Errorf("%w: HeartbeatInterval %s must be below LeaseDuration %s", ErrInvalidConfig, c.HeartbeatInterval, c.LeaseDuration)
 	}

@@ -29,9 +29,9 @@ func (r *runtime) launch(rec *store.JobRecord, hostNow time.Time) {
 	r.busy[rec.Kind]++
 	r.mu.Unlock()
 	if ce := r.log.Check(zap.DebugLevel, "job started"); ce != nil {
-		ce.Write(zap.Stringer(fieldJobID, job.ID), zap.String(fieldKind, job.Kind),
-			zap.Int(fieldAttempt, job.Attempt), zap.Float64(fieldLagMS, ms(job.StartLag())))
+		ce.Write(append(jobFields(job), zap.Float64(fieldLagMS, ms(job.StartLag())))...)
 	}
+	r.s.emit(Event{Kind: EventStarted, JobID: job.ID, JobKind: job.Kind, Attempt: job.Attempt, Metadata: job.Metadata, StartLag: job.StartLag()})
 	r.handlers.Add(1)
 	go r.execute(ctx, a)
 }
@@ -78,16 +78,13 @@ func (r *runtime) finish(a *attempt, err, cause error, took time.Duration) {
 	if wake {
 		r.wake()
 	}
-	fields := []zap.Field{
-		zap.Stringer(fieldJobID, a.job.ID), zap.String(fieldKind, a.job.Kind),
-		zap.Int(fieldAttempt, a.job.Attempt), zap.Float64(fieldDurationMS, ms(took)),
-	}
+	fields := append(jobFields(a.job), zap.Float64(fieldDurationMS, ms(took)))
 	if discard {
 		r.log.Warn("attempt result discarded: lease lost or handed back", append(fields, zap.NamedError(fieldError, err))...)
 		return
 	}
 	p := r.outcome(a, err, cause)
-	r.completer.add(completion{params: p, attempt: a, err: err, fields: fields})
+	r.completer.add(completion{params: p, attempt: a, err: err, took: took, fields: fields})
 }
 
 // outcome decides what an attempt's result does to the job.

@@ -107,7 +107,7 @@ func (h *heartbeat) beat() {
 func (h *heartbeat) lose(a *attempt, why string) {
 	a.lost = true
 	a.cancel(ErrLeaseLost)
+	h.r.s.emit(Event{Kind: EventLeaseLost, JobID: a.job.ID, JobKind: a.job.Kind, Attempt: a.job.Attempt, Metadata: a.job.Metadata})
 	h.r.log.Error("job lease lost; handler cancelled and its result will be discarded",
-		zap.Stringer(fieldJobID, a.job.ID), zap.String(fieldKind, a.job.Kind),
-		zap.Int(fieldAttempt, a.job.Attempt), zap.String("reason", why))
+		append(jobFields(a.job), zap.String("reason", why))...)
 }

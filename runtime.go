@@ -162,6 +162,7 @@ func (r *runtime) stop(ctx context.Context) error {
 	r.completer.stop(ctx)
 	close(r.maintStop)
 	<-r.maintDone
+	r.s.ev.stop()
 	return err
 }
 

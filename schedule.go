@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	"github.com/axsched/ax/store"
 	"github.com/google/uuid"
@@ -51,7 +52,7 @@ func (s *Scheduler) Schedule(ctx context.Context, kind string, payload any, opts
 // Either all are stored (duplicates reported per job) or, on error, none.
 // Results are in the order of reqs.
 func (s *Scheduler) ScheduleMany(ctx context.Context, reqs []Request) ([]ScheduleResult, error) {
-	params, err := s.insertParams(reqs)
+	params, err := s.insertParams(ctx, reqs)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +81,7 @@ func (s *Scheduler) ScheduleTx(ctx context.Context, tx pgx.Tx, kind string, payl
 	if !ok {
 		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, ErrTxUnsupported)
 	}
-	params, err := s.insertParams([]Request{{Kind: kind, Payload: payload, Options: opts}})
+	params, err := s.insertParams(ctx, []Request{{Kind: kind, Payload: payload, Options: opts}})
 	if err != nil {
 		return ScheduleResult{}, err
 	}
@@ -99,6 +100,9 @@ func (s *Scheduler) scheduled(params []store.InsertParams, res []store.InsertRes
 	out := make([]ScheduleResult, len(res))
 	for i, r := range res {
 		out[i] = ScheduleResult{ID: r.ID, Duplicate: r.Duplicate}
+		if !r.Duplicate {
+			s.emit(Event{Kind: EventScheduled, JobID: r.ID, JobKind: params[i].Kind, Metadata: params[i].Metadata})
+		}
 		if ce := s.log.Check(zap.DebugLevel, "job scheduled"); ce != nil {
 			ce.Write(zap.Stringer(fieldJobID, r.ID), zap.String(fieldKind, params[i].Kind),
 				zap.Bool("duplicate", r.Duplicate), zap.Duration("delay", params[i].Delay),
@@ -109,10 +113,14 @@ func (s *Scheduler) scheduled(params []store.InsertParams, res []store.InsertRes
 }
 
 // insertParams validates requests and turns them into store rows.
-func (s *Scheduler) insertParams(reqs []Request) ([]store.InsertParams, error) {
+func (s *Scheduler) insertParams(ctx context.Context, reqs []Request) ([]store.InsertParams, error) {
+	var ctxMetadata map[string]string
+	if s.cfg.MetadataFromContext != nil {
+		ctxMetadata = s.cfg.MetadataFromContext(ctx)
+	}
 	params := make([]store.InsertParams, len(reqs))
 	for i, r := range reqs {
-		p, err := s.insertParam(r)
+		p, err := s.insertParam(r, ctxMetadata)
 		if err != nil {
 			return nil, fmt.Errorf("schedule %q: %w", r.Kind, err)
 		}
@@ -121,11 +129,14 @@ func (s *Scheduler) insertParams(reqs []Request) ([]store.InsertParams, error) {
 	return params, nil
 }
 
-func (s *Scheduler) insertParam(r Request) (store.InsertParams, error) {
+func (s *Scheduler) insertParam(r Request, ctxMetadata map[string]string) (store.InsertParams, error) {
 	if err := checkKind(r.Kind); err != nil {
 		return store.InsertParams{}, err
 	}
 	var set scheduleSettings
+	if len(ctxMetadata) > 0 {
+		set.metadata = maps.Clone(ctxMetadata)
+	}
 	for _, o := range r.Options {
 		if o == nil {
 			return store.InsertParams{}, fmt.Errorf("%w: nil option", ErrInvalidOption)

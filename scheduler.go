@@ -38,6 +38,7 @@ type Scheduler struct {
 	storeOffset atomic.Int64
 
 	run *runtime // set by Start
+	ev  *events
 }
 
 // phase is the Scheduler's lifecycle position.
@@ -64,6 +65,7 @@ func New(cfg Config) (*Scheduler, error) {
 		now:      c.Clock,
 		handlers: make(map[string]*kindHandler),
 		stopped:  make(chan struct{}),
+		ev:       newEvents(c.Observers, c.EventBuffer),
 	}, nil
 }
 
@@ -153,6 +155,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return fmt.Errorf("start: reach store: %w", err)
 	}
 	s.measureOffset(hostBefore, s.now(), storeNow)
+	s.ev.start()
 	s.run = newRuntime(s)
 	s.run.start()
 	s.phase = phaseRunning
@@ -199,6 +202,16 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Unlock()
 	s.log.Info("scheduler stopped", zap.Error(err))
 	return err
+}
+
+// DroppedEvents returns how many events were dropped because Observers
+// fell behind by more than Config.EventBuffer events.
+func (s *Scheduler) DroppedEvents() int64 { return s.ev.dropped.Load() }
+
+// emit sends an event to the observers, stamping time and node.
+func (s *Scheduler) emit(e Event) {
+	e.At, e.Node = s.now(), s.cfg.Node
+	s.ev.emit(e)
 }
 
 // closed reports whether Stop has begun.

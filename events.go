@@ -1,0 +1,164 @@
+package ax
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// EventKind says what happened to a job (or to the cluster).
+type EventKind int
+
+// Event kinds. A failed attempt emits EventFailed and then EventRetried or
+// EventDead.
+const (
+	// EventScheduled: a job was stored by Schedule, ScheduleMany or
+	// ScheduleTx on this host (for ScheduleTx: inserted; it exists once the
+	// transaction commits).
+	EventScheduled EventKind = iota + 1
+	// EventStarted: this host claimed the job and started its handler.
+	EventStarted
+	// EventSucceeded: the handler returned nil and the result was written.
+	EventSucceeded
+	// EventFailed: an attempt failed (error, panic or timeout).
+	EventFailed
+	// EventRetried: the failed job was rescheduled after a backoff.
+	EventRetried
+	// EventDead: the job failed for good (attempts used up or permanent).
+	EventDead
+	// EventCancelled: a running job was cancelled by a user.
+	EventCancelled
+	// EventSnoozed: the handler snoozed the job.
+	EventSnoozed
+	// EventLeaseLost: this host lost a running job's lease; its handler was
+	// cancelled and its result discarded.
+	EventLeaseLost
+	// EventLeaderChanged: this host gained or lost the maintenance
+	// leadership (Event.Leader says which).
+	EventLeaderChanged
+)
+
+var eventNames = map[EventKind]string{
+	EventScheduled: "scheduled", EventStarted: "started", EventSucceeded: "succeeded",
+	EventFailed: "failed", EventRetried: "retried", EventDead: "dead",
+	EventCancelled: "cancelled", EventSnoozed: "snoozed", EventLeaseLost: "lease_lost",
+	EventLeaderChanged: "leader_changed",
+}
+
+// String returns the event's snake_case name ("lease_lost").
+func (k EventKind) String() string {
+	if n, ok := eventNames[k]; ok {
+		return n
+	}
+	return "unknown"
+}
+
+// Event is one thing that happened, delivered to Config.Observers.
+type Event struct {
+	Kind EventKind
+	// At is the host time the event was emitted.
+	At time.Time
+	// Node is the emitting Scheduler's node name.
+	Node string
+	// JobID, JobKind, Attempt and Metadata describe the job (zero for
+	// EventLeaderChanged).
+	JobID    uuid.UUID
+	JobKind  string
+	Attempt  int
+	Metadata map[string]string
+	// StartLag is start minus run_at in the store's clock (EventStarted).
+	StartLag time.Duration
+	// Duration is the handler's run time (outcome events).
+	Duration time.Duration
+	// Delay is the retry backoff or snooze delay (EventRetried,
+	// EventSnoozed).
+	Delay time.Duration
+	// Err is the attempt's error (EventFailed, EventDead, EventCancelled).
+	Err error
+	// Leader reports, for EventLeaderChanged, whether this host is now
+	// the leader.
+	Leader bool
+}
+
+// Observer receives events. Observe is called on one dedicated goroutine,
+// never on a worker, so a slow observer cannot slow jobs down: events wait
+// in a bounded buffer (Config.EventBuffer) and are dropped, and counted,
+// when it is full.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// events fans events out to observers off the hot path. It is created by
+// New (so Schedule before Start buffers its events), started by Start and
+// stopped by Stop.
+type events struct {
+	observers []Observer
+	ch        chan Event
+	dropped   atomic.Int64
+	quit      chan struct{}
+	done      chan struct{}
+}
+
+func newEvents(observers []Observer, buffer int) *events {
+	return &events{observers: observers, ch: make(chan Event, buffer), quit: make(chan struct{}), done: make(chan struct{})}
+}
+
+// emit queues e without blocking; a full buffer drops it.
+func (ev *events) emit(e Event) {
+	if len(ev.observers) == 0 {
+		return
+	}
+	select {
+	case ev.ch <- e:
+	default:
+		ev.dropped.Add(1)
+	}
+}
+
+// start launches the delivery goroutine; call it once.
+func (ev *events) start() {
+	if len(ev.observers) == 0 {
+		close(ev.done)
+		return
+	}
+	go ev.run()
+}
+
+func (ev *events) run() {
+	defer close(ev.done)
+	for {
+		select {
+		case e := <-ev.ch:
+			ev.deliver(e)
+		case <-ev.quit:
+			for { // deliver what is queued, then stop
+				select {
+				case e := <-ev.ch:
+					ev.deliver(e)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (ev *events) deliver(e Event) {
+	for _, o := range ev.observers {
+		o.Observe(e)
+	}
+}
+
+// stop delivers the queued events and stops the goroutine started by
+// start; call it once, after start.
+func (ev *events) stop() {
+	close(ev.quit)
+	<-ev.done
+}
