@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -193,6 +194,9 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 			keyed = append(keyed, i)
 		}
 	}
+	// Insert keyed rows in key order, so that concurrent batches wait on
+	// each other's keys in one order and cannot deadlock.
+	sort.Slice(keyed, func(a, b int) bool { return params[keyed[a]].UniqueKey < params[keyed[b]].UniqueKey })
 	inserted := make([]bool, len(params))
 	if len(plain) > 0 {
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"},
