@@ -234,6 +234,9 @@ type wheel[T any] struct {
 	// due holds entries added when their tick had already been reached;
 	// it is never queued, and the next advance drains it.
 	due wheelBucket[T]
+	// never holds entries at neverTick: they cannot come due, so they are
+	// kept out of the queue (no timer for them), but remain cancellable.
+	never wheelBucket[T]
 	// byTick indexes the pending entries added by addIfAbsent, so memory
 	// stays proportional to pending entries.
 	byTick map[int64]*wheelEntry[T]
@@ -265,6 +268,7 @@ func newWheel[T any](clk clock, tick time.Duration, size int) *wheel[T] {
 		origin:  clk.Now(),
 		wake:    make(chan struct{}, 1),
 		due:     wheelBucket[T]{index: -1},
+		never:   wheelBucket[T]{index: -1},
 		waitFor: math.MinInt64,
 	}
 }
@@ -274,7 +278,9 @@ func newWheel[T any](clk clock, tick time.Duration, size int) *wheel[T] {
 // rounded up to the tick, so at most one tick late and never early; a time
 // already reached fires at the next advance, that is immediately under run.
 // Times should be in the host clock's terms: a caller that learned them from
-// the store converts them (offset correction) before adding.
+// the store converts them (offset correction) before adding. A time about
+// 292 years or more after the wheel's origin (the reach of a time.Duration)
+// never fires, but can be cancelled.
 func (w *wheel[T]) add(at time.Time, v T) *wheelEntry[T] {
 	e := &wheelEntry[T]{value: v}
 	w.mu.Lock()
@@ -311,9 +317,13 @@ func (w *wheel[T]) insertLocked(e *wheelEntry[T], tick int64) {
 	e.tick, e.seq = tick, w.seq
 	w.n++
 	exp := w.cur
-	if tick <= w.cur {
+	switch {
+	case tick == neverTick: // first: cur itself can saturate to neverTick
+		w.never.push(e)
+		return
+	case tick <= w.cur:
 		w.due.push(e)
-	} else {
+	default:
 		exp = w.place(e)
 	}
 	if exp < w.waitFor {
@@ -471,8 +481,8 @@ func compareEntries[T any](a, b *wheelEntry[T]) int {
 
 // next returns the expiration of the earliest non-empty bucket: the time at
 // which advance next has something to do (fire or cascade). It returns false
-// when the wheel is empty. A past-due entry makes it return the wheel's
-// time, which is not after now.
+// when the wheel is empty. With a past-due entry pending, it returns that
+// entry's time, which has been reached.
 func (w *wheel[T]) next() (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -486,7 +496,14 @@ func (w *wheel[T]) next() (time.Time, bool) {
 // nextLocked is next in ticks.
 func (w *wheel[T]) nextLocked() (int64, bool) {
 	if w.due.head != nil {
-		return w.cur, true
+		// Normally due entries are all reached (tick <= cur) and advance
+		// drains them; only a now passed from before the wheel's time leaves
+		// some, and then the scan finds the earliest.
+		t := w.due.head.tick
+		for e := w.due.head.next; e != nil; e = e.next {
+			t = min(t, e.tick)
+		}
+		return t, true
 	}
 	if len(w.queue) > 0 {
 		return w.queue[0].exp, true
@@ -579,10 +596,18 @@ func (w *wheel[T]) run(ctx context.Context, fire func([]T)) {
 	}
 }
 
+// neverTick is the tick of entries too far ahead to ever come due: within a
+// tick of the largest time.Duration (about 292 years) after the origin,
+// where time.Time.Sub saturates and can no longer tell times apart.
+const neverTick = math.MaxInt64
+
 // tickCeil converts t to ticks since the origin, rounding up so that an
-// entry is never due before t.
+// entry is never due before t; neverTick when out of reach.
 func (w *wheel[T]) tickCeil(t time.Time) int64 {
 	d := t.Sub(w.origin) // saturates at the Duration bounds
+	if d > math.MaxInt64-w.tick {
+		return neverTick
+	}
 	q := int64(d / w.tick)
 	if d > 0 && d%w.tick != 0 {
 		q++
@@ -601,10 +626,7 @@ func (w *wheel[T]) tickFloor(t time.Time) int64 {
 	return q
 }
 
-// timeOf converts a tick back to a time, saturating far in the future.
+// timeOf converts a tick other than neverTick back to a time.
 func (w *wheel[T]) timeOf(tick int64) time.Time {
-	if tick > int64(math.MaxInt64/w.tick) {
-		return w.origin.Add(math.MaxInt64)
-	}
 	return w.origin.Add(time.Duration(tick) * w.tick)
 }
