@@ -79,6 +79,7 @@ func (r *runtime) start() {
 	if n, ok := r.store.(store.Notifier); ok {
 		r.unsubscribe = n.Subscribe(r.notified)
 	}
+	r.wakeups.start()
 	r.loops.Add(1)
 	go func() {
 		defer r.loops.Done()

@@ -1,46 +1,51 @@
 package ax
 
 import (
-	"sync"
+	"context"
 	"time"
 )
 
-// wakeups is a placeholder until the timing wheel lands: one timer for the
-// earliest wake-up.
+// wakeups turns "claim at time T" requests into claimer wake-ups through
+// the timing wheel: one entry per tick however many jobs share it, one
+// timer armed for the earliest entry, and no wake-ups for empty slots.
 type wakeups struct {
-	mu    sync.Mutex
-	now   func() time.Time
-	fire  func()
-	timer *time.Timer
-	next  time.Time
+	w      *wheel[struct{}]
+	fire   func()
+	cancel context.CancelFunc
+	done   chan struct{}
 }
+
+// hostClock adapts Config.Clock to the wheel's clock. Timers measure
+// durations, which a skewed host clock does not change.
+type hostClock struct{ now func() time.Time }
+
+func (c hostClock) Now() time.Time { return c.now() }
+
+func (c hostClock) NewTimer(d time.Duration) clockTimer { return systemClock{}.NewTimer(d) }
 
 func newWakeups(now func() time.Time, fire func()) *wakeups {
-	return &wakeups{now: now, fire: fire}
+	return &wakeups{
+		w:    newWheel[struct{}](hostClock{now}, defaultWheelTick, defaultWheelSize),
+		fire: fire,
+		done: make(chan struct{}),
+	}
 }
 
-func (w *wakeups) add(t time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.timer != nil && !w.next.IsZero() && !t.Before(w.next) {
-		return
-	}
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-	w.next = t
-	w.timer = time.AfterFunc(t.Sub(w.now()), func() {
-		w.mu.Lock()
-		w.next = time.Time{}
-		w.mu.Unlock()
-		w.fire()
-	})
+// start runs the wheel until stop.
+func (w *wakeups) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	go func() {
+		defer close(w.done)
+		w.w.run(ctx, func([]struct{}) { w.fire() })
+	}()
 }
 
+// add asks for a wake-up at host time t (at most one tick late).
+func (w *wakeups) add(t time.Time) { w.w.addIfAbsent(t, struct{}{}) }
+
+// stop stops the wheel's goroutine and waits for it.
 func (w *wakeups) stop() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.timer != nil {
-		w.timer.Stop()
-	}
+	w.cancel()
+	<-w.done
 }
