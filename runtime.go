@@ -88,6 +88,8 @@ func (r *runtime) start() {
 	go r.completer.run()
 	go r.heartbeat.run()
 	go r.maintain()
+	r.startCluster()
+	r.startPeriodic()
 	r.wake()
 }
 
@@ -136,6 +138,7 @@ func (r *runtime) stop(ctx context.Context) error {
 	if r.unsubscribe != nil {
 		r.unsubscribe()
 	}
+	r.stopPeriodic()
 	close(r.quit)
 	r.loops.Wait()
 	r.wakeups.stop()
@@ -163,6 +166,7 @@ func (r *runtime) stop(ctx context.Context) error {
 	r.completer.stop(ctx)
 	close(r.maintStop)
 	<-r.maintDone
+	r.stopCluster()
 	r.s.ev.stop()
 	return err
 }
