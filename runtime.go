@@ -113,6 +113,10 @@ func (r *runtime) wakeAt(t time.Time) {
 // notified turns a store notification into a wake-up, if this host handles
 // the kind and the jobs are due within the lookahead.
 func (r *runtime) notified(n store.Notification) {
+	if n.Kind == "" { // the store may have missed notifications: look now
+		r.wake()
+		return
+	}
 	if r.s.handler(n.Kind) == nil {
 		return
 	}

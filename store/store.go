@@ -93,7 +93,9 @@ type Store interface {
 	Now(ctx context.Context) (time.Time, error)
 }
 
-// Notification tells listeners that jobs were inserted or made due.
+// Notification tells listeners that jobs were inserted or made due. A
+// Notification with an empty Kind means notifications may have been missed
+// (the store's listener reconnected): listeners should re-check the store.
 type Notification struct {
 	// Kind of the jobs.
 	Kind string
@@ -107,7 +109,8 @@ type Notification struct {
 // poll slowly.
 type Notifier interface {
 	// Subscribe calls fn for each notification until unsubscribe is
-	// called. fn must not block. Unsubscribe is safe to call more than
+	// called; once it returns, notifications of later changes are
+	// delivered. fn must not block. Unsubscribe is safe to call more than
 	// once and waits until fn is no longer running, so it must not be
 	// called from fn.
 	Subscribe(fn func(Notification)) (unsubscribe func())

@@ -132,8 +132,8 @@ func (l *listener) deliver(n store.Notification) {
 // reconnecting with backoff.
 func (s *Store) listen(ctx context.Context, l *listener) {
 	backoff := minListenBackoff
-	for ctx.Err() == nil {
-		delivered, _ := s.listenOnce(ctx, l)
+	for resumed := false; ctx.Err() == nil; resumed = true {
+		delivered, _ := s.listenOnce(ctx, l, resumed)
 		if ctx.Err() != nil {
 			return
 		}
@@ -152,8 +152,9 @@ func (s *Store) listen(ctx context.Context, l *listener) {
 }
 
 // listenOnce runs one connection until it fails; delivered reports whether
-// it got as far as listening.
-func (s *Store) listenOnce(ctx context.Context, l *listener) (listening bool, err error) {
+// it got as far as listening. When resumed (a reconnect), it tells
+// subscribers that notifications may have been missed while it was away.
+func (s *Store) listenOnce(ctx context.Context, l *listener, resumed bool) (listening bool, err error) {
 	var conn *pgx.Conn
 	if s.opts.listenerDSN != "" {
 		conn, err = pgx.Connect(ctx, s.opts.listenerDSN)
@@ -173,6 +174,9 @@ func (s *Store) listenOnce(ctx context.Context, l *listener) (listening bool, er
 	l.setReady()
 	if err != nil {
 		return false, err
+	}
+	if resumed {
+		l.deliver(store.Notification{}) // "re-check": anything may have been missed
 	}
 	for {
 		pn, err := conn.WaitForNotification(ctx)

@@ -344,6 +344,10 @@ func TestListenerReconnects(t *testing.T) {
 	if killed != 1 {
 		t.Fatalf("killed %d listening backends, want 1", killed)
 	}
+	// The reconnect itself is announced: notifications may have been lost.
+	if _, ok := rec.waitKind(t, "", 10*time.Second); !ok {
+		t.Fatal("no re-check notification (empty kind) after the reconnect")
+	}
 	// Insert until a notification arrives through the new connection.
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
