@@ -50,6 +50,7 @@ type Store struct {
 	leases   jobHeap // running jobs by lease expiry
 	finished jobHeap // final jobs by finish time
 	ids      idIndex // every job's ID, for List
+	cluster  cluster // leadership leases and nodes (cluster.go)
 }
 
 // job is the store's own copy of a job with its index positions.

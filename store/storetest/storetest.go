@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Pruner", testPruner},
 		{"Lister", testLister},
 		{"Counter", testCounter},
+		{"Cluster", testCluster},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) { a.run(t, newStore) })

@@ -1,0 +1,166 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// LeaderParams asks for a named leadership lease.
+type LeaderParams struct {
+	// Name names the leadership (one lease per name), e.g. "maintenance".
+	Name string
+	// Holder names the node asking for it.
+	Holder string
+	// TTL is how long the lease lasts from the store's now unless renewed
+	// (> 0).
+	TTL time.Duration
+}
+
+// Validate reports, wrapping ErrInvalidParams, the first problem with p.
+func (p *LeaderParams) Validate() error {
+	switch {
+	case p.Name == "":
+		return fmt.Errorf("%w: empty leadership name", ErrInvalidParams)
+	case p.Holder == "":
+		return fmt.Errorf("%w: empty leadership holder", ErrInvalidParams)
+	case p.TTL <= 0:
+		return fmt.Errorf("%w: leadership TTL %s <= 0", ErrInvalidParams, p.TTL)
+	}
+	return nil
+}
+
+// Leadership is the state of a leadership lease after an AcquireLeader
+// call.
+type Leadership struct {
+	// Held reports whether the caller holds the lease now.
+	Held bool
+	// Holder is the node holding the lease ("" when nobody does).
+	Holder string
+	// Term is the fencing number of the holder's tenure. It grows by at
+	// least one every time the lease passes to another node, or back to a
+	// node after it released it; renewals keep it. Zero when nobody ever
+	// held the lease.
+	Term int64
+	// ExpiresAt is when the lease lapses unless renewed (store clock).
+	ExpiresAt time.Time
+}
+
+// Leaser is implemented by stores that can elect one leader among the
+// hosts sharing them: a named lease row with a TTL compared in the store's
+// clock.
+//
+// Lease lifecycle for one name:
+//
+//	free ──AcquireLeader(A)──▶ held by A, term n
+//	held by A ──AcquireLeader(A)──▶ held by A, term n (expiry pushed)
+//	held by A ──AcquireLeader(B) before expiry──▶ unchanged, Held=false for B
+//	held by A ──expiry passes──▶ free (term n kept for the next holder: n+1)
+//	held by A ──ReleaseLeader(A)──▶ free at once, no holder (term n kept for the next holder: n+1)
+type Leaser interface {
+	// AcquireLeader takes the lease for params.Holder when it is free
+	// (never held, expired or released) and renews it when params.Holder
+	// already holds it (even past its expiry, as long as nobody took it
+	// meanwhile). It returns the lease as it is afterwards. One atomic
+	// operation: two concurrent callers never both get Held = true.
+	AcquireLeader(ctx context.Context, params *LeaderParams) (*Leadership, error)
+
+	// ReleaseLeader frees the named lease at once if holder holds it
+	// (unexpired), so the next AcquireLeader succeeds without waiting for
+	// the TTL. The term is kept, so the next holder, the releasing node
+	// included, gets a higher one. It reports whether holder held it.
+	ReleaseLeader(ctx context.Context, name, holder string) (bool, error)
+}
+
+// NodeState is a registered node's life-cycle position.
+//
+//	(none) ──HeartbeatNode──▶ running ──StopNode──▶ stopped ──ReapNodes after retention──▶ (removed)
+//	                            │ no heartbeat until ExpiresAt
+//	                            ▼
+//	                  ReapNodes marks dead ──ReapNodes after retention──▶ (removed)
+//
+// A stopped or dead node that heartbeats again is running again.
+type NodeState string
+
+// Node states.
+const (
+	// NodeRunning: the node heartbeats.
+	NodeRunning NodeState = "running"
+	// NodeStopped: the node stopped gracefully (StopNode).
+	NodeStopped NodeState = "stopped"
+	// NodeDead: the node stopped heartbeating without stopping (crash,
+	// partition, pause); marked by ReapNodes.
+	NodeDead NodeState = "dead"
+)
+
+// NodeParams registers a node or records its heartbeat.
+type NodeParams struct {
+	// Name identifies the node (> 0 bytes, at most MaxKindLength).
+	Name string
+	// Version is free text naming the software the node runs.
+	Version string
+	// Kinds lists the job kinds the node handles.
+	Kinds []string
+	// TTL is how long after this heartbeat the node counts as alive
+	// (> 0): ExpiresAt = store now + TTL.
+	TTL time.Duration
+}
+
+// Validate reports, wrapping ErrInvalidParams, the first problem with p.
+func (p *NodeParams) Validate() error {
+	switch {
+	case p.Name == "":
+		return fmt.Errorf("%w: empty node name", ErrInvalidParams)
+	case len(p.Name) > MaxKindLength:
+		return fmt.Errorf("%w: node name is %d bytes, more than %d", ErrInvalidParams, len(p.Name), MaxKindLength)
+	case p.TTL <= 0:
+		return fmt.Errorf("%w: node TTL %s <= 0", ErrInvalidParams, p.TTL)
+	}
+	return nil
+}
+
+// NodeRecord is one registered node as the store keeps it.
+type NodeRecord struct {
+	Name    string
+	Version string
+	Kinds   []string
+	State   NodeState
+	// StartedAt is the store time of the node's first heartbeat.
+	StartedAt time.Time
+	// HeartbeatAt is the store time of its latest heartbeat.
+	HeartbeatAt time.Time
+	// ExpiresAt is when a running node without a further heartbeat
+	// counts as dead; for a stopped node, when it stopped; for a dead
+	// node, when its last heartbeat lapsed.
+	ExpiresAt time.Time
+}
+
+// ReapParams says which nodes ReapNodes marks dead and which it removes.
+type ReapParams struct {
+	// Retention keeps stopped and dead nodes whose ExpiresAt is within
+	// Retention of store now (>= 0); older ones are removed.
+	Retention time.Duration
+}
+
+// NodeRegistry is implemented by stores that keep a registry of the nodes
+// (hosts) sharing them, for operators and for leader-side housekeeping.
+type NodeRegistry interface {
+	// HeartbeatNode registers the node (StartedAt = now) or, when it is
+	// registered, records a heartbeat: state running, HeartbeatAt = now,
+	// ExpiresAt = now + TTL, Version and Kinds replaced.
+	HeartbeatNode(ctx context.Context, params *NodeParams) error
+
+	// StopNode marks the node stopped, ExpiresAt = now. It reports whether
+	// the node was registered.
+	StopNode(ctx context.Context, name string) (bool, error)
+
+	// ListNodes returns every registered node, ordered by StartedAt then
+	// Name.
+	ListNodes(ctx context.Context) ([]*NodeRecord, error)
+
+	// ReapNodes marks dead the running nodes whose ExpiresAt passed, and
+	// removes the stopped and dead nodes whose ExpiresAt is more than
+	// params.Retention before now. It returns how many it marked and
+	// removed.
+	ReapNodes(ctx context.Context, params *ReapParams) (dead, removed int, err error)
+}
