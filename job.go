@@ -20,7 +20,8 @@ type Job struct {
 	// Payload is the job's JSON payload as scheduled.
 	Payload json.RawMessage
 	// Metadata carries the string metadata given at Schedule (trace
-	// context among others). Never nil.
+	// context among others). Never nil. Read-only: observers may be
+	// reading it concurrently.
 	Metadata map[string]string
 	// Priority the job was scheduled with.
 	Priority PriorityLevel
