@@ -1,0 +1,354 @@
+package ax
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// AlertRule names a rule of an Alerter.
+type AlertRule int
+
+// The rules an Alerter evaluates, each per job kind.
+const (
+	// AlertConsecutiveFailures fires when a kind's attempts failed
+	// AlertConfig.ConsecutiveFailures times in a row, and resolves at its
+	// next success.
+	AlertConsecutiveFailures AlertRule = iota + 1
+	// AlertSuccessRate fires when fewer than AlertConfig.SuccessRate of a
+	// kind's finished attempts in the window succeeded, over at least
+	// AlertConfig.MinSamples attempts, and resolves when the rate is back
+	// at or above it (over at least MinSamples attempts).
+	AlertSuccessRate
+	// AlertStartLag fires when the p99 start lag of a kind's attempts
+	// started in the window is above AlertConfig.StartLagP99, over at
+	// least AlertConfig.MinSamples starts, and resolves when it is back at
+	// or below (over at least MinSamples starts).
+	AlertStartLag
+)
+
+var alertRuleNames = map[AlertRule]string{
+	AlertConsecutiveFailures: "consecutive_failures",
+	AlertSuccessRate:         "success_rate",
+	AlertStartLag:            "start_lag_p99",
+}
+
+// String returns the rule's snake_case name ("success_rate").
+func (r AlertRule) String() string {
+	if n, ok := alertRuleNames[r]; ok {
+		return n
+	}
+	return "unknown"
+}
+
+// Alert is a rule starting to fire for a kind, or resolving.
+type Alert struct {
+	Rule AlertRule
+	// Kind is the job kind the rule fired for.
+	Kind string
+	// Resolved is false when the rule starts firing, true when it stops.
+	Resolved bool
+	// At is the Alerter's clock time of the transition.
+	At time.Time
+	// Value is what the rule measured: the number of consecutive
+	// failures (AlertConsecutiveFailures; when resolved, the length of the
+	// run a success ended), the success rate in [0, 1]
+	// (AlertSuccessRate), or the fraction in [0, 1] of starts later than
+	// the bound (AlertStartLag: p99 is above the bound exactly when more
+	// than 1% are).
+	Value float64
+	// Samples is the number of attempts the rate or fraction is over
+	// (zero for AlertConsecutiveFailures).
+	Samples int
+	// Err is the kind's latest attempt error, if any.
+	Err error
+	// Message describes the alert for humans.
+	Message string
+}
+
+// AlertConfig configures an Alerter. The zero value of every field means
+// its documented default; a negative threshold turns its rule off.
+type AlertConfig struct {
+	// ConsecutiveFailures is the number of failed attempts in a row that
+	// fires AlertConsecutiveFailures. Defaults to 3.
+	ConsecutiveFailures int
+	// SuccessRate is the fraction of attempts, in (0, 1], under which
+	// AlertSuccessRate fires. Defaults to 0.9.
+	SuccessRate float64
+	// StartLagP99 is the p99 start lag above which AlertStartLag fires.
+	// Defaults to 10s.
+	StartLagP99 time.Duration
+	// Window is the sliding window of AlertSuccessRate and AlertStartLag.
+	// Defaults to 5 minutes. It advances in steps of Window/30.
+	Window time.Duration
+	// MinSamples is the fewest attempts in the window for which
+	// AlertSuccessRate and AlertStartLag decide anything. Defaults to 20.
+	MinSamples int
+	// MinInterval is the least time between two firings of one rule for
+	// one kind: a rule that resolves and breaches again sooner fires again
+	// only once MinInterval has passed (if still breached then). Defaults
+	// to 5 minutes.
+	MinInterval time.Duration
+	// Clock is the time, for tests. Defaults to time.Now.
+	Clock func() time.Time
+}
+
+// Defaults of AlertConfig.
+const (
+	DefaultAlertConsecutiveFailures = 3
+	DefaultAlertSuccessRate         = 0.9
+	DefaultAlertStartLagP99         = 10 * time.Second
+	DefaultAlertWindow              = 5 * time.Minute
+	DefaultAlertMinSamples          = 20
+	DefaultAlertMinInterval         = 5 * time.Minute
+)
+
+// alertBuckets is the number of steps of a sliding window.
+const alertBuckets = 30
+
+// Alerter is an Observer evaluating alert rules per job kind, in process,
+// and calling a function when a rule starts firing and when it resolves.
+// Each rule fires once per breach, however many events keep it breached,
+// so a dead downstream failing a thousand jobs makes one alert:
+//
+//	al := ax.NewAlerter(ax.AlertConfig{}, func(a ax.Alert) { pager.Send(a.Message) })
+//	s, err := ax.New(ax.Config{Store: st, Observers: []ax.Observer{al}})
+//
+// Rules are evaluated as events arrive, with no goroutine of its own: a
+// kind with no more events keeps its rules as they are. It sees what its
+// Scheduler's observers see, so dropped events (Scheduler.DroppedEvents)
+// are missed. Its memory is a few counters per kind. It is safe for
+// concurrent use.
+type Alerter struct {
+	cfg AlertConfig
+	fn  func(Alert)
+
+	mu    sync.Mutex
+	kinds map[string]*kindAlerts
+}
+
+// kindAlerts is an Alerter's state for one kind.
+type kindAlerts struct {
+	consecutive int // failed attempts in a row
+	endedRun    int // the run of failures the latest success ended
+	lastErr     error
+	outcomes    slidingCounts // a: succeeded, b: failed
+	starts      slidingCounts // a: started, b: started later than the bound
+	rules       [AlertStartLag + 1]ruleState
+}
+
+// ruleState is one rule's firing state for one kind.
+type ruleState struct {
+	firing    bool
+	fired     bool // has fired at least once
+	lastFired time.Time
+}
+
+// NewAlerter returns an Alerter with cfg's rules calling fn on every
+// firing and resolution. fn is called on the observers' goroutine, outside
+// the Alerter's lock; it should hand slow work (a pager call) to another
+// goroutine, since it delays the other observers meanwhile.
+func NewAlerter(cfg AlertConfig, fn func(Alert)) *Alerter {
+	setDefault(&cfg.ConsecutiveFailures, DefaultAlertConsecutiveFailures)
+	setDefault(&cfg.SuccessRate, DefaultAlertSuccessRate)
+	setDefault(&cfg.StartLagP99, DefaultAlertStartLagP99)
+	setDefault(&cfg.MinSamples, DefaultAlertMinSamples)
+	setDefault(&cfg.MinInterval, DefaultAlertMinInterval)
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultAlertWindow
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if fn == nil {
+		fn = func(Alert) {}
+	}
+	return &Alerter{cfg: cfg, fn: fn, kinds: make(map[string]*kindAlerts)}
+}
+
+// Observe evaluates the rules that e concerns and calls the Alerter's
+// function for each rule that starts firing or resolves.
+func (a *Alerter) Observe(e Event) {
+	if e.JobKind == "" {
+		return
+	}
+	var fire []Alert
+	now := a.cfg.Clock()
+	a.mu.Lock()
+	k := a.kinds[e.JobKind]
+	if k == nil {
+		width := max(a.cfg.Window/alertBuckets, 1)
+		k = &kindAlerts{outcomes: newSlidingCounts(width), starts: newSlidingCounts(width)}
+		a.kinds[e.JobKind] = k
+	}
+	switch e.Kind {
+	case EventStarted:
+		over := int64(0)
+		if e.StartLag > a.cfg.StartLagP99 {
+			over = 1
+		}
+		k.starts.add(now, 1, over)
+		fire = a.evalStartLag(fire, e.JobKind, k, now)
+	case EventSucceeded:
+		k.endedRun, k.consecutive = k.consecutive, 0
+		k.outcomes.add(now, 1, 0)
+		fire = a.evalFailures(fire, e.JobKind, k, now)
+		fire = a.evalSuccessRate(fire, e.JobKind, k, now)
+	case EventFailed:
+		k.consecutive++
+		k.lastErr = e.Err
+		k.outcomes.add(now, 0, 1)
+		fire = a.evalFailures(fire, e.JobKind, k, now)
+		fire = a.evalSuccessRate(fire, e.JobKind, k, now)
+	}
+	a.mu.Unlock()
+	for _, al := range fire {
+		a.fn(al)
+	}
+}
+
+// verdict is a rule's reading: breached, healthy, or not enough data.
+type verdict int
+
+const (
+	unknown verdict = iota
+	breached
+	healthy
+)
+
+func (a *Alerter) evalFailures(fire []Alert, kind string, k *kindAlerts, now time.Time) []Alert {
+	n := a.cfg.ConsecutiveFailures
+	if n < 0 {
+		return fire
+	}
+	v := healthy
+	if k.consecutive >= n {
+		v = breached
+	}
+	changed, resolved := a.transition(&k.rules[AlertConsecutiveFailures], v, now)
+	if !changed {
+		return fire
+	}
+	al := Alert{Rule: AlertConsecutiveFailures, Kind: kind, Resolved: resolved, At: now, Value: float64(k.consecutive), Err: k.lastErr}
+	if resolved {
+		al.Value = float64(k.endedRun)
+		al.Message = fmt.Sprintf("resolved: ax: kind %q succeeded again after %d failures in a row", kind, k.endedRun)
+	} else {
+		al.Message = fmt.Sprintf("ax: kind %q failed %d times in a row (threshold %d); last error: %v", kind, k.consecutive, n, k.lastErr)
+	}
+	return append(fire, al)
+}
+
+func (a *Alerter) evalSuccessRate(fire []Alert, kind string, k *kindAlerts, now time.Time) []Alert {
+	if a.cfg.SuccessRate < 0 {
+		return fire
+	}
+	ok, failed := k.outcomes.sum(now)
+	total := ok + failed
+	if total == 0 || total < int64(a.cfg.MinSamples) {
+		return fire
+	}
+	rate := float64(ok) / float64(total)
+	v := healthy
+	if rate < a.cfg.SuccessRate {
+		v = breached
+	}
+	changed, resolved := a.transition(&k.rules[AlertSuccessRate], v, now)
+	if !changed {
+		return fire
+	}
+	return append(fire, Alert{
+		Rule: AlertSuccessRate, Kind: kind, Resolved: resolved, At: now, Value: rate, Samples: int(total), Err: k.lastErr,
+		Message: resolvedPrefix(resolved) + fmt.Sprintf("ax: kind %q success rate %.1f%% over %d attempts in the last %s (threshold %.1f%%)",
+			kind, 100*rate, total, a.cfg.Window, 100*a.cfg.SuccessRate),
+	})
+}
+
+func (a *Alerter) evalStartLag(fire []Alert, kind string, k *kindAlerts, now time.Time) []Alert {
+	if a.cfg.StartLagP99 < 0 {
+		return fire
+	}
+	total, over := k.starts.sum(now)
+	if total == 0 || total < int64(a.cfg.MinSamples) {
+		return fire
+	}
+	v := healthy
+	if over*100 > total { // p99 (nearest rank) > bound ⇔ more than 1% above it
+		v = breached
+	}
+	changed, resolved := a.transition(&k.rules[AlertStartLag], v, now)
+	if !changed {
+		return fire
+	}
+	frac := float64(over) / float64(total)
+	return append(fire, Alert{
+		Rule: AlertStartLag, Kind: kind, Resolved: resolved, At: now, Value: frac, Samples: int(total),
+		Message: resolvedPrefix(resolved) + fmt.Sprintf("ax: kind %q start lag: %.1f%% of %d starts in the last %s later than %s (p99 is above it when more than 1%% are)",
+			kind, 100*frac, total, a.cfg.Window, a.cfg.StartLagP99),
+	})
+}
+
+// resolvedPrefix starts the message of a resolved alert.
+func resolvedPrefix(resolved bool) string {
+	if resolved {
+		return "resolved: "
+	}
+	return ""
+}
+
+// transition moves a rule's state on verdict v at now and reports whether
+// it started firing (changed) or resolved (changed and resolved).
+func (a *Alerter) transition(rs *ruleState, v verdict, now time.Time) (changed, resolved bool) {
+	switch {
+	case v == breached && !rs.firing:
+		if rs.fired && now.Sub(rs.lastFired) < a.cfg.MinInterval {
+			return false, false // too soon after the last firing; a later event retries
+		}
+		rs.firing, rs.fired, rs.lastFired = true, true, now
+		return true, false
+	case v == healthy && rs.firing:
+		rs.firing = false
+		return true, true
+	}
+	return false, false
+}
+
+// slidingCounts sums two counters over a sliding window made of
+// alertBuckets steps of width.
+type slidingCounts struct {
+	width   time.Duration
+	buckets [alertBuckets]countBucket
+}
+
+type countBucket struct {
+	step int64 // time / width of the bucket's step
+	a, b int64
+}
+
+func newSlidingCounts(width time.Duration) slidingCounts {
+	return slidingCounts{width: width}
+}
+
+func (w *slidingCounts) step(now time.Time) int64 { return now.UnixNano() / int64(w.width) }
+
+func (w *slidingCounts) add(now time.Time, a, b int64) {
+	s := w.step(now)
+	bk := &w.buckets[(s%alertBuckets+alertBuckets)%alertBuckets]
+	if bk.step != s {
+		*bk = countBucket{step: s}
+	}
+	bk.a += a
+	bk.b += b
+}
+
+// sum returns the counters of the buckets within the window ending now.
+func (w *slidingCounts) sum(now time.Time) (a, b int64) {
+	s := w.step(now)
+	for _, bk := range w.buckets {
+		if bk.step > s-alertBuckets && bk.step <= s {
+			a += bk.a
+			b += bk.b
+		}
+	}
+	return a, b
+}
