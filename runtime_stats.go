@@ -1,0 +1,15 @@
+package ax
+
+// running returns the handlers running on this host by kind, kinds with
+// none left out. It reads the runtime's busy counters under r.mu.
+func (r *runtime) running() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.busy))
+	for kind, n := range r.busy {
+		if n > 0 {
+			out[kind] = n
+		}
+	}
+	return out
+}
