@@ -45,8 +45,9 @@ type Config struct {
 
 	// LeaseDuration is how long a claimed job stays this host's without a
 	// heartbeat. A host that dies has its jobs rerun elsewhere about
-	// LeaseDuration + RescueInterval later; a shorter lease means faster
-	// failover and more heartbeat writes. Defaults to 10s.
+	// LeaseDuration + RescueInterval later (see LeaderTTL for a dying
+	// leader); a shorter lease means faster failover and more heartbeat
+	// writes. Defaults to 10s.
 	LeaseDuration time.Duration
 
 	// HeartbeatInterval is how often running jobs' leases are extended (one
@@ -66,6 +67,40 @@ type Config struct {
 	// RescueInterval is how often expired leases are taken back from dead
 	// hosts. Defaults to 2s.
 	RescueInterval time.Duration
+
+	// LeaderTTL is how long the maintenance leadership lasts without
+	// renewal. One host of the cluster, the leader, runs the rescuer and
+	// the pruner; it renews its lease, and the other hosts try to take it,
+	// every LeaderTTL/3 (the same tick heartbeats this host's node row). A
+	// leader that stops gracefully releases the lease, and another host
+	// takes it within LeaderTTL/3; one that dies is replaced within about
+	// LeaderTTL + LeaderTTL/3.
+	//
+	// Failover: the jobs of a host that dies run again elsewhere at most
+	// LeaseDuration + RescueInterval later (12s with the defaults) or, when
+	// the dead host was the leader, at most max(LeaseDuration, LeaderTTL +
+	// LeaderTTL/3) later, since a new leader rescues at once (13.3s). Halving LeaseDuration and LeaderTTL
+	// halves that and doubles the heartbeat writes: one store call per
+	// HeartbeatInterval (LeaseDuration/3) per host for its running jobs,
+	// plus two per LeaderTTL/3 per host for leadership and node rows.
+	// Stores that cannot elect a leader (no store.Leaser) run maintenance
+	// on every host, which is harmless. Defaults to 10s.
+	LeaderTTL time.Duration
+
+	// NodeTimeout is how long a node may go without a heartbeat before the
+	// leader marks it dead in the node registry (see Scheduler.Nodes). It
+	// must exceed LeaderTTL/3, the heartbeat interval. Defaults to
+	// LeaderTTL * 3/2 (15s).
+	NodeTimeout time.Duration
+
+	// NodeRetention is how long stopped and dead nodes stay listed before
+	// the leader removes them. Defaults to 1h.
+	NodeRetention time.Duration
+
+	// Version names the software this host runs, recorded with its node.
+	// Defaults to the main module's path and version from the binary's
+	// build information.
+	Version string
 
 	// Retention is how long finished jobs (succeeded, dead, cancelled) are
 	// kept before they are pruned, when the store can prune. Defaults to
@@ -111,6 +146,8 @@ const (
 	DefaultRetention      = 24 * time.Hour
 	DefaultReleaseTimeout = 5 * time.Second
 	DefaultEventBuffer    = 10000
+	DefaultLeaderTTL      = 10 * time.Second
+	DefaultNodeRetention  = time.Hour
 )
 
 // withDefaults validates c and returns a copy with defaults filled in.
@@ -126,6 +163,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"HeartbeatInterval", c.HeartbeatInterval}, {"PollInterval", c.PollInterval},
 		{"FlushInterval", c.FlushInterval}, {"RescueInterval", c.RescueInterval},
 		{"Retention", c.Retention}, {"ReleaseTimeout", c.ReleaseTimeout},
+		{"LeaderTTL", c.LeaderTTL}, {"NodeTimeout", c.NodeTimeout}, {"NodeRetention", c.NodeRetention},
 	}
 	for _, d := range durations {
 		if d.v < 0 {
@@ -157,6 +195,15 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.Retention, DefaultRetention)
 	setDefault(&c.ReleaseTimeout, DefaultReleaseTimeout)
 	setDefault(&c.EventBuffer, DefaultEventBuffer)
+	setDefault(&c.LeaderTTL, DefaultLeaderTTL)
+	setDefault(&c.NodeTimeout, c.LeaderTTL*3/2)
+	setDefault(&c.NodeRetention, DefaultNodeRetention)
+	if c.NodeTimeout <= c.LeaderTTL/3 {
+		return c, fmt.Errorf("%w: NodeTimeout %s must exceed the node heartbeat interval LeaderTTL/3 (%s)", ErrInvalidConfig, c.NodeTimeout, c.LeaderTTL/3)
+	}
+	if c.Version == "" {
+		c.Version = defaultVersion()
+	}
 	if c.HeartbeatInterval >= c.LeaseDuration {
 		return c, fmt.Errorf("%w: HeartbeatInterval %s must be below LeaseDuration %s", ErrInvalidConfig, c.HeartbeatInterval, c.LeaseDuration)
 	}

@@ -17,10 +17,11 @@ const (
 	pruneInterval     = time.Minute
 )
 
-// maintain runs the rescuer (expired leases back to retrying or dead) every
-// RescueInterval and the pruner (final jobs past Retention) every minute.
-// Both are idempotent guarded statements, so several hosts running them at
-// once is harmless.
+// maintain runs, on the maintenance leader only (see leader.go), the
+// rescuer (expired leases back to retrying or dead) every RescueInterval,
+// and at once when this host becomes leader, and the pruner (final jobs past
+// Retention) every minute. Followers skip their ticks. Both are idempotent
+// guarded statements, so a moment of split leadership is harmless.
 func (r *runtime) maintain() {
 	defer close(r.maintDone)
 	rescue := time.NewTicker(r.cfg.RescueInterval)
@@ -32,10 +33,14 @@ func (r *runtime) maintain() {
 		select {
 		case <-r.maintStop:
 			return
-		case <-rescue.C:
+		case <-r.cluster.elected:
 			r.rescue()
+		case <-rescue.C:
+			if r.cluster.isLeader() {
+				r.rescue()
+			}
 		case <-prune.C:
-			if canPrune {
+			if canPrune && r.cluster.isLeader() {
 				r.prune(pruner)
 			}
 		}

@@ -35,6 +35,7 @@ type runtime struct {
 	heartbeat *heartbeat
 	maintStop chan struct{}
 	maintDone chan struct{}
+	cluster   *cluster
 
 	unsubscribe func()
 }
@@ -71,6 +72,7 @@ func newRuntime(s *Scheduler) *runtime {
 	r.wakeups = newWakeups(s.now, r.wake)
 	r.completer = newCompleter(r)
 	r.heartbeat = newHeartbeat(r)
+	r.cluster = newCluster(r)
 	return r
 }
 

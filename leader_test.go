@@ -1,0 +1,206 @@
+package ax_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memstore"
+)
+
+// countingStore is one host's view of a shared memstore that counts the
+// maintenance calls this host makes.
+type countingStore struct {
+	*memstore.Store
+	rescues atomic.Int64
+	prunes  atomic.Int64
+}
+
+func (c *countingStore) RescueExpired(ctx context.Context, limit int) (int, error) {
+	c.rescues.Add(1)
+	return c.Store.RescueExpired(ctx, limit)
+}
+
+func (c *countingStore) Prune(ctx context.Context, p *store.PruneParams) (int, error) {
+	c.prunes.Add(1)
+	return c.Store.Prune(ctx, p)
+}
+
+// leaderLog records a Scheduler's EventLeaderChanged events.
+type leaderLog struct {
+	mu     sync.Mutex
+	events []bool
+}
+
+func (l *leaderLog) Observe(e ax.Event) {
+	if e.Kind != ax.EventLeaderChanged {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e.Leader)
+}
+
+// leader reports the latest leadership this host announced.
+func (l *leaderLog) leader() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.events) > 0 && l.events[len(l.events)-1]
+}
+
+func (l *leaderLog) all() []bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]bool(nil), l.events...)
+}
+
+// host is one Scheduler of a test cluster sharing a memstore.
+type host struct {
+	s   *ax.Scheduler
+	st  *countingStore
+	log *leaderLog
+}
+
+const testLeaderTTL = 3 * time.Second
+
+// newHost returns a started Scheduler named node on shared, with a
+// LeaderTTL of 3s (ticks every 1s) and a RescueInterval of 500ms.
+func newHost(t *testing.T, shared *memstore.Store, node string, edit ...func(*ax.Config)) *host {
+	t.Helper()
+	h := &host{st: &countingStore{Store: shared}, log: &leaderLog{}}
+	h.s = newScheduler(t, h.st, append([]func(*ax.Config){func(c *ax.Config) {
+		c.Node = node
+		c.LeaderTTL = testLeaderTTL
+		c.RescueInterval = 500 * time.Millisecond
+		c.Observers = []ax.Observer{h.log}
+	}}, edit...)...)
+	start(t, h.s)
+	return h
+}
+
+func stopHost(t *testing.T, h *host) {
+	t.Helper()
+	require.NoError(t, h.s.Stop(context.Background()))
+}
+
+// TestLeaderElectsExactlyOne runs two Schedulers on one store: exactly one
+// becomes leader, stays leader while it runs, and is the only one that runs
+// the rescuer.
+func TestLeaderElectsExactlyOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := memstore.New()
+		a := newHost(t, shared, "a")
+		b := newHost(t, shared, "b")
+		time.Sleep(10 * testLeaderTTL)
+		synctest.Wait()
+
+		la, lb := a.log.all(), b.log.all()
+		require.Len(t, append(la, lb...), 1, "one leadership change in all: a=%v b=%v", la, lb)
+		leader, follower := a, b
+		if len(lb) == 1 {
+			leader, follower = b, a
+		}
+		require.True(t, leader.log.leader())
+		require.Positive(t, leader.st.rescues.Load(), "the leader never ran the rescuer")
+		require.Zero(t, follower.st.rescues.Load(), "a follower ran the rescuer")
+		require.Zero(t, follower.st.prunes.Load(), "a follower ran the pruner")
+
+		nodes, err := follower.s.Nodes(t.Context())
+		require.NoError(t, err)
+		require.Len(t, nodes, 2)
+		for _, n := range nodes {
+			require.Equal(t, n.Name == leader.s.Node(), n.Leader, "node %s", n.Name)
+		}
+	})
+}
+
+// TestLeaderGracefulStopHandsOver stops the leader: it releases the lease,
+// and the follower takes over at its next try (within LeaderTTL/3), not
+// after the TTL; it then runs the rescuer, which takes back a job whose
+// owner died.
+func TestLeaderGracefulStopHandsOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := memstore.New()
+		a := newHost(t, shared, "a")
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		require.True(t, a.log.leader(), "the only host is not leader")
+		b := newHost(t, shared, "b")
+		time.Sleep(2 * testLeaderTTL)
+		synctest.Wait()
+		require.False(t, b.log.leader())
+		require.Zero(t, b.st.rescues.Load())
+
+		// A job whose owner died: claimed with a short lease by a node
+		// that never heartbeats.
+		ctx := t.Context()
+		id := scheduleOrphan(t, shared, "orphan")
+
+		stopped := time.Now()
+		stopHost(t, a)
+		require.Equal(t, []bool{true, false}, a.log.all())
+		for !b.log.leader() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		took := time.Since(stopped)
+		t.Logf("leadership handed over %s after the leader's Stop (LeaderTTL %s)", took, testLeaderTTL)
+		require.LessOrEqual(t, took, testLeaderTTL/3+100*time.Millisecond, "hand-over waited for the TTL")
+
+		// The new leader rescued at once (b has no handler for the kind,
+		// so the job stays retrying).
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		rec, err := shared.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, store.StateRetrying, rec.State)
+		require.Positive(t, b.st.rescues.Load())
+	})
+}
+
+// scheduleOrphan inserts a job of kind and claims it for a node that then
+// vanishes, with a lease that is already expired by the time anyone looks.
+func scheduleOrphan(t *testing.T, st *memstore.Store, kind string) uuid.UUID {
+	t.Helper()
+	ctx := t.Context()
+	jobID := uuid.Must(uuid.NewV7())
+	_, err := st.Insert(ctx, []store.InsertParams{{ID: jobID, Kind: kind, Payload: []byte(`{}`), Priority: store.PriorityNormal, MaxAttempts: 3}})
+	require.NoError(t, err)
+	res, err := st.Claim(ctx, &store.ClaimParams{Owner: "vanished", Kinds: []store.KindLimit{{Kind: kind, Limit: 1}}, Limit: 1, LeaseDuration: time.Millisecond})
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 1)
+	time.Sleep(2 * time.Millisecond)
+	return jobID
+}
+
+// TestLeaderLeaderlessStore runs maintenance on every host when the store
+// cannot elect a leader, as before leadership existed.
+func TestLeaderLeaderlessStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := memstore.New()
+		var counts [2]*countingStore
+		for i := range counts {
+			counts[i] = &countingStore{Store: shared}
+			s := newScheduler(t, plainStore{counts[i]}, func(c *ax.Config) { c.RescueInterval = 500 * time.Millisecond })
+			start(t, s)
+			_, err := s.Nodes(t.Context())
+			require.ErrorIs(t, err, errors.ErrUnsupported)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		for _, c := range counts {
+			require.Positive(t, c.rescues.Load())
+		}
+	})
+}
+
+// plainStore hides every optional interface of the store it wraps.
+type plainStore struct{ store.Store }

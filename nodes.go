@@ -1,0 +1,158 @@
+package ax
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"go.uber.org/zap"
+)
+
+// NodeState is a node's position in the registry: NodeRunning,
+// NodeStopped or NodeDead (see store.NodeState for the transitions).
+type NodeState = store.NodeState
+
+// Node states, as listed by Scheduler.Nodes.
+const (
+	// NodeRunning: the node heartbeats.
+	NodeRunning = store.NodeRunning
+	// NodeStopped: the node's Scheduler stopped gracefully.
+	NodeStopped = store.NodeStopped
+	// NodeDead: the node stopped heartbeating for Config.NodeTimeout
+	// without stopping; the leader marked it dead. Its running jobs come
+	// back when their leases expire.
+	NodeDead = store.NodeDead
+)
+
+// Node is one host of the cluster, as registered in the store. Every
+// started Scheduler registers its node and heartbeats it every
+// Config.LeaderTTL/3; jobs it runs carry its name as their Owner.
+type Node struct {
+	// Name is the node's Config.Node.
+	Name string
+	// Version is the node's Config.Version.
+	Version string
+	// Kinds are the job kinds the node handles, sorted.
+	Kinds []string
+	// State is running, stopped or dead.
+	State NodeState
+	// Leader reports whether the node holds the maintenance leadership, as
+	// the calling Scheduler last learned it (at most LeaderTTL/3 ago).
+	// Always false when the calling Scheduler is not running.
+	Leader bool
+	// StartedAt is when the node first registered (store clock).
+	StartedAt time.Time
+	// HeartbeatAt is the node's latest heartbeat (store clock).
+	HeartbeatAt time.Time
+	// ExpiresAt is when a running node without a further heartbeat counts
+	// as dead; for stopped and dead nodes, when they stopped or lapsed.
+	ExpiresAt time.Time
+}
+
+// Nodes lists the cluster's registered nodes, running, stopped and dead
+// (until Config.NodeRetention removes them), oldest first. It works before
+// Start too. It returns an error wrapping errors.ErrUnsupported when the
+// store keeps no node registry (store.NodeRegistry), and
+// ErrSchedulerClosed once Stop has begun.
+func (s *Scheduler) Nodes(ctx context.Context) ([]Node, error) {
+	if s.closed() {
+		return nil, fmt.Errorf("nodes: %w", ErrSchedulerClosed)
+	}
+	reg, ok := s.store.(store.NodeRegistry)
+	if !ok {
+		return nil, fmt.Errorf("nodes: store %T keeps no node registry: %w", s.store, errors.ErrUnsupported)
+	}
+	recs, err := reg.ListNodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("nodes: %w", err)
+	}
+	leader := ""
+	s.mu.Lock()
+	if s.run != nil {
+		leader = s.run.cluster.leaderHolder()
+	}
+	s.mu.Unlock()
+	out := make([]Node, len(recs))
+	for i, n := range recs {
+		out[i] = Node{
+			Name: n.Name, Version: n.Version, Kinds: n.Kinds, State: n.State,
+			Leader:    leader != "" && n.Name == leader && n.State == NodeRunning,
+			StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt, ExpiresAt: n.ExpiresAt,
+		}
+	}
+	return out, nil
+}
+
+// heartbeatNode registers this node or records its heartbeat, with the
+// kinds handled now.
+func (c *cluster) heartbeatNode() {
+	if c.registry == nil {
+		return
+	}
+	r := c.r
+	kinds := r.s.kinds()
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.kind
+	}
+	ctx, cancel := c.callCtx()
+	defer cancel()
+	err := c.registry.HeartbeatNode(ctx, &store.NodeParams{
+		Name: r.cfg.Node, Version: r.cfg.Version, Kinds: names, TTL: r.cfg.NodeTimeout,
+	})
+	if err != nil {
+		r.log.Warn("node heartbeat failed", zap.Error(err))
+	}
+}
+
+// stopNode marks this node stopped at Stop.
+func (c *cluster) stopNode(ctx context.Context) {
+	if c.registry == nil {
+		return
+	}
+	if _, err := c.registry.StopNode(ctx, c.r.cfg.Node); err != nil {
+		c.r.log.Warn("mark node stopped failed: the leader will mark it dead", zap.Error(err))
+	}
+}
+
+// reapNodes, on the leader, marks lapsed nodes dead and removes old
+// stopped and dead ones.
+func (c *cluster) reapNodes() {
+	if c.registry == nil {
+		return
+	}
+	r := c.r
+	ctx, cancel := c.callCtx()
+	defer cancel()
+	dead, removed, err := c.registry.ReapNodes(ctx, &store.ReapParams{Retention: r.cfg.NodeRetention})
+	switch {
+	case err != nil:
+		r.log.Warn("reap nodes failed", zap.Error(err))
+	case dead > 0:
+		r.log.Warn("nodes stopped heartbeating: marked dead (their jobs come back when their leases expire)",
+			zap.Int("nodes", dead), zap.Duration("node_timeout", r.cfg.NodeTimeout))
+	}
+	if removed > 0 {
+		r.log.Info("removed old stopped and dead nodes", zap.Int("nodes", removed))
+	}
+}
+
+// defaultVersion is "<main module path> <version>" from the binary's build
+// information, or "unknown".
+func defaultVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok || bi.Main.Path == "" {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	if v == "" || v == "(devel)" {
+		if i := slices.IndexFunc(bi.Settings, func(s debug.BuildSetting) bool { return s.Key == "vcs.revision" }); i >= 0 {
+			v = bi.Settings[i].Value
+		}
+	}
+	return bi.Main.Path + " " + v
+}

@@ -1,0 +1,114 @@
+package ax_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memstore"
+)
+
+func nop(context.Context, *ax.Job) error { return nil }
+
+// nodeNamed returns the listed node named name, or nil.
+func nodeNamed(nodes []ax.Node, name string) *ax.Node {
+	for i := range nodes {
+		if nodes[i].Name == name {
+			return &nodes[i]
+		}
+	}
+	return nil
+}
+
+// TestNodes follows nodes through the registry: registered with version
+// and kinds at Start, heartbeating, stopped at Stop, and a node that
+// vanished marked dead by the leader and removed after NodeRetention.
+func TestNodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shared := memstore.New()
+		ctx := t.Context()
+		a := newScheduler(t, shared, func(c *ax.Config) {
+			c.Node, c.Version, c.LeaderTTL = "a", "v-test", testLeaderTTL
+		})
+		require.NoError(t, a.Handle("k2", ax.HandlerFunc(nop)))
+		require.NoError(t, a.Handle("k1", ax.HandlerFunc(nop)))
+		nodes, err := a.Nodes(ctx)
+		require.NoError(t, err)
+		require.Empty(t, nodes, "a Scheduler registers at Start")
+
+		start(t, a)
+		synctest.Wait()
+		nodes, err = a.Nodes(ctx)
+		require.NoError(t, err)
+		require.Len(t, nodes, 1)
+		n := nodes[0]
+		require.Equal(t, "a", n.Name)
+		require.Equal(t, "v-test", n.Version)
+		require.Equal(t, []string{"k1", "k2"}, n.Kinds)
+		require.Equal(t, ax.NodeRunning, n.State)
+		require.True(t, n.Leader)
+		require.False(t, n.StartedAt.IsZero())
+
+		b := newScheduler(t, shared, func(c *ax.Config) {
+			c.Node, c.LeaderTTL, c.NodeRetention = "b", testLeaderTTL, 5*time.Second
+		})
+		start(t, b)
+		require.NoError(t, b.Handle("k3", ax.HandlerFunc(nop)))
+		time.Sleep(testLeaderTTL)
+		synctest.Wait()
+		nodes, err = b.Nodes(ctx)
+		require.NoError(t, err)
+		require.Len(t, nodes, 2)
+		require.Equal(t, []string{"a", "b"}, []string{nodes[0].Name, nodes[1].Name}, "oldest first")
+		nb := nodeNamed(nodes, "b")
+		require.NotEmpty(t, nb.Version, "default version from build info")
+		require.Equal(t, []string{"k3"}, nb.Kinds, "a kind handled after Start is heartbeated")
+		require.True(t, nodeNamed(nodes, "a").Leader)
+		require.False(t, nb.Leader)
+		require.True(t, nb.HeartbeatAt.After(nb.StartedAt))
+
+		require.NoError(t, a.Stop(ctx))
+		_, err = a.Nodes(ctx)
+		require.ErrorIs(t, err, ax.ErrSchedulerClosed)
+		time.Sleep(testLeaderTTL / 3)
+		synctest.Wait()
+		nodes, err = b.Nodes(ctx)
+		require.NoError(t, err)
+		require.Equal(t, ax.NodeStopped, nodeNamed(nodes, "a").State)
+		require.False(t, nodeNamed(nodes, "a").Leader)
+		require.True(t, nodeNamed(nodes, "b").Leader, "b took over the leadership")
+
+		// A node that dies without stopping: one heartbeat, then nothing.
+		require.NoError(t, shared.HeartbeatNode(ctx, &store.NodeParams{Name: "ghost", TTL: time.Second}))
+		time.Sleep(time.Second + testLeaderTTL/3)
+		synctest.Wait()
+		nodes, err = b.Nodes(ctx)
+		require.NoError(t, err)
+		require.Equal(t, ax.NodeDead, nodeNamed(nodes, "ghost").State)
+
+		time.Sleep(5*time.Second + testLeaderTTL/3)
+		synctest.Wait()
+		nodes, err = b.Nodes(ctx)
+		require.NoError(t, err)
+		require.Len(t, nodes, 1, "stopped and dead nodes are removed after NodeRetention")
+		require.Equal(t, "b", nodes[0].Name)
+	})
+}
+
+func TestClusterConfigValidation(t *testing.T) {
+	for _, c := range []ax.Config{
+		{LeaderTTL: -time.Second},
+		{NodeTimeout: -time.Second},
+		{NodeRetention: -time.Second},
+		{LeaderTTL: 3 * time.Second, NodeTimeout: time.Second},
+	} {
+		c.Store = memstore.New()
+		_, err := ax.New(c)
+		require.ErrorIs(t, err, ax.ErrInvalidConfig, "%+v", c)
+	}
+}
