@@ -27,6 +27,7 @@
 //
 // Optional abilities are separate interfaces found by type assertion:
 // Notifier, Pruner, Lister, Counter, Closer.
+// PeriodicStore keeps periodic schedules' last fired ticks (periodic.go).
 package store
 
 import (

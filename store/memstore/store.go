@@ -50,6 +50,8 @@ type Store struct {
 	leases   jobHeap // running jobs by lease expiry
 	finished jobHeap // final jobs by finish time
 	ids      idIndex // every job's ID, for List
+	// periodic holds periodic schedules' state (periodic.go).
+	periodic periodicStates
 	cluster  cluster // leadership leases and nodes (cluster.go)
 }
 

@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Pruner", testPruner},
 		{"Lister", testLister},
 		{"Counter", testCounter},
+		{"Periodic", testPeriodic},
 		{"Cluster", testCluster},
 	}
 	for _, a := range areas {

@@ -1,0 +1,134 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// PeriodicStore is implemented by stores that keep the state of periodic
+// schedules: per schedule name, the last tick fired. That stored tick is
+// the guard that makes a schedule yield at most one job per tick, however
+// many hosts declare it, whatever their clocks say, and long after the
+// tick's job was pruned (a unique key only guards while its job exists).
+//
+// A schedule's state moves only forward:
+//
+//	(unknown) ──DeclarePeriodic──▶ LastTick = store now (ticks up to the first declaration never fire)
+//	(unknown) ──FirePeriodic─────▶ LastTick = latest tick applied
+//	LastTick = T ──FirePeriodic(ticks in (T, store now])──▶ LastTick = latest of them, their jobs inserted
+//	LastTick = T ──FirePeriodic(ticks <= T or > store now)──▶ unchanged, nothing inserted
+type PeriodicStore interface {
+	// DeclarePeriodic records that a host declares the schedule name with
+	// spec. An unknown name is created with LastTick = store now; a known
+	// one keeps its LastTick and gets spec recorded. It reports the state
+	// afterwards and the spec recorded before.
+	DeclarePeriodic(ctx context.Context, name, spec string) (*PeriodicDeclaration, error)
+
+	// FirePeriodic applies, in one atomic operation, the ticks of
+	// params that are after the schedule's stored LastTick and not after
+	// store now: LastTick becomes the latest of them and their jobs are
+	// inserted (as Insert would, a held unique key yielding a duplicate
+	// rather than an error). Ticks at or before LastTick, or after store
+	// now, change nothing. Either all of this happens or nothing does, so
+	// a stored tick always has its job and a job's tick is always stored.
+	// An unknown name has no LastTick yet: any tick not after store now is
+	// applied, and creates its state.
+	// Invalid params (see FirePeriodicParams.Validate) fail the call with
+	// ErrInvalidParams.
+	FirePeriodic(ctx context.Context, params *FirePeriodicParams) (*FirePeriodicResult, error)
+
+	// PeriodicState returns the stored state of the schedule name, or
+	// ErrNotFound.
+	PeriodicState(ctx context.Context, name string) (*PeriodicState, error)
+}
+
+// PeriodicState is the stored state of one periodic schedule.
+type PeriodicState struct {
+	// Name identifies the schedule.
+	Name string
+	// Spec is the spec recorded by the latest declaration or fire.
+	Spec string
+	// LastTick is the latest tick fired (or skipped by a misfire policy),
+	// or, before any, the time of the first declaration (store clock).
+	LastTick time.Time
+	// UpdatedAt is when the state last changed (store clock).
+	UpdatedAt time.Time
+}
+
+// PeriodicDeclaration is what DeclarePeriodic found and did.
+type PeriodicDeclaration struct {
+	// State is the schedule's state after the call.
+	State PeriodicState
+	// Created reports that the schedule was unknown.
+	Created bool
+	// PreviousSpec is the spec recorded before the call; empty when
+	// Created.
+	PreviousSpec string
+	// Now is the store's clock at the call.
+	Now time.Time
+}
+
+// MaxPeriodicTicks bounds the ticks of one FirePeriodic call.
+const MaxPeriodicTicks = 1000
+
+// FirePeriodicParams asks to fire ticks of one schedule.
+type FirePeriodicParams struct {
+	// Name identifies the schedule; it must not be empty.
+	Name string
+	// Spec is recorded with the state.
+	Spec string
+	// Ticks are the ticks to fire, in strictly ascending order, at least
+	// one and at most MaxPeriodicTicks.
+	Ticks []PeriodicTick
+}
+
+// PeriodicTick is one tick to fire and its job.
+type PeriodicTick struct {
+	// At is the tick's instant; it must not be zero. Stores compare ticks
+	// as instants, at microsecond precision.
+	At time.Time
+	// Job is inserted when the tick is applied. Nil advances LastTick
+	// without a job (a tick skipped by a misfire policy).
+	Job *InsertParams
+}
+
+// Validate reports, wrapping ErrInvalidParams, the first problem with p.
+func (p *FirePeriodicParams) Validate() error {
+	switch {
+	case p.Name == "":
+		return fmt.Errorf("%w: empty periodic schedule name", ErrInvalidParams)
+	case len(p.Ticks) == 0:
+		return fmt.Errorf("%w: no ticks to fire", ErrInvalidParams)
+	case len(p.Ticks) > MaxPeriodicTicks:
+		return fmt.Errorf("%w: %d ticks, more than %d", ErrInvalidParams, len(p.Ticks), MaxPeriodicTicks)
+	}
+	for i, tk := range p.Ticks {
+		if tk.At.IsZero() {
+			return fmt.Errorf("%w: tick %d is the zero time", ErrInvalidParams, i)
+		}
+		if i > 0 && !tk.At.After(p.Ticks[i-1].At) {
+			return fmt.Errorf("%w: tick %d (%s) is not after tick %d", ErrInvalidParams, i, tk.At, i-1)
+		}
+		if tk.Job != nil {
+			if err := tk.Job.Validate(); err != nil {
+				return fmt.Errorf("tick %d: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// FirePeriodicResult reports what FirePeriodic did.
+type FirePeriodicResult struct {
+	// Applied[i] reports whether Ticks[i] was applied (after the stored
+	// LastTick and not after store now).
+	Applied []bool
+	// Jobs[i] is the insert result of Ticks[i]'s job when it was applied
+	// and had one; zero otherwise.
+	Jobs []InsertResult
+	// LastTick is the schedule's stored LastTick after the call.
+	LastTick time.Time
+	// Now is the store's clock at the call.
+	Now time.Time
+}

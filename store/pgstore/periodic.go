@@ -1,0 +1,174 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+var _ store.PeriodicStore = (*Store)(nil)
+
+// periodicSQL returns query with {periodic} replaced by the schema's
+// periodic table (created by migration 0001).
+func (s *Store) periodicSQL(query string) string {
+	return strings.ReplaceAll(query, "{periodic}", pgx.Identifier{s.schema, "periodic"}.Sanitize())
+}
+
+// DeclarePeriodic implements store.PeriodicStore in one statement: an
+// unknown name is inserted with last_tick = now(); a known one gets spec
+// recorded (updated_at moves only when the spec changes).
+func (s *Store) DeclarePeriodic(ctx context.Context, name, spec string) (*store.PeriodicDeclaration, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if name == "" {
+		return nil, fmt.Errorf("pgstore: declare periodic schedule: %w: empty name", store.ErrInvalidParams)
+	}
+	// prev reads the row as of the statement's snapshot, for the previous
+	// spec; xmax = 0 tells a fresh insert from an update.
+	const q = `WITH prev AS (SELECT spec FROM {periodic} WHERE name = $1)
+INSERT INTO {periodic} AS p (name, spec, last_tick, updated_at) VALUES ($1, $2, now(), now())
+ON CONFLICT (name) DO UPDATE SET
+	spec = EXCLUDED.spec,
+	last_tick = coalesce(p.last_tick, now()),
+	updated_at = CASE WHEN p.spec = EXCLUDED.spec THEN p.updated_at ELSE now() END
+RETURNING p.spec, p.last_tick, p.updated_at, coalesce((SELECT spec FROM prev), ''), p.xmax = 0, now()`
+	d := &store.PeriodicDeclaration{State: store.PeriodicState{Name: name}}
+	err := s.pool.QueryRow(ctx, s.periodicSQL(q), name, spec).Scan(
+		&d.State.Spec, &d.State.LastTick, &d.State.UpdatedAt, &d.PreviousSpec, &d.Created, &d.Now)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: declare periodic schedule %q: %w", name, err)
+	}
+	if d.Created {
+		d.PreviousSpec = ""
+	}
+	return d, nil
+}
+
+// FirePeriodic implements store.PeriodicStore in one transaction: it locks
+// the schedule's row (creating it if missing), keeps the ticks after its
+// last_tick and not after now(), advances last_tick to the latest of them
+// and inserts their jobs as Insert does (listeners are notified at
+// commit). Racing hosts queue on the row lock, and each sees the last_tick
+// the previous one committed.
+func (s *Store) FirePeriodic(ctx context.Context, params *store.FirePeriodicParams) (*store.FirePeriodicResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := params.Validate(); err != nil {
+		return nil, fmt.Errorf("pgstore: fire periodic schedule %q: %w", params.Name, err)
+	}
+	for i, tk := range params.Ticks {
+		if j := tk.Job; j != nil {
+			if err := validateInserts([]store.InsertParams{*j}); err != nil {
+				return nil, fmt.Errorf("pgstore: fire periodic schedule %q: tick %d: %w", params.Name, i, err)
+			}
+		}
+	}
+	var res *store.FirePeriodicResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = s.firePeriodic(ctx, tx, params)
+		return err
+	})
+	if errors.Is(err, errNothingApplied) {
+		return res, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: fire periodic schedule %q: %w", params.Name, err)
+	}
+	return res, nil
+}
+
+// errNothingApplied rolls back a fire that applied no tick.
+var errNothingApplied = errors.New("pgstore: no tick applied")
+
+func (s *Store) firePeriodic(ctx context.Context, tx pgx.Tx, params *store.FirePeriodicParams) (*store.FirePeriodicResult, error) {
+	const (
+		lock   = `SELECT last_tick, now() FROM {periodic} WHERE name = $1 FOR UPDATE`
+		create = `INSERT INTO {periodic} (name, spec) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`
+		update = `UPDATE {periodic} SET spec = $2, last_tick = $3, updated_at = now() WHERE name = $1`
+	)
+	var (
+		last *time.Time
+		now  time.Time
+	)
+	err := tx.QueryRow(ctx, s.periodicSQL(lock), params.Name).Scan(&last, &now)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// First fire of an undeclared schedule. A racing creator makes
+		// the insert a no-op after waiting for it; either way the row
+		// exists for the lock (and vanishes on rollback if nothing fires).
+		if _, err = tx.Exec(ctx, s.periodicSQL(create), params.Name, params.Spec); err != nil {
+			return nil, err
+		}
+		err = tx.QueryRow(ctx, s.periodicSQL(lock), params.Name).Scan(&last, &now)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res := &store.FirePeriodicResult{
+		Applied: make([]bool, len(params.Ticks)),
+		Jobs:    make([]store.InsertResult, len(params.Ticks)),
+		Now:     now,
+	}
+	if last != nil {
+		res.LastTick = *last
+	}
+	var (
+		jobs    []store.InsertParams
+		jobOf   []int // tick index of each job
+		latest  time.Time
+		applied bool
+	)
+	for i, tk := range params.Ticks {
+		at := tk.At.Truncate(time.Microsecond)
+		if (last != nil && !at.After(*last)) || at.After(now) {
+			continue
+		}
+		res.Applied[i], latest, applied = true, at, true
+		if tk.Job != nil {
+			jobs = append(jobs, *tk.Job)
+			jobOf = append(jobOf, i)
+		}
+	}
+	if !applied {
+		return res, errNothingApplied
+	}
+	if _, err := tx.Exec(ctx, s.periodicSQL(update), params.Name, params.Spec, latest); err != nil {
+		return nil, err
+	}
+	if len(jobs) > 0 {
+		inserted, err := s.insertMany(ctx, tx, jobs)
+		if err != nil {
+			return nil, err
+		}
+		for k, r := range inserted {
+			res.Jobs[jobOf[k]] = r
+		}
+	}
+	res.LastTick = latest
+	return res, nil
+}
+
+// PeriodicState implements store.PeriodicStore.
+func (s *Store) PeriodicState(ctx context.Context, name string) (*store.PeriodicState, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	const q = `SELECT spec, last_tick, updated_at FROM {periodic} WHERE name = $1 AND last_tick IS NOT NULL`
+	st := &store.PeriodicState{Name: name}
+	err := s.pool.QueryRow(ctx, s.periodicSQL(q), name).Scan(&st.Spec, &st.LastTick, &st.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("pgstore: periodic schedule %q: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: periodic schedule %q: %w", name, err)
+	}
+	return st, nil
+}
