@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store/pgstore"
+)
+
+// noopKind is the kind of the benchmarks' jobs.
+const noopKind = "bench.noop"
+
+// benchDB is a scenario's own database, with a pgstore on it.
+type benchDB struct {
+	name   string
+	dsn    string
+	server string
+	pool   *pgxpool.Pool
+	store  *pgstore.Store
+	jobs   string // the jobs table, quoted and schema-qualified
+}
+
+// createDB creates a fresh database on the server, migrated by pgstore.New.
+// Call close to drop it.
+func (b *bench) createDB(ctx context.Context) (*benchDB, error) {
+	d := &benchDB{name: "axbench_" + randomHex(6), server: b.opt.db}
+	conn, err := pgx.Connect(ctx, b.opt.db)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", redact(b.opt.db), err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{d.name}.Sanitize()); err != nil {
+		return nil, fmt.Errorf("create database %s: %w", d.name, err)
+	}
+	d.dsn, err = withDatabase(b.opt.db, d.name)
+	if err == nil {
+		d.pool, err = newPool(ctx, d.dsn, b.opt.conns)
+	}
+	if err == nil {
+		d.store, err = pgstore.New(ctx, d.pool)
+	}
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	d.jobs = pgx.Identifier{d.store.Schema(), "jobs"}.Sanitize()
+	return d, nil
+}
+
+func newPool(ctx context.Context, dsn string, conns int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if conns > 0 {
+		cfg.MaxConns = int32(conns)
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// close closes the store and pool and drops the database, even when the
+// scenario's context is cancelled.
+func (d *benchDB) close() {
+	if d.store != nil {
+		_ = d.store.Close()
+	}
+	if d.pool != nil {
+		d.pool.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, d.server)
+	if err != nil {
+		return
+	}
+	defer conn.Close(context.Background())
+	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{d.name}.Sanitize()+" WITH (FORCE)")
+}
+
+// scheduler returns a Scheduler on the database with the default Config
+// but for Workers (0: the default) and what edit changes.
+func (d *benchDB) scheduler(workers int, edit ...func(*ax.Config)) (*ax.Scheduler, error) {
+	cfg := ax.Config{Store: d.store, Workers: workers}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	return ax.New(cfg)
+}
+
+// exec runs SQL with {jobs} standing for the jobs table.
+func (d *benchDB) exec(ctx context.Context, sql string, args ...any) error {
+	_, err := d.pool.Exec(ctx, d.sub(sql), args...)
+	return err
+}
+
+// count runs a query returning one integer.
+func (d *benchDB) count(ctx context.Context, sql string, args ...any) (int64, error) {
+	var n int64
+	err := d.pool.QueryRow(ctx, d.sub(sql), args...).Scan(&n)
+	return n, err
+}
+
+func (d *benchDB) sub(sql string) string { return strings.ReplaceAll(sql, "{jobs}", d.jobs) }
+
+// truncate empties the jobs table.
+func (d *benchDB) truncate(ctx context.Context) error {
+	return d.exec(ctx, "TRUNCATE {jobs}")
+}
+
+// scheduleNoops inserts n immediate no-op jobs through ScheduleMany in
+// batches of batch (COPY), and returns the time it took.
+func scheduleNoops(ctx context.Context, s *ax.Scheduler, n, batch int, opts ...ax.ScheduleOption) (time.Duration, error) {
+	reqs := make([]ax.Request, min(n, batch))
+	for i := range reqs {
+		reqs[i] = ax.Request{Kind: noopKind, Options: opts}
+	}
+	start := time.Now()
+	for done := 0; done < n; {
+		k := min(batch, n-done)
+		if _, err := s.ScheduleMany(ctx, reqs[:k]); err != nil {
+			return 0, err
+		}
+		done += k
+	}
+	return time.Since(start), nil
+}
+
+// counter counts handler calls and signals when a target is reached.
+type counter struct {
+	n      atomic.Int64
+	target int64
+	done   chan struct{}
+	doneAt time.Time // set before done is closed
+}
+
+func newCounter(target int) *counter {
+	return &counter{target: int64(target), done: make(chan struct{})}
+}
+
+func (c *counter) inc() {
+	if c.n.Add(1) == c.target {
+		c.doneAt = time.Now()
+		close(c.done)
+	}
+}
+
+// wait waits for c to reach its target, printing progress every 2 s, for
+// at most timeout.
+func (b *bench) wait(ctx context.Context, what string, c *counter, timeout time.Duration) error {
+	return b.waitFor(ctx, what, c.done, func() int64 { return c.n.Load() }, c.target, timeout)
+}
+
+func (b *bench) waitFor(ctx context.Context, what string, done <-chan struct{}, n func() int64, target int64, timeout time.Duration) error {
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	start := time.Now()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("%s: only %d of %d after %s", what, n(), target, timeout)
+		case <-tick.C:
+			b.progressf("%s: %d/%d (%.0fs)", what, n(), target, time.Since(start).Seconds())
+		}
+	}
+}
+
+// stopScheduler stops s, allowing 30 s to drain.
+func stopScheduler(s *ax.Scheduler) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return s.Stop(ctx)
+}
+
+func withDatabase(serverURL, db string) (string, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil || u.Scheme == "" {
+		return serverURL + " dbname=" + db, nil // keyword/value form
+	}
+	u.Path = "/" + db
+	return u.String(), nil
+}
+
+func redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" {
+		return "the -db server"
+	}
+	return u.Redacted()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// options are the command's flags. Every scenario's knobs default to the
+// sizes of issue 5; -quick shrinks the ones not given explicitly.
+type options struct {
+	db         string
+	json       bool
+	quick      bool
+	conns      int
+	cpuProfile string
+	memProfile string
+
+	n          int    // throughput, multiprocess
+	workers    string // throughput: comma-separated worker counts
+	workerList []int
+	procs      int // multiprocess
+	mpWorkers  int
+
+	lagJobs int
+	lagMin  time.Duration
+	lagMax  time.Duration
+
+	immRate int
+	immFor  time.Duration
+
+	rate       int
+	susFor     time.Duration
+	susMin     time.Duration
+	susMax     time.Duration
+	susBatchMS int
+
+	backlogSizes    string
+	backlogList     []int
+	backlogFinished int
+	backlogDue      int
+	backlogRun      int
+	rssFor          time.Duration
+
+	stormJobs int
+	stormDown time.Duration
+
+	idleFor time.Duration
+
+	insertSingle int
+	insertTotal  int
+	batches      string
+	batchList    []int
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.db, "db", envOr("TEST_DATABASE_URL", defaultDB), "PostgreSQL server URL (default TEST_DATABASE_URL); each scenario creates and drops a database on it")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per scenario instead of tables")
+	fs.BoolVar(&o.quick, "quick", false, "small sizes for a smoke test (flags given explicitly win)")
+	fs.IntVar(&o.conns, "conns", 0, "pool size (pgxpool.Config.MaxConns); 0 = pgxpool's default, max(4, NumCPU)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to `file` (worker processes write file.workerN)")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile to `file` at exit")
+
+	fs.IntVar(&o.n, "n", 100_000, "throughput, multiprocess: no-op jobs")
+	fs.StringVar(&o.workers, "workers", "100,1000", "throughput: Config.Workers values, comma-separated")
+	fs.IntVar(&o.procs, "procs", 3, "multiprocess: worker processes")
+	fs.IntVar(&o.mpWorkers, "mp-workers", 100, "multiprocess: Config.Workers of each process")
+
+	fs.IntVar(&o.lagJobs, "lag-jobs", 5000, "lag: jobs")
+	fs.DurationVar(&o.lagMin, "lag-min", 2*time.Second, "lag: earliest offset")
+	fs.DurationVar(&o.lagMax, "lag-max", 12*time.Second, "lag: latest offset")
+
+	fs.IntVar(&o.immRate, "immediate-rate", 500, "immediate: Schedule calls per second")
+	fs.DurationVar(&o.immFor, "immediate-for", 10*time.Second, "immediate: how long to schedule")
+
+	fs.IntVar(&o.rate, "rate", 5000, "sustained: delayed jobs scheduled per second")
+	fs.DurationVar(&o.susFor, "sustained-for", 60*time.Second, "sustained: how long to schedule")
+	fs.DurationVar(&o.susMin, "sustained-min", time.Second, "sustained: shortest delay")
+	fs.DurationVar(&o.susMax, "sustained-max", 60*time.Second, "sustained: longest delay")
+	fs.IntVar(&o.susBatchMS, "sustained-batch-ms", 10, "sustained: the producer calls ScheduleMany every this many ms")
+
+	fs.StringVar(&o.backlogSizes, "backlog-sizes", "100000,1000000", "backlog: far-future job counts measured after the empty table, comma-separated, increasing")
+	fs.IntVar(&o.backlogFinished, "backlog-finished", 1_000_000, "backlog: finished jobs added for the last measurement")
+	fs.IntVar(&o.backlogDue, "backlog-due", 10_000, "backlog: due jobs claimed (100 per Claim) for claim latency")
+	fs.IntVar(&o.backlogRun, "backlog-run", 20_000, "backlog: due no-op jobs run by a scheduler for throughput")
+	fs.DurationVar(&o.rssFor, "rss-for", 5*time.Second, "backlog: how long the worker process runs before its RSS is read")
+
+	fs.IntVar(&o.stormJobs, "storm-jobs", 1000, "retrystorm: jobs failing at once")
+	fs.DurationVar(&o.stormDown, "storm-down", 10*time.Second, "retrystorm: how long the downstream is down")
+
+	fs.DurationVar(&o.idleFor, "idle-for", 30*time.Second, "idle: measurement window")
+
+	fs.IntVar(&o.insertSingle, "insert-single", 5000, "insert: Schedule calls one at a time")
+	fs.IntVar(&o.insertTotal, "insert-total", 100_000, "insert: jobs per ScheduleMany batch size")
+	fs.StringVar(&o.batches, "insert-batches", "100,10000", "insert: ScheduleMany batch sizes, comma-separated")
+}
+
+// quickValues are the -quick sizes, by flag name.
+var quickValues = map[string]string{
+	"n": "2000", "workers": "100", "procs": "2", "mp-workers": "50",
+	"lag-jobs": "300", "lag-min": "1s", "lag-max": "2s",
+	"immediate-rate": "200", "immediate-for": "1s",
+	"rate": "500", "sustained-for": "3s", "sustained-max": "3s",
+	"backlog-sizes": "10000", "backlog-finished": "10000", "backlog-due": "1000", "backlog-run": "1000", "rss-for": "1s",
+	"storm-jobs": "100", "storm-down": "2s",
+	"idle-for":      "2s",
+	"insert-single": "300", "insert-total": "5000", "insert-batches": "100,1000",
+}
+
+// applyQuick sets the -quick sizes of the flags not given explicitly.
+func (o *options) applyQuick(fs *flag.FlagSet) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for name, v := range quickValues {
+		if !set[name] {
+			if err := fs.Set(name, v); err != nil {
+				panic(fmt.Sprintf("quick value of -%s: %v", name, err))
+			}
+		}
+	}
+}
+
+// parseLists parses the comma-separated flags and checks the sizes.
+func (o *options) parseLists() error {
+	var err error
+	if o.workerList, err = intList("workers", o.workers); err != nil {
+		return err
+	}
+	if o.backlogList, err = intList("backlog-sizes", o.backlogSizes); err != nil {
+		return err
+	}
+	if o.batchList, err = intList("insert-batches", o.batches); err != nil {
+		return err
+	}
+	for name, v := range map[string]int{
+		"n": o.n, "procs": o.procs, "mp-workers": o.mpWorkers, "lag-jobs": o.lagJobs,
+		"immediate-rate": o.immRate, "rate": o.rate, "sustained-batch-ms": o.susBatchMS,
+		"backlog-due": o.backlogDue, "backlog-run": o.backlogRun, "storm-jobs": o.stormJobs,
+		"insert-single": o.insertSingle, "insert-total": o.insertTotal,
+	} {
+		if v < 1 {
+			return fmt.Errorf("-%s must be at least 1, not %d", name, v)
+		}
+	}
+	if o.lagMin < 0 || o.lagMax <= o.lagMin {
+		return fmt.Errorf("-lag-min %s and -lag-max %s: need 0 <= min < max", o.lagMin, o.lagMax)
+	}
+	if o.susMin < 0 || o.susMax <= o.susMin {
+		return fmt.Errorf("-sustained-min %s and -sustained-max %s: need 0 <= min < max", o.susMin, o.susMax)
+	}
+	if o.backlogFinished < 0 || o.conns < 0 {
+		return fmt.Errorf("-backlog-finished and -conns must not be negative")
+	}
+	return nil
+}
+
+func intList(name, s string) ([]int, error) {
+	var out []int
+	prev := -1
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("-%s: %q is not a positive integer", name, f)
+		}
+		if name == "backlog-sizes" && v <= prev {
+			return nil, fmt.Errorf("-%s must increase", name)
+		}
+		prev = v
+		out = append(out, v)
+	}
+	return out, nil
+}

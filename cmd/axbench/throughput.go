@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/axsched/ax"
+)
+
+// runThroughput inserts N no-op jobs with one ScheduleMany (COPY) and works
+// them with one Scheduler, once per -workers value, on an emptied table
+// each time.
+func runThroughput(ctx context.Context, b *bench) (*result, error) {
+	o := b.opt
+	r := newResult(map[string]any{"n": o.n, "workers": o.workers, "conns": connsParam(o.conns)})
+	d, err := b.createDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	t := table{Title: "per worker count", Columns: []string{"workers", "COPY jobs/s", "jobs/s", "CPU s/1k jobs", "elapsed s"}}
+	for i, w := range o.workerList {
+		if err := d.truncate(ctx); err != nil {
+			return nil, err
+		}
+		s, err := d.scheduler(w)
+		if err != nil {
+			return nil, err
+		}
+		c := newCounter(o.n)
+		if err := s.Handle(noopKind, ax.HandlerFunc(func(context.Context, *ax.Job) error {
+			c.inc()
+			return nil
+		})); err != nil {
+			return nil, err
+		}
+		took, err := scheduleNoops(ctx, s, o.n, o.n)
+		if err != nil {
+			return nil, err
+		}
+		copyRate := float64(o.n) / took.Seconds()
+
+		cpu0, start := cpuTotal(), time.Now()
+		if err := s.Start(ctx); err != nil {
+			return nil, err
+		}
+		waitErr := b.wait(ctx, fmt.Sprintf("throughput W=%d", w), c, 10*time.Minute)
+		stopErr := stopScheduler(s)
+		cpu := cpuTotal() - cpu0
+		if waitErr != nil {
+			return nil, waitErr
+		}
+		if stopErr != nil {
+			return nil, fmt.Errorf("stop: %w", stopErr)
+		}
+		elapsed := c.doneAt.Sub(start)
+		rate := float64(o.n) / elapsed.Seconds()
+		cpuPer1k := cpu.Seconds() / (float64(o.n) / 1000)
+		ok, err := d.count(ctx, "SELECT count(*) FROM {jobs} WHERE state = 'succeeded' AND attempt = 1")
+		if err != nil {
+			return nil, err
+		}
+		if ok != int64(o.n) {
+			return nil, fmt.Errorf("W=%d: %d of %d jobs succeeded at attempt 1", w, ok, o.n)
+		}
+		if i == 0 {
+			r.atLeast(fmt.Sprintf("COPY insert (ScheduleMany of %d)", o.n), copyRate, "jobs/s", 60000)
+		}
+		r.atLeast(fmt.Sprintf("no-op jobs/s, W=%d", w), rate, "jobs/s", 20000)
+		r.add(fmt.Sprintf("CPU per 1k jobs, W=%d", w), cpuPer1k, "s")
+		t.Rows = append(t.Rows, []string{fmt.Sprint(w), fmt.Sprintf("%.0f", copyRate), fmt.Sprintf("%.0f", rate),
+			fmt.Sprintf("%.3f", cpuPer1k), fmt.Sprintf("%.2f", elapsed.Seconds())})
+	}
+	r.Tables = append(r.Tables, t)
+	r.note("jobs/s: N / (last handler start − Start); CPU: user+sys of this process from Start to Stop (pgx client included)")
+	return r, nil
+}
+
+func connsParam(n int) any {
+	if n == 0 {
+		return "pgxpool default"
+	}
+	return n
+}
