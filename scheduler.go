@@ -39,6 +39,9 @@ type Scheduler struct {
 
 	run *runtime // set by Start
 	ev  *events
+
+	// periodic holds the schedules declared by Every (periodic.go).
+	periodic periodicSet
 }
 
 // phase is the Scheduler's lifecycle position.
