@@ -1,0 +1,11 @@
+// Package faulttest is AX's fault-injection suite: real worker processes
+// (internal/faulttest/worker, built by the tests) on one real PostgreSQL
+// database, killed, paused, cut off, skewed and stopped while they run
+// jobs. Every execution is recorded in an executions table, so the tests
+// count what ran where and when.
+//
+// The default run takes about two minutes; AX_SOAK=1 adds longer variants
+// (the kill scenario with the default lease and leader TTL, 60+ periodic
+// ticks, a larger steady state). PostgreSQL comes from TEST_DATABASE_URL,
+// as for internal/pgtest; without a server the tests skip.
+package faulttest

@@ -1,0 +1,233 @@
+// Command worker is the host process of the fault-injection suite
+// (package faulttest): one AX Scheduler on PostgreSQL that runs jobs of
+// kind "work" and records every execution in the test's executions table.
+// The suite builds it, starts several, and kills, pauses, cuts off and
+// skews them.
+//
+// Stdout carries one line per fact the suite waits for:
+//
+//	READY <node>                  the Scheduler started
+//	EVENT leader <true|false>     this host gained or lost the maintenance leadership
+//	EVENT lease_lost <job id>     a lease was lost (handler cancelled, or its result refused)
+//	STOPPED <error or nil>        Stop returned after SIGTERM
+//
+// Logs (zap, JSON) go to stderr.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"reflect"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store/pgstore"
+)
+
+// workPayload is the payload of "work" jobs.
+type workPayload struct {
+	// MS is how long the handler works, in milliseconds.
+	MS int `json:"ms"`
+}
+
+func main() {
+	var (
+		dsn          = flag.String("dsn", "", "PostgreSQL connection string (required)")
+		node         = flag.String("node", "", "node name")
+		workers      = flag.Int("workers", 50, "Config.Workers")
+		lease        = flag.Duration("lease", 0, "Config.LeaseDuration (0: default)")
+		leaderTTL    = flag.Duration("leader-ttl", 0, "Config.LeaderTTL (0: default)")
+		rescue       = flag.Duration("rescue", 0, "Config.RescueInterval (0: default)")
+		poll         = flag.Duration("poll", 0, "Config.PollInterval (0: default)")
+		clockOffset  = flag.Duration("clock-offset", 0, "host clock offset (Config.Clock = time.Now + offset)")
+		stopTimeout  = flag.Duration("stop-timeout", 10*time.Second, "Stop's deadline on SIGTERM")
+		maxConns     = flag.Int("max-conns", 6, "pool size")
+		periodicName = flag.String("periodic-name", "", "declare a periodic schedule of this name (kind)")
+		periodicSpec = flag.String("periodic-spec", "@every 1s", "its spec")
+	)
+	flag.Parse()
+	if err := run(config{
+		dsn: *dsn, node: *node, workers: *workers, lease: *lease, leaderTTL: *leaderTTL,
+		rescue: *rescue, poll: *poll, clockOffset: *clockOffset, stopTimeout: *stopTimeout,
+		maxConns: *maxConns, periodicName: *periodicName, periodicSpec: *periodicSpec,
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	dsn, node                      string
+	workers, maxConns              int
+	lease, leaderTTL, rescue, poll time.Duration
+	clockOffset, stopTimeout       time.Duration
+	periodicName, periodicSpec     string
+}
+
+// out serializes stdout lines.
+var outMu sync.Mutex
+
+func say(format string, args ...any) {
+	outMu.Lock()
+	defer outMu.Unlock()
+	fmt.Printf(format+"\n", args...)
+}
+
+func run(c config) error {
+	if c.dsn == "" {
+		return errors.New("-dsn is required")
+	}
+	log, err := zap.NewProduction()
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
+
+	ctx := context.Background()
+	pcfg, err := pgxpool.ParseConfig(c.dsn)
+	if err != nil {
+		return err
+	}
+	pcfg.MaxConns = int32(c.maxConns)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	st, err := pgstore.New(ctx, pool, pgstore.WithoutMigrate())
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	cfg := ax.Config{
+		Store: st, Logger: log, Node: c.node, Workers: c.workers,
+		LeaseDuration: c.lease, LeaderTTL: c.leaderTTL, RescueInterval: c.rescue, PollInterval: c.poll,
+		Observers: []ax.Observer{ax.ObserverFunc(observe)},
+	}
+	if c.clockOffset != 0 {
+		off := c.clockOffset
+		cfg.Clock = func() time.Time { return time.Now().Add(off) }
+	}
+	s, err := ax.New(cfg)
+	if err != nil {
+		return err
+	}
+	node := s.Node()
+	rec := &recorder{pool: pool, node: node, now: cfg.Clock}
+	if rec.now == nil {
+		rec.now = time.Now
+	}
+	if err := ax.Handle(s, "work", func(ctx context.Context, j *ax.Job, p workPayload) error {
+		return rec.work(ctx, j, time.Duration(p.MS)*time.Millisecond)
+	}, ax.Timeout(time.Hour)); err != nil {
+		return err
+	}
+	if c.periodicName != "" {
+		if err := ax.Handle(s, c.periodicName, func(ctx context.Context, j *ax.Job, _ json.RawMessage) error {
+			return rec.work(ctx, j, 0)
+		}); err != nil {
+			return err
+		}
+		if err := every(s, c.periodicName, c.periodicSpec); err != nil {
+			return err
+		}
+	}
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	say("READY %s", node)
+	<-sig
+	stopCtx, cancel := context.WithTimeout(ctx, c.stopTimeout)
+	err = s.Stop(stopCtx)
+	cancel()
+	say("STOPPED %v", err)
+	return nil
+}
+
+// every calls Scheduler.Every(name, spec, nil) if this build of AX has it.
+// It goes through reflection so that the worker builds before periodic jobs
+// land; the suite skips its periodic scenario when the method is missing.
+func every(s *ax.Scheduler, name, spec string) error {
+	m := reflect.ValueOf(s).MethodByName("Every")
+	if !m.IsValid() {
+		return errors.New("this AX has no Scheduler.Every")
+	}
+	out := m.Call([]reflect.Value{reflect.ValueOf(name), reflect.ValueOf(spec), reflect.Zero(m.Type().In(2))})
+	if err, _ := out[0].Interface().(error); err != nil {
+		return fmt.Errorf("every %q %q: %w", name, spec, err)
+	}
+	return nil
+}
+
+func observe(e ax.Event) {
+	switch e.Kind {
+	case ax.EventLeaderChanged:
+		say("EVENT leader %t", e.Leader)
+	case ax.EventLeaseLost:
+		say("EVENT lease_lost %s", e.JobID)
+	}
+}
+
+// recorder writes executions.
+type recorder struct {
+	pool *pgxpool.Pool
+	node string
+	now  func() time.Time
+}
+
+// work records the start of an execution (retrying the insert until it
+// lands or ctx ends, idempotently per job, attempt and node), works for d,
+// then records how it ended (best effort).
+func (r *recorder) work(ctx context.Context, j *ax.Job, d time.Duration) error {
+	hostStart := r.now()
+	for {
+		_, err := r.pool.Exec(ctx, `INSERT INTO executions (job_id, node, attempt, run_at, host_started_at)
+VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id, attempt, node) DO NOTHING`, j.ID, r.node, j.Attempt, j.RunAt, hostStart)
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("record execution: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	outcome := "ok"
+	var werr error
+	if d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			werr = context.Cause(ctx)
+			outcome = "cancelled: " + werr.Error()
+		}
+	}
+	give := time.Now().Add(15 * time.Second)
+	for time.Now().Before(give) {
+		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := r.pool.Exec(fctx, `UPDATE executions SET finished_at = clock_timestamp(), outcome = $4
+WHERE job_id = $1 AND attempt = $2 AND node = $3`, j.ID, j.Attempt, r.node, outcome)
+		cancel()
+		if err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return werr
+}
