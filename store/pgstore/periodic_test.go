@@ -1,0 +1,97 @@
+package pgstore_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax/internal/pgtest"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/pgstore"
+)
+
+// TestPeriodicAcrossStores fires the same ticks from two Stores with their
+// own pools on one database, as two hosts would, and reads the state back
+// through a third Store opened afterwards.
+func TestPeriodicAcrossStores(t *testing.T) {
+	const perStore, ticks = 8, 25
+	dsn := pgtest.DSN(t)
+	open := func() *pgstore.Store {
+		s, err := pgstore.New(ctxT(t), pgtest.PoolFor(t, dsn))
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	hosts := []*pgstore.Store{open(), open()}
+	now, err := hosts[0].Now(ctxT(t))
+	require.NoError(t, err)
+	base := now.Truncate(time.Second).Add(-time.Hour)
+
+	var (
+		mu      sync.Mutex
+		applied = map[time.Time]int{}
+		wg      sync.WaitGroup
+	)
+	ctx := ctxT(t)
+	for _, h := range hosts {
+		for range perStore {
+			wg.Go(func() {
+				for k := range ticks {
+					at := base.Add(time.Duration(k) * time.Second)
+					p := job("pg.periodic")
+					p.RunAt, p.UniqueKey = at, "periodic:pg:"+at.Format(time.RFC3339)
+					res, err := h.FirePeriodic(ctx, &store.FirePeriodicParams{
+						Name: "pg", Spec: "@every 1s", Ticks: []store.PeriodicTick{{At: at, Job: &p}}})
+					if err != nil {
+						t.Errorf("fire %s: %v", at, err)
+						return
+					}
+					if res.Applied[0] {
+						mu.Lock()
+						applied[at]++
+						mu.Unlock()
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	require.Len(t, applied, ticks)
+	for at, n := range applied {
+		require.Equal(t, 1, n, "tick %s applied %d times", at, n)
+	}
+
+	later := open()
+	st, err := later.PeriodicState(ctxT(t), "pg")
+	require.NoError(t, err)
+	require.True(t, st.LastTick.Equal(base.Add((ticks-1)*time.Second)), "last tick %s", st.LastTick)
+	d, err := later.DeclarePeriodic(ctxT(t), "pg", "@every 2s")
+	require.NoError(t, err)
+	require.False(t, d.Created)
+	require.Equal(t, "@every 1s", d.PreviousSpec)
+	require.True(t, d.State.LastTick.Equal(st.LastTick), "a declaration moved the last tick")
+	jobs, err := later.List(ctxT(t), &store.ListParams{Kind: "pg.periodic", Limit: 1000})
+	require.NoError(t, err)
+	require.Len(t, jobs, ticks)
+	_, err = later.PeriodicState(ctxT(t), "unknown-"+uuid.NewString())
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// TestPeriodicNothingAppliedCreatesNothing checks a fire of an unknown
+// schedule whose only tick is in the future leaves no row behind.
+func TestPeriodicNothingAppliedCreatesNothing(t *testing.T) {
+	s := newStore(t)
+	now, err := s.Now(ctxT(t))
+	require.NoError(t, err)
+	p := job("pg.future")
+	res, err := s.FirePeriodic(context.Background(), &store.FirePeriodicParams{
+		Name: "future", Ticks: []store.PeriodicTick{{At: now.Add(time.Hour), Job: &p}}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false}, res.Applied)
+	_, err = s.PeriodicState(ctxT(t), "future")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
