@@ -1,0 +1,336 @@
+// Package axprom exports an AX Scheduler's metrics to Prometheus.
+//
+// A Collector is both an ax.Observer, counting job events as they happen,
+// and a prometheus.Collector. Add it to Config.Observers, attach the
+// Scheduler (for running handlers, queue depth and dropped events, read at
+// scrape time) and register it:
+//
+//	m := axprom.New(axprom.Options{ConstLabels: prometheus.Labels{"service": "billing"}})
+//	s, err := ax.New(ax.Config{Store: st, Observers: []ax.Observer{m}})
+//	...
+//	m.Attach(s)
+//	prometheus.MustRegister(m)
+//
+// Metrics, all with a kind label:
+//
+//	ax_jobs_scheduled_total      jobs scheduled by this host
+//	ax_jobs_started_total        attempts started on this host
+//	ax_jobs_succeeded_total      attempts that succeeded
+//	ax_jobs_failed_total         attempts that failed (then retried or dead)
+//	ax_jobs_retried_total        failed attempts rescheduled after a backoff
+//	ax_jobs_dead_total           jobs that failed for good
+//	ax_jobs_cancelled_total      running jobs cancelled by a user
+//	ax_jobs_snoozed_total        attempts that snoozed
+//	ax_lease_lost_total          leases this host lost (handler cancelled)
+//	ax_job_start_lag_seconds     histogram: attempt start minus run_at
+//	ax_job_duration_seconds      histogram: handler run time
+//	ax_jobs_running              gauge: handlers running on this host
+//	ax_queue_depth               gauge, also by state: the store's jobs (whole cluster)
+//
+// and without a kind label:
+//
+//	ax_events_dropped_total      events the observers missed (the counters above too)
+//	ax_queue_depth_errors_total  scrapes whose queue count failed or timed out
+//	ax_leader                    gauge: 1 while this host leads maintenance
+//
+// The counters and histograms come from events, so they count only what
+// this host did, and miss events dropped when observers fall behind
+// (ax_events_dropped_total says how many). Only this package imports
+// client_golang; the core does not depend on it.
+package axprom
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/axsched/ax"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configures a Collector. The zero value means the documented
+// defaults.
+type Options struct {
+	// ConstLabels are added to every metric, e.g. {"node": s.Node()} when
+	// several Schedulers share a registry.
+	ConstLabels prometheus.Labels
+
+	// StartLagBuckets are the upper bounds, in seconds, of the start lag
+	// histogram's buckets. Defaults to DefaultStartLagBuckets.
+	StartLagBuckets []float64
+
+	// DurationBuckets are the upper bounds, in seconds, of the run time
+	// histogram's buckets. Defaults to DefaultDurationBuckets.
+	DurationBuckets []float64
+
+	// QueueTimeout bounds the store call counting jobs during a scrape;
+	// on timeout ax_queue_depth is left out of that scrape. Defaults to 2s.
+	QueueTimeout time.Duration
+
+	// QueueCacheTTL is how long a queue count is reused by later scrapes,
+	// so several scrapers cost one store call. Defaults to 5s.
+	QueueCacheTTL time.Duration
+
+	// Clock is the time, for tests of the cache. Defaults to time.Now.
+	Clock func() time.Time
+}
+
+// Default histogram buckets, in seconds: millisecond resolution for lag
+// and short jobs, up to minutes.
+var (
+	DefaultStartLagBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	DefaultDurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+)
+
+// Defaults of Options.
+const (
+	DefaultQueueTimeout  = 2 * time.Second
+	DefaultQueueCacheTTL = 5 * time.Second
+)
+
+// states are the job states exported by ax_queue_depth, each kind having
+// a series for every state (zero when it has no jobs in it).
+var states = []ax.State{
+	ax.StateScheduled, ax.StateRunning, ax.StateRetrying, ax.StatePaused,
+	ax.StateSucceeded, ax.StateDead, ax.StateCancelled,
+}
+
+// Collector is an ax.Observer and a prometheus.Collector; see the package
+// documentation. All methods are safe for concurrent use.
+type Collector struct {
+	opts Options
+
+	scheduled, started, succeeded, failed, retried, dead, cancelled, snoozed, leaseLost *prometheus.CounterVec
+	startLag, duration                                                                  *prometheus.HistogramVec
+
+	runningDesc, queueDesc, droppedDesc, queueErrDesc, leaderDesc *prometheus.Desc
+
+	sched     atomic.Pointer[ax.Scheduler]
+	leader    atomic.Bool
+	queueErrs atomic.Int64
+
+	kindsMu sync.RWMutex
+	kinds   map[string]*kindMetrics
+
+	queueMu    sync.Mutex // held while counting, so concurrent scrapes share one count
+	queue      map[string]map[ax.State]int64
+	queueKinds map[string]bool // every kind ever counted, so its series stay
+	queueAt    time.Time
+	queueOK    bool
+}
+
+// kindMetrics caches one kind's metric children, so an event costs no
+// label hashing.
+type kindMetrics struct {
+	scheduled, started, succeeded, failed, retried, dead, cancelled, snoozed, leaseLost prometheus.Counter
+	startLag, duration                                                                  prometheus.Observer
+}
+
+// New returns a Collector configured by opts.
+func New(opts Options) *Collector {
+	if opts.StartLagBuckets == nil {
+		opts.StartLagBuckets = DefaultStartLagBuckets
+	}
+	if opts.DurationBuckets == nil {
+		opts.DurationBuckets = DefaultDurationBuckets
+	}
+	if opts.QueueTimeout <= 0 {
+		opts.QueueTimeout = DefaultQueueTimeout
+	}
+	if opts.QueueCacheTTL <= 0 {
+		opts.QueueCacheTTL = DefaultQueueCacheTTL
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	cl := opts.ConstLabels
+	counter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, []string{"kind"})
+	}
+	histogram := func(name, help string, buckets []float64) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, ConstLabels: cl, Buckets: buckets}, []string{"kind"})
+	}
+	return &Collector{
+		opts:      opts,
+		scheduled: counter("ax_jobs_scheduled_total", "Jobs scheduled by this host."),
+		started:   counter("ax_jobs_started_total", "Job attempts started on this host."),
+		succeeded: counter("ax_jobs_succeeded_total", "Job attempts that succeeded on this host."),
+		failed:    counter("ax_jobs_failed_total", "Job attempts that failed on this host (each then retried or dead)."),
+		retried:   counter("ax_jobs_retried_total", "Failed job attempts rescheduled after a backoff."),
+		dead:      counter("ax_jobs_dead_total", "Jobs that failed for good on this host (attempts used up or permanent error)."),
+		cancelled: counter("ax_jobs_cancelled_total", "Running jobs cancelled by a user on this host."),
+		snoozed:   counter("ax_jobs_snoozed_total", "Job attempts that snoozed on this host."),
+		leaseLost: counter("ax_lease_lost_total", "Job leases this host lost (handler cancelled, result discarded)."),
+		startLag: histogram("ax_job_start_lag_seconds",
+			"Attempt start minus the job's run_at, in the store's clock.", opts.StartLagBuckets),
+		duration: histogram("ax_job_duration_seconds", "Handler run time of finished attempts.", opts.DurationBuckets),
+		runningDesc: prometheus.NewDesc("ax_jobs_running",
+			"Handlers running on this host.", []string{"kind"}, cl),
+		queueDesc: prometheus.NewDesc("ax_queue_depth",
+			"Jobs in the store by kind and state, for the whole cluster (final states may be estimates).", []string{"kind", "state"}, cl),
+		droppedDesc: prometheus.NewDesc("ax_events_dropped_total",
+			"Events dropped because observers fell behind; the event-based metrics missed them.", nil, cl),
+		queueErrDesc: prometheus.NewDesc("ax_queue_depth_errors_total",
+			"Scrapes whose job count failed or timed out (ax_queue_depth left out).", nil, cl),
+		leaderDesc: prometheus.NewDesc("ax_leader",
+			"1 while this host holds the maintenance leadership, else 0.", nil, cl),
+		kinds:      make(map[string]*kindMetrics),
+		queueKinds: make(map[string]bool),
+	}
+}
+
+// Attach gives the Collector the Scheduler whose running handlers, queue
+// depth and dropped events it exports at scrape time; until then those
+// metrics are absent. Call it once the Scheduler exists (it needs the
+// Collector in its Config first). A later call replaces the Scheduler.
+func (c *Collector) Attach(s *ax.Scheduler) { c.sched.Store(s) }
+
+// Observe counts e. It is called by the Scheduler's observer goroutine.
+func (c *Collector) Observe(e ax.Event) {
+	if e.Kind == ax.EventLeaderChanged {
+		c.leader.Store(e.Leader)
+		return
+	}
+	if e.JobKind == "" {
+		return
+	}
+	k := c.kind(e.JobKind)
+	switch e.Kind {
+	case ax.EventScheduled:
+		k.scheduled.Inc()
+	case ax.EventStarted:
+		k.started.Inc()
+		k.startLag.Observe(e.StartLag.Seconds())
+	case ax.EventSucceeded:
+		k.succeeded.Inc()
+		k.duration.Observe(e.Duration.Seconds())
+	case ax.EventFailed:
+		k.failed.Inc()
+		k.duration.Observe(e.Duration.Seconds())
+	case ax.EventRetried:
+		k.retried.Inc()
+	case ax.EventDead:
+		k.dead.Inc()
+	case ax.EventCancelled:
+		k.cancelled.Inc()
+		k.duration.Observe(e.Duration.Seconds())
+	case ax.EventSnoozed:
+		k.snoozed.Inc()
+		k.duration.Observe(e.Duration.Seconds())
+	case ax.EventLeaseLost:
+		k.leaseLost.Inc()
+	}
+}
+
+// kind returns kind's metric children, creating them (and so the kind's
+// zero-valued series) on first use.
+func (c *Collector) kind(kind string) *kindMetrics {
+	c.kindsMu.RLock()
+	k := c.kinds[kind]
+	c.kindsMu.RUnlock()
+	if k != nil {
+		return k
+	}
+	c.kindsMu.Lock()
+	defer c.kindsMu.Unlock()
+	if k = c.kinds[kind]; k == nil {
+		k = &kindMetrics{
+			scheduled: c.scheduled.WithLabelValues(kind),
+			started:   c.started.WithLabelValues(kind),
+			succeeded: c.succeeded.WithLabelValues(kind),
+			failed:    c.failed.WithLabelValues(kind),
+			retried:   c.retried.WithLabelValues(kind),
+			dead:      c.dead.WithLabelValues(kind),
+			cancelled: c.cancelled.WithLabelValues(kind),
+			snoozed:   c.snoozed.WithLabelValues(kind),
+			leaseLost: c.leaseLost.WithLabelValues(kind),
+			startLag:  c.startLag.WithLabelValues(kind),
+			duration:  c.duration.WithLabelValues(kind),
+		}
+		c.kinds[kind] = k
+	}
+	return k
+}
+
+// vecs returns the event-based metric vectors.
+func (c *Collector) vecs() []prometheus.Collector {
+	return []prometheus.Collector{
+		c.scheduled, c.started, c.succeeded, c.failed, c.retried, c.dead, c.cancelled, c.snoozed, c.leaseLost,
+		c.startLag, c.duration,
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, v := range c.vecs() {
+		v.Describe(ch)
+	}
+	ch <- c.runningDesc
+	ch <- c.queueDesc
+	ch <- c.droppedDesc
+	ch <- c.queueErrDesc
+	ch <- c.leaderDesc
+}
+
+// Collect implements prometheus.Collector. With a Scheduler attached it
+// reads its running handlers and dropped events, and the store's job
+// counts (at most once per QueueCacheTTL, within QueueTimeout).
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for _, v := range c.vecs() {
+		v.Collect(ch)
+	}
+	leader := 0.0
+	if c.leader.Load() {
+		leader = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.leaderDesc, prometheus.GaugeValue, leader)
+	s := c.sched.Load()
+	if s == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.droppedDesc, prometheus.CounterValue, float64(s.DroppedEvents()))
+	running := s.Running()
+	c.kindsMu.RLock()
+	for kind := range c.kinds {
+		if _, ok := running[kind]; !ok {
+			running[kind] = 0 // keep the series of known kinds
+		}
+	}
+	c.kindsMu.RUnlock()
+	for kind, n := range running {
+		ch <- prometheus.MustNewConstMetric(c.runningDesc, prometheus.GaugeValue, float64(n), kind)
+	}
+	c.collectQueue(ch, s)
+}
+
+// collectQueue sends ax_queue_depth from a fresh or cached job count.
+func (c *Collector) collectQueue(ch chan<- prometheus.Metric, s *ax.Scheduler) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if now := c.opts.Clock(); c.queueAt.IsZero() || now.Sub(c.queueAt) >= c.opts.QueueCacheTTL {
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.QueueTimeout)
+		st, err := s.Stats(ctx)
+		cancel()
+		c.queueAt, c.queueOK = now, err == nil && st.QueueCounted
+		if err != nil && !errors.Is(err, ax.ErrSchedulerClosed) {
+			c.queueErrs.Add(1)
+		}
+		if err == nil {
+			c.queue = st.Queue
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.queueErrDesc, prometheus.CounterValue, float64(c.queueErrs.Load()))
+	if !c.queueOK {
+		return
+	}
+	for kind := range c.queue {
+		c.queueKinds[kind] = true
+	}
+	for kind := range c.queueKinds {
+		for _, state := range states {
+			ch <- prometheus.MustNewConstMetric(c.queueDesc, prometheus.GaugeValue, float64(c.queue[kind][state]), kind, string(state))
+		}
+	}
+}

@@ -1,0 +1,371 @@
+package axprom_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/axprom"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memstore"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// newScheduler returns a Scheduler on st observed by c and then by the
+// extra observers, with c attached; it is stopped when t ends.
+func newScheduler(t *testing.T, st store.Store, c *axprom.Collector, extra ...ax.Observer) *ax.Scheduler {
+	t.Helper()
+	s, err := ax.New(ax.Config{
+		Store:        st,
+		PollInterval: 50 * time.Millisecond,
+		Observers:    append([]ax.Observer{c}, extra...),
+		Node:         "node-1",
+	})
+	require.NoError(t, err)
+	c.Attach(s)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Stop(ctx)
+	})
+	return s
+}
+
+// eventCounter counts events of some kinds; waiting on it after the
+// Collector in Config.Observers means the Collector saw them.
+type eventCounter struct {
+	kinds map[ax.EventKind]bool
+	mu    sync.Mutex
+	n     int
+	ch    chan struct{} // signalled on every count
+}
+
+func newEventCounter(kinds ...ax.EventKind) *eventCounter {
+	c := &eventCounter{kinds: map[ax.EventKind]bool{}, ch: make(chan struct{}, 1)}
+	for _, k := range kinds {
+		c.kinds[k] = true
+	}
+	return c
+}
+
+func (c *eventCounter) Observe(e ax.Event) {
+	if !c.kinds[e.Kind] {
+		return
+	}
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	select {
+	case c.ch <- struct{}{}:
+	default:
+	}
+}
+
+func (c *eventCounter) waitFor(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		c.mu.Lock()
+		got := c.n
+		c.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-c.ch:
+		case <-timeout:
+			t.Fatalf("timed out waiting for %d events (have %d)", n, got)
+		}
+	}
+}
+
+// TestCollectorScriptedRun runs a known mix of jobs and checks every
+// metric: counters exact, histogram sample counts, gauges.
+func TestCollectorScriptedRun(t *testing.T) {
+	c := axprom.New(axprom.Options{})
+	finished := newEventCounter(ax.EventSucceeded, ax.EventDead, ax.EventCancelled)
+	startedEv := newEventCounter(ax.EventStarted)
+	s := newScheduler(t, memstore.New(), c, finished, startedEv)
+	ctx := context.Background()
+
+	noDelay := ax.Retry(ax.RetryPolicyFunc(func(int, error) time.Duration { return 0 }))
+	require.NoError(t, s.Handle("ok", ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })))
+	require.NoError(t, s.Handle("flaky", ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
+		if j.Attempt == 1 {
+			return errors.New("first attempt fails")
+		}
+		return nil
+	}), noDelay))
+	require.NoError(t, s.Handle("bad", ax.HandlerFunc(func(context.Context, *ax.Job) error {
+		return ax.Permanent(errors.New("never works"))
+	})))
+	running := make(chan struct{})
+	require.NoError(t, s.Handle("stuck", ax.HandlerFunc(func(ctx context.Context, _ *ax.Job) error {
+		close(running)
+		<-ctx.Done()
+		return ctx.Err()
+	})))
+	require.NoError(t, s.Start(ctx))
+
+	schedule := func(kind string, n int, opts ...ax.ScheduleOption) {
+		for range n {
+			_, err := s.Schedule(ctx, kind, nil, opts...)
+			require.NoError(t, err)
+		}
+	}
+	schedule("ok", 5)
+	schedule("flaky", 3)
+	schedule("bad", 2)
+	schedule("later", 1, ax.In(time.Hour))
+	res, err := s.Schedule(ctx, "stuck", nil)
+	require.NoError(t, err)
+	<-running
+	startedEv.waitFor(t, 5+6+2+1)
+	finished.waitFor(t, 5+3+2)
+
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP ax_jobs_running Handlers running on this host.
+# TYPE ax_jobs_running gauge
+ax_jobs_running{kind="bad"} 0
+ax_jobs_running{kind="flaky"} 0
+ax_jobs_running{kind="later"} 0
+ax_jobs_running{kind="ok"} 0
+ax_jobs_running{kind="stuck"} 1
+`), "ax_jobs_running"))
+
+	_, err = s.Cancel(ctx, res.ID)
+	require.NoError(t, err)
+	finished.waitFor(t, 5+3+2+1)
+
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP ax_jobs_scheduled_total Jobs scheduled by this host.
+# TYPE ax_jobs_scheduled_total counter
+ax_jobs_scheduled_total{kind="bad"} 2
+ax_jobs_scheduled_total{kind="flaky"} 3
+ax_jobs_scheduled_total{kind="later"} 1
+ax_jobs_scheduled_total{kind="ok"} 5
+ax_jobs_scheduled_total{kind="stuck"} 1
+# HELP ax_jobs_started_total Job attempts started on this host.
+# TYPE ax_jobs_started_total counter
+ax_jobs_started_total{kind="bad"} 2
+ax_jobs_started_total{kind="flaky"} 6
+ax_jobs_started_total{kind="later"} 0
+ax_jobs_started_total{kind="ok"} 5
+ax_jobs_started_total{kind="stuck"} 1
+# HELP ax_jobs_succeeded_total Job attempts that succeeded on this host.
+# TYPE ax_jobs_succeeded_total counter
+ax_jobs_succeeded_total{kind="bad"} 0
+ax_jobs_succeeded_total{kind="flaky"} 3
+ax_jobs_succeeded_total{kind="later"} 0
+ax_jobs_succeeded_total{kind="ok"} 5
+ax_jobs_succeeded_total{kind="stuck"} 0
+# HELP ax_jobs_failed_total Job attempts that failed on this host (each then retried or dead).
+# TYPE ax_jobs_failed_total counter
+ax_jobs_failed_total{kind="bad"} 2
+ax_jobs_failed_total{kind="flaky"} 3
+ax_jobs_failed_total{kind="later"} 0
+ax_jobs_failed_total{kind="ok"} 0
+ax_jobs_failed_total{kind="stuck"} 0
+# HELP ax_jobs_retried_total Failed job attempts rescheduled after a backoff.
+# TYPE ax_jobs_retried_total counter
+ax_jobs_retried_total{kind="bad"} 0
+ax_jobs_retried_total{kind="flaky"} 3
+ax_jobs_retried_total{kind="later"} 0
+ax_jobs_retried_total{kind="ok"} 0
+ax_jobs_retried_total{kind="stuck"} 0
+# HELP ax_jobs_dead_total Jobs that failed for good on this host (attempts used up or permanent error).
+# TYPE ax_jobs_dead_total counter
+ax_jobs_dead_total{kind="bad"} 2
+ax_jobs_dead_total{kind="flaky"} 0
+ax_jobs_dead_total{kind="later"} 0
+ax_jobs_dead_total{kind="ok"} 0
+ax_jobs_dead_total{kind="stuck"} 0
+# HELP ax_jobs_cancelled_total Running jobs cancelled by a user on this host.
+# TYPE ax_jobs_cancelled_total counter
+ax_jobs_cancelled_total{kind="bad"} 0
+ax_jobs_cancelled_total{kind="flaky"} 0
+ax_jobs_cancelled_total{kind="later"} 0
+ax_jobs_cancelled_total{kind="ok"} 0
+ax_jobs_cancelled_total{kind="stuck"} 1
+# HELP ax_lease_lost_total Job leases this host lost (handler cancelled, result discarded).
+# TYPE ax_lease_lost_total counter
+ax_lease_lost_total{kind="bad"} 0
+ax_lease_lost_total{kind="flaky"} 0
+ax_lease_lost_total{kind="later"} 0
+ax_lease_lost_total{kind="ok"} 0
+ax_lease_lost_total{kind="stuck"} 0
+# HELP ax_jobs_running Handlers running on this host.
+# TYPE ax_jobs_running gauge
+ax_jobs_running{kind="bad"} 0
+ax_jobs_running{kind="flaky"} 0
+ax_jobs_running{kind="later"} 0
+ax_jobs_running{kind="ok"} 0
+ax_jobs_running{kind="stuck"} 0
+# HELP ax_events_dropped_total Events dropped because observers fell behind; the event-based metrics missed them.
+# TYPE ax_events_dropped_total counter
+ax_events_dropped_total 0
+`), "ax_jobs_scheduled_total", "ax_jobs_started_total", "ax_jobs_succeeded_total", "ax_jobs_failed_total",
+		"ax_jobs_retried_total", "ax_jobs_dead_total", "ax_jobs_cancelled_total", "ax_lease_lost_total",
+		"ax_jobs_running", "ax_events_dropped_total"))
+
+	wantCounts := map[string]uint64{"ok": 5, "flaky": 6, "bad": 2, "stuck": 1, "later": 0}
+	require.Equal(t, wantCounts, histogramCounts(t, c, "ax_job_start_lag_seconds"))
+	require.Equal(t, wantCounts, histogramCounts(t, c, "ax_job_duration_seconds"))
+
+	queue := `
+# HELP ax_queue_depth Jobs in the store by kind and state, for the whole cluster (final states may be estimates).
+# TYPE ax_queue_depth gauge
+`
+	want := map[string]map[string]int{
+		"ok": {"succeeded": 5}, "flaky": {"succeeded": 3}, "bad": {"dead": 2},
+		"stuck": {"cancelled": 1}, "later": {"scheduled": 1},
+	}
+	for _, kind := range []string{"bad", "flaky", "later", "ok", "stuck"} {
+		for _, state := range []string{"cancelled", "dead", "paused", "retrying", "running", "scheduled", "succeeded"} {
+			queue += `ax_queue_depth{kind="` + kind + `",state="` + state + `"} ` + strconv.Itoa(want[kind][state]) + "\n"
+		}
+	}
+	// A fresh Collector, so the count is not one cached before the cancel.
+	fresh := axprom.New(axprom.Options{})
+	fresh.Attach(s)
+	require.NoError(t, testutil.CollectAndCompare(fresh, strings.NewReader(queue), "ax_queue_depth"))
+}
+
+// histogramCounts returns each kind's sample count of histogram name.
+func histogramCounts(t *testing.T, c prometheus.Collector, name string) map[string]uint64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]uint64{}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		require.Equal(t, dto.MetricType_HISTOGRAM, f.GetType())
+		for _, m := range f.GetMetric() {
+			out[labelValue(m, "kind")] = m.GetHistogram().GetSampleCount()
+		}
+	}
+	return out
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// TestCollectorEventsOnly checks the metrics that a scripted run does not
+// reach (lease lost, snoozed, leader) from events given directly, and that
+// without Attach only event metrics are exported.
+func TestCollectorEventsOnly(t *testing.T) {
+	c := axprom.New(axprom.Options{ConstLabels: prometheus.Labels{"node": "n1"}})
+	c.Observe(ax.Event{Kind: ax.EventLeaseLost, JobKind: "mail"})
+	c.Observe(ax.Event{Kind: ax.EventSnoozed, JobKind: "mail", Duration: 3 * time.Millisecond})
+	c.Observe(ax.Event{Kind: ax.EventLeaderChanged, Leader: true})
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP ax_lease_lost_total Job leases this host lost (handler cancelled, result discarded).
+# TYPE ax_lease_lost_total counter
+ax_lease_lost_total{kind="mail",node="n1"} 1
+# HELP ax_jobs_snoozed_total Job attempts that snoozed on this host.
+# TYPE ax_jobs_snoozed_total counter
+ax_jobs_snoozed_total{kind="mail",node="n1"} 1
+# HELP ax_leader 1 while this host holds the maintenance leadership, else 0.
+# TYPE ax_leader gauge
+ax_leader{node="n1"} 1
+`), "ax_lease_lost_total", "ax_jobs_snoozed_total", "ax_leader", "ax_jobs_running", "ax_queue_depth", "ax_events_dropped_total"))
+	c.Observe(ax.Event{Kind: ax.EventLeaderChanged, Leader: false})
+	require.Equal(t, 0, testutil.CollectAndCount(c, "ax_jobs_running", "ax_queue_depth", "ax_events_dropped_total"))
+	require.Equal(t, map[string]uint64{"mail": 1}, histogramCounts(t, c, "ax_job_duration_seconds"))
+}
+
+// TestCollectorLint: names, help and units follow Prometheus conventions.
+func TestCollectorLint(t *testing.T) {
+	c := axprom.New(axprom.Options{})
+	s := newScheduler(t, memstore.New(), c)
+	c.Observe(ax.Event{Kind: ax.EventStarted, JobKind: "mail"})
+	_, err := s.Schedule(context.Background(), "mail", nil)
+	require.NoError(t, err)
+	problems, err := testutil.CollectAndLint(c)
+	require.NoError(t, err)
+	require.Empty(t, problems)
+}
+
+// countingStore counts CountJobs calls; block makes them wait for their
+// context.
+type countingStore struct {
+	*memstore.Store
+	calls atomic.Int64
+	block atomic.Bool
+}
+
+func (s *countingStore) CountJobs(ctx context.Context) ([]store.StateCount, error) {
+	s.calls.Add(1)
+	if s.block.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.Store.CountJobs(ctx)
+}
+
+// TestCollectorQueueDepthCacheAndTimeout: scrapes within QueueCacheTTL
+// share one count; a count slower than QueueTimeout leaves ax_queue_depth
+// out of the scrape and counts an error.
+func TestCollectorQueueDepthCacheAndTimeout(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(d)
+	}
+	st := &countingStore{Store: memstore.New()}
+	c := axprom.New(axprom.Options{QueueCacheTTL: 10 * time.Second, QueueTimeout: 10 * time.Millisecond, Clock: clock})
+	s := newScheduler(t, st, c)
+	_, err := s.Schedule(context.Background(), "mail", nil)
+	require.NoError(t, err)
+
+	require.Equal(t, 7, testutil.CollectAndCount(c, "ax_queue_depth"), "one kind, every state")
+	advance(9 * time.Second)
+	require.Equal(t, 7, testutil.CollectAndCount(c, "ax_queue_depth"))
+	require.Equal(t, int64(1), st.calls.Load(), "cached")
+
+	st.block.Store(true)
+	advance(time.Second)
+	require.Equal(t, 0, testutil.CollectAndCount(c, "ax_queue_depth"), "timed out")
+	require.Equal(t, int64(2), st.calls.Load())
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP ax_queue_depth_errors_total Scrapes whose job count failed or timed out (ax_queue_depth left out).
+# TYPE ax_queue_depth_errors_total counter
+ax_queue_depth_errors_total 1
+`), "ax_queue_depth_errors_total"))
+
+	st.block.Store(false)
+	advance(10 * time.Second)
+	require.Equal(t, 7, testutil.CollectAndCount(c, "ax_queue_depth"), "recovered")
+}
