@@ -48,7 +48,8 @@ type Alert struct {
 	Kind string
 	// Resolved is false when the rule starts firing, true when it stops.
 	Resolved bool
-	// At is the Alerter's clock time of the transition.
+	// At is the time of the transition: the time of the event that
+	// caused it (see AlertConfig.Clock).
 	At time.Time
 	// Value is what the rule measured: the number of consecutive
 	// failures (AlertConsecutiveFailures; when resolved, the length of the
@@ -89,7 +90,9 @@ type AlertConfig struct {
 	// only once MinInterval has passed (if still breached then). Defaults
 	// to 5 minutes.
 	MinInterval time.Duration
-	// Clock is the time, for tests. Defaults to time.Now.
+	// Clock, when set, gives the time rules are evaluated at, for tests.
+	// By default an event is evaluated at its own time, Event.At (the
+	// Scheduler's Config.Clock), or time.Now when that is zero.
 	Clock func() time.Time
 }
 
@@ -157,9 +160,6 @@ func NewAlerter(cfg AlertConfig, fn func(Alert)) *Alerter {
 	if cfg.Window <= 0 {
 		cfg.Window = DefaultAlertWindow
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
 	if fn == nil {
 		fn = func(Alert) {}
 	}
@@ -173,7 +173,12 @@ func (a *Alerter) Observe(e Event) {
 		return
 	}
 	var fire []Alert
-	now := a.cfg.Clock()
+	now := e.At
+	if a.cfg.Clock != nil {
+		now = a.cfg.Clock()
+	} else if now.IsZero() {
+		now = time.Now()
+	}
 	a.mu.Lock()
 	k := a.kinds[e.JobKind]
 	if k == nil {
@@ -314,10 +319,15 @@ func (a *Alerter) transition(rs *ruleState, v verdict, now time.Time) (changed, 
 }
 
 // slidingCounts sums two counters over a sliding window made of
-// alertBuckets steps of width.
+// alertBuckets steps of width. The sums of the window are kept up to date
+// by add within one step and recomputed when the step changes, so add and
+// sum take constant time per event.
 type slidingCounts struct {
 	width   time.Duration
 	buckets [alertBuckets]countBucket
+	sumStep int64 // the step sumA and sumB are valid for
+	sumA    int64
+	sumB    int64
 }
 
 type countBucket struct {
@@ -326,7 +336,7 @@ type countBucket struct {
 }
 
 func newSlidingCounts(width time.Duration) slidingCounts {
-	return slidingCounts{width: width}
+	return slidingCounts{width: width, sumStep: -1}
 }
 
 func (w *slidingCounts) step(now time.Time) int64 { return now.UnixNano() / int64(w.width) }
@@ -334,21 +344,37 @@ func (w *slidingCounts) step(now time.Time) int64 { return now.UnixNano() / int6
 func (w *slidingCounts) add(now time.Time, a, b int64) {
 	s := w.step(now)
 	bk := &w.buckets[(s%alertBuckets+alertBuckets)%alertBuckets]
+	if bk.step > s {
+		return // older than the window (an event from a slower clock)
+	}
 	if bk.step != s {
 		*bk = countBucket{step: s}
 	}
 	bk.a += a
 	bk.b += b
+	if s == w.sumStep {
+		w.sumA += a
+		w.sumB += b
+	} else {
+		w.resum(s)
+	}
 }
 
 // sum returns the counters of the buckets within the window ending now.
 func (w *slidingCounts) sum(now time.Time) (a, b int64) {
-	s := w.step(now)
+	if s := w.step(now); s != w.sumStep {
+		w.resum(s)
+	}
+	return w.sumA, w.sumB
+}
+
+// resum recomputes the sums for the window ending at step s.
+func (w *slidingCounts) resum(s int64) {
+	w.sumStep, w.sumA, w.sumB = s, 0, 0
 	for _, bk := range w.buckets {
 		if bk.step > s-alertBuckets && bk.step <= s {
-			a += bk.a
-			b += bk.b
+			w.sumA += bk.a
+			w.sumB += bk.b
 		}
 	}
-	return a, b
 }

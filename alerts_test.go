@@ -316,3 +316,27 @@ func (c *eventCounter) waitFor(t *testing.T, n int) {
 		t.Fatalf("timed out waiting for %d events", n)
 	}
 }
+
+// TestAlerterEventTime: without a Clock, rules run on the events' own
+// times, so failures leave the window as later events arrive.
+func TestAlerterEventTime(t *testing.T) {
+	var log alertLog
+	al := ax.NewAlerter(ax.AlertConfig{ConsecutiveFailures: -1, StartLagP99: -1}, log.add)
+	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for range 20 {
+		e := failed("mail")
+		e.At = at
+		al.Observe(e)
+	}
+	require.Equal(t, []string{"success_rate mail fired"}, log.got())
+	require.Equal(t, at, log.alerts[0].At)
+	at = at.Add(ax.DefaultAlertWindow + time.Minute)
+	for range 20 {
+		e := succeeded("mail")
+		e.At = at
+		al.Observe(e)
+	}
+	require.Equal(t, []string{"success_rate mail fired", "success_rate mail resolved"}, log.got())
+	require.Equal(t, 1.0, log.alerts[1].Value)
+	require.Equal(t, 20, log.alerts[1].Samples)
+}
