@@ -23,6 +23,15 @@ type countingStore struct {
 	*memstore.Store
 	rescues atomic.Int64
 	prunes  atomic.Int64
+	// down makes leadership calls fail, as if the store were unreachable.
+	down atomic.Bool
+}
+
+func (c *countingStore) AcquireLeader(ctx context.Context, p *store.LeaderParams) (*store.Leadership, error) {
+	if c.down.Load() {
+		return nil, errors.New("store unreachable")
+	}
+	return c.Store.AcquireLeader(ctx, p)
 }
 
 func (c *countingStore) RescueExpired(ctx context.Context, limit int) (int, error) {
@@ -204,3 +213,35 @@ func TestLeaderLeaderlessStore(t *testing.T) {
 
 // plainStore hides every optional interface of the store it wraps.
 type plainStore struct{ store.Store }
+
+// TestLeaderStepsDownWhenStoreUnreachable cuts the leader off from the
+// store: once its lease could have expired it stops acting as leader (no
+// more rescues), and it leads again when the store is back.
+func TestLeaderStepsDownWhenStoreUnreachable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newHost(t, memstore.New(), "a")
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		require.True(t, a.log.leader())
+
+		a.st.down.Store(true)
+		cutAt := time.Now()
+		for a.log.leader() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		lapsed := time.Since(cutAt)
+		require.GreaterOrEqual(t, lapsed, testLeaderTTL-testLeaderTTL/3, "stepped down before the lease could lapse")
+		require.LessOrEqual(t, lapsed, testLeaderTTL+testLeaderTTL/3, "kept leading past the lease")
+		synctest.Wait()
+		before := a.st.rescues.Load()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		require.Equal(t, before, a.st.rescues.Load(), "a host that lost its lease went on rescuing")
+
+		a.st.down.Store(false)
+		time.Sleep(testLeaderTTL / 3)
+		synctest.Wait()
+		require.Equal(t, []bool{true, false, true}, a.log.all())
+		require.Greater(t, a.st.rescues.Load(), before)
+	})
+}
