@@ -226,7 +226,8 @@ func (p *periodicSet) snapshot() []*schedule {
 // schedule; hosts with a handler run the jobs. Declare the same schedules
 // on every host of a service: the hosts that declare a schedule are the
 // ones that fire it, and a schedule removed from the code stops firing
-// once no running host declares it.
+// once no running host declares it (its state stays in the store, so the
+// schedule resumes from its last tick if declared again).
 //
 // Spec is parsed by robfig/cron/v3: five fields (minute hour day-of-month
 // month day-of-week), or six with a leading seconds field; descriptors
@@ -396,10 +397,10 @@ func (r *runtime) periodicLoop(ctx context.Context, ps store.PeriodicStore, chan
 // earliest next tick, at most PollInterval.
 func (r *runtime) periodicRound(ctx context.Context, ps store.PeriodicStore) time.Duration {
 	scheds := r.s.periodic.snapshot()
-	wait := r.cfg.PollInterval
 	if len(scheds) == 0 {
-		return wait
+		return time.Hour // Every wakes the loop
 	}
+	wait := r.cfg.PollInterval
 	p := &r.s.periodic
 	if r.s.now().Sub(p.storeRead) >= r.cfg.PollInterval {
 		// Nothing read the store's clock lately: the host's clock may
