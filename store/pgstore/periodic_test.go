@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/axsched/ax"
 	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
@@ -94,4 +95,43 @@ func TestPeriodicNothingAppliedCreatesNothing(t *testing.T) {
 	require.Equal(t, []bool{false}, res.Applied)
 	_, err = s.PeriodicState(ctxT(t), "future")
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// TestPeriodicSchedulersOnPostgres runs three ax Schedulers, clocks at 0,
+// +30 s and -30 s from the database's, declaring one every-second schedule
+// on one database: each tick yields exactly one job, none before its tick.
+func TestPeriodicSchedulersOnPostgres(t *testing.T) {
+	const want = 3
+	st := newStore(t)
+	for _, skew := range []time.Duration{0, 30 * time.Second, -30 * time.Second} {
+		s, err := ax.New(ax.Config{Store: st, PollInterval: 50 * time.Millisecond,
+			Clock: func() time.Time { return time.Now().Add(skew) }})
+		require.NoError(t, err)
+		require.NoError(t, s.Every("pg.tick", "* * * * * *", nil))
+		require.NoError(t, s.Start(ctxT(t)))
+		t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
+	}
+	var first time.Time
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		state, err := st.PeriodicState(ctxT(t), "pg.tick")
+		if err == nil && first.IsZero() {
+			first = state.LastTick.Truncate(time.Second)
+		}
+		if err == nil && !state.LastTick.Before(first.Add(want*time.Second)) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "ticks did not fire: %v %+v", err, state)
+		time.Sleep(10 * time.Millisecond)
+	}
+	jobs, err := st.List(ctxT(t), &store.ListParams{Kind: "pg.tick", Limit: 100})
+	require.NoError(t, err)
+	seen := map[time.Time]bool{}
+	for _, j := range jobs {
+		require.False(t, seen[j.RunAt], "tick %s fired twice", j.RunAt)
+		seen[j.RunAt] = true
+		require.False(t, j.CreatedAt.Before(j.RunAt), "job created %s before its tick", j.RunAt.Sub(j.CreatedAt))
+	}
+	require.GreaterOrEqual(t, len(seen), want)
+	t.Logf("3 hosts on PostgreSQL: %d ticks, %d jobs", len(seen), len(jobs))
 }
