@@ -481,7 +481,6 @@ func (r *runtime) tickSchedule(ctx context.Context, ps store.PeriodicStore, sc *
 		return r.untilNextTick(sc, now)
 	}
 	params := &store.FirePeriodicParams{Name: sc.name, Spec: sc.stored, Ticks: ticks}
-	var jobs []store.InsertParams
 	for i := range ticks {
 		if ticks[i].Job == nil {
 			continue
@@ -503,7 +502,10 @@ func (r *runtime) tickSchedule(ctx context.Context, ps store.PeriodicStore, sc *
 	if res.LastTick.After(sc.last) {
 		sc.last = res.LastTick
 	}
-	var results []store.InsertResult
+	var (
+		jobs    []store.InsertParams
+		results []store.InsertResult
+	)
 	for i, applied := range res.Applied {
 		if applied && ticks[i].Job != nil {
 			jobs = append(jobs, *ticks[i].Job)
