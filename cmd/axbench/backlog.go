@@ -70,15 +70,15 @@ func runBacklog(ctx context.Context, b *bench) (*result, error) {
 		b.progressf("backlog: measuring with %s", lv.name)
 		claims, empties, err := measureClaims(ctx, d, o.backlogDue)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", lv.name, err)
+			return nil, fmt.Errorf("%s: claims: %w", lv.name, err)
 		}
 		rate, err := backlogThroughput(ctx, b, d, o.backlogRun)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", lv.name, err)
+			return nil, fmt.Errorf("%s: throughput: %w", lv.name, err)
 		}
 		rss, err := workerRSS(ctx, b, d, o.rssFor)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", lv.name, err)
+			return nil, fmt.Errorf("%s: worker RSS: %w", lv.name, err)
 		}
 		p50 := ms(claims.pct(50))
 		t.Rows = append(t.Rows, []string{lv.name, fmt.Sprintf("%.2f", p50), fmt.Sprintf("%.2f", ms(claims.pct(99))),
@@ -137,7 +137,10 @@ func measureClaims(ctx context.Context, d *benchDB, due int) (claims, empties du
 			return nil, nil, fmt.Errorf("claim found %d jobs after all were claimed", len(res.Jobs))
 		}
 	}
-	return claims, empties, d.exec(ctx, "DELETE FROM {jobs} WHERE state = 'running'")
+	if err := d.exec(ctx, "DELETE FROM {jobs} WHERE state = 'running'"); err != nil {
+		return nil, nil, fmt.Errorf("delete claimed jobs: %w", err)
+	}
+	return claims, empties, nil
 }
 
 // backlogThroughput runs n due no-op jobs with a 100-worker Scheduler and
@@ -163,14 +166,17 @@ func backlogThroughput(ctx context.Context, b *bench, d *benchDB, n int) (float6
 	}
 	waitErr := b.wait(ctx, "backlog throughput", c, 5*time.Minute)
 	stopErr := stopScheduler(s)
+	rate := float64(n) / time.Since(start).Seconds() // Stop returned: every outcome written
 	if waitErr != nil {
 		return 0, waitErr
 	}
 	if stopErr != nil {
-		return 0, stopErr
+		return 0, fmt.Errorf("stop scheduler after %d jobs: %w", n, stopErr)
 	}
-	rate := float64(n) / c.doneAt.Sub(start).Seconds()
-	return rate, d.exec(ctx, "DELETE FROM {jobs} WHERE state = 'succeeded' AND finished_at > now() - interval '10 minutes'")
+	if err := d.exec(ctx, "DELETE FROM {jobs} WHERE state = 'succeeded' AND finished_at > now() - interval '10 minutes'"); err != nil {
+		return 0, fmt.Errorf("delete finished jobs: %w", err)
+	}
+	return rate, nil
 }
 
 // workerRSS runs a worker process on the table for a while and returns its

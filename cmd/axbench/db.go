@@ -180,9 +180,9 @@ func (b *bench) waitFor(ctx context.Context, what string, done <-chan struct{}, 
 	}
 }
 
-// stopScheduler stops s, allowing 30 s to drain.
+// stopScheduler stops s, allowing 2 minutes to drain.
 func stopScheduler(s *ax.Scheduler) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	return s.Stop(ctx)
 }

@@ -70,7 +70,7 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 			return nil, err
 		}
 		calls += res.Count
-		last = max(last, res.LastNS)
+		last = max(last, res.StopNS)
 		cpu += res.UserS + res.SysS
 		perProc = append(perProc, res.Count)
 	}
@@ -91,6 +91,6 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 	r.check("jobs not at attempt 1", float64(notFirst), "count", "= 0", notFirst == 0)
 	r.check("jobs succeeded", float64(succeeded), "count", fmt.Sprintf("= %d", o.n), succeeded == int64(o.n))
 	r.Params["calls_per_proc"] = fmt.Sprint(perProc...)
-	r.note("jobs/s: N / (latest handler start in any process − the instant all were told to start); processes set up (pool, migrate check, handlers) before that")
+	r.note("jobs/s: N / (the instant all processes were told to start → the last one's Stop returned, every outcome written; Stop is requested when the handler calls add up to N); processes set up (pool, migrate check, handlers) before that")
 	return r, nil
 }

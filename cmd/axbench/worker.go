@@ -29,6 +29,7 @@ const workerEnv = "AXBENCH_WORKER"
 type workerResult struct {
 	Count    int64   `json:"count"`     // handler calls
 	LastNS   int64   `json:"last_ns"`   // wall clock of the last handler call
+	StopNS   int64   `json:"stop_ns"`   // wall clock when Stop returned (outcomes written)
 	UserS    float64 `json:"user_s"`    // CPU from "go" to stopped
 	SysS     float64 `json:"sys_s"`     //
 	RSSKB    int64   `json:"rss_kb"`    // VmRSS before stopping
@@ -152,10 +153,11 @@ loop:
 	if err := stopScheduler(s); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
+	stoppedAt := time.Now().UnixNano()
 	u1, s1 := cpuTime()
 	_, hwm := memStatus()
 	mu.Lock()
-	res := workerResult{Count: count.Load(), LastNS: last.Load(), UserS: (u1 - u0).Seconds(), SysS: (s1 - s0).Seconds(),
+	res := workerResult{Count: count.Load(), LastNS: last.Load(), StopNS: stoppedAt, UserS: (u1 - u0).Seconds(), SysS: (s1 - s0).Seconds(),
 		RSSKB: rss, PeakKB: max(peak, rss), HWMKB: hwm, LagsUS: lagsUS, EarlyCnt: early.Load()}
 	b, err := json.Marshal(res)
 	mu.Unlock()
