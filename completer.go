@@ -188,7 +188,7 @@ func (r *runtime) logOutcome(cp completion, applied bool) {
 	case store.OutcomeSnooze:
 		r.log.Debug("job snoozed", append(fields, zap.Duration("snooze", cp.params.Delay))...)
 	case store.OutcomeCancelled:
-		r.log.Info("job cancelled while running", fields...)
+		r.log.Debug("job cancelled while running", fields...)
 	}
 }
 

@@ -80,7 +80,9 @@ func (r *runtime) finish(a *attempt, err, cause error, took time.Duration) {
 	}
 	fields := append(jobFields(a.job), zap.Float64(fieldDurationMS, ms(took)))
 	if discard {
-		r.log.Warn("attempt result discarded: lease lost or handed back", append(fields, zap.NamedError(fieldError, err))...)
+		// Debug: the lease loss was already logged at error, and a hand-back
+		// at Stop is not a failure.
+		r.log.Debug("attempt result discarded: lease lost or handed back", append(fields, zap.NamedError(fieldError, err))...)
 		return
 	}
 	p := r.outcome(a, err, cause)

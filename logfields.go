@@ -1,6 +1,9 @@
 package ax
 
-import "go.uber.org/zap"
+import (
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
 
 // Log field names, fixed so operators can query them across services.
 const (
@@ -23,8 +26,17 @@ const traceparentKey = "traceparent"
 func jobFields(j *Job) []zap.Field {
 	f := make([]zap.Field, 0, 6)
 	f = append(f, zap.Stringer(fieldJobID, j.ID), zap.String(fieldKind, j.Kind), zap.Int(fieldAttempt, j.Attempt))
-	if tp := j.Metadata[traceparentKey]; len(tp) >= 35 && tp[2] == '-' {
-		f = append(f, zap.String(fieldTraceID, tp[3:35]))
+	if tf := traceField(j.Metadata); tf.Type != zapcore.SkipType {
+		f = append(f, tf)
 	}
 	return f
+}
+
+// traceField returns the trace_id field of a job's metadata, or zap.Skip()
+// when it carries no W3C trace context.
+func traceField(md map[string]string) zap.Field {
+	if tp := md[traceparentKey]; len(tp) >= 35 && tp[2] == '-' {
+		return zap.String(fieldTraceID, tp[3:35])
+	}
+	return zap.Skip()
 }

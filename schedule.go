@@ -104,7 +104,7 @@ func (s *Scheduler) scheduled(params []store.InsertParams, res []store.InsertRes
 			s.emit(Event{Kind: EventScheduled, JobID: r.ID, JobKind: params[i].Kind, Metadata: params[i].Metadata})
 		}
 		if ce := s.log.Check(zap.DebugLevel, "job scheduled"); ce != nil {
-			ce.Write(zap.Stringer(fieldJobID, r.ID), zap.String(fieldKind, params[i].Kind),
+			ce.Write(zap.Stringer(fieldJobID, r.ID), zap.String(fieldKind, params[i].Kind), traceField(params[i].Metadata),
 				zap.Bool("duplicate", r.Duplicate), zap.Duration("delay", params[i].Delay),
 				zap.Time("run_at", params[i].RunAt), zap.Int("priority", params[i].Priority))
 		}
