@@ -64,20 +64,20 @@ func (r *runtime) callHandler(ctx context.Context, a *attempt) (err error) {
 
 // finish frees the worker slot and queues the attempt's outcome, unless the
 // lease was lost or handed back, when the result must not be written.
+//
+// The worker slot is freed only once the outcome is queued: while the
+// store is slow to take outcomes the completer's buffer fills, workers
+// wait here, and the claimer stops taking jobs, so the jobs in flight stay
+// bounded (Workers running plus a buffer of Workers outcomes).
 func (r *runtime) finish(a *attempt, err, cause error, took time.Duration) {
+	defer r.freeSlot(a)
 	r.mu.Lock()
 	a.handlerDone = true
-	r.free++
-	r.busy[a.job.Kind]--
-	wake := r.moreDue
 	discard := a.lost || a.released
 	if discard {
 		delete(r.attempts, a.job.ID)
 	}
 	r.mu.Unlock()
-	if wake {
-		r.wake()
-	}
 	fields := append(jobFields(a.job), zap.Float64(fieldDurationMS, ms(took)))
 	if discard {
 		// Debug: the lease loss was already logged at error, and a hand-back
@@ -87,6 +87,19 @@ func (r *runtime) finish(a *attempt, err, cause error, took time.Duration) {
 	}
 	p := r.outcome(a, err, cause)
 	r.completer.add(completion{params: p, attempt: a, err: err, took: took, fields: fields})
+}
+
+// freeSlot returns an attempt's worker slot and wakes the claimer if due
+// jobs were left waiting for one.
+func (r *runtime) freeSlot(a *attempt) {
+	r.mu.Lock()
+	r.free++
+	r.busy[a.job.Kind]--
+	wake := r.moreDue
+	r.mu.Unlock()
+	if wake {
+		r.wake()
+	}
 }
 
 // outcome decides what an attempt's result does to the job.
