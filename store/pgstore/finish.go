@@ -20,8 +20,10 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 		return nil, err
 	}
 	n := len(params)
-	ids := make([]uuid.UUID, n)
-	tokens := make([]uuid.UUID, n)
+	// Raw [16]byte arrays: pgx encodes them directly, where []uuid.UUID
+	// goes through a failing plan per element first.
+	ids := make([][16]byte, n)
+	tokens := make([][16]byte, n)
 	outcomes := make([]int32, n)
 	delays := make([]int64, n)
 	errs := make([]string, n)
@@ -71,8 +73,8 @@ func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*
 	if len(params.Leases) == 0 {
 		return res, nil
 	}
-	ids := make([]uuid.UUID, len(params.Leases))
-	tokens := make([]uuid.UUID, len(params.Leases))
+	ids := make([][16]byte, len(params.Leases))
+	tokens := make([][16]byte, len(params.Leases))
 	for i, l := range params.Leases {
 		ids[i], tokens[i] = l.ID, l.Token
 	}

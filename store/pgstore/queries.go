@@ -136,9 +136,16 @@ ORDER BY c.priority, c.run_at, c.id`,
 
 		// Finish: every row guarded by its lease token. Outcomes:
 		// 1 succeeded, 2 retry, 3 dead, 4 snooze, 5 release, 6 cancelled.
+		// Rows are locked in id order first (as in extend), so a finish
+		// and a heartbeat over the same jobs cannot deadlock.
 		finish: `WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[])
 		AS i(id, token, outcome, delay_us, err)
+), locked AS MATERIALIZED (
+	SELECT j.id FROM {jobs} j JOIN input i ON j.id = i.id AND j.lease_token = i.token
+	WHERE j.state = 'running'
+	ORDER BY j.id
+	FOR UPDATE OF j
 ), changed AS (
 	UPDATE {jobs} j SET
 		state = ` + finishStateSQL + `,
@@ -151,14 +158,22 @@ ORDER BY c.priority, c.run_at, c.id`,
 		cancel_requested = false,
 		finished_at = CASE WHEN ` + finishStateSQL + ` IN ` + finalSQL + ` THEN now() END
 	FROM input i
-	WHERE j.id = i.id AND j.lease_token = i.token AND j.state = 'running'
+	WHERE j.id = i.id AND j.id IN (SELECT id FROM locked)
+		AND j.lease_token = i.token AND j.state = 'running'
 	RETURNING j.id, j.kind, j.state, j.run_at
 ), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `)
 SELECT id FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 
-		extend: `UPDATE {jobs} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond'
-FROM unnest($1::uuid[], $2::uuid[]) AS l(id, token)
-WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
+		extend: `WITH locked AS MATERIALIZED (
+	SELECT j.id FROM {jobs} j JOIN unnest($1::uuid[], $2::uuid[]) AS l(id, token)
+		ON j.id = l.id AND j.lease_token = l.token
+	WHERE j.state = 'running'
+	ORDER BY j.id
+	FOR UPDATE OF j
+)
+UPDATE {jobs} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond'
+FROM locked
+WHERE j.id = locked.id AND j.state = 'running'
 RETURNING j.id, j.cancel_requested`,
 
 		// Rescue: expired leases, oldest first, skipping rows another
