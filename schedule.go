@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/axsched/ax/store"
 	"github.com/google/uuid"
@@ -63,7 +64,39 @@ func (s *Scheduler) ScheduleMany(ctx context.Context, reqs []Request) ([]Schedul
 	if err != nil {
 		return nil, fmt.Errorf("schedule %d job(s): %w", len(params), err)
 	}
+	s.wakeForInserted(params, res)
 	return s.scheduled(params, res), nil
+}
+
+// wakeForInserted wakes this host's claimer for the earliest job it just
+// inserted and can run itself: at once for an immediate job, through the
+// wheel for a near one. It saves the notification's round trip through the
+// store; other hosts still learn of the jobs from the notification.
+func (s *Scheduler) wakeForInserted(params []store.InsertParams, res []store.InsertResult) {
+	s.mu.Lock()
+	run, handlers := s.run, s.handlers
+	if run == nil || s.phase != phaseRunning {
+		s.mu.Unlock()
+		return
+	}
+	earliest, found := time.Time{}, false
+	now := s.now()
+	for i, p := range params {
+		if res[i].Duplicate || handlers[p.Kind] == nil {
+			continue
+		}
+		at := now.Add(p.Delay)
+		if !p.RunAt.IsZero() {
+			at = s.hostTime(p.RunAt)
+		}
+		if !found || at.Before(earliest) {
+			earliest, found = at, true
+		}
+	}
+	s.mu.Unlock()
+	if found && earliest.Sub(now) <= lookahead {
+		run.wakeAt(earliest)
+	}
 }
 
 // txInserter is implemented by stores that insert inside a caller's

@@ -453,3 +453,26 @@ func TestPriorityOrder(t *testing.T) {
 		last = p
 	}
 }
+
+// TestLocalScheduleWakesWithoutNotifications checks a job scheduled on a
+// host that handles its kind wakes that host's claimer directly, even when
+// the store sends no notifications and the poll is an hour away.
+func TestLocalScheduleWakesWithoutNotifications(t *testing.T) {
+	st := struct{ store.Store }{newMemstore()} // hides memstore's Notifier
+	s := newScheduler(t, st, func(c *ax.Config) { c.PollInterval = time.Hour })
+	ran := make(chan struct{}, 2)
+	require.NoError(t, s.Handle("k", ax.HandlerFunc(func(context.Context, *ax.Job) error {
+		ran <- struct{}{}
+		return nil
+	})))
+	start(t, s)
+	for _, opts := range [][]ax.ScheduleOption{nil, {ax.In(20 * time.Millisecond)}} {
+		_, err := s.Schedule(context.Background(), "k", nil, opts...)
+		require.NoError(t, err)
+		select {
+		case <-ran:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("job scheduled with %d option(s) did not run without a poll", len(opts))
+		}
+	}
+}
