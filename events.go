@@ -1,6 +1,7 @@
 package ax
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,19 +96,37 @@ type ObserverFunc func(Event)
 // Observe calls f.
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
-// events fans events out to observers off the hot path. It is created by
-// New (so Schedule before Start buffers its events), started by Start and
-// stopped by Stop.
+// eventBatchDelay is how long the delivery goroutine lets events gather
+// after the first one arrives: observers see them at most this late, and
+// the goroutine wakes at most once per delay instead of once per event,
+// which is what keeps observers cheap at tens of thousands of jobs a second.
+const eventBatchDelay = time.Millisecond
+
+// events fans events out to observers off the hot path: emit appends to a
+// bounded buffer under a mutex, and one goroutine delivers the buffer in
+// batches. It is created by New (so Schedule before Start buffers its
+// events), started by Start and stopped by Stop.
 type events struct {
 	observers []Observer
-	ch        chan Event
+	capacity  int
 	dropped   atomic.Int64
-	quit      chan struct{}
-	done      chan struct{}
+
+	mu     sync.Mutex
+	queued []Event
+
+	signal chan struct{} // capacity 1: events are waiting
+	quit   chan struct{}
+	done   chan struct{}
 }
 
 func newEvents(observers []Observer, buffer int) *events {
-	return &events{observers: observers, ch: make(chan Event, buffer), quit: make(chan struct{}), done: make(chan struct{})}
+	return &events{
+		observers: observers,
+		capacity:  buffer,
+		signal:    make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
 }
 
 // emit queues e without blocking; a full buffer drops it.
@@ -115,10 +134,20 @@ func (ev *events) emit(e Event) {
 	if len(ev.observers) == 0 {
 		return
 	}
-	select {
-	case ev.ch <- e:
-	default:
+	ev.mu.Lock()
+	if len(ev.queued) >= ev.capacity {
+		ev.mu.Unlock()
 		ev.dropped.Add(1)
+		return
+	}
+	ev.queued = append(ev.queued, e)
+	first := len(ev.queued) == 1
+	ev.mu.Unlock()
+	if first {
+		select {
+		case ev.signal <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -133,26 +162,44 @@ func (ev *events) start() {
 
 func (ev *events) run() {
 	defer close(ev.done)
+	var batch []Event
+	gather := time.NewTimer(time.Hour)
+	gather.Stop()
+	defer gather.Stop()
 	for {
 		select {
-		case e := <-ev.ch:
-			ev.deliver(e)
+		case <-ev.signal:
 		case <-ev.quit:
-			for { // deliver what is queued, then stop
-				select {
-				case e := <-ev.ch:
-					ev.deliver(e)
-				default:
-					return
-				}
-			}
+			ev.deliver(ev.take(batch))
+			return
 		}
+		gather.Reset(eventBatchDelay)
+		select {
+		case <-gather.C:
+		case <-ev.quit:
+			ev.deliver(ev.take(batch))
+			return
+		}
+		batch = ev.take(batch)
+		ev.deliver(batch)
 	}
 }
 
-func (ev *events) deliver(e Event) {
-	for _, o := range ev.observers {
-		o.Observe(e)
+// take swaps the queue for spare (emptied) and returns what was queued.
+func (ev *events) take(spare []Event) []Event {
+	clear(spare)
+	ev.mu.Lock()
+	batch := ev.queued
+	ev.queued = spare[:0]
+	ev.mu.Unlock()
+	return batch
+}
+
+func (ev *events) deliver(batch []Event) {
+	for _, e := range batch {
+		for _, o := range ev.observers {
+			o.Observe(e)
+		}
 	}
 }
 
