@@ -73,9 +73,12 @@ func Permanent(err error) error {
 	return &permanentError{err: err}
 }
 
+// permanentError is what Permanent returns: err, marked with ErrSkipRetry.
 type permanentError struct{ err error }
 
+// Error prefixes the wrapped error with "permanent: ".
 func (e *permanentError) Error() string   { return "permanent: " + e.err.Error() }
+// Unwrap exposes both the wrapped error and ErrSkipRetry to errors.Is.
 func (e *permanentError) Unwrap() []error { return []error{e.err, ErrSkipRetry} }
 
 // Snooze, returned by a handler, puts the job back to scheduled to run again

@@ -19,8 +19,10 @@ type wakeups struct {
 // durations, which a skewed host clock does not change.
 type hostClock struct{ now func() time.Time }
 
+// Now returns the (possibly skewed) host time.
 func (c hostClock) Now() time.Time { return c.now() }
 
+// NewTimer returns a real timer.
 func (c hostClock) NewTimer(d time.Duration) clockTimer { return systemClock{}.NewTimer(d) }
 
 func newWakeups(now func() time.Time, fire func()) *wakeups {
