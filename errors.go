@@ -77,7 +77,8 @@ func Permanent(err error) error {
 type permanentError struct{ err error }
 
 // Error prefixes the wrapped error with "permanent: ".
-func (e *permanentError) Error() string   { return "permanent: " + e.err.Error() }
+func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+
 // Unwrap exposes both the wrapped error and ErrSkipRetry to errors.Is.
 func (e *permanentError) Unwrap() []error { return []error{e.err, ErrSkipRetry} }
 
