@@ -30,6 +30,9 @@ func TestFreshDatabases(t *testing.T) {
 			t.Fatalf("two tests share database %s", names[0])
 		}
 	})
+	if len(names) < 2 {
+		t.Skip("no databases were created (the subtest skipped: no PostgreSQL server)")
+	}
 	conn, err := pgx.Connect(context.Background(), pgtest.ServerURL())
 	if err != nil {
 		t.Fatal(err)
