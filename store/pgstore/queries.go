@@ -157,9 +157,11 @@ ORDER BY c.priority, c.run_at, c.id`,
 		lease_expires_at = NULL,
 		cancel_requested = false,
 		finished_at = CASE WHEN ` + finishStateSQL + ` IN ` + finalSQL + ` THEN now() END
-	FROM input i
-	WHERE j.id = i.id AND j.id IN (SELECT id FROM locked)
-		AND j.lease_token = i.token AND j.state = 'running'
+	FROM locked l JOIN input i ON i.id = l.id
+	-- No state or token test here: locked checked both on the rows it
+	-- holds, and repeating them lets the planner pick the small running
+	-- index and loop over it once per row (O(n·m), 20 ms at 1000 rows).
+	WHERE j.id = l.id
 	RETURNING j.id, j.kind, j.state, j.run_at
 ), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `)
 SELECT id FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
@@ -173,7 +175,7 @@ SELECT id FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 )
 UPDATE {jobs} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond'
 FROM locked
-WHERE j.id = locked.id AND j.state = 'running'
+WHERE j.id = locked.id -- locked checked state and token on the rows it holds
 RETURNING j.id, j.cancel_requested`,
 
 		// Rescue: expired leases, oldest first, skipping rows another
