@@ -48,20 +48,9 @@ func (r *runtime) maintain() {
 }
 
 func (r *runtime) rescue() {
-	total := 0
-	for range maintenanceRounds {
-		ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
-		n, err := r.store.RescueExpired(ctx, maintenanceBatch)
-		cancel()
-		if err != nil {
-			r.log.Warn("rescue expired leases failed", zap.Error(err))
-			break
-		}
-		total += n
-		if n < maintenanceBatch {
-			break
-		}
-	}
+	total := r.inBatches("rescue expired leases", func(ctx context.Context) (int, error) {
+		return r.store.RescueExpired(ctx, maintenanceBatch)
+	})
 	if total > 0 {
 		r.log.Warn("rescued jobs whose leases expired (their hosts died or stalled)", zap.Int("jobs", total))
 		r.wake()
@@ -69,13 +58,25 @@ func (r *runtime) rescue() {
 }
 
 func (r *runtime) prune(p store.Pruner) {
+	total := r.inBatches("prune finished jobs", func(ctx context.Context) (int, error) {
+		return p.Prune(ctx, &store.PruneParams{Retention: r.cfg.Retention, Limit: maintenanceBatch})
+	})
+	if total > 0 {
+		r.log.Info("pruned finished jobs", zap.Int("jobs", total), zap.Duration("retention", r.cfg.Retention))
+	}
+}
+
+// inBatches runs a bounded maintenance statement until it touches fewer than
+// maintenanceBatch rows or maintenanceRounds have run, and returns the rows
+// touched. A failure is logged and ends the pass; the next tick retries.
+func (r *runtime) inBatches(what string, batch func(ctx context.Context) (int, error)) int {
 	total := 0
 	for range maintenanceRounds {
 		ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
-		n, err := p.Prune(ctx, &store.PruneParams{Retention: r.cfg.Retention, Limit: maintenanceBatch})
+		n, err := batch(ctx)
 		cancel()
 		if err != nil {
-			r.log.Warn("prune finished jobs failed", zap.Error(err))
+			r.log.Warn(what+" failed", zap.Error(err))
 			break
 		}
 		total += n
@@ -83,7 +84,5 @@ func (r *runtime) prune(p store.Pruner) {
 			break
 		}
 	}
-	if total > 0 {
-		r.log.Info("pruned finished jobs", zap.Int("jobs", total), zap.Duration("retention", r.cfg.Retention))
-	}
+	return total
 }
