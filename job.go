@@ -153,22 +153,39 @@ func UniqueKey(key string) ScheduleOption {
 	})
 }
 
-// Metadata attaches string metadata to the job, merged over metadata given
-// by earlier options. The handler sees it in Job.Metadata.
-func Metadata(md map[string]string) ScheduleOption {
-	return scheduleOptionFunc(func(s *scheduleSettings) error {
-		if s.metadata == nil {
-			s.metadata = make(map[string]string, len(md))
-		}
-		maps.Copy(s.metadata, md)
-		return nil
-	})
+// Metadata attaches string metadata to the job (Schedule) or to every job
+// of a periodic schedule (Every), merged over metadata given by earlier
+// options. The handler sees it in Job.Metadata.
+func Metadata(md map[string]string) JobOption { return metadataOption(maps.Clone(md)) }
+
+type metadataOption map[string]string
+
+func (o metadataOption) applySchedule(s *scheduleSettings) error {
+	if s.metadata == nil {
+		s.metadata = make(map[string]string, len(o))
+	}
+	maps.Copy(s.metadata, o)
+	return nil
 }
 
-// Option is accepted both by Schedule (for one job) and by Handle (as the
-// kind's default): Priority and MaxAttempts.
+func (o metadataOption) applyPeriodic(s *periodicSettings) error {
+	s.jobOpts = append(s.jobOpts, o)
+	return nil
+}
+
+// JobOption is accepted by Schedule (for one job) and by Every (for each
+// job of the schedule): Metadata.
+type JobOption interface {
+	ScheduleOption
+	PeriodicOption
+}
+
+// Option is accepted by Schedule (for one job), by Every (for each job of
+// the schedule) and by Handle (as the kind's default): Priority and
+// MaxAttempts.
 type Option interface {
 	ScheduleOption
+	PeriodicOption
 	HandlerOption
 }
 
@@ -196,6 +213,11 @@ func (o priorityOption) applyHandler(h *handlerSettings) error {
 	return o.check()
 }
 
+func (o priorityOption) applyPeriodic(s *periodicSettings) error {
+	s.jobOpts = append(s.jobOpts, o)
+	return o.check()
+}
+
 // MaxAttempts sets how many attempts a job gets before a failure is final:
 // for one job (Schedule) or as the kind's default (Handle). Defaults to
 // Config.MaxAttempts. n < 1 is an error wrapping ErrInvalidOption.
@@ -217,5 +239,10 @@ func (o maxAttemptsOption) applySchedule(s *scheduleSettings) error {
 
 func (o maxAttemptsOption) applyHandler(h *handlerSettings) error {
 	h.maxAttempts = int(o)
+	return o.check()
+}
+
+func (o maxAttemptsOption) applyPeriodic(s *periodicSettings) error {
+	s.jobOpts = append(s.jobOpts, o)
 	return o.check()
 }

@@ -112,34 +112,32 @@ func (p MisfirePolicy) String() string {
 }
 
 // PeriodicOption configures Every: Location, Misfire and JobKind, plus the
-// ScheduleOptions that make sense for every job of a schedule (Priority,
-// MaxAttempts, Metadata). Every ScheduleOption is a PeriodicOption; In, At
-// and UniqueKey are refused by Every, since the schedule sets each job's
-// run time and key.
+// job options that make sense for every job of a schedule (Priority,
+// MaxAttempts, Metadata). The compiler refuses the rest: In, At and
+// UniqueKey are not PeriodicOptions, since the schedule sets each job's run
+// time and key, and Location, Misfire and JobKind are not ScheduleOptions.
 type PeriodicOption interface {
-	ScheduleOption
+	applyPeriodic(*periodicSettings) error
 }
 
 // periodicOption is an option only Every understands.
 type periodicOption func(*periodicSettings) error
 
-// applySchedule refuses the option outside Every.
-func (periodicOption) applySchedule(*scheduleSettings) error {
-	return fmt.Errorf("%w: Location, Misfire and JobKind apply only to Every", ErrInvalidOption)
-}
+func (o periodicOption) applyPeriodic(s *periodicSettings) error { return o(s) }
 
+// periodicSettings collects Every's options.
 type periodicSettings struct {
 	loc     *time.Location
 	locSet  bool
 	kind    string
 	misfire MisfirePolicy
+	jobOpts []ScheduleOption // applied to each tick's job
 }
 
 // Location sets the time zone in which a schedule's spec is read, for
 // specs without a CRON_TZ= or TZ= prefix (both at once is an error wrapping
 // ErrInvalidSchedule). Defaults to UTC, whatever the host's zone. A nil
-// loc is an error wrapping ErrInvalidOption. Passed to Schedule, it is an
-// error wrapping ErrInvalidOption.
+// loc is an error wrapping ErrInvalidOption.
 func Location(loc *time.Location) PeriodicOption {
 	return periodicOption(func(s *periodicSettings) error {
 		if loc == nil {
@@ -152,7 +150,6 @@ func Location(loc *time.Location) PeriodicOption {
 
 // Misfire sets the schedule's MisfirePolicy. Defaults to MisfireRunOnce. A
 // MisfireRunAll bound out of range is an error wrapping ErrInvalidOption.
-// Passed to Schedule, it is an error wrapping ErrInvalidOption.
 func Misfire(p MisfirePolicy) PeriodicOption {
 	return periodicOption(func(s *periodicSettings) error {
 		if p.mode == misfireRunAll && (p.bound < 1 || p.bound > store.MaxPeriodicTicks) {
@@ -164,7 +161,7 @@ func Misfire(p MisfirePolicy) PeriodicOption {
 }
 
 // JobKind makes the schedule's jobs of kind instead of the schedule's
-// name. Passed to Schedule, it is an error wrapping ErrInvalidOption.
+// name.
 func JobKind(kind string) PeriodicOption {
 	return periodicOption(func(s *periodicSettings) error {
 		s.kind = kind
@@ -263,7 +260,7 @@ func (p *periodicSet) snapshot() []*schedule {
 // Errors, nothing declared: ErrInvalidSchedule (bad name or spec, unknown
 // zone, a spec that never fires; ErrDuplicateSchedule too for a name
 // already declared on this Scheduler, same spec or not), ErrInvalidKind,
-// ErrInvalidPayload, ErrInvalidOption (In, At, UniqueKey, or an option out
+// ErrInvalidPayload, ErrInvalidOption (a nil option, or one out
 // of range), ErrPeriodicUnsupported, ErrSchedulerClosed.
 func (s *Scheduler) Every(name, spec string, payload any, opts ...PeriodicOption) error {
 	sc, err := s.newSchedule(name, spec, payload, opts)
@@ -296,25 +293,13 @@ func (s *Scheduler) newSchedule(name, spec string, payload any, opts []PeriodicO
 		return nil, fmt.Errorf("%w: name must be 1 to %d bytes", ErrInvalidSchedule, store.MaxKindLength)
 	}
 	set := periodicSettings{loc: time.UTC, kind: name}
-	var jobOpts []ScheduleOption
-	var probe scheduleSettings
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
 		}
-		if po, ok := o.(periodicOption); ok {
-			if err := po(&set); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if err := o.applySchedule(&probe); err != nil {
+		if err := o.applyPeriodic(&set); err != nil {
 			return nil, err
 		}
-		jobOpts = append(jobOpts, o)
-	}
-	if probe.delay != 0 || !probe.runAt.IsZero() || probe.uniqueKey != "" {
-		return nil, fmt.Errorf("%w: In, At and UniqueKey are set by the schedule", ErrInvalidOption)
 	}
 	if err := checkKind(set.kind); err != nil {
 		return nil, err
@@ -339,7 +324,7 @@ func (s *Scheduler) newSchedule(name, spec string, payload any, opts []PeriodicO
 	}
 	return &schedule{
 		name: name, kind: set.kind, stored: stored, cron: c,
-		payload: b, opts: jobOpts, misfire: set.misfire,
+		payload: b, opts: set.jobOpts, misfire: set.misfire,
 	}, nil
 }
 

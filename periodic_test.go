@@ -354,9 +354,6 @@ func TestEveryRejectsBadInput(t *testing.T) {
 		{"huge misfire bound", "sched", "@daily", nil, []ax.PeriodicOption{ax.Misfire(ax.MisfireRunAll(store.MaxPeriodicTicks + 1))}, []error{ax.ErrInvalidOption}},
 		{"nil location", "sched", "@daily", nil, []ax.PeriodicOption{ax.Location(nil)}, []error{ax.ErrInvalidOption}},
 		{"nil option", "sched", "@daily", nil, []ax.PeriodicOption{nil}, []error{ax.ErrInvalidOption}},
-		{"In", "sched", "@daily", nil, []ax.PeriodicOption{ax.In(time.Second)}, []error{ax.ErrInvalidOption}},
-		{"At", "sched", "@daily", nil, []ax.PeriodicOption{ax.At(time.Now())}, []error{ax.ErrInvalidOption}},
-		{"UniqueKey", "sched", "@daily", nil, []ax.PeriodicOption{ax.UniqueKey("k")}, []error{ax.ErrInvalidOption}},
 		{"bad priority", "sched", "@daily", nil, []ax.PeriodicOption{ax.Priority(9)}, []error{ax.ErrInvalidOption}},
 		{"empty job kind", "sched", "@daily", nil, []ax.PeriodicOption{ax.JobKind("")}, []error{ax.ErrInvalidKind}},
 		{"unencodable payload", "sched", "@daily", make(chan int), nil, []error{ax.ErrInvalidPayload}},
@@ -406,15 +403,4 @@ func TestEveryNeedsPeriodicStore(t *testing.T) {
 	plain := struct{ store.Store }{newMemstore()}
 	s := newScheduler(t, plain)
 	require.ErrorIs(t, s.Every("report", "@daily", nil), ax.ErrPeriodicUnsupported)
-}
-
-// TestPeriodicOptionsRefusedBySchedule checks Every's own options are
-// errors when passed to Schedule.
-func TestPeriodicOptionsRefusedBySchedule(t *testing.T) {
-	st := newMemstore()
-	s := newScheduler(t, st)
-	for _, o := range []ax.ScheduleOption{ax.Location(time.UTC), ax.Misfire(ax.MisfireSkip), ax.JobKind("k")} {
-		_, err := s.Schedule(context.Background(), "k", nil, o)
-		require.ErrorIs(t, err, ax.ErrInvalidOption)
-	}
 }
