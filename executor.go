@@ -78,15 +78,17 @@ func (r *runtime) finish(a *attempt, err, cause error, took time.Duration) {
 		delete(r.attempts, a.job.ID)
 	}
 	r.mu.Unlock()
-	fields := append(jobFields(a.job), zap.Float64(fieldDurationMS, ms(took)))
+	cp := completion{attempt: a, err: err, took: took}
 	if discard {
 		// Debug: the lease loss was already logged at error, and a hand-back
 		// at Stop is not a failure.
-		r.log.Debug("attempt result discarded: lease lost or handed back", append(fields, zap.NamedError(fieldError, err))...)
+		if ce := r.log.Check(zap.DebugLevel, "attempt result discarded: lease lost or handed back"); ce != nil {
+			ce.Write(cp.fields()...)
+		}
 		return
 	}
-	p := r.outcome(a, err, cause)
-	r.completer.add(completion{params: p, attempt: a, err: err, took: took, fields: fields})
+	cp.params = r.outcome(a, err, cause)
+	r.completer.add(cp)
 }
 
 // freeSlot returns an attempt's worker slot and wakes the claimer if due
