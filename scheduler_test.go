@@ -476,3 +476,46 @@ func TestLocalScheduleWakesWithoutNotifications(t *testing.T) {
 		}
 	}
 }
+
+// TestStopAbandonsHandlersThatIgnoreCancellation checks the promise on
+// Stop: a handler that ignores its context is waited for at most
+// ReleaseTimeout after the hand-back, its job is already back in the store,
+// and its late result changes nothing.
+func TestStopAbandonsHandlersThatIgnoreCancellation(t *testing.T) {
+	st := newMemstore()
+	s := newScheduler(t, st, func(c *ax.Config) { c.ReleaseTimeout = 50 * time.Millisecond })
+	running := make(chan struct{})
+	release := make(chan struct{})
+	returned := make(chan struct{})
+	require.NoError(t, s.Handle("stubborn", ax.HandlerFunc(func(ctx context.Context, j *ax.Job) error {
+		defer close(returned)
+		close(running)
+		<-release // ignores ctx
+		return nil
+	})))
+	start(t, s)
+	res, err := s.Schedule(context.Background(), "stubborn", nil)
+	require.NoError(t, err)
+	<-running
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop(ctx) }()
+	select {
+	case err := <-stopped:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop waited for a handler that ignores its context")
+	}
+	rec, err := st.Get(context.Background(), res.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StateScheduled, rec.State, "handed back before Stop returned")
+	require.Equal(t, 0, rec.Attempt)
+
+	close(release) // the late "success" must change nothing
+	<-returned
+	rec, err = st.Get(context.Background(), res.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StateScheduled, rec.State)
+}
