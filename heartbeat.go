@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
-	"github.com/google/uuid"
 	"go.uber.org/zap"
 )
 
@@ -72,9 +71,9 @@ func (h *heartbeat) beat() {
 		r.log.Warn("extend leases failed", zap.Int("jobs", len(leases)), zap.Error(err))
 		return
 	}
-	lost := make(map[uuid.UUID]bool, len(res.Lost))
-	for _, id := range res.Lost {
-		lost[id] = true
+	lost := make(map[store.Lease]bool, len(res.Lost))
+	for _, l := range res.Lost {
+		lost[l] = true
 	}
 	r.mu.Lock()
 	for _, l := range leases {
@@ -82,7 +81,7 @@ func (h *heartbeat) beat() {
 		if a == nil || a.lease != l {
 			continue
 		}
-		if !lost[l.ID] {
+		if !lost[l] {
 			a.lastExtended = before // the store extended from its now, which is after before
 			continue
 		}
@@ -91,8 +90,8 @@ func (h *heartbeat) beat() {
 		}
 	}
 	var cancelled []*attempt
-	for _, id := range res.CancelRequested {
-		if a := r.attempts[id]; a != nil && !a.handlerDone {
+	for _, l := range res.CancelRequested {
+		if a := r.attempts[l.ID]; a != nil && a.lease == l && !a.handlerDone {
 			cancelled = append(cancelled, a)
 		}
 	}

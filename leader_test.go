@@ -34,7 +34,7 @@ func (c *countingStore) AcquireLeader(ctx context.Context, p *store.LeaderParams
 	return c.Store.AcquireLeader(ctx, p)
 }
 
-func (c *countingStore) RescueExpired(ctx context.Context, limit int) (int, error) {
+func (c *countingStore) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, error) {
 	c.rescues.Add(1)
 	return c.Store.RescueExpired(ctx, limit)
 }

@@ -49,7 +49,8 @@ func (r *runtime) maintain() {
 
 func (r *runtime) rescue() {
 	total := r.inBatches("rescue expired leases", func(ctx context.Context) (int, error) {
-		return r.store.RescueExpired(ctx, maintenanceBatch)
+		rescued, err := r.store.RescueExpired(ctx, maintenanceBatch)
+		return len(rescued), err
 	})
 	if total > 0 {
 		r.log.Warn("rescued jobs whose leases expired (their hosts died or stalled)", zap.Int("jobs", total))

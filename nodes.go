@@ -132,12 +132,12 @@ func (c *cluster) reapNodes() {
 	switch {
 	case err != nil:
 		r.log.Warn("reap nodes failed", zap.Error(err))
-	case dead > 0:
+	case len(dead) > 0:
 		r.log.Warn("nodes stopped heartbeating: marked dead (their jobs come back when their leases expire)",
-			zap.Int("nodes", dead), zap.Duration("node_timeout", r.cfg.NodeTimeout))
+			zap.Strings("nodes", dead), zap.Duration("node_timeout", r.cfg.NodeTimeout))
 	}
-	if removed > 0 {
-		r.log.Info("removed old stopped and dead nodes", zap.Int("nodes", removed))
+	if len(removed) > 0 {
+		r.log.Info("removed old stopped and dead nodes", zap.Strings("nodes", removed))
 	}
 }
 

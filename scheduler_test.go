@@ -165,9 +165,9 @@ func TestLeaseLossCancelsHandlerAndDiscardsResult(t *testing.T) {
 	require.Equal(t, 1, recv(t, started))
 
 	storeClock.Advance(time.Hour)
-	n, err := st.RescueExpired(context.Background(), 10)
+	rescued, err := st.RescueExpired(context.Background(), 10)
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	require.Len(t, rescued, 1)
 
 	require.ErrorIs(t, recv(t, causes), ax.ErrLeaseLost)
 	require.Equal(t, 2, recv(t, started)) // rescued job re-claimed

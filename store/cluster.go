@@ -95,9 +95,11 @@ const (
 
 // NodeParams registers a node or records its heartbeat.
 type NodeParams struct {
-	// Name identifies the node (> 0 bytes, at most MaxKindLength).
+	// Name identifies the node: a non-empty text (CheckText) of at most
+	// MaxKindLength bytes.
 	Name string
-	// Version is free text naming the software the node runs.
+	// Version is free text naming the software the node runs (a text of
+	// at most MaxKindLength bytes).
 	Version string
 	// Kinds lists the job kinds the node handles.
 	Kinds []string
@@ -111,10 +113,19 @@ func (p *NodeParams) Validate() error {
 	switch {
 	case p.Name == "":
 		return fmt.Errorf("%w: empty node name", ErrInvalidParams)
-	case len(p.Name) > MaxKindLength:
-		return fmt.Errorf("%w: node name is %d bytes, more than %d", ErrInvalidParams, len(p.Name), MaxKindLength)
 	case p.TTL <= 0:
 		return fmt.Errorf("%w: node TTL %s <= 0", ErrInvalidParams, p.TTL)
+	}
+	if err := CheckText(p.Name, MaxKindLength); err != nil {
+		return fmt.Errorf("%w: node name: %w", ErrInvalidParams, err)
+	}
+	if err := CheckText(p.Version, MaxKindLength); err != nil {
+		return fmt.Errorf("%w: node version: %w", ErrInvalidParams, err)
+	}
+	for _, k := range p.Kinds {
+		if err := CheckText(k, MaxKindLength); err != nil {
+			return fmt.Errorf("%w: node kind: %w", ErrInvalidParams, err)
+		}
 	}
 	return nil
 }
@@ -160,7 +171,7 @@ type NodeRegistry interface {
 
 	// ReapNodes marks dead the running nodes whose ExpiresAt passed, and
 	// removes the stopped and dead nodes whose ExpiresAt is more than
-	// params.Retention before now. It returns how many it marked and
-	// removed.
-	ReapNodes(ctx context.Context, params *ReapParams) (dead, removed int, err error)
+	// params.Retention before now. It returns the names of the nodes it
+	// marked dead and of those it removed.
+	ReapNodes(ctx context.Context, params *ReapParams) (dead, removed []string, err error)
 }

@@ -4,39 +4,37 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
-
-// MaxPayloadSize is the largest payload, in bytes, a Store accepts. Larger
-// payloads belong in blob storage, with a reference in the job.
-const MaxPayloadSize = 1 << 20
-
-// MaxKindLength is the longest job kind, in bytes.
-const MaxKindLength = 255
 
 // InsertParams describes one job to insert.
 type InsertParams struct {
 	// ID must be set by the caller (a UUIDv7).
 	ID uuid.UUID
-	// Kind must be non-empty and at most MaxKindLength bytes.
+	// Kind must be a non-empty text (CheckText) of at most MaxKindLength
+	// bytes.
 	Kind string
-	// Payload must be valid JSON, at most MaxPayloadSize bytes. Nil is
-	// stored as the JSON value null.
+	// Payload must be valid JSON in valid UTF-8, at most MaxPayloadSize
+	// bytes. Nil is stored as the JSON value null. Stores keep it byte
+	// for byte as given.
 	Payload []byte
-	// Metadata is optional.
+	// Metadata is optional; see CheckMetadata for its limits.
 	Metadata map[string]string
 	// Priority must be PriorityHigh, PriorityNormal or PriorityLow.
 	Priority int
-	// RunAt, when not zero, is the absolute time the job becomes due.
+	// RunAt, when not zero, is the absolute time the job becomes due,
+	// within [MinTime, MaxTime].
 	RunAt time.Time
 	// Delay, used when RunAt is zero, makes the job due Delay after the
 	// store's now. It must not be negative.
 	Delay time.Duration
-	// MaxAttempts must be at least 1.
+	// MaxAttempts must be from 1 to MaxAttemptsLimit.
 	MaxAttempts int
 	// UniqueKey, when not empty, makes the insert a no-op returning the
 	// existing job's ID if a job that is not cancelled holds the same key.
+	// It is a text of at most MaxUniqueKeyLength bytes.
 	UniqueKey string
 }
 
@@ -48,18 +46,30 @@ func (p *InsertParams) Validate() error {
 		return fmt.Errorf("%w: job ID is not set", ErrInvalidParams)
 	case p.Kind == "":
 		return fmt.Errorf("%w: empty kind", ErrInvalidParams)
-	case len(p.Kind) > MaxKindLength:
-		return fmt.Errorf("%w: kind is %d bytes, more than %d", ErrInvalidParams, len(p.Kind), MaxKindLength)
 	case len(p.Payload) > MaxPayloadSize:
 		return fmt.Errorf("%w: payload is %d bytes, more than %d", ErrInvalidParams, len(p.Payload), MaxPayloadSize)
-	case p.Payload != nil && !json.Valid(p.Payload):
-		return fmt.Errorf("%w: payload is not valid JSON", ErrInvalidParams)
+	case p.Payload != nil && (!json.Valid(p.Payload) || !utf8.Valid(p.Payload)):
+		return fmt.Errorf("%w: payload is not valid JSON in UTF-8", ErrInvalidParams)
 	case p.Priority < PriorityHigh || p.Priority > PriorityLow:
 		return fmt.Errorf("%w: priority %d out of range [%d, %d]", ErrInvalidParams, p.Priority, PriorityHigh, PriorityLow)
 	case p.Delay < 0:
 		return fmt.Errorf("%w: negative delay %s", ErrInvalidParams, p.Delay)
-	case p.MaxAttempts < 1:
-		return fmt.Errorf("%w: max attempts %d < 1", ErrInvalidParams, p.MaxAttempts)
+	case p.MaxAttempts < 1 || p.MaxAttempts > MaxAttemptsLimit:
+		return fmt.Errorf("%w: max attempts %d not in [1, %d]", ErrInvalidParams, p.MaxAttempts, MaxAttemptsLimit)
+	}
+	if err := CheckText(p.Kind, MaxKindLength); err != nil {
+		return fmt.Errorf("%w: kind: %w", ErrInvalidParams, err)
+	}
+	if err := CheckText(p.UniqueKey, MaxUniqueKeyLength); err != nil {
+		return fmt.Errorf("%w: unique key: %w", ErrInvalidParams, err)
+	}
+	if err := CheckMetadata(p.Metadata); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidParams, err)
+	}
+	if !p.RunAt.IsZero() {
+		if err := CheckTime(p.RunAt); err != nil {
+			return fmt.Errorf("%w: run at: %w", ErrInvalidParams, err)
+		}
 	}
 	return nil
 }
@@ -100,6 +110,9 @@ func (p *ClaimParams) Validate() error {
 	if p.LeaseDuration <= 0 {
 		return fmt.Errorf("%w: lease duration %s <= 0", ErrInvalidParams, p.LeaseDuration)
 	}
+	if err := CheckText(p.Owner, MaxKindLength); err != nil {
+		return fmt.Errorf("%w: owner: %w", ErrInvalidParams, err)
+	}
 	for _, k := range p.Kinds {
 		if k.Kind == "" || k.Limit < 1 {
 			return fmt.Errorf("%w: kind limit %q=%d", ErrInvalidParams, k.Kind, k.Limit)
@@ -129,14 +142,17 @@ type ExtendParams struct {
 }
 
 // ExtendResult reports leases that could not be extended and cancellations
-// requested for the rest.
+// requested for the rest. Leases, not job IDs, are reported, since one
+// caller may send two leases of the same job (an attempt whose outcome is
+// being written and the job's next attempt).
 type ExtendResult struct {
-	// Lost lists the jobs whose lease the caller no longer holds (token
-	// changed, job rescued, finished or pruned). Their handlers must stop;
-	// their results will be refused.
-	Lost []uuid.UUID
-	// CancelRequested lists the still-held jobs a user asked to cancel.
-	CancelRequested []uuid.UUID
+	// Lost lists the leases the caller no longer holds (token changed, job
+	// rescued, finished or pruned). Their handlers must stop; their
+	// results will be refused.
+	Lost []Lease
+	// CancelRequested lists the still-held leases whose job a user asked
+	// to cancel.
+	CancelRequested []Lease
 }
 
 // Outcome is how an attempt ended.
@@ -187,8 +203,25 @@ type FinishParams struct {
 	Outcome Outcome
 	// Delay is used by OutcomeRetry and OutcomeSnooze (>= 0).
 	Delay time.Duration
-	// Error is recorded in the job's Errors for retry, dead and cancelled.
+	// Error is recorded in the job's Errors for retry, dead and cancelled:
+	// a text (CheckText) of at most MaxErrorLength bytes (TruncateText
+	// makes any string one).
 	Error string
+}
+
+// Validate reports, wrapping ErrInvalidParams, the first problem with p.
+// Stores call it for every row before writing any.
+func (p *FinishParams) Validate() error {
+	switch {
+	case p.Outcome < OutcomeSucceeded || p.Outcome > OutcomeCancelled:
+		return fmt.Errorf("%w: job %s: unknown outcome %s", ErrInvalidParams, p.Lease.ID, p.Outcome)
+	case p.Delay < 0:
+		return fmt.Errorf("%w: job %s: negative delay %s", ErrInvalidParams, p.Lease.ID, p.Delay)
+	}
+	if err := CheckText(p.Error, MaxErrorLength); err != nil {
+		return fmt.Errorf("%w: job %s: error text: %w", ErrInvalidParams, p.Lease.ID, err)
+	}
+	return nil
 }
 
 // ControlOp is a user's request on one job.
@@ -200,11 +233,16 @@ const (
 	// requested (the owner cancels the handler at its next heartbeat).
 	// Cancelled → no change. Succeeded, dead → ErrWrongState.
 	OpCancel ControlOp = iota + 1
-	// OpPause: scheduled, retrying → paused. Paused → no change. Others →
-	// ErrWrongState (a running attempt is never interrupted by a pause).
+	// OpPause: scheduled, retrying → paused. Paused → no change. Running
+	// → pause requested: the attempt is never interrupted; when it ends
+	// with a retry, snooze or hand-back (or its lease is rescued with
+	// attempts left) the job becomes paused instead, with the run_at it
+	// would have had; a success, a dead end or a cancel end as usual.
+	// Succeeded, dead, cancelled → ErrWrongState.
 	OpPause
-	// OpResume: paused → scheduled, run_at kept. Scheduled, retrying → no
-	// change. Others → ErrWrongState.
+	// OpResume: paused → scheduled, run_at kept. Running with a pause
+	// requested → the request is withdrawn. Scheduled, retrying, running
+	// → no change. Others → ErrWrongState.
 	OpResume
 	// OpRunNow: scheduled, retrying, paused → scheduled with run_at = now.
 	// Dead, cancelled → scheduled with run_at = now and attempt reset to 0

@@ -34,7 +34,13 @@ type JobRecord struct {
 	// Priority is one of PriorityHigh, PriorityNormal, PriorityLow.
 	Priority int
 	// RunAt is the earliest time, in the store's clock, the job may start.
+	// It moves with each retry, snooze, hand-back and RunNow.
 	RunAt time.Time
+	// ScheduledAt is the run time the job was scheduled for: its RunAt when
+	// it was inserted (store clock). It never changes afterwards, so it
+	// stays the originally scheduled time across retries, snoozes,
+	// hand-backs and RunNow. For a periodic job it is the tick.
+	ScheduledAt time.Time
 	// Attempt counts the attempts started so far (a claim adds one; a
 	// snooze or hand-back takes it back).
 	Attempt int
@@ -55,6 +61,18 @@ type JobRecord struct {
 	// CancelRequested is set when a running job was asked to cancel; its
 	// owner learns of it at the next lease extension.
 	CancelRequested bool
+	// PauseRequested is set when a running job was paused: its attempt
+	// runs to its end, then the job becomes paused instead of being
+	// retried or rescheduled (a success still ends succeeded). Cleared
+	// when the attempt ends or by a resume.
+	PauseRequested bool
+	// Fence is the job's fencing token: every claim increments it, and
+	// nothing else changes it, so it grows strictly with each attempt, even
+	// across snoozes, hand-backs and RunNow (which give back or reset
+	// Attempt). A handler passes it to its own downstream writes so that
+	// a late write of an earlier attempt can be refused there. Zero until
+	// the first claim.
+	Fence int64
 	// CreatedAt is when the job was inserted (store clock).
 	CreatedAt time.Time
 	// AttemptedAt is when the latest attempt was claimed (store clock).
@@ -78,4 +96,18 @@ type AttemptError struct {
 type Lease struct {
 	ID    uuid.UUID
 	Token uuid.UUID
+}
+
+// Rescued is one job RescueExpired took back from an owner whose lease
+// expired.
+type Rescued struct {
+	// ID and Kind name the job.
+	ID   uuid.UUID
+	Kind string
+	// Owner is the node whose lease expired.
+	Owner string
+	// Attempt is the attempt that was cut short.
+	Attempt int
+	// State is where the job went: retrying, paused, dead or cancelled.
+	State State
 }

@@ -12,6 +12,7 @@ import "fmt"
 //	    │                   │ lease expired (owner died) ──▶ retrying or dead (RescueExpired)
 //	    │                   │ snooze(d) or hand-back ──▶ scheduled (run_at = now + d; attempt not counted)
 //	    └── resume ── paused ◀── pause ── scheduled | retrying
+//	running ──pause──▶ pause requested; the attempt runs to its end ──▶ paused (instead of retrying or scheduled)
 //	scheduled | retrying | paused ──cancel──▶ cancelled
 //	running ──cancel──▶ cancel requested; the owner's heartbeat cancels the handler ──▶ cancelled
 //
@@ -37,8 +38,11 @@ const (
 	StateRetrying State = "retrying"
 
 	// StatePaused: held by an operator; never claimed. Entered by pause from
-	// scheduled or retrying. Left by resume (to scheduled, keeping run_at),
-	// RunNow (to scheduled, run_at = now) and cancel. Not final.
+	// scheduled or retrying, and from running when a paused job's attempt
+	// ends with a retry, snooze or hand-back (or its lease is rescued with
+	// attempts left): a pause waits for the running attempt, never
+	// interrupts it. Left by resume (to scheduled, keeping run_at), RunNow
+	// (to scheduled, run_at = now) and cancel. Not final.
 	StatePaused State = "paused"
 
 	// StateSucceeded: the handler returned nil. Entered by Finish. Final.

@@ -70,8 +70,11 @@ type Store interface {
 	// longer held (stale token: the job was rescued, re-claimed, finished
 	// or pruned), and then nothing changed for that job. For a job whose
 	// cancel was requested, retry, snooze and release become cancelled
-	// (attempt kept). A negative Delay or an unknown
-	// Outcome fails the whole call with ErrInvalidParams.
+	// (attempt kept); for a job whose pause was requested, they become
+	// paused (run_at and attempt as the outcome sets them). A row that
+	// FinishParams.Validate refuses, or that the database cannot store,
+	// fails the whole call with an error wrapping ErrInvalidParams, so that
+	// callers never retry it as they would a transient failure.
 	Finish(ctx context.Context, params []FinishParams) (ok []bool, err error)
 
 	// Get returns the job with the given ID, or ErrNotFound.
@@ -86,9 +89,12 @@ type Store interface {
 	// RescueExpired takes back at most limit running jobs whose lease
 	// expired before store now: to retrying (due now) while attempts
 	// remain, otherwise to dead, recording a "lease expired" error; a job
-	// whose cancel was requested goes to cancelled instead. It returns how
-	// many it rescued; limit < 1 is ErrInvalidParams.
-	RescueExpired(ctx context.Context, limit int) (int, error)
+	// whose cancel was requested goes to cancelled instead, and one whose
+	// pause was requested to paused (due now) while attempts remain. It is
+	// one atomic, idempotent operation, safe for every host to run at
+	// once: concurrent callers rescue disjoint jobs. It returns the jobs
+	// it rescued; limit < 1 is ErrInvalidParams.
+	RescueExpired(ctx context.Context, limit int) ([]Rescued, error)
 
 	// Now returns the store's clock.
 	Now(ctx context.Context) (time.Time, error)

@@ -138,12 +138,12 @@ func (s *Store) ListNodes(ctx context.Context) ([]*store.NodeRecord, error) {
 
 // ReapNodes marks lapsed running nodes dead and removes old stopped and
 // dead ones; see store.NodeRegistry.
-func (s *Store) ReapNodes(ctx context.Context, params *store.ReapParams) (dead, removed int, err error) {
+func (s *Store) ReapNodes(ctx context.Context, params *store.ReapParams) (dead, removed []string, err error) {
 	if params == nil || params.Retention < 0 {
-		return 0, 0, fmt.Errorf("reap nodes: %w: retention must be >= 0", store.ErrInvalidParams)
+		return nil, nil, fmt.Errorf("reap nodes: %w: retention must be >= 0", store.ErrInvalidParams)
 	}
 	if err := s.lock(ctx); err != nil {
-		return 0, 0, fmt.Errorf("reap nodes: %w", err)
+		return nil, nil, fmt.Errorf("reap nodes: %w", err)
 	}
 	defer s.mu.Unlock()
 	now := s.clock()
@@ -152,11 +152,13 @@ func (s *Store) ReapNodes(ctx context.Context, params *store.ReapParams) (dead, 
 		switch {
 		case n.State == store.NodeRunning && !n.ExpiresAt.After(now):
 			n.State = store.NodeDead
-			dead++
+			dead = append(dead, name)
 		case n.State != store.NodeRunning && n.ExpiresAt.Before(horizon):
 			delete(s.cluster.nodes, name)
-			removed++
+			removed = append(removed, name)
 		}
 	}
+	slices.Sort(dead)
+	slices.Sort(removed)
 	return dead, removed, nil
 }

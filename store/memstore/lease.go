@@ -30,13 +30,13 @@ func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*
 	for _, l := range params.Leases {
 		j := s.held(l)
 		if j == nil {
-			res.Lost = append(res.Lost, l.ID)
+			res.Lost = append(res.Lost, l)
 			continue
 		}
 		j.rec.LeaseExpiresAt = expires
 		s.leases.fix(j)
 		if j.rec.CancelRequested {
-			res.CancelRequested = append(res.CancelRequested, l.ID)
+			res.CancelRequested = append(res.CancelRequested, l)
 		}
 	}
 	return res, nil

@@ -14,18 +14,18 @@ import (
 // AttemptError "lease expired (owner X)" and loses its lease token. It
 // returns how many jobs it rescued. A limit < 1 fails with an error wrapping
 // store.ErrInvalidParams. Subscribers are notified of jobs made retrying.
-func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
+func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, error) {
 	if limit < 1 {
-		return 0, fmt.Errorf("rescue expired leases: %w: limit %d < 1", store.ErrInvalidParams, limit)
+		return nil, fmt.Errorf("rescue expired leases: %w: limit %d < 1", store.ErrInvalidParams, limit)
 	}
 	if err := s.lock(ctx); err != nil {
-		return 0, fmt.Errorf("rescue expired leases: %w", err)
+		return nil, fmt.Errorf("rescue expired leases: %w", err)
 	}
 	now := s.clock()
 	var ns notes
 	notify := s.subs.any()
-	n := 0
-	for ; n < limit; n++ {
+	var rescued []store.Rescued
+	for len(rescued) < limit {
 		j := s.leases.top()
 		if j == nil || !j.rec.LeaseExpiresAt.Before(now) {
 			break
@@ -53,10 +53,11 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
 			r.State, r.FinishedAt = store.StateDead, now
 		}
 		s.index(j)
+		rescued = append(rescued, store.Rescued{ID: r.ID, Kind: r.Kind, Owner: r.Owner, Attempt: r.Attempt, State: r.State})
 	}
 	s.mu.Unlock()
 	s.subs.deliver(ns.list)
-	return n, nil
+	return rescued, nil
 }
 
 // Prune deletes up to params.Limit final jobs (succeeded, dead, cancelled)

@@ -189,9 +189,9 @@ func TestRescueExpiredUsesStoreClock(t *testing.T) {
 			claim(t, st, 1, "k")
 
 			clk.Add(tt.advance)
-			n, err := st.RescueExpired(ctx, 10)
+			rescued, err := st.RescueExpired(ctx, 10)
 			require.NoError(t, err)
-			assert.Equal(t, tt.wantN, n)
+			assert.Len(t, rescued, tt.wantN)
 			got, err := st.Get(ctx, p.ID)
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantState, got.State)

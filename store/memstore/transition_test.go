@@ -217,12 +217,12 @@ func TestExtendLeases(t *testing.T) {
 		Duration: time.Hour,
 	})
 	require.NoError(t, err)
-	assert.Equal(t, []uuid.UUID{finished.ID, stale.ID, missing.ID}, res.Lost)
-	assert.Equal(t, []uuid.UUID{cancelled.ID}, res.CancelRequested)
+	assert.Equal(t, []store.Lease{{ID: finished.ID, Token: finished.LeaseToken}, stale, missing}, res.Lost)
+	assert.Equal(t, []store.Lease{{ID: cancelled.ID, Token: cancelled.LeaseToken}}, res.CancelRequested)
 
-	n, err := st.RescueExpired(ctx, 10)
+	rescued, err := st.RescueExpired(ctx, 10)
 	require.NoError(t, err)
-	assert.Zero(t, n, "extended leases are not rescued")
+	assert.Empty(t, rescued, "extended leases are not rescued")
 	got, err := st.Get(ctx, held.ID)
 	require.NoError(t, err)
 	assert.Equal(t, clk.Now().Add(time.Hour), got.LeaseExpiresAt)

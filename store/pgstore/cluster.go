@@ -57,14 +57,15 @@ WHERE name = $1`
 	reapNodesSQL = `WITH dead AS (
 	UPDATE {nodes} SET metadata = jsonb_set(coalesce(metadata, '{}'), '{state}', '"dead"')
 	WHERE coalesce(metadata->>'state', 'running') = 'running' AND expires_at <= now()
-	RETURNING 1
+	RETURNING name
 ), removed AS (
 	DELETE FROM {nodes}
 	WHERE coalesce(metadata->>'state', 'running') <> 'running'
 	  AND expires_at < now() - $1::bigint * interval '1 microsecond'
-	RETURNING 1
+	RETURNING name
 )
-SELECT (SELECT count(*) FROM dead), (SELECT count(*) FROM removed)`
+SELECT coalesce((SELECT array_agg(name ORDER BY name) FROM dead), '{}'),
+       coalesce((SELECT array_agg(name ORDER BY name) FROM removed), '{}')`
 )
 
 // nodeMeta is the JSON kept in a node row's metadata column.
@@ -195,16 +196,21 @@ func (s *Store) ListNodes(ctx context.Context) ([]*store.NodeRecord, error) {
 
 // ReapNodes marks lapsed running nodes dead and removes old stopped and
 // dead ones, in one statement; see store.NodeRegistry.
-func (s *Store) ReapNodes(ctx context.Context, params *store.ReapParams) (dead, removed int, err error) {
+func (s *Store) ReapNodes(ctx context.Context, params *store.ReapParams) (dead, removed []string, err error) {
 	if err := s.check(); err != nil {
-		return 0, 0, err
+		return nil, nil, err
 	}
 	if params == nil || params.Retention < 0 {
-		return 0, 0, fmt.Errorf("pgstore: reap nodes: retention must be >= 0: %w", store.ErrInvalidParams)
+		return nil, nil, fmt.Errorf("pgstore: reap nodes: retention must be >= 0: %w", store.ErrInvalidParams)
 	}
-	var d, r int64
-	if err := s.pool.QueryRow(ctx, s.clusterSQL(reapNodesSQL), micros(params.Retention)).Scan(&d, &r); err != nil {
-		return 0, 0, fmt.Errorf("pgstore: reap nodes: %w", err)
+	if err := s.pool.QueryRow(ctx, s.clusterSQL(reapNodesSQL), micros(params.Retention)).Scan(&dead, &removed); err != nil {
+		return nil, nil, fmt.Errorf("pgstore: reap nodes: %w", err)
 	}
-	return int(d), int(r), nil
+	if len(dead) == 0 {
+		dead = nil
+	}
+	if len(removed) == 0 {
+		removed = nil
+	}
+	return dead, removed, nil
 }

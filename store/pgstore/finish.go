@@ -79,15 +79,15 @@ func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*
 		ids[i], tokens[i] = l.ID, l.Token
 	}
 	rows, _ := s.pool.Query(ctx, s.q.extend, ids, tokens, micros(params.Duration))
-	held := make(map[uuid.UUID]bool, len(ids))
+	held := make(map[store.Lease]bool, len(ids))
 	var (
-		id     uuid.UUID
+		l      store.Lease
 		cancel bool
 	)
-	_, err := pgx.ForEachRow(rows, []any{&id, &cancel}, func() error {
-		held[id] = true
+	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &cancel}, func() error {
+		held[l] = true
 		if cancel {
-			res.CancelRequested = append(res.CancelRequested, id)
+			res.CancelRequested = append(res.CancelRequested, l)
 		}
 		return nil
 	})
@@ -95,8 +95,8 @@ func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*
 		return nil, fmt.Errorf("pgstore: extend leases: %w", err)
 	}
 	for _, l := range params.Leases {
-		if !held[l.ID] {
-			res.Lost = append(res.Lost, l.ID)
+		if !held[l] {
+			res.Lost = append(res.Lost, l)
 		}
 	}
 	return res, nil

@@ -16,18 +16,28 @@ import (
 // "lease expired" error. A job whose cancel was requested becomes cancelled
 // instead, as Finish would have made it. Jobs made retrying notify
 // listeners. limit must be > 0.
-func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
+func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, error) {
 	if err := s.check(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if limit < 1 {
-		return 0, fmt.Errorf("pgstore: rescue: limit %d < 1: %w", limit, store.ErrInvalidParams)
+		return nil, fmt.Errorf("pgstore: rescue: limit %d < 1: %w", limit, store.ErrInvalidParams)
 	}
-	var n, notified int64
-	if err := s.pool.QueryRow(ctx, s.q.rescue, limit, s.channel).Scan(&n, &notified); err != nil {
-		return 0, fmt.Errorf("pgstore: rescue expired leases: %w", err)
+	rows, _ := s.pool.Query(ctx, s.q.rescue, limit, s.channel)
+	var (
+		r     store.Rescued
+		state string
+		out   []store.Rescued
+	)
+	_, err := pgx.ForEachRow(rows, []any{&r.ID, &r.Kind, &r.Owner, &r.Attempt, &state}, func() error {
+		r.State = store.State(state)
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: rescue expired leases: %w", err)
 	}
-	return int(n), nil
+	return out, nil
 }
 
 // Prune deletes up to params.Limit final jobs that finished more than

@@ -176,7 +176,7 @@ SELECT id FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 UPDATE {jobs} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond'
 FROM locked
 WHERE j.id = locked.id -- locked checked state and token on the rows it holds
-RETURNING j.id, j.cancel_requested`,
+RETURNING j.id, j.lease_token, j.cancel_requested`,
 
 		// Rescue: expired leases, oldest first, skipping rows another
 		// rescuer (or a late Finish) holds. A job whose cancel was
@@ -198,9 +198,9 @@ RETURNING j.id, j.cancel_requested`,
 		finished_at = CASE WHEN ` + rescueStateSQL + ` = 'retrying' THEN NULL ELSE now() END
 	FROM expired
 	WHERE j.id = expired.id AND j.state = 'running'
-	RETURNING j.id, j.kind, j.state, j.run_at
+	RETURNING j.id, j.kind, j.state, j.run_at, j.owner, j.attempt
 ), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$2") + `)
-SELECT count(*), (SELECT count(*) FROM notified) FROM changed`,
+SELECT id, kind, owner, attempt, state FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 
 		prune: `DELETE FROM {jobs} WHERE id IN (
 	SELECT id FROM {jobs}

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axsched/ax/store"
@@ -39,9 +38,9 @@ func testLease(t *testing.T, newStore NewStoreFunc) {
 		res := extend(t, st, longLease, lease(j))
 		require.Empty(t, res.Lost)
 		waitUntilStoreTime(t, st, j.LeaseExpiresAt)
-		n, err := st.RescueExpired(t.Context(), 100)
+		rescued, err := st.RescueExpired(t.Context(), 100)
 		require.NoError(t, err)
-		require.Zero(t, n)
+		require.Empty(t, rescued)
 		got := get(t, st, id)
 		require.Equal(t, store.StateRunning, got.State)
 		require.Equal(t, j.LeaseToken, got.LeaseToken)
@@ -71,9 +70,9 @@ func testLease(t *testing.T, newStore NewStoreFunc) {
 				id := insertOne(t, st, "lease.lost")
 				j := claimOnly(t, st, "lease.lost", id, shortLease)
 				waitUntilStoreTime(t, st, j.LeaseExpiresAt)
-				n, err := st.RescueExpired(t.Context(), 10)
+				rescued, err := st.RescueExpired(t.Context(), 10)
 				require.NoError(t, err)
-				require.Equal(t, 1, n)
+				require.Len(t, rescued, 1)
 				return lease(j), get(t, st, id)
 			}},
 			{"Finished", func(t *testing.T, st store.Store) (store.Lease, *store.JobRecord) {
@@ -101,7 +100,7 @@ func testLease(t *testing.T, newStore NewStoreFunc) {
 				unknown := store.Lease{ID: newID(t), Token: newID(t)}
 
 				res := extend(t, st, 2*time.Hour, lease(held), lost, unknown)
-				require.ElementsMatch(t, []uuid.UUID{lost.ID, unknown.ID}, res.Lost)
+				require.ElementsMatch(t, []store.Lease{lost, unknown}, res.Lost)
 				require.Empty(t, res.CancelRequested)
 				requireUnchanged(t, st, before)
 				requireTimeNear(t, storeNow(t, st).Add(2*time.Hour), get(t, st, held.ID).LeaseExpiresAt, clockTolerance)
@@ -117,7 +116,7 @@ func testLease(t *testing.T, newStore NewStoreFunc) {
 
 		res := extend(t, st, 2*time.Hour, lease(a), lease(b))
 		require.Empty(t, res.Lost)
-		require.Equal(t, []uuid.UUID{a.ID}, res.CancelRequested)
+		require.Equal(t, []store.Lease{lease(a)}, res.CancelRequested)
 		got := get(t, st, a.ID)
 		require.Equal(t, store.StateRunning, got.State)
 		require.True(t, got.CancelRequested)
@@ -125,10 +124,10 @@ func testLease(t *testing.T, newStore NewStoreFunc) {
 
 		// Reported again at every extension until the owner finishes it.
 		res = extend(t, st, 2*time.Hour, lease(a))
-		require.Equal(t, []uuid.UUID{a.ID}, res.CancelRequested)
+		require.Equal(t, []store.Lease{lease(a)}, res.CancelRequested)
 		finishOne(t, st, a, store.FinishParams{Outcome: store.OutcomeCancelled, Error: "cancelled"})
 		res = extend(t, st, 2*time.Hour, lease(a))
-		require.Equal(t, []uuid.UUID{a.ID}, res.Lost)
+		require.Equal(t, []store.Lease{lease(a)}, res.Lost)
 		require.Empty(t, res.CancelRequested)
 	})
 

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axsched/ax/store"
@@ -34,10 +33,11 @@ func testRescue(t *testing.T, newStore NewStoreFunc) {
 				waitUntilStoreTime(t, st, j.LeaseExpiresAt)
 
 				before := storeNow(t, st)
-				n, err := st.RescueExpired(t.Context(), 10)
+				rescued, err := st.RescueExpired(t.Context(), 10)
 				require.NoError(t, err)
-				require.Equal(t, 1, n)
+				require.Len(t, rescued, 1)
 				after := storeNow(t, st)
+				require.Equal(t, store.Rescued{ID: id, Kind: "rescue", Owner: owner, Attempt: 1, State: c.wantState}, rescued[0])
 
 				got := get(t, st, id)
 				require.Equal(t, c.wantState, got.State)
@@ -51,9 +51,9 @@ func testRescue(t *testing.T, newStore NewStoreFunc) {
 				require.Equal(t, c.wantState.Claimable(), len(claim(t, st, claimParams(10, longLease, "rescue")).Jobs) == 1, "a retrying job is due at once")
 
 				// Nothing left to rescue.
-				n, err = st.RescueExpired(t.Context(), 10)
+				rescued, err = st.RescueExpired(t.Context(), 10)
 				require.NoError(t, err)
-				require.Zero(t, n)
+				require.Empty(t, rescued)
 			})
 		}
 	})
@@ -188,10 +188,10 @@ func testRescue(t *testing.T, newStore NewStoreFunc) {
 					rescueErr = err
 					return
 				}
-				if k == 0 {
+				if len(k) == 0 {
 					return
 				}
-				rescued += k
+				rescued += len(k)
 			}
 		})
 		close(start)
@@ -218,14 +218,14 @@ func testRescue(t *testing.T, newStore NewStoreFunc) {
 
 		// Before a new claim: the zombie owner can neither finish nor extend.
 		require.Equal(t, []bool{false}, finish(t, st, store.FinishParams{Lease: lease(j), Outcome: store.OutcomeSucceeded}))
-		require.Equal(t, []uuid.UUID{id}, extend(t, st, longLease, lease(j)).Lost)
+		require.Equal(t, []store.Lease{lease(j)}, extend(t, st, longLease, lease(j)).Lost)
 		requireUnchanged(t, st, rescued)
 
 		// After a new claim: likewise, and the new holder is untouched.
 		current := claimOnly(t, st, "rescue", id, longLease)
 		held := get(t, st, id)
 		require.Equal(t, []bool{false}, finish(t, st, store.FinishParams{Lease: lease(j), Outcome: store.OutcomeDead, Error: "zombie"}))
-		require.Equal(t, []uuid.UUID{id}, extend(t, st, longLease, lease(j)).Lost)
+		require.Equal(t, []store.Lease{lease(j)}, extend(t, st, longLease, lease(j)).Lost)
 		requireUnchanged(t, st, held)
 		require.Equal(t, []bool{true}, finish(t, st, store.FinishParams{Lease: lease(current), Outcome: store.OutcomeSucceeded}))
 	})
@@ -234,9 +234,9 @@ func testRescue(t *testing.T, newStore NewStoreFunc) {
 // rescue runs RescueExpired with limit and requires it rescued want jobs.
 func rescue(t *testing.T, st store.Store, limit, want int) {
 	t.Helper()
-	n, err := st.RescueExpired(t.Context(), limit)
+	rescued, err := st.RescueExpired(t.Context(), limit)
 	require.NoError(t, err)
-	require.Equal(t, want, n, "RescueExpired(%d)", limit)
+	require.Len(t, rescued, want, "RescueExpired(%d)", limit)
 }
 
 // boolInt returns 1 for true and 0 for false.
