@@ -30,9 +30,12 @@ func (r *runtime) claimLoop() {
 		case <-poll.C:
 		}
 		if err := r.claimRound(); err != nil {
+			if r.work.Err() != nil {
+				return // Stop's deadline cut the claim short
+			}
 			failures++
 			retry := min(time.Duration(1<<min(failures, 10))*10*time.Millisecond, r.cfg.PollInterval)
-			r.log.Warn("claim failed", zap.Error(err), zap.Duration("retry_in", retry))
+			r.log.Warn("claim failed", zap.Error(err), zap.Float64(fieldRetryInMS, ms(retry)))
 			r.wakeAt(r.s.now().Add(retry))
 		} else {
 			failures = 0
@@ -48,9 +51,14 @@ func (r *runtime) claimRound() error {
 	params := &store.ClaimParams{Owner: r.cfg.Node, LeaseDuration: r.cfg.LeaseDuration}
 	r.mu.Lock()
 	params.Limit = r.free
+	clear(r.capped)
 	for _, k := range kinds {
 		if n := min(k.settings.concurrency-r.busy[k.kind], r.free); n > 0 {
 			params.Kinds = append(params.Kinds, store.KindLimit{Kind: k.kind, Limit: n})
+		} else if r.free > 0 {
+			// Left out at its cap, so the claim cannot tell whether it
+			// has due jobs: a slot of this kind freeing wakes the claimer.
+			r.capped[k.kind] = true
 		}
 	}
 	if params.Limit == 0 || len(params.Kinds) == 0 {
@@ -61,7 +69,7 @@ func (r *runtime) claimRound() error {
 	}
 	r.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	ctx, cancel := context.WithTimeout(r.work, claimTimeout)
 	defer cancel()
 	before := r.s.now()
 	res, err := r.store.Claim(ctx, params)

@@ -22,10 +22,6 @@ type cluster struct {
 	quit chan struct{}
 	done chan struct{}
 
-	// elected receives a signal when this host becomes leader, so that
-	// maintenance rescues at once instead of at its next tick.
-	elected chan struct{}
-
 	// Leadership as this host knows it. leading and term are written only
 	// by the cluster goroutine (and by stop, after it ended); leaderUntil
 	// is the host time (UnixNano) at which the leadership lapses unless
@@ -42,7 +38,6 @@ func newCluster(r *runtime) *cluster {
 		interval: r.cfg.LeaderTTL / 3,
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
-		elected:  make(chan struct{}, 1),
 	}
 	c.leaser, _ = r.store.(store.Leaser)
 	c.registry, _ = r.store.(store.NodeRegistry)
@@ -61,12 +56,13 @@ func (r *runtime) startCluster() {
 
 // stopCluster stops the cluster goroutine, releases the leadership (so
 // another host takes it within LeaderTTL/3, not LeaderTTL) and marks the
-// node stopped. It runs after maintenance has stopped.
-func (r *runtime) stopCluster() {
+// node stopped, giving up when grace ends (Stop's grace deadline) or after
+// ReleaseTimeout. It runs after maintenance has stopped.
+func (r *runtime) stopCluster(grace context.Context) {
 	c := r.cluster
 	close(c.quit)
 	<-c.done
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ReleaseTimeout)
+	ctx, cancel := context.WithTimeout(grace, r.cfg.ReleaseTimeout)
 	defer cancel()
 	c.resign(ctx)
 	c.stopNode(ctx)
@@ -97,7 +93,8 @@ func (c *cluster) tick() {
 }
 
 // callCtx bounds one store call of the cluster goroutine by the tick
-// interval, so a hung store never delays the next tick by more than that.
+// interval, so a hung store never delays the next tick by more than that,
+// and ends it when Stop begins.
 func (c *cluster) callCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), c.interval)
+	return context.WithTimeout(c.r.life, c.interval)
 }

@@ -2,6 +2,7 @@ package ax
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -33,146 +34,220 @@ func (cp completion) fields(extra ...zap.Field) []zap.Field {
 
 // completer buffers attempt outcomes and writes them in batches: one store
 // call per flush, at most FlushInterval after the first outcome arrived.
-// While the store is unreachable it retries; the jobs stay leased (the
-// heartbeat keeps extending them) so nothing is rerun meanwhile.
+//
+// A failing write is told apart by its error. A transient failure (store
+// unreachable, timeout) is retried with backoff: the jobs stay leased (the
+// heartbeat keeps extending them) so nothing is rerun meanwhile. A refusal
+// (store.ErrInvalidParams: a row the store cannot keep) is never retried
+// as is: the batch is split in halves until the refused row stands alone,
+// so every other outcome is written, and the refused one is discarded, its
+// attempt dropped from the heartbeat so the job is rescued and retried once
+// its lease expires. Outcomes are cleaned before they get here (see
+// runtime.outcome), so a refusal means a store with stricter limits than
+// the contract's.
+//
+// The queue is bounded (Config.Workers outcomes): add blocks while it is
+// full, which holds a worker slot, so the claimer takes no more jobs while
+// the store is slow to take outcomes. Stop closes the queue (blocked adds
+// return at once, their outcomes counted as not written), writes what is
+// queued until its deadline plus ReleaseTimeout, and reports what it could
+// not write.
 type completer struct {
-	r    *runtime
-	in   chan completion
-	done chan struct{}
+	r        *runtime
+	capacity int
+	done     chan struct{}
 
-	// closeMu lets add check closed and send atomically with respect to
-	// stop, so a late handler (abandoned by Stop) cannot send on a closed
-	// channel.
-	closeMu sync.RWMutex
+	mu      sync.Mutex
+	queue   []completion
 	closed  bool
+	ready   chan struct{} // capacity 1: the queue went from empty to non-empty, or closed
+	hasRoom *sync.Cond    // signalled when the queue shrinks or closes
+	lost    int           // outcomes not written: refused, dropped at close, or cut by Stop's deadline
 
-	// final is cancelled when Stop's flush deadline passes.
+	// final ends when Stop's grace deadline passes: the last writes give
+	// up then.
 	final       context.Context
 	cancelFinal context.CancelFunc
 }
 
 func newCompleter(r *runtime) *completer {
-	final, cancel := context.WithCancel(context.Background())
-	return &completer{
-		r:           r,
-		in:          make(chan completion, r.cfg.Workers),
-		done:        make(chan struct{}),
-		final:       final,
-		cancelFinal: cancel,
+	c := &completer{
+		r:        r,
+		capacity: max(r.cfg.Workers, 1),
+		done:     make(chan struct{}),
+		ready:    make(chan struct{}, 1),
 	}
+	c.hasRoom = sync.NewCond(&c.mu)
+	c.final, c.cancelFinal = context.WithCancel(context.Background())
+	return c
 }
 
-// add queues an outcome; it blocks only while the buffer is full.
-func (c *completer) add(cp completion) {
-	c.closeMu.RLock()
-	defer c.closeMu.RUnlock()
+// add queues an outcome, blocking while the queue is full. It reports
+// false, and the outcome is not written, once Stop closed the queue.
+func (c *completer) add(cp completion) bool {
+	c.mu.Lock()
+	for len(c.queue) >= c.capacity && !c.closed {
+		c.hasRoom.Wait()
+	}
 	if c.closed {
-		c.r.log.Warn("attempt outcome after stop dropped; the job will be rescued", cp.fields()...)
-		return
+		c.lost++
+		c.mu.Unlock()
+		c.r.discard(cp.attempt)
+		c.r.log.Warn("attempt outcome after stop dropped; the job runs again once its lease expires", cp.fields()...)
+		return false
 	}
-	c.in <- cp
+	c.queue = append(c.queue, cp)
+	n := len(c.queue)
+	c.mu.Unlock()
+	if n == 1 || n == maxFlushBatch {
+		c.signal()
+	}
+	return true
 }
 
-// run is the completer's goroutine.
+func (c *completer) signal() {
+	select {
+	case c.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take removes and returns up to maxFlushBatch queued outcomes, and
+// whether the queue is closed.
+func (c *completer) take(batch []completion) ([]completion, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := min(len(c.queue), maxFlushBatch)
+	batch = append(batch[:0], c.queue[:n]...)
+	rest := copy(c.queue, c.queue[n:])
+	clear(c.queue[rest:])
+	c.queue = c.queue[:rest]
+	if n > 0 {
+		c.hasRoom.Broadcast()
+	}
+	return batch, c.closed
+}
+
+// run is the completer's goroutine: it waits for a first outcome, lets
+// others gather for FlushInterval (less when a full batch is queued or
+// Stop began), and writes everything queued.
 func (c *completer) run() {
 	defer close(c.done)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	batch := make([]completion, 0, maxFlushBatch)
+	gather := time.NewTimer(time.Hour)
+	gather.Stop()
+	defer gather.Stop()
+	var (
+		batch  []completion
+		closed bool
+	)
 	for {
-		first, ok := <-c.in
-		if !ok {
-			return
+		<-c.ready
+		gather.Reset(c.r.cfg.FlushInterval)
+		select {
+		case <-gather.C:
+		case <-c.ready: // a full batch is queued, or Stop began
+			gather.Stop()
 		}
-		batch = append(batch[:0], first)
-		timer.Reset(c.r.cfg.FlushInterval)
-		open := true
-	collect:
-		for len(batch) < maxFlushBatch {
-			select {
-			case cp, ok := <-c.in:
-				if !ok {
-					open = false
-					break collect
-				}
-				batch = append(batch, cp)
-			case <-timer.C:
-				break collect
+		for {
+			if batch, closed = c.take(batch); len(batch) == 0 {
+				break
 			}
+			c.flush(batch)
 		}
-		timer.Stop()
-		c.flush(batch)
-		if !open {
+		if closed {
 			return
 		}
 	}
 }
 
-// flush writes a batch, retrying while the store fails, until Stop's final
-// deadline.
+// flush writes a batch: retrying transient failures until Stop's final
+// deadline, splitting refused batches to isolate the refused rows.
 func (c *completer) flush(batch []completion) {
 	params := make([]store.FinishParams, len(batch))
 	for i, cp := range batch {
 		params[i] = cp.params
 	}
-	var ok []bool
 	for try := 0; ; try++ {
 		ctx, cancel := context.WithTimeout(c.final, claimTimeout)
-		var err error
-		ok, err = c.r.store.Finish(ctx, params)
+		ok, err := c.r.store.Finish(ctx, params)
 		cancel()
-		if err == nil {
-			break
-		}
-		if c.final.Err() != nil {
-			c.r.log.Error("outcomes not written before stop; their jobs will be rescued when leases expire",
+		switch {
+		case err == nil:
+			c.written(batch, ok)
+			return
+		case errors.Is(err, store.ErrInvalidParams) && len(batch) > 1:
+			half := len(batch) / 2
+			c.flush(batch[:half])
+			c.flush(batch[half:])
+			return
+		case errors.Is(err, store.ErrInvalidParams):
+			c.r.log.Error("attempt outcome refused by the store; the job runs again once its lease expires",
+				batch[0].fields(zap.NamedError("store_error", err))...)
+			c.notWritten(batch)
+			return
+		case c.final.Err() != nil:
+			c.r.log.Error("outcomes not written before stop; their jobs run again once their leases expire",
 				zap.Int("jobs", len(batch)), zap.Error(err))
-			c.forget(batch)
+			c.notWritten(batch)
 			return
 		}
 		wait := min(time.Duration(1<<min(try, 10))*10*time.Millisecond, 5*time.Second)
-		c.r.log.Warn("write outcomes failed; retrying", zap.Int("jobs", len(batch)), zap.Error(err), zap.Duration("retry_in", wait))
+		c.r.log.Warn("write outcomes failed; retrying", zap.Int("jobs", len(batch)), zap.Error(err), zap.Float64("retry_in_ms", ms(wait)))
 		select {
 		case <-time.After(wait):
 		case <-c.final.Done():
 		}
 	}
-	c.forget(batch)
-	for i, cp := range batch {
-		c.r.logOutcome(cp, ok[i])
-		c.r.emitOutcome(cp, ok[i])
-	}
 }
 
-// forget removes written attempts from the running set.
-func (c *completer) forget(batch []completion) {
-	c.r.mu.Lock()
+// written ends the attempts of a written batch and reports each outcome.
+func (c *completer) written(batch []completion, ok []bool) {
+	r := c.r
+	r.mu.Lock()
 	for _, cp := range batch {
-		delete(c.r.attempts, cp.attempt.job.ID)
+		r.unregister(cp.attempt)
 	}
-	c.r.mu.Unlock()
+	r.mu.Unlock()
+	for i, cp := range batch {
+		r.logOutcome(cp, ok[i])
+		r.emitOutcome(cp, ok[i])
+	}
 }
 
-// stop flushes what is queued and stops the goroutine. Writes are retried
-// until ctx is done, then for at most ReleaseTimeout more.
-func (c *completer) stop(ctx context.Context) {
-	c.closeMu.Lock()
+// notWritten discards the attempts of outcomes the store did not take and
+// counts them for Stop.
+func (c *completer) notWritten(batch []completion) {
+	c.mu.Lock()
+	c.lost += len(batch)
+	c.mu.Unlock()
+	for _, cp := range batch {
+		c.r.discard(cp.attempt)
+	}
+}
+
+// stop closes the queue and waits for the goroutine to write what is
+// queued: retrying failures until ctx ends, then until grace ends (the
+// grace deadline, when ctx's own passed). It returns how many outcomes were
+// not written.
+func (c *completer) stop(ctx, grace context.Context) int {
+	c.mu.Lock()
 	c.closed = true
-	close(c.in)
-	c.closeMu.Unlock()
+	c.hasRoom.Broadcast()
+	c.mu.Unlock()
+	c.signal()
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		t := time.NewTimer(c.r.cfg.ReleaseTimeout)
 		select {
 		case <-c.done:
-		case <-t.C:
-			c.cancelFinal()
-			<-c.done
+		case <-grace.Done():
 		}
-		t.Stop()
 	}
 	c.cancelFinal()
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lost
 }
 
 // logOutcome logs a written (or refused) outcome at its level: successes at
@@ -191,11 +266,11 @@ func (r *runtime) logOutcome(cp completion, applied bool) {
 	case store.OutcomeSucceeded:
 		msg = "job succeeded"
 	case store.OutcomeRetry:
-		level, msg, extra = zap.WarnLevel, "job failed; retrying", []zap.Field{zap.Duration("retry_in", cp.params.Delay)}
+		level, msg, extra = zap.WarnLevel, "job failed; retrying", []zap.Field{zap.Float64(fieldRetryInMS, ms(cp.params.Delay))}
 	case store.OutcomeDead:
 		level, msg = zap.ErrorLevel, "job dead: no attempts left or permanent error"
 	case store.OutcomeSnooze:
-		msg, extra = "job snoozed", []zap.Field{zap.Duration("snooze", cp.params.Delay)}
+		msg, extra = "job snoozed", []zap.Field{zap.Float64(fieldDelayMS, ms(cp.params.Delay))}
 	case store.OutcomeCancelled:
 		msg = "job cancelled while running"
 	default:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/axsched/ax/store"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Config configures a Scheduler. The zero value of every field but Store
@@ -19,16 +20,19 @@ type Config struct {
 
 	// Logger receives structured logs: every job transition at debug,
 	// failures at warn, dead jobs and lost leases at error. Defaults to a
-	// no-op logger.
+	// logger writing warnings and errors to standard error, one line each
+	// (zap's console encoder, no stack traces), so that failures are seen
+	// even before a logger is set up; zap.NewNop() silences AX.
 	Logger *zap.Logger
 
-	// Node names this host in job records and logs. Defaults to
+	// Node names this host in job records and logs: valid UTF-8 without
+	// NUL bytes, at most store.MaxKindLength (255) bytes. Defaults to
 	// "<hostname>-<pid>-<start time>", which tells when and in what order
 	// nodes started.
 	Node string
 
-	// Workers is how many handlers run at once on this host. Defaults to
-	// 100.
+	// Workers is how many handlers run at once on this host, at most
+	// MaxWorkers. Defaults to 100.
 	Workers int
 
 	// JobTimeout bounds each attempt of kinds without a Timeout option.
@@ -44,10 +48,11 @@ type Config struct {
 	RetryPolicy RetryPolicy
 
 	// LeaseDuration is how long a claimed job stays this host's without a
-	// heartbeat. A host that dies has its jobs rerun elsewhere about
-	// LeaseDuration + RescueInterval later (see LeaderTTL for a dying
-	// leader); a shorter lease means faster failover and more heartbeat
-	// writes. Defaults to 10s.
+	// heartbeat. A host that dies has its jobs rerun elsewhere at most
+	// LeaseDuration + RescueInterval·6/5 after its last heartbeat, whichever
+	// host died (every host rescues, see RescueInterval); a shorter lease
+	// means faster failover and more heartbeat writes. At least
+	// MinLeaseDuration. Defaults to 10s.
 	LeaseDuration time.Duration
 
 	// HeartbeatInterval is how often running jobs' leases are extended (one
@@ -64,27 +69,25 @@ type Config struct {
 	// with others in one batch. Defaults to 2ms.
 	FlushInterval time.Duration
 
-	// RescueInterval is how often expired leases are taken back from dead
-	// hosts. Defaults to 2s.
+	// RescueInterval is how often each host takes back expired leases from
+	// dead hosts (jittered by ±20%, so hosts do not all run it at once; the
+	// operation is atomic and hosts split the work). Defaults to 2s.
 	RescueInterval time.Duration
 
 	// LeaderTTL is how long the maintenance leadership lasts without
-	// renewal. One host of the cluster, the leader, runs the rescuer and
-	// the pruner; it renews its lease, and the other hosts try to take it,
-	// every LeaderTTL/3 (the same tick heartbeats this host's node row). A
-	// leader that stops gracefully releases the lease, and another host
-	// takes it within LeaderTTL/3; one that dies is replaced within about
-	// LeaderTTL + LeaderTTL/3.
+	// renewal. One host of the cluster, the leader, runs the pruner and
+	// marks dead nodes; it renews its lease, and the other hosts try to
+	// take it, every LeaderTTL/3 (the same tick heartbeats this host's node
+	// row). A leader that stops gracefully releases the lease, and another
+	// host takes it within LeaderTTL/3; one that dies is replaced within
+	// about LeaderTTL + LeaderTTL/3. Failover of jobs does not wait for
+	// it: every host rescues expired leases.
 	//
-	// Failover: the jobs of a host that dies run again elsewhere at most
-	// LeaseDuration + RescueInterval later (12s with the defaults) or, when
-	// the dead host was the leader, at most max(LeaseDuration, LeaderTTL +
-	// LeaderTTL/3) later, since a new leader rescues at once (13.3s). Halving LeaseDuration and LeaderTTL
-	// halves that and doubles the heartbeat writes: one store call per
-	// HeartbeatInterval (LeaseDuration/3) per host for its running jobs,
-	// plus two per LeaderTTL/3 per host for leadership and node rows.
-	// Stores that cannot elect a leader (no store.Leaser) run maintenance
-	// on every host, which is harmless. Defaults to 10s.
+	// Cost: one store call per HeartbeatInterval (LeaseDuration/3) per host
+	// for its running jobs, plus two per LeaderTTL/3 per host for
+	// leadership and node rows. Stores that cannot elect a leader (no
+	// store.Leaser) prune on every host, which is harmless. At least
+	// MinLeaseDuration. Defaults to 10s.
 	LeaderTTL time.Duration
 
 	// NodeTimeout is how long a node may go without a heartbeat before the
@@ -107,8 +110,11 @@ type Config struct {
 	// 24h.
 	Retention time.Duration
 
-	// ReleaseTimeout bounds the store call that hands unfinished jobs back
-	// when Stop's context has already expired. Defaults to 5s.
+	// ReleaseTimeout is how long Stop goes on once its context ended:
+	// handing unfinished jobs back, waiting for their handlers, writing
+	// the last outcomes and leaving the cluster. Stop returns at most
+	// ReleaseTimeout after its context's deadline, whatever the store
+	// does. Defaults to 5s.
 	ReleaseTimeout time.Duration
 
 	// Middleware wraps every kind's handler; the first is the outermost.
@@ -133,6 +139,16 @@ type Config struct {
 	// drives wake-ups: due-ness is decided by the store's clock.
 	Clock func() time.Time
 }
+
+// Bounds checked by New.
+const (
+	// MinLeaseDuration is the shortest LeaseDuration and LeaderTTL: the
+	// heartbeat and election tick at a third of them, and a lease must
+	// outlast a store round trip with room to spare.
+	MinLeaseDuration = 10 * time.Millisecond
+	// MaxWorkers is the largest Workers.
+	MaxWorkers = 1 << 20
+)
 
 // Defaults applied by New.
 const (
@@ -174,6 +190,26 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: Workers (%d), MaxAttempts (%d) and EventBuffer (%d) must not be negative",
 			ErrInvalidConfig, c.Workers, c.MaxAttempts, c.EventBuffer)
 	}
+	if c.Workers > MaxWorkers {
+		return c, fmt.Errorf("%w: Workers %d is more than %d", ErrInvalidConfig, c.Workers, MaxWorkers)
+	}
+	if c.MaxAttempts > store.MaxAttemptsLimit {
+		return c, fmt.Errorf("%w: MaxAttempts %d is more than %d", ErrInvalidConfig, c.MaxAttempts, store.MaxAttemptsLimit)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"LeaseDuration", c.LeaseDuration}, {"LeaderTTL", c.LeaderTTL}} {
+		if d.v != 0 && d.v < MinLeaseDuration {
+			return c, fmt.Errorf("%w: %s %s is below %s", ErrInvalidConfig, d.name, d.v, MinLeaseDuration)
+		}
+	}
+	if err := store.CheckText(c.Node, store.MaxKindLength); err != nil {
+		return c, fmt.Errorf("%w: Node: %w", ErrInvalidConfig, err)
+	}
+	if err := store.CheckText(c.Version, store.MaxKindLength); err != nil {
+		return c, fmt.Errorf("%w: Version: %w", ErrInvalidConfig, err)
+	}
 	for _, o := range c.Observers {
 		if o == nil {
 			return c, fmt.Errorf("%w: nil Observer", ErrInvalidConfig)
@@ -202,7 +238,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: NodeTimeout %s must exceed the node heartbeat interval LeaderTTL/3 (%s)", ErrInvalidConfig, c.NodeTimeout, c.LeaderTTL/3)
 	}
 	if c.Version == "" {
-		c.Version = defaultVersion()
+		c.Version = store.TruncateText(defaultVersion(), store.MaxKindLength)
 	}
 	if c.HeartbeatInterval >= c.LeaseDuration {
 		return c, fmt.Errorf("%w: HeartbeatInterval %s must be below LeaseDuration %s", ErrInvalidConfig, c.HeartbeatInterval, c.LeaseDuration)
@@ -211,13 +247,13 @@ func (c Config) withDefaults() (Config, error) {
 		c.RetryPolicy = ExponentialBackoff{}
 	}
 	if c.Logger == nil {
-		c.Logger = zap.NewNop()
+		c.Logger = defaultLogger()
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
 	if c.Node == "" {
-		c.Node = defaultNodeName(c.Clock())
+		c.Node = store.TruncateText(defaultNodeName(c.Clock()), store.MaxKindLength)
 	}
 	return c, nil
 }
@@ -237,4 +273,15 @@ func defaultNodeName(now time.Time) string {
 		host = "host"
 	}
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), now.UTC().Format("20060102T150405.000"))
+}
+
+// defaultLogger writes warnings and errors to standard error, one line
+// each, in zap's console format, without stack traces (panics in handlers
+// carry their own stack in the error).
+func defaultLogger() *zap.Logger {
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	enc.EncodeDuration = zapcore.MillisDurationEncoder
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), zapcore.WarnLevel)
+	return zap.New(core).Named("ax")
 }

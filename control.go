@@ -28,6 +28,9 @@ const (
 
 // Get returns the job with id, or an error wrapping ErrNotFound.
 func (s *Scheduler) Get(ctx context.Context, id uuid.UUID) (*JobRecord, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, fmt.Errorf("get job %s: %w", id, err)
+	}
 	if s.closed() {
 		return nil, fmt.Errorf("get job %s: %w", id, ErrSchedulerClosed)
 	}
@@ -57,16 +60,21 @@ func (s *Scheduler) Cancel(ctx context.Context, id uuid.UUID) (*JobRecord, error
 	return rec, err
 }
 
-// Pause holds a scheduled or retrying job: it is not run until Resume or
-// RunNow. A running job is never interrupted: pausing it returns
-// ErrWrongState. Pausing a paused job does nothing.
+// Pause holds a job: it is not run until Resume or RunNow. A scheduled or
+// retrying job is paused at once. A running job is never interrupted: the
+// pause is recorded (JobRecord.PauseRequested), the attempt runs to its
+// end, and then the job is paused instead of being retried or
+// rescheduled; a success still ends succeeded, and a job with no attempts
+// left still ends dead. Pausing a paused job does nothing; a succeeded,
+// dead or cancelled job returns ErrWrongState.
 func (s *Scheduler) Pause(ctx context.Context, id uuid.UUID) (*JobRecord, error) {
 	return s.control(ctx, id, store.OpPause)
 }
 
 // Resume makes a paused job scheduled again, keeping its run time (so an
-// overdue job runs at once). Resuming a scheduled or retrying job does
-// nothing; other states return ErrWrongState.
+// overdue job runs at once). For a running job it withdraws a pause
+// requested meanwhile. Resuming a scheduled or retrying job does nothing;
+// other states return ErrWrongState.
 func (s *Scheduler) Resume(ctx context.Context, id uuid.UUID) (*JobRecord, error) {
 	return s.control(ctx, id, store.OpResume)
 }
@@ -80,6 +88,9 @@ func (s *Scheduler) RunNow(ctx context.Context, id uuid.UUID) (*JobRecord, error
 }
 
 func (s *Scheduler) control(ctx context.Context, id uuid.UUID, op store.ControlOp) (*JobRecord, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, fmt.Errorf("%s job %s: %w", op, id, err)
+	}
 	if s.closed() {
 		return nil, fmt.Errorf("%s job %s: %w", op, id, ErrSchedulerClosed)
 	}

@@ -39,6 +39,9 @@ func parseCron(spec string, loc *time.Location, locSet bool) (*cronSchedule, err
 	if prefixed && locSet {
 		return nil, fmt.Errorf("%w: spec %q has a time zone prefix and a Location option", ErrInvalidSchedule, spec)
 	}
+	if err := checkEvery(spec); err != nil {
+		return nil, err
+	}
 	parsed, err := cronParser.Parse(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%w: spec %q: %w", ErrInvalidSchedule, spec, err)
@@ -59,6 +62,29 @@ func parseCron(spec string, loc *time.Location, locSet bool) (*cronSchedule, err
 		return c, nil
 	}
 	return nil, fmt.Errorf("%w: spec %q: unsupported schedule type %T", ErrInvalidSchedule, spec, parsed)
+}
+
+// checkEvery refuses @every intervals robfig/cron would silently round up
+// to one second: zero, negative, below a second, or not whole seconds.
+func checkEvery(spec string) error {
+	rest := spec
+	if strings.HasPrefix(rest, "CRON_TZ=") || strings.HasPrefix(rest, "TZ=") {
+		if _, after, ok := strings.Cut(rest, " "); ok {
+			rest = strings.TrimSpace(after)
+		}
+	}
+	arg, ok := strings.CutPrefix(rest, "@every ")
+	if !ok {
+		return nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(arg))
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: spec %q: %w", ErrInvalidSchedule, spec, err)
+	case d < time.Second || d%time.Second != 0:
+		return fmt.Errorf("%w: spec %q: @every takes whole seconds, at least 1s", ErrInvalidSchedule, spec)
+	}
+	return nil
 }
 
 // next returns the first tick strictly after t, or the zero time when the

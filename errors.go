@@ -14,19 +14,25 @@ var (
 	// ErrSchedulerClosed is returned by every call made after Stop began.
 	ErrSchedulerClosed = errors.New("ax: scheduler closed")
 
-	// ErrInvalidConfig is returned by New for a Config it cannot use.
+	// ErrInvalidConfig is returned by New for a Config it cannot use (a
+	// missing Store, negative or too small durations, a Node name that is
+	// not storable text, out-of-range counts).
 	ErrInvalidConfig = errors.New("ax: invalid config")
 
-	// ErrInvalidKind is returned for an empty or overlong job kind.
+	// ErrInvalidKind is returned for a job kind that is empty, longer than
+	// store.MaxKindLength bytes, not valid UTF-8 or holds a NUL byte.
 	ErrInvalidKind = errors.New("ax: invalid job kind")
 
 	// ErrInvalidOption is returned for an option with a value out of range
-	// (negative delay, unknown priority, zero max attempts or concurrency,
-	// non-positive timeout).
+	// (negative delay, a time outside the years 1 to 9999, unknown
+	// priority, max attempts or concurrency out of range, non-positive
+	// timeout, a unique key or metadata that is not storable text or too
+	// long), and for a nil context.
 	ErrInvalidOption = errors.New("ax: invalid option")
 
 	// ErrInvalidPayload is returned when a payload cannot be encoded as
-	// JSON or is larger than store.MaxPayloadSize.
+	// JSON, is not valid UTF-8 (a json.RawMessage) or is larger than
+	// store.MaxPayloadSize.
 	ErrInvalidPayload = errors.New("ax: invalid payload")
 
 	// ErrDuplicateHandler is returned by Handle for a kind that already has
@@ -61,6 +67,14 @@ var (
 	// ErrStopping is the cause of a handler's context cancellation when Stop
 	// ran out of time; the job is handed back to the store for another host.
 	ErrStopping = errors.New("ax: scheduler stopping")
+
+	// ErrOutcomesNotWritten is returned by Stop (joined with ctx.Err()
+	// when its deadline passed) when attempt outcomes could not be
+	// written: the store was unreachable until Stop's deadline plus
+	// Config.ReleaseTimeout, or refused a row. Nothing is lost: those jobs
+	// are still running in the store, and are rescued and run again once
+	// their leases expire.
+	ErrOutcomesNotWritten = errors.New("ax: attempt outcomes not written")
 )
 
 // Permanent marks err as a permanent failure: the job goes to dead without

@@ -68,8 +68,16 @@ type Event struct {
 	JobKind  string
 	Attempt  int
 	Metadata map[string]string
-	// StartLag is start minus run_at in the store's clock (EventStarted).
+	// StartLag is how late the handler started (EventStarted): its start
+	// on the host's clock minus the job's run_at converted to the host's
+	// clock (with the store-to-host offset measured at each claim). It is
+	// what a user of the job sees.
 	StartLag time.Duration
+	// ClaimLag is how late the job was claimed (EventStarted): the claim
+	// minus run_at, both in the store's clock. StartLag minus ClaimLag is
+	// the time from the claim to the handler (the claim's round trip,
+	// the hand-off to a worker).
+	ClaimLag time.Duration
 	// Duration is the handler's run time (outcome events).
 	Duration time.Duration
 	// Delay is the retry backoff or snooze delay (EventRetried,

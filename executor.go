@@ -24,14 +24,10 @@ func (r *runtime) launch(rec *store.JobRecord, hostNow time.Time) {
 		lastExtended: hostNow,
 	}
 	r.mu.Lock()
-	r.attempts[rec.ID] = a
+	r.register(a)
 	r.free--
 	r.busy[rec.Kind]++
 	r.mu.Unlock()
-	if ce := r.log.Check(zap.DebugLevel, "job started"); ce != nil {
-		ce.Write(append(jobFields(job), zap.Float64(fieldLagMS, ms(job.StartLag())))...)
-	}
-	r.s.emit(Event{Kind: EventStarted, JobID: job.ID, JobKind: job.Kind, Attempt: job.Attempt, Metadata: job.Metadata, StartLag: job.StartLag()})
 	r.handlers.Add(1)
 	go r.execute(ctx, a)
 }
@@ -41,6 +37,13 @@ func (r *runtime) execute(ctx context.Context, a *attempt) {
 	defer r.handlers.Done()
 	defer a.cancel(nil)
 	start := r.s.now()
+	job := a.job
+	lag := start.Sub(r.s.hostTime(job.RunAt))
+	if ce := r.log.Check(zap.DebugLevel, "job started"); ce != nil {
+		ce.Write(append(jobFields(job), zap.Float64(fieldLagMS, ms(lag)), zap.Float64(fieldClaimLagMS, ms(job.ClaimLag())))...)
+	}
+	r.s.emit(Event{Kind: EventStarted, JobID: job.ID, JobKind: job.Kind, Attempt: job.Attempt, Metadata: job.Metadata,
+		StartLag: lag, ClaimLag: job.ClaimLag()})
 	err := r.callHandler(ctx, a)
 	r.finish(a, err, context.Cause(ctx), r.s.now().Sub(start))
 }
@@ -62,23 +65,25 @@ func (r *runtime) callHandler(ctx context.Context, a *attempt) (err error) {
 	return err
 }
 
-// finish frees the worker slot and queues the attempt's outcome, unless the
-// lease was lost or handed back, when the result must not be written.
+// finish queues the attempt's outcome, unless the lease was lost or handed
+// back, when the result must not be written, and then frees the worker
+// slot.
 //
 // The worker slot is freed only once the outcome is queued: while the
-// store is slow to take outcomes the completer's buffer fills, workers
+// store is slow to take outcomes the completer's queue fills, workers
 // wait here, and the claimer stops taking jobs, so the jobs in flight stay
-// bounded (Workers running plus a buffer of Workers outcomes).
+// bounded (Workers running plus a queue of Workers outcomes).
 func (r *runtime) finish(a *attempt, err, cause error, took time.Duration) {
 	defer r.freeSlot(a)
+	cp := completion{attempt: a, err: err, took: took}
 	r.mu.Lock()
-	a.handlerDone = true
 	discard := a.lost || a.released
 	if discard {
-		delete(r.attempts, a.job.ID)
+		r.unregister(a)
+	} else {
+		a.state = attemptQueued
 	}
 	r.mu.Unlock()
-	cp := completion{attempt: a, err: err, took: took}
 	if discard {
 		// Debug: the lease loss was already logged at error, and a hand-back
 		// at Stop is not a failure.
@@ -91,20 +96,34 @@ func (r *runtime) finish(a *attempt, err, cause error, took time.Duration) {
 	r.completer.add(cp)
 }
 
+// discard drops an attempt whose outcome will not be written: its lease is
+// no longer extended, so the store rescues the job once the lease expires.
+func (r *runtime) discard(a *attempt) {
+	r.mu.Lock()
+	r.unregister(a)
+	r.mu.Unlock()
+}
+
 // freeSlot returns an attempt's worker slot and wakes the claimer if due
-// jobs were left waiting for one.
+// jobs were left waiting for one: any kind's when the last claim had more
+// due than slots, or this kind's when it was left out at its Concurrency
+// cap (the claim could not see whether it had due jobs).
 func (r *runtime) freeSlot(a *attempt) {
+	kind := a.job.Kind
 	r.mu.Lock()
 	r.free++
-	r.busy[a.job.Kind]--
-	wake := r.moreDue
+	r.busy[kind]--
+	wake := r.moreDue || r.capped[kind]
 	r.mu.Unlock()
 	if wake {
 		r.wake()
 	}
 }
 
-// outcome decides what an attempt's result does to the job.
+// outcome decides what an attempt's result does to the job, with fields
+// the store can keep: the error text is valid UTF-8 without NUL bytes and
+// at most store.MaxErrorLength bytes, and delays are never negative (a
+// SnoozeError built by hand or a RetryPolicy may give any value).
 func (r *runtime) outcome(a *attempt, err, cause error) store.FinishParams {
 	p := store.FinishParams{Lease: a.lease}
 	var snooze *SnoozeError
@@ -114,7 +133,7 @@ func (r *runtime) outcome(a *attempt, err, cause error) store.FinishParams {
 	case errors.Is(cause, ErrJobCancelled):
 		p.Outcome = store.OutcomeCancelled
 	case errors.As(err, &snooze):
-		p.Outcome, p.Delay = store.OutcomeSnooze, snooze.Delay
+		p.Outcome, p.Delay = store.OutcomeSnooze, max(snooze.Delay, 0)
 	case errors.Is(err, ErrSkipRetry), a.job.Attempt >= a.job.MaxAttempts:
 		p.Outcome = store.OutcomeDead
 	default:
@@ -122,7 +141,7 @@ func (r *runtime) outcome(a *attempt, err, cause error) store.FinishParams {
 		p.Delay = max(a.kind.settings.retry.NextRetry(a.job.Attempt, err), 0)
 	}
 	if err != nil && snooze == nil {
-		p.Error = err.Error()
+		p.Error = store.TruncateText(err.Error(), store.MaxErrorLength)
 	}
 	return p
 }

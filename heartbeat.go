@@ -8,12 +8,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// heartbeat extends the leases of every job this host holds, in one store
-// call per beat, and cancels the handlers of jobs whose lease is lost or
-// whose cancellation was requested. If the store cannot be reached for a
-// whole lease, the host assumes its leases lapsed (another host may have
-// rescued the jobs) and cancels those handlers itself: a partitioned or
-// paused host stops working on jobs it may no longer own.
+// heartbeat extends the leases of every job this host holds (handlers
+// running, and outcomes not yet written), in one store call per beat, and
+// cancels the handlers of jobs whose lease is lost or whose cancellation
+// was requested. If the store cannot be reached for a whole lease, the host
+// assumes its leases lapsed (another host may have rescued the jobs) and
+// cancels those handlers itself: a partitioned or paused host stops working
+// on jobs it may no longer own.
 type heartbeat struct {
 	r    *runtime
 	quit chan struct{}
@@ -38,6 +39,8 @@ func (h *heartbeat) run() {
 	}
 }
 
+// stop stops the heartbeat and waits for an extension in flight (bounded
+// by HeartbeatInterval).
 func (h *heartbeat) stop() {
 	close(h.quit)
 	<-h.done
@@ -50,10 +53,10 @@ func (h *heartbeat) beat() {
 	var leases []store.Lease
 	r.mu.Lock()
 	for _, a := range r.attempts {
-		if a.lost || a.released {
+		if !a.extendable() {
 			continue
 		}
-		if now.Sub(a.lastExtended) > r.cfg.LeaseDuration && !a.handlerDone {
+		if now.Sub(a.lastExtended) > r.cfg.LeaseDuration && a.state == attemptRunning {
 			h.lose(a, "lease not extended for longer than LeaseDuration")
 			continue
 		}
@@ -75,23 +78,23 @@ func (h *heartbeat) beat() {
 	for _, l := range res.Lost {
 		lost[l] = true
 	}
+	var cancelled []*attempt
 	r.mu.Lock()
 	for _, l := range leases {
-		a := r.attempts[l.ID]
-		if a == nil || a.lease != l {
-			continue
+		a := r.attempts[l]
+		if a == nil {
+			continue // written meanwhile
 		}
 		if !lost[l] {
 			a.lastExtended = before // the store extended from its now, which is after before
 			continue
 		}
-		if !a.handlerDone && !a.released {
+		if a.state == attemptRunning && !a.released {
 			h.lose(a, "store reports the lease lost")
 		}
 	}
-	var cancelled []*attempt
 	for _, l := range res.CancelRequested {
-		if a := r.attempts[l.ID]; a != nil && a.lease == l && !a.handlerDone {
+		if a := r.attempts[l]; a != nil && a.state == attemptRunning {
 			cancelled = append(cancelled, a)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -29,10 +30,29 @@ type Job struct {
 	Attempt int
 	// MaxAttempts is the attempt after which a failure is final.
 	MaxAttempts int
-	// RunAt is when the job became due (store clock).
+	// RunAt is when this attempt became due (store clock): the scheduled
+	// time for a first attempt, later the time a retry, snooze or RunNow
+	// set.
 	RunAt time.Time
+	// ScheduledAt is the time the job was originally scheduled for (store
+	// clock). Unlike RunAt it stays fixed across retries, snoozes and
+	// RunNow.
+	ScheduledAt time.Time
+	// Tick is, for a job of a periodic schedule (see Scheduler.Every), the
+	// schedule's tick the job was made for; zero for other jobs. It is
+	// also the job's ScheduledAt.
+	Tick time.Time
+	// Schedule names the periodic schedule that made the job; empty for
+	// other jobs.
+	Schedule string
+	// FencingToken grows with every attempt of the job (every claim), and
+	// never decreases, even across snoozes and RunNow, which give back or
+	// reset Attempt. Pass it to downstream systems that can refuse a write
+	// carrying a token lower than one they already saw: a late write of an
+	// attempt whose lease was lost is then refused there too.
+	FencingToken int64
 	// StartedAt is when this attempt was claimed (store clock); StartedAt
-	// minus RunAt is the start lag and is never negative.
+	// minus RunAt is the claim lag and is never negative.
 	StartedAt time.Time
 	// CreatedAt is when the job was scheduled (store clock).
 	CreatedAt time.Time
@@ -42,28 +62,35 @@ type Job struct {
 	Errors []store.AttemptError
 }
 
-// StartLag is how late the attempt started: StartedAt minus RunAt, both in
-// the store's clock.
-func (j *Job) StartLag() time.Duration { return j.StartedAt.Sub(j.RunAt) }
+// ClaimLag is how late the attempt was claimed: StartedAt minus RunAt,
+// both in the store's clock. The handler starts a little later (the start
+// lag of EventStarted, measured on the host's clock at the handler's
+// start, adds the hand-off to a worker).
+func (j *Job) ClaimLag() time.Duration { return j.StartedAt.Sub(j.RunAt) }
 
 func jobFromRecord(r *store.JobRecord) *Job {
 	md := r.Metadata
 	if md == nil {
 		md = map[string]string{}
 	}
+	schedule, tick := parsePeriodicKey(r.UniqueKey)
 	return &Job{
-		ID:          r.ID,
-		Kind:        r.Kind,
-		Payload:     json.RawMessage(r.Payload),
-		Metadata:    md,
-		Priority:    PriorityLevel(r.Priority),
-		Attempt:     r.Attempt,
-		MaxAttempts: r.MaxAttempts,
-		RunAt:       r.RunAt,
-		StartedAt:   r.AttemptedAt,
-		CreatedAt:   r.CreatedAt,
-		UniqueKey:   r.UniqueKey,
-		Errors:      r.Errors,
+		ID:           r.ID,
+		Kind:         r.Kind,
+		Payload:      json.RawMessage(r.Payload),
+		Metadata:     md,
+		Priority:     PriorityLevel(r.Priority),
+		Attempt:      r.Attempt,
+		MaxAttempts:  r.MaxAttempts,
+		RunAt:        r.RunAt,
+		ScheduledAt:  r.ScheduledAt,
+		Tick:         tick,
+		Schedule:     schedule,
+		FencingToken: r.Fence,
+		StartedAt:    r.AttemptedAt,
+		CreatedAt:    r.CreatedAt,
+		UniqueKey:    r.UniqueKey,
+		Errors:       r.Errors,
 	}
 }
 
@@ -115,7 +142,8 @@ type scheduleOptionFunc func(*scheduleSettings) error
 func (f scheduleOptionFunc) applySchedule(s *scheduleSettings) error { return f(s) }
 
 // In makes the job due d after the store's current time (not the host's).
-// A negative d is an error wrapping ErrInvalidOption.
+// A negative d is an error wrapping ErrInvalidOption. Every duration fits:
+// the longest, about 292 years, stays within the years the stores keep.
 func In(d time.Duration) ScheduleOption {
 	return scheduleOptionFunc(func(s *scheduleSettings) error {
 		if d < 0 {
@@ -127,11 +155,15 @@ func In(d time.Duration) ScheduleOption {
 }
 
 // At makes the job due at t (compared with the store's clock). A time in the
-// past means due at once. A zero t is an error wrapping ErrInvalidOption.
+// past means due at once. A zero t, or one outside the years 1 to 9999
+// (store.MinTime to store.MaxTime), is an error wrapping ErrInvalidOption.
 func At(t time.Time) ScheduleOption {
 	return scheduleOptionFunc(func(s *scheduleSettings) error {
 		if t.IsZero() {
 			return fmt.Errorf("%w: At(zero time)", ErrInvalidOption)
+		}
+		if err := store.CheckTime(t); err != nil {
+			return fmt.Errorf("%w: At: %w", ErrInvalidOption, err)
 		}
 		s.runAt, s.delay = t, 0
 		return nil
@@ -141,26 +173,49 @@ func At(t time.Time) ScheduleOption {
 // UniqueKey makes Schedule idempotent: while a job that is not cancelled
 // holds key (until it is pruned), scheduling another job with the same key
 // inserts nothing and returns the holder's ID with Duplicate set. The check
-// is a unique index in the store, safe across hosts. An empty key is an
-// error wrapping ErrInvalidOption.
+// is a unique index in the store, safe across hosts. The key must be
+// valid UTF-8 without NUL bytes, 1 to store.MaxUniqueKeyLength bytes, and
+// must not start with "periodic:", the prefix of periodic jobs' keys;
+// otherwise it is an error wrapping ErrInvalidOption.
 func UniqueKey(key string) ScheduleOption {
 	return scheduleOptionFunc(func(s *scheduleSettings) error {
-		if key == "" {
+		switch {
+		case key == "":
 			return fmt.Errorf("%w: empty UniqueKey", ErrInvalidOption)
+		case strings.HasPrefix(key, periodicKeyPrefix):
+			return fmt.Errorf("%w: UniqueKey prefix %q is reserved for periodic jobs", ErrInvalidOption, periodicKeyPrefix)
+		}
+		if err := store.CheckText(key, store.MaxUniqueKeyLength); err != nil {
+			return fmt.Errorf("%w: UniqueKey: %w", ErrInvalidOption, err)
 		}
 		s.uniqueKey = key
 		return nil
 	})
 }
 
+// uniqueKeyOption sets a key made by AX itself (periodic jobs), which may
+// use the reserved prefix.
+type uniqueKeyOption string
+
+func (o uniqueKeyOption) applySchedule(s *scheduleSettings) error {
+	s.uniqueKey = string(o)
+	return nil
+}
+
 // Metadata attaches string metadata to the job (Schedule) or to every job
 // of a periodic schedule (Every), merged over metadata given by earlier
-// options. The handler sees it in Job.Metadata.
+// options. The handler sees it in Job.Metadata. Keys must be non-empty;
+// keys and values must be valid UTF-8 without NUL bytes, and together at
+// most store.MaxMetadataSize bytes; otherwise it is an error wrapping
+// ErrInvalidOption.
 func Metadata(md map[string]string) JobOption { return metadataOption(maps.Clone(md)) }
 
 type metadataOption map[string]string
 
 func (o metadataOption) applySchedule(s *scheduleSettings) error {
+	if err := store.CheckMetadata(o); err != nil {
+		return fmt.Errorf("%w: Metadata: %w", ErrInvalidOption, err)
+	}
 	if s.metadata == nil {
 		s.metadata = make(map[string]string, len(o))
 	}
@@ -169,6 +224,9 @@ func (o metadataOption) applySchedule(s *scheduleSettings) error {
 }
 
 func (o metadataOption) applyPeriodic(s *periodicSettings) error {
+	if err := store.CheckMetadata(o); err != nil {
+		return fmt.Errorf("%w: Metadata: %w", ErrInvalidOption, err)
+	}
 	s.jobOpts = append(s.jobOpts, o)
 	return nil
 }
@@ -220,14 +278,15 @@ func (o priorityOption) applyPeriodic(s *periodicSettings) error {
 
 // MaxAttempts sets how many attempts a job gets before a failure is final:
 // for one job (Schedule) or as the kind's default (Handle). Defaults to
-// Config.MaxAttempts. n < 1 is an error wrapping ErrInvalidOption.
+// Config.MaxAttempts. n outside [1, store.MaxAttemptsLimit] is an error
+// wrapping ErrInvalidOption.
 func MaxAttempts(n int) Option { return maxAttemptsOption(n) }
 
 type maxAttemptsOption int
 
 func (o maxAttemptsOption) check() error {
-	if o < 1 {
-		return fmt.Errorf("%w: MaxAttempts(%d) < 1", ErrInvalidOption, int(o))
+	if o < 1 || o > store.MaxAttemptsLimit {
+		return fmt.Errorf("%w: MaxAttempts(%d) not in [1, %d]", ErrInvalidOption, int(o), store.MaxAttemptsLimit)
 	}
 	return nil
 }

@@ -11,9 +11,10 @@ import (
 const leaderName = "ax.maintenance"
 
 // Leadership. One host of the cluster is the leader and runs the
-// maintenance that should run once: the rescuer (expired leases back to
-// retrying or dead) and the pruner (finished jobs past Retention), plus
-// marking dead nodes. The lease is a row in the store (store.Leaser) with a
+// maintenance that should run once and can wait: the pruner (finished jobs
+// past Retention) and marking dead nodes. (The rescuer runs on every host:
+// failover must not wait for a new leader when the leader is the host that
+// died; see maintain.) The lease is a row in the store (store.Leaser) with a
 // TTL compared in the store's clock; its term grows with every change of
 // holder and is logged with each transition. Each host runs this state
 // machine on its cluster goroutine, every LeaderTTL/3:
@@ -32,13 +33,12 @@ const leaderName = "ax.maintenance"
 // LeaderTTL. The store stamped its expiry from its own now, which is after
 // t0, so a host stops acting as leader no later than the store lets another
 // host take over: two hosts never believe themselves leader at once, up to
-// clock rate drift. Split brain would be harmless anyway: the rescuer and
-// the pruner are idempotent guarded statements.
+// clock rate drift. Split brain would be harmless anyway: the pruner and
+// the node reaper are idempotent guarded statements.
 //
 // A graceful Stop releases the lease (the row expires at once, term kept),
 // so a follower takes over at its next try, within LeaderTTL/3. A leader
-// that dies is replaced within LeaderTTL + LeaderTTL/3. A new leader rescues
-// at once rather than at its next RescueInterval tick.
+// that dies is replaced within LeaderTTL + LeaderTTL/3.
 
 // isLeader reports whether this host is the maintenance leader now.
 func (c *cluster) isLeader() bool {
@@ -56,7 +56,9 @@ func (c *cluster) elect() {
 	before := r.s.now()
 	l, err := c.leaser.AcquireLeader(ctx, &store.LeaderParams{Name: leaderName, Holder: r.cfg.Node, TTL: r.cfg.LeaderTTL})
 	if err != nil {
-		r.log.Warn("leader election failed", zap.Error(err))
+		if r.life.Err() == nil {
+			r.log.Warn("leader election failed", zap.Error(err))
+		}
 		if c.leading.Load() && r.s.now().UnixNano() >= c.leaderUntil.Load() {
 			c.step(false, c.term.Load(), "leadership lease lapsed: it could not be renewed")
 		}
@@ -86,7 +88,7 @@ func (c *cluster) resign(ctx context.Context) {
 	}
 	if _, err := c.leaser.ReleaseLeader(ctx, leaderName, c.r.cfg.Node); err != nil {
 		c.r.log.Warn("release leadership failed: another host takes over when it expires",
-			zap.Error(err), zap.Duration("ttl", c.r.cfg.LeaderTTL))
+			zap.Error(err), zap.Float64("ttl_ms", ms(c.r.cfg.LeaderTTL)))
 	}
 	c.holder.Store(nil)
 	c.step(false, c.term.Load(), "stopping")
@@ -96,12 +98,6 @@ func (c *cluster) resign(ctx context.Context) {
 func (c *cluster) step(leader bool, term int64, why string) {
 	c.leading.Store(leader)
 	c.term.Store(term)
-	if leader {
-		select {
-		case c.elected <- struct{}{}:
-		default:
-		}
-	}
 	c.r.log.Info("maintenance leadership changed", zap.Bool("leader", leader),
 		zap.Int64("term", term), zap.String("reason", why))
 	c.r.s.emit(Event{Kind: EventLeaderChanged, Leader: leader})

@@ -6,13 +6,17 @@ import (
 )
 
 // Log field names, fixed so operators can query them across services.
+// Every duration is a number of milliseconds, in a field ending in _ms.
 const (
 	fieldJobID      = "job_id"
 	fieldKind       = "kind"
 	fieldAttempt    = "attempt"
 	fieldNode       = "node"
-	fieldLagMS      = "lag_ms"
+	fieldLagMS      = "lag_ms"       // handler start (host clock) minus run_at
+	fieldClaimLagMS = "claim_lag_ms" // claim minus run_at, both in the store's clock
 	fieldDurationMS = "duration_ms"
+	fieldRetryInMS  = "retry_in_ms"
+	fieldDelayMS    = "delay_ms"
 	fieldError      = "error"
 	fieldTraceID    = "trace_id"
 )

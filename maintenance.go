@@ -2,6 +2,7 @@ package ax
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -15,30 +16,38 @@ const (
 	maintenanceBatch  = 1000
 	maintenanceRounds = 10
 	pruneInterval     = time.Minute
+	// rescueLogIDs bounds the job IDs named in one "rescued" log line.
+	rescueLogIDs = 50
 )
 
-// maintain runs, on the maintenance leader only (see leader.go), the
-// rescuer (expired leases back to retrying or dead) every RescueInterval,
-// and at once when this host becomes leader, and the pruner (final jobs past
-// Retention) every minute. Followers skip their ticks. Both are idempotent
-// guarded statements, so a moment of split leadership is harmless.
+// maintain runs the rescuer on every host and the pruner on the leader:
+//
+//   - The rescuer takes back expired leases (to retrying, paused, dead or
+//     cancelled). It is one atomic, idempotent store operation that
+//     concurrent hosts split between them, so it needs no leader: every
+//     host runs it every RescueInterval, jittered by ±20% so hosts do not
+//     all run it at once. A dead host's jobs then run elsewhere
+//     LeaseDuration + RescueInterval after its last heartbeat, whoever died,
+//     the leader included.
+//   - The pruner deletes final jobs past Retention every minute, on the
+//     maintenance leader only (see leader.go): it can wait, and once is
+//     enough.
+//
+// Both stop as soon as Stop begins.
 func (r *runtime) maintain() {
 	defer close(r.maintDone)
-	rescue := time.NewTicker(r.cfg.RescueInterval)
+	rescue := time.NewTimer(jitter(r.cfg.RescueInterval))
 	defer rescue.Stop()
 	prune := time.NewTicker(pruneInterval)
 	defer prune.Stop()
 	pruner, canPrune := r.store.(store.Pruner)
 	for {
 		select {
-		case <-r.maintStop:
+		case <-r.life.Done():
 			return
-		case <-r.cluster.elected:
-			r.rescue()
 		case <-rescue.C:
-			if r.cluster.isLeader() {
-				r.rescue()
-			}
+			r.rescue()
+			rescue.Reset(jitter(r.cfg.RescueInterval))
 		case <-prune.C:
 			if canPrune && r.cluster.isLeader() {
 				r.prune(pruner)
@@ -47,15 +56,40 @@ func (r *runtime) maintain() {
 	}
 }
 
+// jitter returns d ±20%, uniformly.
+func jitter(d time.Duration) time.Duration {
+	return d*4/5 + time.Duration(rand.Int64N(int64(d*2/5)+1))
+}
+
 func (r *runtime) rescue() {
-	total := r.inBatches("rescue expired leases", func(ctx context.Context) (int, error) {
-		rescued, err := r.store.RescueExpired(ctx, maintenanceBatch)
-		return len(rescued), err
+	var rescued []store.Rescued
+	r.inBatches("rescue expired leases", func(ctx context.Context) (int, error) {
+		batch, err := r.store.RescueExpired(ctx, maintenanceBatch)
+		rescued = append(rescued, batch...)
+		return len(batch), err
 	})
-	if total > 0 {
-		r.log.Warn("rescued jobs whose leases expired (their hosts died or stalled)", zap.Int("jobs", total))
-		r.wake()
+	if len(rescued) == 0 {
+		return
 	}
+	owners := make(map[string]bool)
+	ids := make([]string, 0, min(len(rescued), rescueLogIDs))
+	for _, j := range rescued {
+		owners[j.Owner] = true
+		if len(ids) < rescueLogIDs {
+			ids = append(ids, j.ID.String())
+		}
+		if ce := r.log.Check(zap.DebugLevel, "job rescued: its lease expired"); ce != nil {
+			ce.Write(zap.Stringer(fieldJobID, j.ID), zap.String(fieldKind, j.Kind), zap.Int(fieldAttempt, j.Attempt),
+				zap.String("owner", j.Owner), zap.String("state", string(j.State)))
+		}
+	}
+	names := make([]string, 0, len(owners))
+	for o := range owners {
+		names = append(names, o)
+	}
+	r.log.Warn("rescued jobs whose leases expired (their hosts died or stalled)", zap.Int("jobs", len(rescued)),
+		zap.Strings("owners", names), zap.Strings("job_ids", ids), zap.Bool("job_ids_truncated", len(rescued) > len(ids)))
+	r.wake()
 }
 
 func (r *runtime) prune(p store.Pruner) {
@@ -63,21 +97,24 @@ func (r *runtime) prune(p store.Pruner) {
 		return p.Prune(ctx, &store.PruneParams{Retention: r.cfg.Retention, Limit: maintenanceBatch})
 	})
 	if total > 0 {
-		r.log.Info("pruned finished jobs", zap.Int("jobs", total), zap.Duration("retention", r.cfg.Retention))
+		r.log.Info("pruned finished jobs", zap.Int("jobs", total), zap.Float64("retention_ms", ms(r.cfg.Retention)))
 	}
 }
 
 // inBatches runs a bounded maintenance statement until it touches fewer than
-// maintenanceBatch rows or maintenanceRounds have run, and returns the rows
-// touched. A failure is logged and ends the pass; the next tick retries.
+// maintenanceBatch rows, maintenanceRounds have run or Stop begins, and
+// returns the rows touched. A failure is logged and ends the pass; the next
+// tick retries.
 func (r *runtime) inBatches(what string, batch func(ctx context.Context) (int, error)) int {
 	total := 0
 	for range maintenanceRounds {
-		ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+		ctx, cancel := context.WithTimeout(r.life, claimTimeout)
 		n, err := batch(ctx)
 		cancel()
 		if err != nil {
-			r.log.Warn(what+" failed", zap.Error(err))
+			if r.life.Err() == nil {
+				r.log.Warn(what+" failed", zap.Error(err))
+			}
 			break
 		}
 		total += n

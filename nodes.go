@@ -104,7 +104,7 @@ func (c *cluster) heartbeatNode() {
 	err := c.registry.HeartbeatNode(ctx, &store.NodeParams{
 		Name: r.cfg.Node, Version: r.cfg.Version, Kinds: names, TTL: r.cfg.NodeTimeout,
 	})
-	if err != nil {
+	if err != nil && r.life.Err() == nil {
 		r.log.Warn("node heartbeat failed", zap.Error(err))
 	}
 }
@@ -131,10 +131,12 @@ func (c *cluster) reapNodes() {
 	dead, removed, err := c.registry.ReapNodes(ctx, &store.ReapParams{Retention: r.cfg.NodeRetention})
 	switch {
 	case err != nil:
-		r.log.Warn("reap nodes failed", zap.Error(err))
+		if r.life.Err() == nil {
+			r.log.Warn("reap nodes failed", zap.Error(err))
+		}
 	case len(dead) > 0:
 		r.log.Warn("nodes stopped heartbeating: marked dead (their jobs come back when their leases expire)",
-			zap.Strings("nodes", dead), zap.Duration("node_timeout", r.cfg.NodeTimeout))
+			zap.Strings("nodes", dead), zap.Float64("node_timeout_ms", ms(r.cfg.NodeTimeout)))
 	}
 	if len(removed) > 0 {
 		r.log.Info("removed old stopped and dead nodes", zap.Strings("nodes", removed))

@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -237,8 +238,11 @@ func (p *periodicSet) snapshot() []*schedule {
 // clock skew or leadership: every declaring host tries each tick, and the
 // store applies a tick only if it is after the schedule's stored last tick
 // and not after the store's clock, inserting its job in the same atomic
-// operation. The job is due at the tick (Job.RunAt is the tick) and has
-// unique key "periodic:<name>:<tick in UTC, RFC 3339>".
+// operation. The job is due at the tick and has unique key
+// "periodic:<name>:<tick in UTC, RFC 3339>". Its handler finds the
+// schedule's name in Job.Schedule and the tick in Job.Tick (and
+// Job.ScheduledAt), which stay fixed across retries; Job.RunAt is the tick
+// only for the first attempt.
 //
 // A new schedule's first tick is the first after its first declaration in
 // the store. After downtime, missed ticks follow the Misfire policy
@@ -289,8 +293,8 @@ func (s *Scheduler) Every(name, spec string, payload any, opts ...PeriodicOption
 
 // newSchedule validates Every's arguments.
 func (s *Scheduler) newSchedule(name, spec string, payload any, opts []PeriodicOption) (*schedule, error) {
-	if name == "" || len(name) > store.MaxKindLength {
-		return nil, fmt.Errorf("%w: name must be 1 to %d bytes", ErrInvalidSchedule, store.MaxKindLength)
+	if name == "" || store.CheckText(name, store.MaxKindLength) != nil {
+		return nil, fmt.Errorf("%w: name must be 1 to %d bytes of valid UTF-8 without NUL bytes", ErrInvalidSchedule, store.MaxKindLength)
 	}
 	set := periodicSettings{loc: time.UTC, kind: name}
 	for _, o := range opts {
@@ -548,7 +552,42 @@ func (r *runtime) untilNextTick(sc *schedule, now time.Time) time.Duration {
 
 // periodicJob returns the job of sc's tick at.
 func (r *runtime) periodicJob(sc *schedule, at time.Time) (store.InsertParams, error) {
-	opts := append(append([]ScheduleOption(nil), sc.opts...),
-		At(at), UniqueKey("periodic:"+sc.name+":"+at.UTC().Format(time.RFC3339)))
+	opts := append(append([]ScheduleOption(nil), sc.opts...), At(at), uniqueKeyOption(periodicKey(sc.name, at)))
 	return r.s.insertParam(Request{Kind: sc.kind, Payload: sc.payload, Options: opts}, nil)
+}
+
+// periodicKeyPrefix starts the unique key of every periodic job. UniqueKey
+// refuses it, so a key with it always names a schedule and its tick.
+const periodicKeyPrefix = "periodic:"
+
+// periodicKey is the unique key of schedule name's job for tick:
+// "periodic:<name>:<tick in UTC, RFC 3339 with fractional seconds>".
+func periodicKey(name string, tick time.Time) string {
+	return periodicKeyPrefix + name + ":" + tick.UTC().Format(time.RFC3339Nano)
+}
+
+// parsePeriodicKey returns the schedule and tick a periodic job's unique
+// key names, or zero values for any other key. Names may contain ':', and
+// so does the tick, which ends the key: in UTC it has exactly two (hh:mm:ss),
+// so the separator is the third colon from the end.
+func parsePeriodicKey(key string) (name string, tick time.Time) {
+	rest, ok := strings.CutPrefix(key, periodicKeyPrefix)
+	if !ok {
+		return "", time.Time{}
+	}
+	i := strings.LastIndexByte(rest, ':')
+	for range 2 {
+		if i <= 0 {
+			return "", time.Time{}
+		}
+		i = strings.LastIndexByte(rest[:i], ':')
+	}
+	if i <= 0 {
+		return "", time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, rest[i+1:])
+	if err != nil {
+		return "", time.Time{}
+	}
+	return rest[:i], t
 }

@@ -78,7 +78,10 @@ func (b ExponentialBackoff) Bound(attempt int) time.Duration {
 	}
 	bound := base
 	for i := 1; i < attempt && bound < ceiling; i++ {
-		bound *= 2 // stops doubling at the ceiling, so it cannot overflow
+		if bound > ceiling/2 {
+			return ceiling // doubling would pass the ceiling, or overflow
+		}
+		bound *= 2
 	}
 	return min(bound, ceiling)
 }

@@ -2,6 +2,8 @@ package ax
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -24,35 +26,30 @@ type runtime struct {
 	loops   sync.WaitGroup
 	wakeups *wakeups
 
+	// life ends when Stop begins: background work that can simply stop
+	// (maintenance, periodic ticks, cluster calls) runs under it.
+	life       context.Context
+	cancelLife context.CancelFunc
+	// work ends when Stop's context ends (or Stop returns): store calls
+	// that Stop waits for (an in-flight claim) run under it, so a hung
+	// store cannot hold Stop past its deadline.
+	work       context.Context
+	cancelWork context.CancelFunc
+
 	mu       sync.Mutex
-	attempts map[uuid.UUID]*attempt // claimed, until the outcome is written or dropped
-	free     int                    // free worker slots
-	busy     map[string]int         // running handlers per kind
-	moreDue  bool                   // the last claim left due jobs behind
+	attempts map[store.Lease]*attempt // claimed, until the outcome is written or discarded
+	free     int                      // free worker slots
+	busy     map[string]int           // running handlers per kind
+	moreDue  bool                     // the last claim left due jobs behind
+	capped   map[string]bool          // kinds left out of the last claim at their Concurrency cap
 
 	handlers  sync.WaitGroup
 	completer *completer
 	heartbeat *heartbeat
-	maintStop chan struct{}
 	maintDone chan struct{}
 	cluster   *cluster
 
 	unsubscribe func()
-}
-
-// attempt is one claimed job on this host, from claim until its outcome is
-// written (or dropped because the lease was lost or handed back).
-type attempt struct {
-	job    *Job
-	kind   *kindHandler
-	lease  store.Lease
-	cancel context.CancelCauseFunc
-
-	// Guarded by runtime.mu.
-	lastExtended time.Time // host time the lease was last known held
-	handlerDone  bool      // the handler returned
-	lost         bool      // the lease was lost: the result is discarded
-	released     bool      // handed back by Stop: the result is discarded
 }
 
 func newRuntime(s *Scheduler) *runtime {
@@ -63,12 +60,14 @@ func newRuntime(s *Scheduler) *runtime {
 		log:       s.log,
 		wakeCh:    make(chan struct{}, 1),
 		quit:      make(chan struct{}),
-		attempts:  make(map[uuid.UUID]*attempt),
+		attempts:  make(map[store.Lease]*attempt),
 		free:      s.cfg.Workers,
 		busy:      make(map[string]int),
-		maintStop: make(chan struct{}),
+		capped:    make(map[string]bool),
 		maintDone: make(chan struct{}),
 	}
+	r.life, r.cancelLife = context.WithCancel(context.Background())
+	r.work, r.cancelWork = context.WithCancel(context.Background())
 	r.wakeups = newWakeups(s.now, r.wake)
 	r.completer = newCompleter(r)
 	r.heartbeat = newHeartbeat(r)
@@ -129,52 +128,101 @@ func (r *runtime) notified(n store.Notification) {
 	r.wakeAt(t)
 }
 
-// cancelLocal cancels the handler of a job running on this host.
+// cancelLocal cancels the handlers of a job running on this host.
 func (r *runtime) cancelLocal(id uuid.UUID, cause error) {
 	r.mu.Lock()
-	a := r.attempts[id]
+	running := r.runningAttemptsOf(id)
 	r.mu.Unlock()
-	if a != nil {
+	for _, a := range running {
 		a.cancel(cause)
 	}
 }
 
-// stop drains the runtime; see Scheduler.Stop.
+// stop drains the runtime; see Scheduler.Stop. In order:
+//
+//  1. no more claims, periodic ticks or maintenance;
+//  2. running handlers finish until ctx ends; then the rest are cancelled
+//     and handed back to the store, and waited for until the grace
+//     deadline (ctx's end plus ReleaseTimeout);
+//  3. the completer writes every queued outcome, retrying a failing store
+//     until ctx ends, then until the grace deadline;
+//  4. only then the heartbeat stops: until their outcomes are written, the
+//     jobs stay leased, so no other host reruns a job that succeeded here;
+//  5. the cluster membership ends (leadership released, node stopped).
+//
+// It returns by the grace deadline whatever the store does.
 func (r *runtime) stop(ctx context.Context) error {
+	grace, cancelGrace := graceContext(ctx, r.cfg.ReleaseTimeout)
+	defer cancelGrace()
+	stopWork := context.AfterFunc(ctx, r.cancelWork)
+	defer stopWork()
+	defer r.cancelWork()
+
 	if r.unsubscribe != nil {
 		r.unsubscribe()
 	}
+	r.cancelLife()
 	r.stopPeriodic()
 	close(r.quit)
 	r.loops.Wait()
 	r.wakeups.stop()
 
-	handlersDone := make(chan struct{})
-	go func() {
-		r.handlers.Wait()
-		close(handlersDone)
-	}()
-	var err error
-	select {
-	case <-handlersDone:
-	case <-ctx.Done():
-		err = ctx.Err()
-		detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ReleaseTimeout)
-		r.handBack(detached)
-		select {
-		case <-handlersDone:
-		case <-detached.Done():
+	var errs []error
+	if !waitGroupUntil(&r.handlers, ctx) {
+		errs = append(errs, ctx.Err())
+		r.handBack(grace)
+		if !waitGroupUntil(&r.handlers, grace) {
 			r.log.Error("handlers ignored cancellation; abandoning them")
 		}
-		cancel()
+	}
+	if n := r.completer.stop(ctx, grace); n > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d outcome(s); their jobs run again once their leases expire", ErrOutcomesNotWritten, n))
 	}
 	r.heartbeat.stop()
-	r.completer.stop(ctx)
-	close(r.maintStop)
 	<-r.maintDone
-	r.stopCluster()
+	r.stopCluster(grace)
 	r.s.ev.stop()
-	return err
+	return errors.Join(errs...)
+}
+
+// graceContext returns a context that ends grace after ctx ends: the
+// deadline of what Stop still does once its own deadline passed.
+func graceContext(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	g, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu    sync.Mutex
+		timer *time.Timer
+	)
+	stopAfter := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		timer = time.AfterFunc(grace, cancel)
+	})
+	return g, func() {
+		stopAfter()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
+}
+
+// waitGroupUntil waits for wg until ctx ends and reports whether wg was
+// done.
+func waitGroupUntil(wg *sync.WaitGroup, ctx context.Context) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // handBack cancels every handler still running and releases its job to the
@@ -183,7 +231,7 @@ func (r *runtime) handBack(ctx context.Context) {
 	var params []store.FinishParams
 	r.mu.Lock()
 	for _, a := range r.attempts {
-		if a.handlerDone || a.lost {
+		if a.state != attemptRunning || a.lost {
 			continue
 		}
 		a.released = true

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"time"
+	"unicode/utf8"
 
 	"github.com/axsched/ax/store"
 	"github.com/google/uuid"
@@ -53,6 +54,9 @@ func (s *Scheduler) Schedule(ctx context.Context, kind string, payload any, opts
 // Either all are stored (duplicates reported per job) or, on error, none.
 // Results are in the order of reqs.
 func (s *Scheduler) ScheduleMany(ctx context.Context, reqs []Request) ([]ScheduleResult, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, fmt.Errorf("schedule: %w", err)
+	}
 	params, err := s.insertParams(ctx, reqs)
 	if err != nil {
 		return nil, err
@@ -109,7 +113,14 @@ type txInserter interface {
 // the job exists only if tx commits, together with the business write it
 // belongs to. Hosts are woken when tx commits. Stores that cannot do this
 // (memstore) return ErrTxUnsupported. Other errors are as for Schedule.
+//
+// ScheduleTx emits no EventScheduled: the Scheduler cannot know whether tx
+// commits, and an event must never count a job that was never stored. The
+// job's first event is EventStarted, on the host that runs it.
 func (s *Scheduler) ScheduleTx(ctx context.Context, tx pgx.Tx, kind string, payload any, opts ...ScheduleOption) (ScheduleResult, error) {
+	if err := checkContext(ctx); err != nil {
+		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, err)
+	}
 	ti, ok := s.store.(txInserter)
 	if !ok {
 		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, ErrTxUnsupported)
@@ -125,21 +136,37 @@ func (s *Scheduler) ScheduleTx(ctx context.Context, tx pgx.Tx, kind string, payl
 	if err != nil {
 		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, err)
 	}
-	return s.scheduled(params, res)[0], nil
+	return s.report(params, res, false)[0], nil
 }
 
-// scheduled logs inserted jobs and converts store results.
+// scheduled logs stored jobs, emits their EventScheduled and converts
+// store results.
 func (s *Scheduler) scheduled(params []store.InsertParams, res []store.InsertResult) []ScheduleResult {
+	return s.report(params, res, true)
+}
+
+// report logs inserted jobs (committed or, for ScheduleTx, inserted in a
+// transaction) and converts store results; committed jobs also emit
+// EventScheduled.
+func (s *Scheduler) report(params []store.InsertParams, res []store.InsertResult, committed bool) []ScheduleResult {
+	msg := "job scheduled"
+	if !committed {
+		msg = "job scheduled in a transaction (it exists once the transaction commits)"
+	}
 	out := make([]ScheduleResult, len(res))
 	for i, r := range res {
 		out[i] = ScheduleResult{ID: r.ID, Duplicate: r.Duplicate}
-		if !r.Duplicate {
-			s.emit(Event{Kind: EventScheduled, JobID: r.ID, JobKind: params[i].Kind, Metadata: params[i].Metadata})
+		p := &params[i]
+		if committed && !r.Duplicate {
+			s.emit(Event{Kind: EventScheduled, JobID: r.ID, JobKind: p.Kind, Metadata: p.Metadata})
 		}
-		if ce := s.log.Check(zap.DebugLevel, "job scheduled"); ce != nil {
-			ce.Write(zap.Stringer(fieldJobID, r.ID), zap.String(fieldKind, params[i].Kind), traceField(params[i].Metadata),
-				zap.Bool("duplicate", r.Duplicate), zap.Duration("delay", params[i].Delay),
-				zap.Time("run_at", params[i].RunAt), zap.Int("priority", params[i].Priority))
+		if ce := s.log.Check(zap.DebugLevel, msg); ce != nil {
+			when := zap.Float64(fieldDelayMS, ms(p.Delay)) // due Delay after the store's now
+			if !p.RunAt.IsZero() {
+				when = zap.Time("run_at", p.RunAt)
+			}
+			ce.Write(zap.Stringer(fieldJobID, r.ID), zap.String(fieldKind, p.Kind), traceField(p.Metadata),
+				zap.Bool("duplicate", r.Duplicate), when, zap.Int("priority", p.Priority))
 		}
 	}
 	return out
@@ -150,6 +177,9 @@ func (s *Scheduler) insertParams(ctx context.Context, reqs []Request) ([]store.I
 	var ctxMetadata map[string]string
 	if s.cfg.MetadataFromContext != nil {
 		ctxMetadata = s.cfg.MetadataFromContext(ctx)
+		if err := store.CheckMetadata(ctxMetadata); err != nil {
+			return nil, fmt.Errorf("schedule: %w: metadata from Config.MetadataFromContext: %w", ErrInvalidOption, err)
+		}
 	}
 	params := make([]store.InsertParams, len(reqs))
 	for i, r := range reqs {
@@ -213,8 +243,10 @@ func (s *Scheduler) insertParam(r Request, ctxMetadata map[string]string) (store
 func encodePayload(payload any) ([]byte, error) {
 	var b []byte
 	if raw, ok := payload.(json.RawMessage); ok {
-		if !json.Valid(raw) {
-			return nil, fmt.Errorf("%w: json.RawMessage is not valid JSON", ErrInvalidPayload)
+		// encoding/json accepts invalid UTF-8 in strings; no store can keep
+		// it byte for byte.
+		if !json.Valid(raw) || !utf8.Valid(raw) {
+			return nil, fmt.Errorf("%w: json.RawMessage is not valid JSON in UTF-8", ErrInvalidPayload)
 		}
 		b = raw
 	} else {
@@ -229,13 +261,14 @@ func encodePayload(payload any) ([]byte, error) {
 	return b, nil
 }
 
-// checkKind validates a job kind.
+// checkKind validates a job kind: 1 to store.MaxKindLength bytes of valid
+// UTF-8 without NUL bytes.
 func checkKind(kind string) error {
 	if kind == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidKind)
 	}
-	if len(kind) > store.MaxKindLength {
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidKind, len(kind), store.MaxKindLength)
+	if err := store.CheckText(kind, store.MaxKindLength); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrInvalidKind, kind, err)
 	}
 	return nil
 }

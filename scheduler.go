@@ -28,6 +28,7 @@ type Scheduler struct {
 	log   *zap.Logger
 	now   func() time.Time
 
+	startMu  sync.Mutex // serializes Start, which calls the store without holding mu
 	mu       sync.Mutex
 	handlers map[string]*kindHandler
 	phase    phase
@@ -141,12 +142,19 @@ func (s *Scheduler) kinds() []*kindHandler {
 
 // Start starts claiming and running jobs and returns once the Scheduler
 // runs. ctx bounds only the start-up (a first call to the store); the
-// Scheduler runs until Stop. Start after Stop returns ErrSchedulerClosed; a
-// second Start returns nil and does nothing.
+// Scheduler runs until Stop. Start after Stop (or while Stop runs) returns
+// ErrSchedulerClosed; a second Start returns nil and does nothing. Other
+// methods are not held up while Start waits for the store.
 func (s *Scheduler) Start(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch s.phase {
+	ph := s.phase
+	s.mu.Unlock()
+	switch ph {
 	case phaseRunning:
 		return nil
 	case phaseStopping, phaseStopped:
@@ -157,7 +165,14 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("start: reach store: %w", err)
 	}
-	s.measureOffset(hostBefore, s.now(), storeNow)
+	hostAfter := s.now()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.phase != phaseNew {
+		return fmt.Errorf("start: %w", ErrSchedulerClosed) // Stop ran meanwhile
+	}
+	s.measureOffset(hostBefore, hostAfter, storeNow)
 	s.ev.start()
 	s.run = newRuntime(s)
 	s.run.start()
@@ -170,13 +185,24 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // claiming, lets running jobs finish until ctx is done, then cancels the
 // rest (context.Cause ErrStopping) and hands them back to the store at once,
 // as scheduled and without counting the attempt, so another host runs them
-// without waiting for their leases to expire. It flushes every outcome and
-// returns ctx.Err() when the deadline cut jobs short, nil otherwise.
+// without waiting for their leases to expire. It writes every outcome
+// before it lets go of the jobs' leases, so no finished job is run again.
 //
-// Stop is safe to call twice (the second call waits for the first) and
-// before Start. Handlers that ignore their context are waited for at most
-// Config.ReleaseTimeout after the hand-back, then abandoned.
+// Stop returns nil when everything finished and was written. Otherwise it
+// returns ctx.Err() when the deadline cut jobs short, and an error wrapping
+// ErrOutcomesNotWritten when outcomes could not be written (their jobs run
+// again once their leases expire), joined when both happened.
+//
+// Stop returns at most Config.ReleaseTimeout after ctx's deadline, whatever
+// the store does: handlers that ignore their context, and a store that does
+// not answer, are given up on then. With a context that never ends, Stop
+// waits for running handlers and for the store as long as it takes. It is
+// safe to call twice (the second call waits for the first) and before
+// Start; a nil ctx means context.Background().
 func (s *Scheduler) Stop(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	s.mu.Lock()
 	switch s.phase {
 	case phaseNew:
@@ -237,6 +263,15 @@ func (s *Scheduler) measureOffset(hostBefore, hostAfter, storeNow time.Time) {
 // hostTime converts a store time to the host clock.
 func (s *Scheduler) hostTime(storeTime time.Time) time.Time {
 	return storeTime.Add(-time.Duration(s.storeOffset.Load()))
+}
+
+// checkContext refuses a nil context, which would panic deep in a store
+// call.
+func checkContext(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidOption)
+	}
+	return nil
 }
 
 // newJobID returns a UUIDv7.

@@ -67,7 +67,7 @@ func BenchmarkStartLagMemstore(b *testing.B) {
 		}
 		lags := make(chan time.Duration, jobs)
 		_ = s.Handle("noop", ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
-			lags <- j.StartLag()
+			lags <- j.ClaimLag()
 			return nil
 		}))
 		if err := s.Start(context.Background()); err != nil {

@@ -91,7 +91,7 @@ func TestNoJobStartsBeforeRunAt(t *testing.T) {
 				if storeNow.Before(j.RunAt) {
 					t.Errorf("job started %s before its run_at", j.RunAt.Sub(storeNow))
 				}
-				lags <- j.StartLag()
+				lags <- j.ClaimLag()
 				return nil
 			})))
 			start(t, s)

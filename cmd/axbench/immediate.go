@@ -42,7 +42,7 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 		ns, _ := strconv.ParseInt(t0, 10, 64)
 		mu.Lock()
 		toStart = append(toStart, now.Sub(time.Unix(0, ns)))
-		startLag = append(startLag, j.StartLag())
+		startLag = append(startLag, j.ClaimLag())
 		mu.Unlock()
 		c.inc()
 		return nil

@@ -34,7 +34,7 @@ func runLag(ctx context.Context, b *bench) (*result, error) {
 	c := newCounter(o.lagJobs)
 	err = s.Handle(noopKind, ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
 		mu.Lock()
-		samples = append(samples, sample{j.StartLag(), j.RunAt.Sub(j.CreatedAt)})
+		samples = append(samples, sample{j.ClaimLag(), j.RunAt.Sub(j.CreatedAt)})
 		mu.Unlock()
 		c.inc()
 		return nil
@@ -88,6 +88,6 @@ func runLag(ctx context.Context, b *bench) (*result, error) {
 		t.Rows = append(t.Rows, append([]string{fmt.Sprintf("%d–%ds", sec, sec+1), fmt.Sprint(len(lags))}, lags.msCells()...))
 	}
 	r.Tables = append(r.Tables, t)
-	r.note("start lag is Job.StartLag(): the claim's now() minus run_at, in the store's clock")
+	r.note("start lag is Job.ClaimLag(): the claim's now() minus run_at, in the store's clock")
 	return r, nil
 }

@@ -90,12 +90,12 @@ func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile strin
 	err = s.Handle(noopKind, ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
 		count.Add(1)
 		last.Store(time.Now().UnixNano())
-		if lag := j.StartLag(); lag < 0 {
+		if lag := j.ClaimLag(); lag < 0 {
 			early.Add(1)
 		}
 		if recordLags {
 			mu.Lock()
-			lagsUS = append(lagsUS, j.StartLag().Microseconds())
+			lagsUS = append(lagsUS, j.ClaimLag().Microseconds())
 			mu.Unlock()
 		}
 		return nil

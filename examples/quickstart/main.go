@@ -52,7 +52,7 @@ func run() error {
 		return err
 	}
 	err = ax.Handle(s, "greet", func(ctx context.Context, j *ax.Job, g Greeting) error {
-		logger.Info("hello from a handler", zap.String("name", g.Name), zap.Duration("start_lag", j.StartLag()))
+		logger.Info("hello from a handler", zap.String("name", g.Name), zap.Duration("claim_lag", j.ClaimLag()))
 		return nil
 	})
 	if err != nil {

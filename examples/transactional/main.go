@@ -58,7 +58,7 @@ func run() error {
 	}
 	sent := make(chan int64, 1)
 	err = ax.Handle(s, "receipt.send", func(ctx context.Context, j *ax.Job, r Receipt) error {
-		fmt.Printf("sending receipt for order %d (start lag %s)\n", r.OrderID, j.StartLag().Round(time.Microsecond))
+		fmt.Printf("sending receipt for order %d (start lag %s)\n", r.OrderID, j.ClaimLag().Round(time.Microsecond))
 		sent <- r.OrderID
 		return nil
 	})
