@@ -357,6 +357,17 @@ func TestEveryRejectsBadInput(t *testing.T) {
 		{"bad priority", "sched", "@daily", nil, []ax.PeriodicOption{ax.Priority(9)}, []error{ax.ErrInvalidOption}},
 		{"empty job kind", "sched", "@daily", nil, []ax.PeriodicOption{ax.JobKind("")}, []error{ax.ErrInvalidKind}},
 		{"unencodable payload", "sched", "@daily", make(chan int), nil, []error{ax.ErrInvalidPayload}},
+		// Defect 10 of the hardening issue: robfig/cron rounds these up to
+		// one second; Every refuses them.
+		{"every zero", "sched", "@every 0s", nil, nil, []error{ax.ErrInvalidSchedule}},
+		{"every negative", "sched", "@every -1s", nil, nil, []error{ax.ErrInvalidSchedule}},
+		{"every below a second", "sched", "@every 500ms", nil, nil, []error{ax.ErrInvalidSchedule}},
+		{"every fractional seconds", "sched", "@every 1500ms", nil, nil, []error{ax.ErrInvalidSchedule}},
+		{"every zoned zero", "sched", "CRON_TZ=Europe/Paris @every 0s", nil, nil, []error{ax.ErrInvalidSchedule}},
+		{"name invalid UTF-8", "sched\xff", "@daily", nil, nil, []error{ax.ErrInvalidSchedule}},
+		{"name NUL", "sched\x00", "@daily", nil, nil, []error{ax.ErrInvalidSchedule}},
+		{"job kind invalid UTF-8", "sched", "@daily", nil, []ax.PeriodicOption{ax.JobKind("k\xff")}, []error{ax.ErrInvalidKind}},
+		{"metadata NUL", "sched", "@daily", nil, []ax.PeriodicOption{ax.Metadata(map[string]string{"k": "\x00"})}, []error{ax.ErrInvalidOption}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
