@@ -12,10 +12,11 @@ import (
 // as store.Store.Claim documents: strictly by priority, then run_at, then
 // ID, taking at most each kind's limit. A kind listed twice keeps its first
 // limit. Each claimed job gets Owner, a fresh random LeaseToken,
-// LeaseExpiresAt = now + LeaseDuration, AttemptedAt = now, Attempt + 1 and
-// CancelRequested false. ClaimResult.NextRunAt is the earliest run_at of the
+// LeaseExpiresAt = now + LeaseDuration, AttemptedAt = now, Attempt + 1,
+// Fence + 1 and CancelRequested and PauseRequested false. ClaimResult.NextRunAt is the earliest run_at of the
 // claimable jobs of the requested kinds left behind (zero when none).
-// Invalid params fail with an error wrapping store.ErrInvalidParams.
+// Invalid params (ClaimParams.Validate, or a kind that is not a storable
+// text) fail with an error wrapping store.ErrInvalidParams.
 //
 // The cost is O(claimed · (kinds + log n)): only the heads of the per-kind,
 // per-priority heaps are read.
@@ -25,6 +26,11 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 	}
 	if err := params.Validate(); err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	for _, k := range params.Kinds {
+		if err := checkTexts(k.Kind); err != nil {
+			return nil, fmt.Errorf("claim jobs: kind: %w", err)
+		}
 	}
 	type want struct {
 		k    *kindIndex
@@ -85,7 +91,9 @@ next:
 			r.LeaseExpiresAt = expires
 			r.AttemptedAt = now
 			r.Attempt++
+			r.Fence++
 			r.CancelRequested = false
+			r.PauseRequested = false
 			s.index(best)
 			res.Jobs = append(res.Jobs, copyRecord(r))
 		}

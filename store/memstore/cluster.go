@@ -23,9 +23,14 @@ type cluster struct {
 }
 
 // AcquireLeader takes or renews the named leadership lease; see
-// store.Leaser. Expiry is compared with the store's clock.
+// store.Leaser. Expiry is compared with the store's clock. Invalid params,
+// or a name or holder that is not a storable text (store.CheckText), fail
+// with an error wrapping store.ErrInvalidParams.
 func (s *Store) AcquireLeader(ctx context.Context, params *store.LeaderParams) (*store.Leadership, error) {
 	if err := params.Validate(); err != nil {
+		return nil, fmt.Errorf("acquire leader: %w", err)
+	}
+	if err := checkTexts(params.Name, params.Holder); err != nil {
 		return nil, fmt.Errorf("acquire leader: %w", err)
 	}
 	if err := s.lock(ctx); err != nil {
@@ -58,8 +63,12 @@ func (s *Store) AcquireLeader(ctx context.Context, params *store.LeaderParams) (
 }
 
 // ReleaseLeader frees the named lease if holder holds it; see
-// store.Leaser.
+// store.Leaser. A name or holder that is not a storable text fails with an
+// error wrapping store.ErrInvalidParams.
 func (s *Store) ReleaseLeader(ctx context.Context, name, holder string) (bool, error) {
+	if err := checkTexts(name, holder); err != nil {
+		return false, fmt.Errorf("release leader: %w", err)
+	}
 	if err := s.lock(ctx); err != nil {
 		return false, fmt.Errorf("release leader: %w", err)
 	}
@@ -77,7 +86,8 @@ func (s *Store) ReleaseLeader(ctx context.Context, name, holder string) (bool, e
 }
 
 // HeartbeatNode registers a node or records its heartbeat; see
-// store.NodeRegistry.
+// store.NodeRegistry. Params that NodeParams.Validate refuses fail with an
+// error wrapping store.ErrInvalidParams and register nothing.
 func (s *Store) HeartbeatNode(ctx context.Context, params *store.NodeParams) error {
 	if err := params.Validate(); err != nil {
 		return fmt.Errorf("node heartbeat: %w", err)
@@ -103,8 +113,12 @@ func (s *Store) HeartbeatNode(ctx context.Context, params *store.NodeParams) err
 	return nil
 }
 
-// StopNode marks a node stopped; see store.NodeRegistry.
+// StopNode marks a node stopped; see store.NodeRegistry. A name that is
+// not a storable text fails with an error wrapping store.ErrInvalidParams.
 func (s *Store) StopNode(ctx context.Context, name string) (bool, error) {
+	if err := checkTexts(name); err != nil {
+		return false, fmt.Errorf("stop node: %w", err)
+	}
 	if err := s.lock(ctx); err != nil {
 		return false, fmt.Errorf("stop node: %w", err)
 	}

@@ -14,9 +14,11 @@ import (
 //
 //   - OpCancel: scheduled, retrying, paused → cancelled (FinishedAt = now,
 //     unique key released); running → CancelRequested; cancelled → no change.
-//   - OpPause: scheduled, retrying → paused; paused → no change.
-//   - OpResume: paused → scheduled, run_at kept; scheduled, retrying → no
-//     change.
+//   - OpPause: scheduled, retrying → paused; paused → no change; running →
+//     PauseRequested (the attempt runs on; Finish or RescueExpired pauses
+//     the job when the attempt ends in a way that would reschedule it).
+//   - OpResume: paused → scheduled, run_at kept; running → PauseRequested
+//     withdrawn; scheduled, retrying → no change.
 //   - OpRunNow: scheduled, retrying, paused → scheduled, run_at = now; dead,
 //     cancelled → scheduled, run_at = now, Attempt = 0, FinishedAt cleared,
 //     errors kept. A cancelled job takes its unique key back, and fails with
@@ -76,6 +78,12 @@ func (s *Store) control(j *job, op store.ControlOp) (changed bool, err error) {
 		switch {
 		case st == store.StatePaused:
 			return false, nil
+		case st == store.StateRunning:
+			// Never interrupt the attempt: record the request, which
+			// decides where the attempt's end takes the job.
+			changed = !r.PauseRequested
+			r.PauseRequested = true
+			return changed, nil
 		case st.Claimable():
 			s.unindex(j)
 			r.State = store.StatePaused
@@ -86,6 +94,10 @@ func (s *Store) control(j *job, op store.ControlOp) (changed bool, err error) {
 		switch {
 		case st.Claimable():
 			return false, nil
+		case st == store.StateRunning:
+			changed = r.PauseRequested
+			r.PauseRequested = false
+			return changed, nil
 		case st == store.StatePaused:
 			s.unindex(j)
 			r.State = store.StateScheduled

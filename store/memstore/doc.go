@@ -13,6 +13,28 @@
 // invariant that a job survives any crash once Schedule returns; use
 // store/pgstore for that, and for several hosts sharing one queue.
 //
+// # What it accepts
+//
+// memstore keeps Go values and could hold any string, but it accepts only
+// what every Store can keep, so that a program tested on memstore does not
+// fail on PostgreSQL. Every call checks its params before changing anything
+// (InsertParams.Validate, FinishParams.Validate, ClaimParams.Validate,
+// NodeParams.Validate, and store.CheckText for the names other calls take)
+// and refuses, with an error wrapping store.ErrInvalidParams, text that is
+// not valid UTF-8 or holds a NUL byte, oversize kinds, unique keys,
+// metadata and error texts, times outside store.MinTime..store.MaxTime and
+// MaxAttempts above store.MaxAttemptsLimit. Payloads are kept byte for byte
+// as given.
+//
+// # Pausing a running job
+//
+// A pause never interrupts an attempt. Pausing a running job sets its
+// PauseRequested; when the attempt ends with a retry, snooze or hand-back,
+// or its lease is rescued with attempts left, the job becomes paused (with
+// the run_at and attempt the outcome set) instead of claimable. A success,
+// a dead end or a cancel end as usual, and a requested cancel wins over the
+// pause. Resume withdraws the request.
+//
 // # Clock
 //
 // The store's clock decides due-ness, leases and every time it stamps

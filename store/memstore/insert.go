@@ -3,7 +3,6 @@ package memstore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 
@@ -15,14 +14,17 @@ var nullJSON = []byte("null")
 
 // Insert inserts jobs atomically, as store.Store.Insert documents. Every row
 // is checked first, and one bad row fails the whole call with an error
-// wrapping store.ErrInvalidParams: InsertParams.Validate, a payload that is
-// not valid JSON, or an ID that is already taken (by a job in the store or an
-// earlier inserted row of the call). A nil or empty payload is stored as
-// JSON null. Payload and metadata are copied. A row whose unique key is held
-// by a job that is not cancelled (in the store or earlier in the call) is
-// not inserted: its result carries the holder's ID and Duplicate = true.
-// A row with a zero RunAt is due Delay after the store's now. Subscribers
-// are notified once per kind with the earliest run_at inserted.
+// wrapping store.ErrInvalidParams: one that InsertParams.Validate refuses
+// (texts, sizes, times and limits, so that memstore accepts only what every
+// Store can keep), or an ID that is already taken (by a job in the store or
+// an earlier inserted row of the call). A nil payload is stored as JSON
+// null; any other is kept byte for byte. Payload and metadata are copied. A
+// row whose unique key is held by a job that is not cancelled (in the store
+// or earlier in the call) is not inserted: its result carries the holder's
+// ID and Duplicate = true. A row with a zero RunAt is due Delay after the
+// store's now; that run_at is also its ScheduledAt, which nothing changes
+// afterwards. Subscribers are notified once per kind with the earliest
+// run_at inserted.
 func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]store.InsertResult, error) {
 	// Check and copy every row outside the lock.
 	// Each job is its own allocation, so a pruned job frees its memory
@@ -34,10 +36,7 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 			return nil, fmt.Errorf("insert jobs: row %d: %w", i, err)
 		}
 		payload := nullJSON
-		if len(p.Payload) > 0 {
-			if !json.Valid(p.Payload) {
-				return nil, fmt.Errorf("insert jobs: row %d: %w: payload is not valid JSON", i, store.ErrInvalidParams)
-			}
+		if p.Payload != nil { // Validate refused an empty one: not JSON
 			payload = bytes.Clone(p.Payload)
 		}
 		var md map[string]string
@@ -109,6 +108,7 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 		if p.RunAt.IsZero() {
 			j.rec.RunAt = stamp(now.Add(p.Delay))
 		}
+		j.rec.ScheduledAt = j.rec.RunAt
 		j.kind = s.kind(p.Kind)
 		s.jobs[p.ID] = j
 		if p.UniqueKey != "" {

@@ -52,9 +52,13 @@ func (s *Store) held(l store.Lease) *job {
 }
 
 // Finish records attempt outcomes in one operation, as store.Store.Finish
-// documents. ok[i] is false, and nothing changed for that row, when
-// params[i].Lease is no longer held. Applied rows leave running (LeaseToken
-// and LeaseExpiresAt cleared, Owner kept) for:
+// documents. Every row is checked with FinishParams.Validate first; one bad
+// row fails the whole call with an error wrapping store.ErrInvalidParams and
+// nothing is applied. ok[i] is false, and nothing changed for that row, when
+// params[i].Lease is no longer held (a lease listed twice is applied once,
+// for its first row). Applied rows leave running (LeaseToken,
+// LeaseExpiresAt, CancelRequested and PauseRequested cleared, Owner kept)
+// for:
 //
 //   - OutcomeSucceeded: succeeded, FinishedAt = now.
 //   - OutcomeRetry: retrying, run_at = now + Delay.
@@ -64,19 +68,15 @@ func (s *Store) held(l store.Lease) *job {
 //   - OutcomeCancelled: cancelled, FinishedAt = now, unique key released.
 //
 // Retry, snooze and release of a job whose cancel was requested become
-// cancelled. Retry, dead and cancelled outcomes append
-// AttemptError{Attempt, now, Error} to the job's errors. A row with an
-// unknown outcome or a negative Delay fails the whole call with an error
-// wrapping store.ErrInvalidParams. Subscribers are notified of jobs made
-// retrying or scheduled.
+// cancelled (attempt kept); otherwise, for a job whose pause was requested,
+// they become paused with the run_at and attempt the outcome sets. Retry,
+// dead and cancelled outcomes append AttemptError{Attempt, now, Error} to
+// the job's errors. Subscribers are notified of jobs made retrying or
+// scheduled, never of paused ones.
 func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool, error) {
 	for i := range params {
-		p := &params[i]
-		if p.Outcome < store.OutcomeSucceeded || p.Outcome > store.OutcomeCancelled {
-			return nil, fmt.Errorf("finish jobs: row %d: %w: unknown outcome %s", i, store.ErrInvalidParams, p.Outcome)
-		}
-		if p.Delay < 0 {
-			return nil, fmt.Errorf("finish jobs: row %d: %w: negative delay %s", i, store.ErrInvalidParams, p.Delay)
+		if err := params[i].Validate(); err != nil {
+			return nil, fmt.Errorf("finish jobs: row %d: %w", i, err)
 		}
 	}
 	ok := make([]bool, len(params))
@@ -100,9 +100,11 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 		case store.OutcomeRetry, store.OutcomeDead, store.OutcomeCancelled:
 			r.Errors = append(r.Errors, store.AttemptError{Attempt: r.Attempt, At: now, Error: p.Error})
 		}
-		if r.CancelRequested && (out == store.OutcomeRetry || out == store.OutcomeSnooze || out == store.OutcomeRelease) {
+		reschedules := out == store.OutcomeRetry || out == store.OutcomeSnooze || out == store.OutcomeRelease
+		if r.CancelRequested && reschedules {
 			out = store.OutcomeCancelled
 		}
+		paused := r.PauseRequested && reschedules
 		leaveRunning(r)
 		switch out {
 		case store.OutcomeSucceeded:
@@ -120,6 +122,11 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 		case store.OutcomeCancelled:
 			r.State, r.FinishedAt = store.StateCancelled, now
 			s.releaseKey(j)
+		}
+		if paused && !r.State.Final() {
+			// The outcome set run_at and attempt; the pause holds the job
+			// there instead of letting it be claimed.
+			r.State = store.StatePaused
 		}
 		s.index(j)
 		if notify && r.State.Claimable() {

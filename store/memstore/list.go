@@ -14,8 +14,9 @@ import (
 // List returns copies of the jobs matching params, ordered by ID (byte
 // order, which for UUIDv7 is creation order): jobs of params.Kind when it is
 // not empty, in one of params.States when it is not empty, with an ID after
-// params.After, at most params.Limit of them. A nil params, a Limit < 1 or
-// an unknown state fails with an error wrapping store.ErrInvalidParams.
+// params.After, at most params.Limit of them. A nil params, a Limit < 1, an
+// unknown state or a kind that is not a storable text (store.CheckText)
+// fails with an error wrapping store.ErrInvalidParams.
 //
 // List walks jobs in ID order from params.After and skips the ones the
 // filters reject, so a selective filter over a large store reads many jobs.
@@ -25,6 +26,9 @@ func (s *Store) List(ctx context.Context, params *store.ListParams) ([]*store.Jo
 	}
 	if params.Limit < 1 {
 		return nil, fmt.Errorf("list jobs: %w: limit %d < 1", store.ErrInvalidParams, params.Limit)
+	}
+	if err := checkTexts(params.Kind); err != nil {
+		return nil, fmt.Errorf("list jobs: kind: %w", err)
 	}
 	var want [numStates]bool
 	for _, st := range params.States {

@@ -10,10 +10,13 @@ import (
 // RescueExpired takes back at most limit running jobs whose lease expired
 // before the store's now, earliest expiry first: to retrying, due now, when
 // Attempt < MaxAttempts, otherwise to dead (FinishedAt = now); a job whose
-// cancel was requested goes to cancelled. Each gets an
-// AttemptError "lease expired (owner X)" and loses its lease token. It
-// returns how many jobs it rescued. A limit < 1 fails with an error wrapping
-// store.ErrInvalidParams. Subscribers are notified of jobs made retrying.
+// cancel was requested goes to cancelled, and one whose pause was requested
+// to paused (due now) while attempts remain. Each gets an AttemptError
+// "lease expired (owner X)" and loses its lease token. It returns the jobs
+// it rescued, earliest expiry first, each with the owner and attempt its
+// lease was cut short on and the state it went to. A limit < 1 fails with
+// an error wrapping store.ErrInvalidParams. Subscribers are notified of
+// jobs made retrying.
 func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("rescue expired leases: %w: limit %d < 1", store.ErrInvalidParams, limit)
@@ -37,13 +40,17 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 			At:      now,
 			Error:   fmt.Sprintf("lease expired (owner %s)", r.Owner),
 		})
-		cancelRequested := r.CancelRequested
+		cancelRequested, pauseRequested := r.CancelRequested, r.PauseRequested
 		leaveRunning(r)
 		switch {
 		case cancelRequested:
 			// The user asked to cancel; a dead owner must not undo that.
 			r.State, r.FinishedAt = store.StateCancelled, now
 			s.releaseKey(j)
+		case r.Attempt < r.MaxAttempts && pauseRequested:
+			// Likewise a pause: the job waits for a resume, not for a
+			// claimer.
+			r.State, r.RunAt = store.StatePaused, now
 		case r.Attempt < r.MaxAttempts:
 			r.State, r.RunAt = store.StateRetrying, now
 			if notify {

@@ -21,10 +21,15 @@ type periodicStates struct {
 }
 
 // DeclarePeriodic implements store.PeriodicStore: an unknown name is
-// created with LastTick = store now; a known one gets spec recorded.
+// created with LastTick = store now; a known one gets spec recorded. An
+// empty name, or a name or spec that is not a storable text
+// (store.CheckText), fails with an error wrapping store.ErrInvalidParams.
 func (s *Store) DeclarePeriodic(ctx context.Context, name, spec string) (*store.PeriodicDeclaration, error) {
 	if name == "" {
 		return nil, fmt.Errorf("declare periodic schedule: %w: empty name", store.ErrInvalidParams)
+	}
+	if err := checkTexts(name, spec); err != nil {
+		return nil, fmt.Errorf("declare periodic schedule: %w", err)
 	}
 	p := &s.periodic
 	p.mu.Lock()
@@ -54,10 +59,16 @@ func (s *Store) DeclarePeriodic(ctx context.Context, name, spec string) (*store.
 }
 
 // FirePeriodic implements store.PeriodicStore. The jobs of the applied
-// ticks go through Insert; when it fails, the last tick is left as it was.
+// ticks go through Insert (so their ScheduledAt is their RunAt, the tick);
+// when it fails, the last tick is left as it was. Params that
+// FirePeriodicParams.Validate refuses, or a name or spec that is not a
+// storable text, fail with an error wrapping store.ErrInvalidParams.
 func (s *Store) FirePeriodic(ctx context.Context, params *store.FirePeriodicParams) (*store.FirePeriodicResult, error) {
 	if err := params.Validate(); err != nil {
 		return nil, fmt.Errorf("fire periodic schedule %q: %w", params.Name, err)
+	}
+	if err := checkTexts(params.Name, params.Spec); err != nil {
+		return nil, fmt.Errorf("fire periodic schedule: %w", err)
 	}
 	p := &s.periodic
 	p.mu.Lock()
@@ -116,8 +127,12 @@ func (s *Store) FirePeriodic(ctx context.Context, params *store.FirePeriodicPara
 	return res, nil
 }
 
-// PeriodicState implements store.PeriodicStore.
+// PeriodicState implements store.PeriodicStore. A name that is not a
+// storable text fails with an error wrapping store.ErrInvalidParams.
 func (s *Store) PeriodicState(ctx context.Context, name string) (*store.PeriodicState, error) {
+	if err := checkTexts(name); err != nil {
+		return nil, fmt.Errorf("periodic schedule: %w", err)
+	}
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("periodic schedule %q: %w", name, err)
 	}

@@ -168,11 +168,14 @@ func (s *Store) unindex(j *job) {
 	s.finished.remove(j)
 }
 
-// leaveRunning clears what only a running job carries. The owner is kept.
+// leaveRunning clears what only a running job carries: its lease and the
+// cancel and pause requests, which were about this attempt. The owner is
+// kept, naming the node that last held the job.
 func leaveRunning(r *store.JobRecord) {
 	r.LeaseToken = uuid.Nil
 	r.LeaseExpiresAt = time.Time{}
 	r.CancelRequested = false
+	r.PauseRequested = false
 }
 
 // releaseKey frees j's unique key if j holds it (j is being cancelled or

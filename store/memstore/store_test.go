@@ -171,13 +171,17 @@ func TestRescueExpiredUsesStoreClock(t *testing.T) {
 	tests := []struct {
 		name        string
 		maxAttempts int
+		requests    []store.ControlOp // made while the job runs
 		advance     time.Duration
 		wantN       int
 		wantState   store.State
 	}{
-		{"LeaseStillValid", 2, time.Minute, 0, store.StateRunning},
-		{"ExpiredAttemptsLeft", 2, time.Minute + time.Microsecond, 1, store.StateRetrying},
-		{"ExpiredLastAttempt", 1, time.Minute + time.Microsecond, 1, store.StateDead},
+		{"LeaseStillValid", 2, nil, time.Minute, 0, store.StateRunning},
+		{"ExpiredAttemptsLeft", 2, nil, time.Minute + time.Microsecond, 1, store.StateRetrying},
+		{"ExpiredLastAttempt", 1, nil, time.Minute + time.Microsecond, 1, store.StateDead},
+		{"ExpiredPauseRequested", 2, []store.ControlOp{store.OpPause}, time.Minute + time.Microsecond, 1, store.StatePaused},
+		{"ExpiredLastAttemptPauseRequested", 1, []store.ControlOp{store.OpPause}, time.Minute + time.Microsecond, 1, store.StateDead},
+		{"ExpiredBothRequested", 2, []store.ControlOp{store.OpPause, store.OpCancel}, time.Minute + time.Microsecond, 1, store.StateCancelled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -187,6 +191,10 @@ func TestRescueExpiredUsesStoreClock(t *testing.T) {
 			p.MaxAttempts = tt.maxAttempts
 			insert(t, st, p)
 			claim(t, st, 1, "k")
+			for _, op := range tt.requests {
+				_, err := st.Control(ctx, p.ID, op)
+				require.NoError(t, err)
+			}
 
 			clk.Add(tt.advance)
 			rescued, err := st.RescueExpired(ctx, 10)
@@ -196,6 +204,10 @@ func TestRescueExpiredUsesStoreClock(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantState, got.State)
 			assert.Len(t, got.Errors, tt.wantN)
+			for _, r := range rescued {
+				assert.Equal(t, store.Rescued{ID: p.ID, Kind: "k", Owner: "node-1", Attempt: 1, State: tt.wantState}, r)
+				assert.Equal(t, clk.Now(), got.Errors[0].At)
+			}
 		})
 	}
 }

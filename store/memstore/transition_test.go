@@ -64,7 +64,7 @@ func TestControlTransitions(t *testing.T) {
 		{store.StateScheduled, store.OpPause, store.StatePaused},
 		{store.StateRetrying, store.OpPause, store.StatePaused},
 		{store.StatePaused, store.OpPause, store.StatePaused},
-		{store.StateRunning, store.OpPause, wrong},
+		{store.StateRunning, store.OpPause, store.StateRunning},
 		{store.StateSucceeded, store.OpPause, wrong},
 		{store.StateDead, store.OpPause, wrong},
 		{store.StateCancelled, store.OpPause, wrong},
@@ -72,7 +72,7 @@ func TestControlTransitions(t *testing.T) {
 		{store.StatePaused, store.OpResume, store.StateScheduled},
 		{store.StateScheduled, store.OpResume, store.StateScheduled},
 		{store.StateRetrying, store.OpResume, store.StateRetrying},
-		{store.StateRunning, store.OpResume, wrong},
+		{store.StateRunning, store.OpResume, store.StateRunning},
 		{store.StateSucceeded, store.OpResume, wrong},
 		{store.StateDead, store.OpResume, wrong},
 		{store.StateCancelled, store.OpResume, wrong},
@@ -130,34 +130,41 @@ func TestControlRunNowDetails(t *testing.T) {
 func TestFinishOutcomes(t *testing.T) {
 	const delay = 10 * time.Second
 	tests := []struct {
-		name            string
-		out             store.Outcome
-		cancelRequested bool
-		wantState       store.State
-		wantAttempt     int
-		wantRunAtDelay  time.Duration // run_at - now, for claimable results
-		wantErrors      int
-		wantKeyHeld     bool
+		name           string
+		out            store.Outcome
+		requests       []store.ControlOp // made while the job runs
+		wantState      store.State
+		wantAttempt    int
+		wantRunAtDelay time.Duration // run_at - now, for claimable and paused results
+		wantErrors     int
+		wantKeyHeld    bool
 	}{
-		{"Succeeded", store.OutcomeSucceeded, false, store.StateSucceeded, 1, 0, 0, true},
-		{"Retry", store.OutcomeRetry, false, store.StateRetrying, 1, delay, 1, true},
-		{"Dead", store.OutcomeDead, false, store.StateDead, 1, 0, 1, true},
-		{"Snooze", store.OutcomeSnooze, false, store.StateScheduled, 0, delay, 0, true},
-		{"Release", store.OutcomeRelease, false, store.StateScheduled, 0, 0, 0, true},
-		{"Cancelled", store.OutcomeCancelled, false, store.StateCancelled, 1, 0, 1, false},
-		{"RetryCancelRequested", store.OutcomeRetry, true, store.StateCancelled, 1, 0, 1, false},
-		{"SnoozeCancelRequested", store.OutcomeSnooze, true, store.StateCancelled, 1, 0, 0, false},
-		{"ReleaseCancelRequested", store.OutcomeRelease, true, store.StateCancelled, 1, 0, 0, false},
-		{"SucceededCancelRequested", store.OutcomeSucceeded, true, store.StateSucceeded, 1, 0, 0, true},
-		{"DeadCancelRequested", store.OutcomeDead, true, store.StateDead, 1, 0, 1, true},
+		{"Succeeded", store.OutcomeSucceeded, nil, store.StateSucceeded, 1, 0, 0, true},
+		{"Retry", store.OutcomeRetry, nil, store.StateRetrying, 1, delay, 1, true},
+		{"Dead", store.OutcomeDead, nil, store.StateDead, 1, 0, 1, true},
+		{"Snooze", store.OutcomeSnooze, nil, store.StateScheduled, 0, delay, 0, true},
+		{"Release", store.OutcomeRelease, nil, store.StateScheduled, 0, 0, 0, true},
+		{"Cancelled", store.OutcomeCancelled, nil, store.StateCancelled, 1, 0, 1, false},
+		{"RetryCancelRequested", store.OutcomeRetry, []store.ControlOp{store.OpCancel}, store.StateCancelled, 1, 0, 1, false},
+		{"SnoozeCancelRequested", store.OutcomeSnooze, []store.ControlOp{store.OpCancel}, store.StateCancelled, 1, 0, 0, false},
+		{"ReleaseCancelRequested", store.OutcomeRelease, []store.ControlOp{store.OpCancel}, store.StateCancelled, 1, 0, 0, false},
+		{"SucceededCancelRequested", store.OutcomeSucceeded, []store.ControlOp{store.OpCancel}, store.StateSucceeded, 1, 0, 0, true},
+		{"DeadCancelRequested", store.OutcomeDead, []store.ControlOp{store.OpCancel}, store.StateDead, 1, 0, 1, true},
+		{"RetryPauseRequested", store.OutcomeRetry, []store.ControlOp{store.OpPause}, store.StatePaused, 1, delay, 1, true},
+		{"SnoozePauseRequested", store.OutcomeSnooze, []store.ControlOp{store.OpPause}, store.StatePaused, 0, delay, 0, true},
+		{"ReleasePauseRequested", store.OutcomeRelease, []store.ControlOp{store.OpPause}, store.StatePaused, 0, 0, 0, true},
+		{"SucceededPauseRequested", store.OutcomeSucceeded, []store.ControlOp{store.OpPause}, store.StateSucceeded, 1, 0, 0, true},
+		{"DeadPauseRequested", store.OutcomeDead, []store.ControlOp{store.OpPause}, store.StateDead, 1, 0, 1, true},
+		{"CancelledPauseRequested", store.OutcomeCancelled, []store.ControlOp{store.OpPause}, store.StateCancelled, 1, 0, 1, false},
+		{"RetryBothRequested", store.OutcomeRetry, []store.ControlOp{store.OpCancel, store.OpPause}, store.StateCancelled, 1, 0, 1, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st, clk := newStore(t)
 			ctx := context.Background()
 			j := jobIn(t, st, store.StateRunning)
-			if tt.cancelRequested {
-				_, err := st.Control(ctx, j.ID, store.OpCancel)
+			for _, op := range tt.requests {
+				_, err := st.Control(ctx, j.ID, op)
 				require.NoError(t, err)
 			}
 			clk.Add(time.Second)
@@ -176,10 +183,13 @@ func TestFinishOutcomes(t *testing.T) {
 			assert.Equal(t, tt.wantAttempt, got.Attempt)
 			assert.Len(t, got.Errors, tt.wantErrors)
 			assert.Equal(t, tt.wantState.Final(), got.FinishedAt.Equal(now))
-			if tt.wantState.Claimable() {
+			if !tt.wantState.Final() {
 				assert.Equal(t, now.Add(tt.wantRunAtDelay), got.RunAt)
 			}
+			assert.Equal(t, j.ScheduledAt, got.ScheduledAt)
+			assert.Equal(t, int64(1), got.Fence)
 			assert.False(t, got.CancelRequested)
+			assert.False(t, got.PauseRequested)
 			assert.Equal(t, uuid.Nil, got.LeaseToken)
 			assert.True(t, got.LeaseExpiresAt.IsZero())
 			assert.Equal(t, "node-1", got.Owner)

@@ -11,7 +11,10 @@ import (
 // Claim claims due jobs as store.Store requires, in one statement (see the
 // package documentation for its shape). Kinds listed twice count once, with
 // the smaller limit. An empty Kinds claims nothing. Due-ness, lease expiry
-// and ClaimResult.Now come from the database's now().
+// and ClaimResult.Now come from the database's now(). Each claimed job's
+// Fence grows by one. Params that ClaimParams.Validate refuses, or kinds
+// PostgreSQL cannot take as text, fail with an error wrapping
+// store.ErrInvalidParams.
 func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.ClaimResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -43,7 +46,7 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 	}
 	rows, err := s.pool.Query(ctx, s.q.claim, kinds, limits, int32(min(params.Limit, 1<<30)), params.Owner, micros(params.LeaseDuration))
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: claim: %w", err)
+		return nil, fmt.Errorf("pgstore: claim: %w", invalidData(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -71,7 +74,7 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 		res.Jobs = append(res.Jobs, j)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgstore: claim: %w", err)
+		return nil, fmt.Errorf("pgstore: claim: %w", invalidData(err))
 	}
 	return res, nil
 }

@@ -50,10 +50,12 @@ ON CONFLICT (name) DO UPDATE SET
 SET expires_at = now(), metadata = jsonb_set(coalesce(metadata, '{}'), '{state}', '"stopped"')
 WHERE name = $1`
 
-	listNodesSQL = `SELECT name, started_at, heartbeat_at, expires_at, metadata FROM {nodes} ORDER BY started_at, name`
+	listNodesSQL = `SELECT name, started_at, heartbeat_at, expires_at, metadata FROM {nodes} ORDER BY started_at, name COLLATE "C"`
 
 	// Both parts see the statement's snapshot: a node marked dead here is
-	// removed by a later call, never by this one.
+	// removed by a later call, never by this one. Names are sorted in byte
+	// order (COLLATE "C"), as memstore sorts them, whatever the database's
+	// collation.
 	reapNodesSQL = `WITH dead AS (
 	UPDATE {nodes} SET metadata = jsonb_set(coalesce(metadata, '{}'), '{state}', '"dead"')
 	WHERE coalesce(metadata->>'state', 'running') = 'running' AND expires_at <= now()
@@ -64,8 +66,8 @@ WHERE name = $1`
 	  AND expires_at < now() - $1::bigint * interval '1 microsecond'
 	RETURNING name
 )
-SELECT coalesce((SELECT array_agg(name ORDER BY name) FROM dead), '{}'),
-       coalesce((SELECT array_agg(name ORDER BY name) FROM removed), '{}')`
+SELECT coalesce((SELECT array_agg(name ORDER BY name COLLATE "C") FROM dead), '{}'),
+       coalesce((SELECT array_agg(name ORDER BY name COLLATE "C") FROM removed), '{}')`
 )
 
 // nodeMeta is the JSON kept in a node row's metadata column.
@@ -86,7 +88,9 @@ func (s *Store) clusterSQL(q string) string {
 // AcquireLeader takes or renews the named leadership lease in one
 // statement (an upsert guarded by holder and expiry, compared with the
 // database's now()); see store.Leaser. When the lease is held by another
-// node it reads the current holder.
+// node it reads the current holder. Invalid params, or a name or holder
+// PostgreSQL refuses as text, fail with an error wrapping
+// store.ErrInvalidParams.
 func (s *Store) AcquireLeader(ctx context.Context, params *store.LeaderParams) (*store.Leadership, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -105,26 +109,29 @@ func (s *Store) AcquireLeader(ctx context.Context, params *store.LeaderParams) (
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: acquire leader %q: %w", params.Name, err)
+		return nil, fmt.Errorf("pgstore: acquire leader %q: %w", params.Name, invalidData(err))
 	}
 	return l, nil
 }
 
 // ReleaseLeader frees the named lease if holder holds it; see
-// store.Leaser.
+// store.Leaser. A name or holder PostgreSQL refuses as text fails with an
+// error wrapping store.ErrInvalidParams.
 func (s *Store) ReleaseLeader(ctx context.Context, name, holder string) (bool, error) {
 	if err := s.check(); err != nil {
 		return false, err
 	}
 	tag, err := s.pool.Exec(ctx, s.clusterSQL(releaseLeaderSQL), name, holder)
 	if err != nil {
-		return false, fmt.Errorf("pgstore: release leader %q: %w", name, err)
+		return false, fmt.Errorf("pgstore: release leader %q: %w", name, invalidData(err))
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
 // HeartbeatNode registers a node or records its heartbeat in one upsert;
-// see store.NodeRegistry.
+// see store.NodeRegistry. Params that NodeParams.Validate refuses, or that
+// PostgreSQL refuses as data, fail with an error wrapping
+// store.ErrInvalidParams and register nothing.
 func (s *Store) HeartbeatNode(ctx context.Context, params *store.NodeParams) error {
 	if err := s.check(); err != nil {
 		return err
@@ -141,25 +148,26 @@ func (s *Store) HeartbeatNode(ctx context.Context, params *store.NodeParams) err
 		return fmt.Errorf("pgstore: node heartbeat: %w", err)
 	}
 	if _, err := s.pool.Exec(ctx, s.clusterSQL(heartbeatNodeSQL), params.Name, micros(params.TTL), meta); err != nil {
-		return fmt.Errorf("pgstore: node heartbeat %q: %w", params.Name, err)
+		return fmt.Errorf("pgstore: node heartbeat %q: %w", params.Name, invalidData(err))
 	}
 	return nil
 }
 
-// StopNode marks a node stopped; see store.NodeRegistry.
+// StopNode marks a node stopped; see store.NodeRegistry. A name PostgreSQL
+// refuses as text fails with an error wrapping store.ErrInvalidParams.
 func (s *Store) StopNode(ctx context.Context, name string) (bool, error) {
 	if err := s.check(); err != nil {
 		return false, err
 	}
 	tag, err := s.pool.Exec(ctx, s.clusterSQL(stopNodeSQL), name)
 	if err != nil {
-		return false, fmt.Errorf("pgstore: stop node %q: %w", name, err)
+		return false, fmt.Errorf("pgstore: stop node %q: %w", name, invalidData(err))
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
-// ListNodes returns the registered nodes by start time then name; see
-// store.NodeRegistry.
+// ListNodes returns the registered nodes by start time then name (in byte
+// order); see store.NodeRegistry.
 func (s *Store) ListNodes(ctx context.Context) ([]*store.NodeRecord, error) {
 	if err := s.check(); err != nil {
 		return nil, err

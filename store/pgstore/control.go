@@ -3,55 +3,72 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 
 	"github.com/axsched/ax/store"
 )
 
-// controlRule is how one ControlOp treats each state: change lists the
-// states its statement moves, noop the states it leaves as they are.
+// controlRule is how one ControlOp treats a job: sql makes the change;
+// when it matches no row, the job as read afterwards tells why: noop
+// reports the jobs the op leaves as they are (the op succeeds), change the
+// jobs sql would have changed (the job changed in between: try again), and
+// any other job is in the wrong state.
 type controlRule struct {
 	sql    string
 	notify bool
-	change []store.State
-	noop   []store.State
+	change func(j *store.JobRecord) bool
+	noop   func(j *store.JobRecord) bool
+}
+
+// in returns a predicate matching jobs in one of states.
+func in(states ...store.State) func(j *store.JobRecord) bool {
+	return func(j *store.JobRecord) bool { return slices.Contains(states, j.State) }
+}
+
+// running returns a predicate matching running jobs whose pause was
+// requested (pauseRequested true) or not.
+func running(pauseRequested bool) func(j *store.JobRecord) bool {
+	return func(j *store.JobRecord) bool {
+		return j.State == store.StateRunning && j.PauseRequested == pauseRequested
+	}
+}
+
+// either returns a predicate matching the jobs a or b matches.
+func either(a, b func(j *store.JobRecord) bool) func(j *store.JobRecord) bool {
+	return func(j *store.JobRecord) bool { return a(j) || b(j) }
 }
 
 func (s *Store) controlRule(op store.ControlOp) (controlRule, bool) {
+	none := func(*store.JobRecord) bool { return false }
 	switch op {
 	case store.OpCancel:
 		return controlRule{sql: s.q.cancel,
-			change: []store.State{store.StateScheduled, store.StateRetrying, store.StatePaused, store.StateRunning},
-			noop:   []store.State{store.StateCancelled}}, true
+			change: in(store.StateScheduled, store.StateRetrying, store.StatePaused, store.StateRunning),
+			noop:   in(store.StateCancelled)}, true
 	case store.OpPause:
 		return controlRule{sql: s.q.pause,
-			change: []store.State{store.StateScheduled, store.StateRetrying},
-			noop:   []store.State{store.StatePaused}}, true
+			change: either(in(store.StateScheduled, store.StateRetrying), running(false)),
+			noop:   either(in(store.StatePaused), running(true))}, true
 	case store.OpResume:
 		return controlRule{sql: s.q.resume, notify: true,
-			change: []store.State{store.StatePaused},
-			noop:   []store.State{store.StateScheduled, store.StateRetrying}}, true
+			change: either(in(store.StatePaused), running(true)),
+			noop:   either(in(store.StateScheduled, store.StateRetrying), running(false))}, true
 	case store.OpRunNow:
 		return controlRule{sql: s.q.runNow, notify: true,
-			change: []store.State{store.StateScheduled, store.StateRetrying, store.StatePaused, store.StateDead, store.StateCancelled}}, true
+			change: in(store.StateScheduled, store.StateRetrying, store.StatePaused, store.StateDead, store.StateCancelled),
+			noop:   none}, true
 	}
 	return controlRule{}, false
 }
 
-func contains(states []store.State, st store.State) bool {
-	for _, s := range states {
-		if s == st {
-			return true
-		}
-	}
-	return false
-}
-
 // Control applies op to the job with the given ID in one guarded statement,
-// as store.Store requires. Resume and RunNow notify listeners. RunNow on a
-// cancelled job whose unique key another live job has taken since returns
-// an error wrapping store.ErrWrongState.
+// as store.Store requires. Pausing a running job sets its pause_requested,
+// which the end of its attempt acts on (see Finish and RescueExpired);
+// resuming it withdraws the request. Resume of a paused job and RunNow
+// notify listeners. RunNow on a cancelled job whose unique key another live
+// job has taken since returns an error wrapping store.ErrWrongState.
 func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (*store.JobRecord, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -85,9 +102,9 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 			return nil, fmt.Errorf("pgstore: %s job %s: %w", op, id, err)
 		case len(jobs) == 0:
 			return nil, fmt.Errorf("pgstore: %s job %s: %w", op, id, store.ErrNotFound)
-		case contains(rule.noop, jobs[0].State):
+		case rule.noop(jobs[0]):
 			return jobs[0], nil
-		case !contains(rule.change, jobs[0].State):
+		case !rule.change(jobs[0]):
 			return nil, fmt.Errorf("pgstore: %s job %s in state %s: %w", op, id, jobs[0].State, store.ErrWrongState)
 		}
 	}

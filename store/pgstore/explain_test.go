@@ -30,15 +30,16 @@ func TestClaimPlanUsesPartialIndex(t *testing.T) {
 	defer s.Close()
 	start := time.Now()
 	for _, q := range []string{
-		`INSERT INTO ax.jobs (id, kind, payload, priority, run_at, max_attempts)
-		 SELECT gen_random_uuid(), 'k', '{}', 1, now() + interval '1 day' + i * interval '1 second', 3
+		`INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts)
+		 SELECT gen_random_uuid(), 'k', '{}', 1, t, t, 3
+		 FROM generate_series(1, 1000000) i, LATERAL (SELECT now() + interval '1 day' + i * interval '1 second' AS t) r`,
+		`INSERT INTO ax.jobs (id, kind, payload, state, priority, run_at, scheduled_at, max_attempts, attempt, fence, finished_at)
+		 SELECT gen_random_uuid(), 'k', '{}', 'succeeded', 2, now() - interval '1 day', now() - interval '1 day', 3, 1, 1,
+		        now() - i * interval '1 millisecond'
 		 FROM generate_series(1, 1000000) i`,
-		`INSERT INTO ax.jobs (id, kind, payload, state, priority, run_at, max_attempts, attempt, finished_at)
-		 SELECT gen_random_uuid(), 'k', '{}', 'succeeded', 2, now() - interval '1 day', 3, 1, now() - i * interval '1 millisecond'
-		 FROM generate_series(1, 1000000) i`,
-		`INSERT INTO ax.jobs (id, kind, payload, priority, run_at, max_attempts)
-		 SELECT gen_random_uuid(), 'k', '{}', 2, now() - i * interval '1 millisecond', 3
-		 FROM generate_series(1, 1000) i`,
+		`INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts)
+		 SELECT gen_random_uuid(), 'k', '{}', 2, t, t, 3
+		 FROM generate_series(1, 1000) i, LATERAL (SELECT now() - i * interval '1 millisecond' AS t) r`,
 		`ANALYZE ax.jobs`,
 	} {
 		if _, err := pool.Exec(ctx, q); err != nil {

@@ -1,4 +1,27 @@
 package pgstore
 
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
 // ClaimSQL returns the claim statement, for the EXPLAIN test.
 func (s *Store) ClaimSQL() string { return s.q.claim }
+
+// MigrateTo migrates DefaultSchema up to version only, as an older release
+// of this package would have, for tests of upgrades.
+func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	if version < 1 || version > len(ms) {
+		return fmt.Errorf("no migration %d", version)
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return migrateTx(ctx, tx, DefaultSchema, ms[:version])
+	})
+}

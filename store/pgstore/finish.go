@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
@@ -12,12 +11,23 @@ import (
 
 // Finish records attempt outcomes as store.Store requires, in one statement
 // whatever the number of params: each row is applied only while the job is
-// running under the given lease token. Jobs that become claimable again
+// running under the given lease token, so of two leases of one job in the
+// same call (a zombie's and the current holder's) only the current one
+// applies, and a lease listed twice is applied once, for its first row.
+// Every row is checked with FinishParams.Validate before anything is sent;
+// a bad row, or one PostgreSQL refuses as data, fails the whole call with
+// an error wrapping store.ErrInvalidParams. Jobs that become claimable again
 // (retry, snooze, release) notify listeners, one notification per kind, so
-// a near-term retry wakes the hosts that can run it.
+// a near-term retry wakes the hosts that can run it; jobs paused instead
+// (their pause was requested) do not.
 func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool, error) {
 	if err := s.check(); err != nil {
 		return nil, err
+	}
+	for i := range params {
+		if err := params[i].Validate(); err != nil {
+			return nil, fmt.Errorf("pgstore: finish row %d: %w", i, err)
+		}
 	}
 	n := len(params)
 	// Raw [16]byte arrays: pgx encodes them directly, where []uuid.UUID
@@ -28,12 +38,6 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 	delays := make([]int64, n)
 	errs := make([]string, n)
 	for i, p := range params {
-		if p.Outcome < store.OutcomeSucceeded || p.Outcome > store.OutcomeCancelled {
-			return nil, fmt.Errorf("pgstore: finish job %s: unknown outcome %s: %w", p.Lease.ID, p.Outcome, store.ErrInvalidParams)
-		}
-		if p.Delay < 0 {
-			return nil, fmt.Errorf("pgstore: finish job %s: negative delay %s: %w", p.Lease.ID, p.Delay, store.ErrInvalidParams)
-		}
 		ids[i], tokens[i], outcomes[i], errs[i] = p.Lease.ID, p.Lease.Token, int32(p.Outcome), p.Error
 		if p.Outcome == store.OutcomeRetry || p.Outcome == store.OutcomeSnooze {
 			delays[i] = micros(p.Delay)
@@ -44,24 +48,27 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 		return ok, nil
 	}
 	rows, _ := s.pool.Query(ctx, s.q.finish, ids, tokens, outcomes, delays, errs, s.channel)
-	applied, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	applied := make(map[store.Lease]bool, n)
+	var l store.Lease
+	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token}, func() error {
+		applied[l] = true
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: finish: %w", err)
-	}
-	done := make(map[uuid.UUID]bool, len(applied))
-	for _, id := range applied {
-		done[id] = true
+		return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
 	}
 	for i, p := range params {
 		// A lease listed twice is applied once: report the first.
-		ok[i] = done[p.Lease.ID]
-		done[p.Lease.ID] = false
+		ok[i] = applied[p.Lease]
+		applied[p.Lease] = false
 	}
 	return ok, nil
 }
 
 // ExtendLeases extends every still-held lease in one statement, as
-// store.Store requires.
+// store.Store requires. Leases are matched on (job, token), so a stale and
+// a current lease of the same job are told apart: the stale one is
+// reported lost and the current one extended.
 func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*store.ExtendResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err

@@ -35,7 +35,11 @@ var errHolderVanished = errors.New("pgstore: unique key holder vanished")
 // unique key, and notifying listeners). Several jobs are written in one
 // transaction: rows without a unique key through COPY, rows with one through
 // a multi-row INSERT … ON CONFLICT DO NOTHING. Listeners get one
-// notification per kind, with the earliest run_at, when it commits.
+// notification per kind, with the earliest run_at, when it commits. Each
+// job's ScheduledAt is the run_at it is inserted with, and its payload is
+// stored as the text given (a json column). Rows that
+// InsertParams.Validate refuses, or that PostgreSQL refuses as data,
+// fail the call with an error wrapping store.ErrInvalidParams.
 func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]store.InsertResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -49,7 +53,7 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 	case 1:
 		res, err := s.insertOne(ctx, s.pool, &params[0])
 		if err != nil {
-			return nil, fmt.Errorf("pgstore: insert: %w", err)
+			return nil, fmt.Errorf("pgstore: insert: %w", invalidData(err))
 		}
 		return []store.InsertResult{res}, nil
 	}
@@ -60,7 +64,7 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: insert: %w", err)
+		return nil, fmt.Errorf("pgstore: insert: %w", invalidData(err))
 	}
 	return res, nil
 }
@@ -95,25 +99,25 @@ func (s *Store) InsertTx(ctx context.Context, tx pgx.Tx, params []store.InsertPa
 		res, err = s.insertMany(ctx, tx, params)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: insert: %w", err)
+		return nil, fmt.Errorf("pgstore: insert: %w", invalidData(err))
 	}
 	return res, nil
 }
 
+// validateInserts checks every row before anything is sent, so that one
+// bad row changes nothing.
 func validateInserts(params []store.InsertParams) error {
 	for i := range params {
-		p := &params[i]
-		if err := p.Validate(); err != nil {
+		if err := params[i].Validate(); err != nil {
 			return fmt.Errorf("pgstore: insert job %d: %w", i, err)
-		}
-		if p.Payload != nil && !json.Valid(p.Payload) {
-			return fmt.Errorf("pgstore: insert job %d: payload is not valid JSON: %w", i, store.ErrInvalidParams)
 		}
 	}
 	return nil
 }
 
-// payloadJSON returns the payload to store: nil is JSON null.
+// payloadJSON returns the payload to store: nil is JSON null. Anything else
+// goes as it is: pgx sends a []byte for a json parameter or COPY column as
+// the raw text, which the json type keeps byte for byte.
 func payloadJSON(b []byte) []byte {
 	if b == nil {
 		return []byte("null")
@@ -166,7 +170,7 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 		return nil, err
 	}
 	res := make([]store.InsertResult, len(params))
-	runAt := make([]time.Time, len(params))
+	runAt := make([]time.Time, len(params)) // each row's run_at, and so its scheduled_at
 	meta := make([][]byte, len(params))
 	var plain, keyed []int      // indexes into params
 	firstOf := map[string]int{} // unique key → index of its first row
@@ -200,11 +204,11 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 	inserted := make([]bool, len(params))
 	if len(plain) > 0 {
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"},
-			[]string{"id", "kind", "payload", "metadata", "priority", "run_at", "max_attempts"},
+			[]string{"id", "kind", "payload", "metadata", "priority", "run_at", "scheduled_at", "max_attempts"},
 			pgx.CopyFromSlice(len(plain), func(k int) ([]any, error) {
 				i := plain[k]
 				p := &params[i]
-				return []any{p.ID, p.Kind, payloadJSON(p.Payload), meta[i], int16(p.Priority), runAt[i], int32(p.MaxAttempts)}, nil
+				return []any{p.ID, p.Kind, payloadJSON(p.Payload), meta[i], int16(p.Priority), runAt[i], runAt[i], int32(p.MaxAttempts)}, nil
 			}))
 		if err != nil {
 			return nil, fmt.Errorf("copy jobs: %w", err)

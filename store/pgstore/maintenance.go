@@ -14,8 +14,10 @@ import (
 // concurrent rescuers and late Finish calls never wait on each other): to
 // retrying, due now, while attempts remain, otherwise to dead, appending a
 // "lease expired" error. A job whose cancel was requested becomes cancelled
-// instead, as Finish would have made it. Jobs made retrying notify
-// listeners. limit must be > 0.
+// instead, and one whose pause was requested paused (due now) while
+// attempts remain, as Finish would have made them. It returns each rescued
+// job with the owner and attempt its lease was cut short on and the state
+// it went to. Jobs made retrying notify listeners. limit must be > 0.
 func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -59,7 +61,9 @@ func (s *Store) Prune(ctx context.Context, params *store.PruneParams) (int, erro
 }
 
 // List returns up to params.Limit jobs matching params, ordered by ID
-// (keyset paging: pass the last ID as After for the next page).
+// (keyset paging: pass the last ID as After for the next page). A kind
+// PostgreSQL refuses as text fails with an error wrapping
+// store.ErrInvalidParams.
 func (s *Store) List(ctx context.Context, params *store.ListParams) ([]*store.JobRecord, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -77,7 +81,7 @@ func (s *Store) List(ctx context.Context, params *store.ListParams) ([]*store.Jo
 	rows, _ := s.pool.Query(ctx, s.q.list, params.Kind, states, params.After, params.Limit)
 	jobs, err := collectJobs(rows)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: list: %w", err)
+		return nil, fmt.Errorf("pgstore: list: %w", invalidData(err))
 	}
 	if jobs == nil {
 		jobs = []*store.JobRecord{}

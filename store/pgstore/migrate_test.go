@@ -2,12 +2,15 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/internal/pgtest"
@@ -204,5 +207,129 @@ func TestTwoSchemasShareADatabase(t *testing.T) {
 	}
 	if len(res.Jobs) != 0 {
 		t.Fatalf("store b claimed %d jobs of store a", len(res.Jobs))
+	}
+}
+
+// TestMigrateFrom0001KeepsJobs upgrades a schema that migration 0001 made
+// and a store of that version filled with jobs in every state: the jobs
+// keep their state, times, attempts, errors and leases, get scheduled_at =
+// run_at and fence = attempt, work on after the upgrade, and the schema
+// ends up exactly like a fresh one.
+func TestMigrateFrom0001KeepsJobs(t *testing.T) {
+	pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
+	ctx := ctxT(t)
+	if err := pgstore.MigrateTo(ctx, pool, 1); err != nil {
+		t.Fatal(err)
+	}
+	type oldJob struct {
+		state, payload, errors string
+		attempt                int
+		lease, final, cancel   bool
+	}
+	jobs := []oldJob{
+		{state: "scheduled", payload: `{"b":1,  "a":[2, 3]}`, errors: `[]`},
+		{state: "running", payload: `[1, 2]`, errors: `[]`, attempt: 1, lease: true},
+		{state: "running", payload: `{}`, errors: `[]`, attempt: 2, lease: true, cancel: true},
+		{state: "retrying", payload: `"x"`, errors: `[{"attempt": 1, "at": "2030-01-01T00:00:00Z", "error": "boom"}]`, attempt: 1},
+		{state: "paused", payload: `null`, errors: `[]`},
+		{state: "succeeded", payload: `{"n": 1}`, errors: `[]`, attempt: 1, final: true},
+		{state: "dead", payload: `{"n": 2}`, errors: `[{"attempt": 3, "at": "2030-01-01T00:00:00Z", "error": "fatal"}]`, attempt: 3, final: true},
+		{state: "cancelled", payload: `{"n": 3}`, errors: `[]`, final: true},
+	}
+	runAt := time.Date(2020, 1, 2, 3, 4, 5, 678000, time.UTC) // due
+	ids := make([]uuid.UUID, len(jobs))
+	tokens := make([]*uuid.UUID, len(jobs))
+	for i, j := range jobs {
+		ids[i] = uuid.Must(uuid.NewV7())
+		var attempted, expires, finished *time.Time
+		if j.attempt > 0 {
+			attempted = &runAt
+		}
+		if j.lease {
+			tok, exp := uuid.New(), runAt.Add(time.Hour)
+			tokens[i], expires = &tok, &exp
+		}
+		if j.final {
+			finished = &runAt
+		}
+		// The columns and values a store of version 1 wrote.
+		_, err := pool.Exec(ctx, `INSERT INTO ax.jobs (id, kind, payload, metadata, state, priority, run_at,
+			attempt, max_attempts, unique_key, errors, lease_token, lease_expires_at, owner, cancel_requested,
+			created_at, attempted_at, finished_at)
+			VALUES ($1::uuid, 'old.'||$2::text, $3::jsonb, '{"trace": "t"}', $2::text, 2, $4, $5, 5,
+				'key-'||$2::text||$1::uuid::text, $6::jsonb,
+				$7, $8, 'old-node', $9, $4, $10, $11)`,
+			ids[i], j.state, j.payload, runAt, j.attempt, j.errors, tokens[i], expires, j.cancel, attempted, finished)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if err := pgstore.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	st, err := pgstore.New(ctx, pool, pgstore.WithoutMigrate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i, j := range jobs {
+		got, err := st.Get(ctx, ids[i])
+		if err != nil {
+			t.Fatalf("%s job lost: %v", j.state, err)
+		}
+		var wantPayload, gotPayload any
+		if err := json.Unmarshal([]byte(j.payload), &wantPayload); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(got.Payload, &gotPayload); err != nil {
+			t.Fatalf("%s job: payload %q: %v", j.state, got.Payload, err)
+		}
+		var token uuid.UUID
+		if tokens[i] != nil {
+			token = *tokens[i]
+		}
+		checks := []struct {
+			what      string
+			got, want any
+		}{
+			{"state", got.State, store.State(j.state)},
+			{"run_at", got.RunAt.UTC(), runAt},
+			{"scheduled_at", got.ScheduledAt.UTC(), runAt},
+			{"attempt", got.Attempt, j.attempt},
+			{"fence", got.Fence, int64(j.attempt)},
+			{"pause requested", got.PauseRequested, false},
+			{"cancel requested", got.CancelRequested, j.cancel},
+			{"lease token", got.LeaseToken, token},
+			{"payload", gotPayload, wantPayload},
+			{"metadata", got.Metadata, map[string]string{"trace": "t"}},
+			{"errors", len(got.Errors) == 0, j.errors == `[]`},
+			{"finished", !got.FinishedAt.IsZero(), j.final},
+			{"unique key", got.UniqueKey, "key-" + j.state + ids[i].String()},
+		}
+		for _, c := range checks {
+			if !reflect.DeepEqual(c.got, c.want) {
+				t.Errorf("%s job: %s = %v, want %v", j.state, c.what, c.got, c.want)
+			}
+		}
+	}
+
+	// The jobs work on: the running job's old lease finishes it, and the
+	// scheduled job is claimed with the next fence.
+	ok, err := st.Finish(ctx, []store.FinishParams{{Lease: store.Lease{ID: ids[1], Token: *tokens[1]}, Outcome: store.OutcomeSucceeded}})
+	if err != nil || !ok[0] {
+		t.Fatalf("finish a job running across the upgrade: %v %v", ok, err)
+	}
+	res, err := st.Claim(ctx, &store.ClaimParams{Owner: "new-node", Kinds: []store.KindLimit{{Kind: "old.scheduled", Limit: 1}},
+		Limit: 1, LeaseDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Jobs) != 1 || res.Jobs[0].Fence != 1 || !res.Jobs[0].ScheduledAt.Equal(runAt) {
+		t.Fatalf("claim after the upgrade: %+v", res.Jobs)
+	}
+
+	if got, want := schemaDump(t, pool), schemaDump(t, pgtest.Pool(t)); got != want {
+		t.Fatalf("upgraded schema differs from a fresh one:\n%s\nwant:\n%s", got, want)
 	}
 }

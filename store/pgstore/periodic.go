@@ -22,7 +22,9 @@ func (s *Store) periodicSQL(query string) string {
 
 // DeclarePeriodic implements store.PeriodicStore in one statement: an
 // unknown name is inserted with last_tick = now(); a known one gets spec
-// recorded (updated_at moves only when the spec changes).
+// recorded (updated_at moves only when the spec changes). A name or spec
+// PostgreSQL refuses as text fails with an error wrapping
+// store.ErrInvalidParams.
 func (s *Store) DeclarePeriodic(ctx context.Context, name, spec string) (*store.PeriodicDeclaration, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -43,7 +45,7 @@ RETURNING p.spec, p.last_tick, p.updated_at, coalesce((SELECT spec FROM prev), '
 	err := s.pool.QueryRow(ctx, s.periodicSQL(q), name, spec).Scan(
 		&d.State.Spec, &d.State.LastTick, &d.State.UpdatedAt, &d.PreviousSpec, &d.Created, &d.Now)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: declare periodic schedule %q: %w", name, err)
+		return nil, fmt.Errorf("pgstore: declare periodic schedule %q: %w", name, invalidData(err))
 	}
 	if d.Created {
 		d.PreviousSpec = ""
@@ -55,21 +57,17 @@ RETURNING p.spec, p.last_tick, p.updated_at, coalesce((SELECT spec FROM prev), '
 // the schedule's row (creating it if missing), keeps the ticks after its
 // last_tick and not after now(), advances last_tick to the latest of them
 // and inserts their jobs as Insert does (listeners are notified at
-// commit). Racing hosts queue on the row lock, and each sees the last_tick
-// the previous one committed.
+// commit; each job's ScheduledAt is its RunAt, the tick). Racing hosts
+// queue on the row lock, and each sees the last_tick the previous one
+// committed. Invalid params, or data PostgreSQL refuses, fail with an error
+// wrapping store.ErrInvalidParams and change nothing.
 func (s *Store) FirePeriodic(ctx context.Context, params *store.FirePeriodicParams) (*store.FirePeriodicResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	// Validate checks each tick's job with InsertParams.Validate too.
 	if err := params.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: fire periodic schedule %q: %w", params.Name, err)
-	}
-	for i, tk := range params.Ticks {
-		if j := tk.Job; j != nil {
-			if err := validateInserts([]store.InsertParams{*j}); err != nil {
-				return nil, fmt.Errorf("pgstore: fire periodic schedule %q: tick %d: %w", params.Name, i, err)
-			}
-		}
 	}
 	var res *store.FirePeriodicResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -81,7 +79,7 @@ func (s *Store) FirePeriodic(ctx context.Context, params *store.FirePeriodicPara
 		return res, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: fire periodic schedule %q: %w", params.Name, err)
+		return nil, fmt.Errorf("pgstore: fire periodic schedule %q: %w", params.Name, invalidData(err))
 	}
 	return res, nil
 }
@@ -156,7 +154,8 @@ func (s *Store) firePeriodic(ctx context.Context, tx pgx.Tx, params *store.FireP
 	return res, nil
 }
 
-// PeriodicState implements store.PeriodicStore.
+// PeriodicState implements store.PeriodicStore. A name PostgreSQL refuses
+// as text fails with an error wrapping store.ErrInvalidParams.
 func (s *Store) PeriodicState(ctx context.Context, name string) (*store.PeriodicState, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -168,7 +167,7 @@ func (s *Store) PeriodicState(ctx context.Context, name string) (*store.Periodic
 		return nil, fmt.Errorf("pgstore: periodic schedule %q: %w", name, store.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: periodic schedule %q: %w", name, err)
+		return nil, fmt.Errorf("pgstore: periodic schedule %q: %w", name, invalidData(err))
 	}
 	return st, nil
 }

@@ -54,10 +54,12 @@ func buildQueries(jobs string) queries {
 
 		// One round trip for one job: insert, or find the holder of the
 		// unique key. A holder committed after this statement's snapshot,
-		// or cancelled meanwhile, yields no row; the caller retries.
+		// or cancelled meanwhile, yields no row; the caller retries. The
+		// run_at expression is written twice, for run_at and scheduled_at:
+		// now() is the transaction's start, so both get the same value.
 		insertOne: `WITH ins AS (
-	INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, max_attempts, unique_key)
-	VALUES ($1, $2, $3, $4, $5, coalesce($6, now() + $7::bigint * interval '1 microsecond'), $8, $9)
+	INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key)
+	VALUES ($1, $2, $3, $4, $5, ` + insertRunAtSQL + `, ` + insertRunAtSQL + `, $8, $9)
 	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state <> 'cancelled' DO NOTHING
 	RETURNING id, kind, run_at, state
 ), changed AS (SELECT * FROM ins
@@ -67,9 +69,12 @@ UNION ALL
 SELECT id, true, 0 FROM {jobs}
 WHERE unique_key = $9 AND state <> 'cancelled' AND NOT EXISTS (SELECT 1 FROM ins)`,
 
-		insertMany: `INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, max_attempts, unique_key)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::jsonb[], $5::smallint[],
+		// Payloads travel as json, which PostgreSQL keeps as the text sent.
+		insertMany: `INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key)
+SELECT id, kind, payload, metadata, priority, run_at, run_at, max_attempts, unique_key
+FROM unnest($1::uuid[], $2::text[], $3::json[], $4::jsonb[], $5::smallint[],
 	$6::timestamptz[], $7::int[], $8::text[])
+	AS u(id, kind, payload, metadata, priority, run_at, max_attempts, unique_key)
 ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state <> 'cancelled' DO NOTHING
 RETURNING id`,
 
@@ -113,6 +118,7 @@ RETURNING id`,
 		owner = $4,
 		lease_token = gen_random_uuid(),
 		attempt = j.attempt + 1,
+		fence = j.fence + 1,
 		lease_expires_at = now() + $5::bigint * interval '1 microsecond',
 		attempted_at = now()
 	FROM picked
@@ -136,35 +142,43 @@ ORDER BY c.priority, c.run_at, c.id`,
 
 		// Finish: every row guarded by its lease token. Outcomes:
 		// 1 succeeded, 2 retry, 3 dead, 4 snooze, 5 release, 6 cancelled.
-		// Rows are locked in id order first (as in extend), so a finish
-		// and a heartbeat over the same jobs cannot deadlock.
+		// input keeps the first row of a lease listed twice. A job may
+		// come with two leases, a zombie's and the current holder's; rows
+		// are matched on (id, token) throughout, so only the current one
+		// applies. Rows are locked in id order first (as in extend), so a
+		// finish and a heartbeat over the same jobs cannot deadlock.
 		finish: `WITH input AS (
-	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[])
-		AS i(id, token, outcome, delay_us, err)
+	SELECT DISTINCT ON (id, token) id, token, outcome, delay_us, err
+	FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[]) WITH ORDINALITY
+		AS i(id, token, outcome, delay_us, err, ord)
+	ORDER BY id, token, ord
 ), locked AS MATERIALIZED (
-	SELECT j.id FROM {jobs} j JOIN input i ON j.id = i.id AND j.lease_token = i.token
+	SELECT j.id, j.lease_token AS token FROM {jobs} j JOIN input i ON j.id = i.id AND j.lease_token = i.token
 	WHERE j.state = 'running'
 	ORDER BY j.id
 	FOR UPDATE OF j
 ), changed AS (
 	UPDATE {jobs} j SET
 		state = ` + finishStateSQL + `,
-		run_at = CASE WHEN ` + finishStateSQL + ` IN ` + claimableSQL + `
+		run_at = CASE WHEN ` + finishStateSQL + ` IN ('scheduled', 'retrying', 'paused')
 			THEN now() + i.delay_us * interval '1 microsecond' ELSE j.run_at END,
-		attempt = CASE WHEN ` + finishStateSQL + ` = 'scheduled' THEN j.attempt - 1 ELSE j.attempt END,
+		attempt = CASE WHEN i.outcome IN (4, 5) AND ` + finishStateSQL + ` IN ('scheduled', 'paused')
+			THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
 		errors = CASE WHEN i.outcome IN (2, 3, 6) THEN j.errors || ` + errorEntrySQL("i.err") + ` ELSE j.errors END,
 		lease_token = NULL,
 		lease_expires_at = NULL,
 		cancel_requested = false,
+		pause_requested = false,
 		finished_at = CASE WHEN ` + finishStateSQL + ` IN ` + finalSQL + ` THEN now() END
-	FROM locked l JOIN input i ON i.id = l.id
-	-- No state or token test here: locked checked both on the rows it
-	-- holds, and repeating them lets the planner pick the small running
-	-- index and loop over it once per row (O(n·m), 20 ms at 1000 rows).
+	FROM locked l JOIN input i ON i.id = l.id AND i.token = l.token
+	-- No state or token test on j here: locked checked both on the rows
+	-- it holds, and repeating them lets the planner pick the small
+	-- running index and loop over it once per row (O(n·m), 20 ms at 1000
+	-- rows).
 	WHERE j.id = l.id
-	RETURNING j.id, j.kind, j.state, j.run_at
+	RETURNING j.id, i.token, j.kind, j.state, j.run_at
 ), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `)
-SELECT id FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
+SELECT id, token FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 
 		extend: `WITH locked AS MATERIALIZED (
 	SELECT j.id FROM {jobs} j JOIN unnest($1::uuid[], $2::uuid[]) AS l(id, token)
@@ -180,7 +194,8 @@ RETURNING j.id, j.lease_token, j.cancel_requested`,
 
 		// Rescue: expired leases, oldest first, skipping rows another
 		// rescuer (or a late Finish) holds. A job whose cancel was
-		// requested is cancelled, as Finish would have done.
+		// requested is cancelled, and one whose pause was requested is
+		// paused while attempts remain, as Finish would have done.
 		rescue: `WITH expired AS (
 	SELECT id FROM {jobs}
 	WHERE state = 'running' AND lease_expires_at < now()
@@ -190,12 +205,13 @@ RETURNING j.id, j.lease_token, j.cancel_requested`,
 ), changed AS (
 	UPDATE {jobs} j SET
 		state = ` + rescueStateSQL + `,
-		run_at = CASE WHEN ` + rescueStateSQL + ` = 'retrying' THEN now() ELSE j.run_at END,
+		run_at = CASE WHEN ` + rescueStateSQL + ` IN ('retrying', 'paused') THEN now() ELSE j.run_at END,
 		errors = j.errors || ` + errorEntrySQL(`'lease expired (owner ' || j.owner || ' stopped extending it)'`) + `,
 		lease_token = NULL,
 		lease_expires_at = NULL,
 		cancel_requested = false,
-		finished_at = CASE WHEN ` + rescueStateSQL + ` = 'retrying' THEN NULL ELSE now() END
+		pause_requested = false,
+		finished_at = CASE WHEN ` + rescueStateSQL + ` IN ('retrying', 'paused') THEN NULL ELSE now() END
 	FROM expired
 	WHERE j.id = expired.id AND j.state = 'running'
 	RETURNING j.id, j.kind, j.state, j.run_at, j.owner, j.attempt
@@ -224,13 +240,25 @@ LIMIT $4`,
 WHERE id = $1 AND state IN ('scheduled', 'retrying', 'paused', 'running')
 RETURNING {cols}`,
 
-		pause: `UPDATE {jobs} SET state = 'paused'
-WHERE id = $1 AND state IN ` + claimableSQL + `
+		// Pause: a claimable job is paused; a running one only gets the
+		// request, which its attempt's end (Finish, RescueExpired) acts on.
+		pause: `UPDATE {jobs} SET
+	state = CASE WHEN state = 'running' THEN state ELSE 'paused' END,
+	pause_requested = (state = 'running')
+WHERE id = $1 AND (state IN ` + claimableSQL + ` OR (state = 'running' AND NOT pause_requested))
 RETURNING {cols}`,
 
-		resume: `UPDATE {jobs} SET state = 'scheduled'
-WHERE id = $1 AND state = 'paused'
-RETURNING {cols}, pg_notify($2, json_build_object('kind', kind, 'run_at', run_at)::text)`,
+		// Resume: a paused job is scheduled (and announced); a running one
+		// has its pause request withdrawn (and is not announced: it is
+		// not claimable).
+		resume: `WITH changed AS (
+	UPDATE {jobs} SET
+		state = CASE WHEN state = 'paused' THEN 'scheduled' ELSE state END,
+		pause_requested = false
+	WHERE id = $1 AND (state = 'paused' OR (state = 'running' AND pause_requested))
+	RETURNING {cols}
+), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$2") + `)
+SELECT * FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 
 		runNow: `UPDATE {jobs} SET
 	state = 'scheduled',
@@ -264,12 +292,21 @@ WHERE state IN ` + finalSQL + ` GROUP BY kind, state`,
 	return q
 }
 
+// insertRunAtSQL is an inserted job's run_at (and scheduled_at): $6 when
+// set, else now() + $7 microseconds.
+const insertRunAtSQL = `coalesce($6, now() + $7::bigint * interval '1 microsecond')`
+
 // finishStateSQL is the state a Finish row moves its job to: retry, snooze
-// and release of a job whose cancel was requested become cancelled.
+// and release of a job whose cancel was requested become cancelled, and
+// otherwise, when its pause was requested, paused.
 const finishStateSQL = `(CASE WHEN i.outcome = 1 THEN 'succeeded' WHEN i.outcome = 3 THEN 'dead'
 	WHEN i.outcome = 6 OR j.cancel_requested THEN 'cancelled'
+	WHEN j.pause_requested THEN 'paused'
 	WHEN i.outcome = 2 THEN 'retrying' ELSE 'scheduled' END)`
 
-// rescueStateSQL is the state RescueExpired moves an expired job to.
+// rescueStateSQL is the state RescueExpired moves an expired job to: a
+// requested cancel wins, then the attempts left decide, then a requested
+// pause.
 const rescueStateSQL = `(CASE WHEN j.cancel_requested THEN 'cancelled'
-	WHEN j.attempt < j.max_attempts THEN 'retrying' ELSE 'dead' END)`
+	WHEN j.attempt >= j.max_attempts THEN 'dead'
+	WHEN j.pause_requested THEN 'paused' ELSE 'retrying' END)`

@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/store"
@@ -135,9 +133,9 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*store.JobRecord, error)
 }
 
 // jobColumns are the columns scanJob reads, in order.
-const jobColumns = `id, kind, payload, metadata, state, priority, run_at, attempt, max_attempts,
-	unique_key, errors, lease_token, lease_expires_at, owner, cancel_requested,
-	created_at, attempted_at, finished_at`
+const jobColumns = `id, kind, payload, metadata, state, priority, run_at, scheduled_at, attempt,
+	max_attempts, unique_key, errors, lease_token, lease_expires_at, owner, cancel_requested,
+	pause_requested, fence, created_at, attempted_at, finished_at`
 
 // prefixed returns jobColumns qualified by alias.
 func prefixed(alias string) string {
@@ -169,8 +167,9 @@ type jobScan struct {
 func (js *jobScan) dest() []any {
 	j := &js.j
 	return []any{&j.ID, &j.Kind, &j.Payload, &j.Metadata, &js.state, &j.Priority, &j.RunAt,
-		&j.Attempt, &j.MaxAttempts, &js.uniqueKey, &js.errors, &js.leaseToken, &js.leaseExp,
-		&j.Owner, &j.CancelRequested, &j.CreatedAt, &js.attempted, &js.finished}
+		&j.ScheduledAt, &j.Attempt, &j.MaxAttempts, &js.uniqueKey, &js.errors, &js.leaseToken,
+		&js.leaseExp, &j.Owner, &j.CancelRequested, &j.PauseRequested, &j.Fence, &j.CreatedAt,
+		&js.attempted, &js.finished}
 }
 
 func (js *jobScan) record() (*store.JobRecord, error) {
@@ -227,12 +226,6 @@ func collectJobs(rows pgx.Rows) ([]*store.JobRecord, error) {
 		jobs = append(jobs, j)
 	}
 	return jobs, rows.Err()
-}
-
-// isUniqueViolation reports whether err is PostgreSQL's unique_violation.
-func isUniqueViolation(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505"
 }
 
 // micros converts d to whole microseconds, PostgreSQL's resolution.

@@ -106,6 +106,9 @@ func TestInsertTx(t *testing.T) {
 			ps := make([]store.InsertParams, c.rows)
 			for i := range ps {
 				ps[i] = job(kind)
+				// Spaces and key order a jsonb column would have changed.
+				ps[i].Payload = []byte(`{"b":1,  "a":[2, 3]}`)
+				ps[i].Delay = time.Duration(i) * time.Second
 				if c.unique {
 					ps[i].UniqueKey = ps[i].ID.String()
 				}
@@ -147,6 +150,12 @@ func TestInsertTx(t *testing.T) {
 					}
 					if n.RunAt.After(j.RunAt) {
 						t.Fatalf("notified run_at %s after job's %s", n.RunAt, j.RunAt)
+					}
+					if string(j.Payload) != string(p.Payload) {
+						t.Fatalf("payload %s came back as %s", p.Payload, j.Payload)
+					}
+					if !j.ScheduledAt.Equal(j.RunAt) {
+						t.Fatalf("ScheduledAt %s is not the inserted run_at %s", j.ScheduledAt, j.RunAt)
 					}
 				}
 				return

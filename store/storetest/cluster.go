@@ -255,6 +255,30 @@ func testNodeRegistry(t *testing.T, newStore NewStoreFunc) {
 		require.Nil(t, node(t, r, "stopped"))
 		require.NotNil(t, node(t, r, "alive"))
 	})
+	t.Run("ReapedNamesSorted", func(t *testing.T) {
+		// Names come back in byte order (upper case before lower case),
+		// whatever the database's collation.
+		st := newStore(t)
+		r := as[store.NodeRegistry](t, st)
+		names := []string{"node-b", "Node-z", "node-a", "ñode", "node-B"}
+		var latest time.Time
+		for _, name := range names {
+			heartbeatNode(t, r, store.NodeParams{Name: name, TTL: shortLease})
+			latest = maxTime(latest, node(t, r, name).ExpiresAt)
+		}
+		waitUntilStoreTime(t, st, latest)
+		dead, removed, err := r.ReapNodes(t.Context(), &store.ReapParams{Retention: longLease})
+		require.NoError(t, err)
+		want := []string{"Node-z", "node-B", "node-a", "node-b", "ñode"}
+		require.Equal(t, want, dead)
+		require.Empty(t, removed)
+
+		waitUntilStoreTime(t, st, latest.Add(shortLease))
+		dead, removed, err = r.ReapNodes(t.Context(), &store.ReapParams{Retention: shortLease})
+		require.NoError(t, err)
+		require.Empty(t, dead)
+		require.Equal(t, want, removed)
+	})
 	t.Run("InvalidParams", func(t *testing.T) {
 		st := newStore(t)
 		r := as[store.NodeRegistry](t, st)

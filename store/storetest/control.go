@@ -29,7 +29,10 @@ func becomes(state store.State, more ...func(t *testing.T, before, after *store.
 		t.Helper()
 		require.Equal(t, state, after.State)
 		require.Equal(t, before.Kind, after.Kind)
-		require.JSONEq(t, string(before.Payload), string(after.Payload))
+		require.Equal(t, string(before.Payload), string(after.Payload), "payload kept byte for byte")
+		requireTimeNear(t, before.ScheduledAt, after.ScheduledAt, 0, "ScheduledAt never changes")
+		require.Equal(t, before.Fence, after.Fence, "only a claim moves the fence")
+		require.False(t, after.PauseRequested, "a job that is not running has no pause request")
 		require.Equal(t, before.Priority, after.Priority)
 		require.Equal(t, before.MaxAttempts, after.MaxAttempts)
 		require.Equal(t, before.UniqueKey, after.UniqueKey)
@@ -84,6 +87,14 @@ func cancelRequested(t *testing.T, before, after *store.JobRecord, _, _ time.Tim
 	requireSameRecord(t, before, &after2, "cancel of a running job only requests it")
 }
 
+func pauseRequested(t *testing.T, before, after *store.JobRecord, _, _ time.Time) {
+	t.Helper()
+	require.True(t, after.PauseRequested)
+	after2 := *after
+	after2.PauseRequested = false
+	requireSameRecord(t, before, &after2, "pause of a running job only requests it")
+}
+
 // testControl checks every Control transition, allowed and refused.
 func testControl(t *testing.T, newStore NewStoreFunc) {
 	allowed := []struct {
@@ -101,10 +112,12 @@ func testControl(t *testing.T, newStore NewStoreFunc) {
 		{store.StateScheduled, store.OpPause, becomes(store.StatePaused, notFinished, attemptKept, runAtKept)},
 		{store.StateRetrying, store.OpPause, becomes(store.StatePaused, notFinished, attemptKept, runAtKept)},
 		{store.StatePaused, store.OpPause, unchanged},
+		{store.StateRunning, store.OpPause, pauseRequested},
 		// OpResume
 		{store.StatePaused, store.OpResume, becomes(store.StateScheduled, notFinished, attemptKept, runAtKept)},
 		{store.StateScheduled, store.OpResume, unchanged},
 		{store.StateRetrying, store.OpResume, unchanged},
+		{store.StateRunning, store.OpResume, unchanged},
 		// OpRunNow
 		{store.StateScheduled, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptKept, runAtNow)},
 		{store.StateRetrying, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptKept, runAtNow)},
@@ -130,11 +143,9 @@ func testControl(t *testing.T, newStore NewStoreFunc) {
 	}{
 		{store.StateSucceeded, store.OpCancel},
 		{store.StateDead, store.OpCancel},
-		{store.StateRunning, store.OpPause},
 		{store.StateSucceeded, store.OpPause},
 		{store.StateDead, store.OpPause},
 		{store.StateCancelled, store.OpPause},
-		{store.StateRunning, store.OpResume},
 		{store.StateSucceeded, store.OpResume},
 		{store.StateDead, store.OpResume},
 		{store.StateCancelled, store.OpResume},

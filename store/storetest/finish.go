@@ -211,6 +211,45 @@ func testFinish(t *testing.T, newStore NewStoreFunc) {
 			}
 		})
 
+		t.Run("SameJobStaleAndCurrent", func(t *testing.T) {
+			// One call carrying a zombie's outcome and the current
+			// holder's for the same job: only the current one applies,
+			// whatever their order.
+			cases := []struct {
+				name  string
+				order func(zombie, holder store.FinishParams) []store.FinishParams
+				want  []bool
+			}{
+				{"StaleFirst", func(z, h store.FinishParams) []store.FinishParams { return []store.FinishParams{z, h} }, []bool{false, true}},
+				{"CurrentFirst", func(z, h store.FinishParams) []store.FinishParams { return []store.FinishParams{h, z} }, []bool{true, false}},
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					st := newStore(t)
+					stale, current := rescuedAndReclaimed(t, st, "finish.dup")
+					zombie := store.FinishParams{Lease: lease(stale), Outcome: store.OutcomeDead, Error: "zombie"}
+					holder := store.FinishParams{Lease: lease(current), Outcome: store.OutcomeSucceeded}
+					require.Equal(t, c.want, finish(t, st, c.order(zombie, holder)...))
+					got := get(t, st, current.ID)
+					require.Equal(t, store.StateSucceeded, got.State)
+					require.Len(t, got.Errors, 1, "only the rescue's error: the zombie's was not recorded")
+				})
+			}
+		})
+
+		t.Run("SameLeaseTwice", func(t *testing.T) {
+			st := newStore(t)
+			running := makeJob(t, st, store.StateRunning, "finish.twice")
+			ok := finish(t, st,
+				store.FinishParams{Lease: lease(running), Outcome: store.OutcomeDead, Error: "first"},
+				store.FinishParams{Lease: lease(running), Outcome: store.OutcomeSucceeded},
+			)
+			require.Equal(t, []bool{true, false}, ok, "a lease listed twice is applied once, for its first row")
+			got := get(t, st, running.ID)
+			require.Equal(t, store.StateDead, got.State)
+			requireErrors(t, got, []string{"first"}, []int{1})
+		})
+
 		t.Run("MixedBatch", func(t *testing.T) {
 			st := newStore(t)
 			stale, current := rescuedAndReclaimed(t, st, "finish.stale")

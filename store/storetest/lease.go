@@ -108,6 +108,41 @@ func testLease(t *testing.T, newStore NewStoreFunc) {
 		}
 	})
 
+	t.Run("SameJobStaleAndCurrent", func(t *testing.T) {
+		// A host may heartbeat the lease of an attempt whose outcome it is
+		// still writing along with the same job's next attempt: only the
+		// stale lease is lost, the current one is extended.
+		staleFirst := func(stale, current store.Lease) []store.Lease { return []store.Lease{stale, current} }
+		currentFirst := func(stale, current store.Lease) []store.Lease { return []store.Lease{current, stale} }
+		cases := []struct {
+			name     string
+			order    func(stale, current store.Lease) []store.Lease
+			requests []store.ControlOp // on the current attempt
+			cancels  int               // leases reported with a cancel request: the current one, or none
+		}{
+			{"StaleFirst", staleFirst, nil, 0},
+			{"CurrentFirst", currentFirst, nil, 0},
+			{"CancelRequested", staleFirst, []store.ControlOp{store.OpCancel}, 1},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				st := newStore(t)
+				stale, current := rescuedAndReclaimed(t, st, "lease.dup")
+				for _, op := range c.requests {
+					control(t, st, current.ID, op)
+				}
+				before := storeNow(t, st)
+				res := extend(t, st, 2*time.Hour, c.order(lease(stale), lease(current))...)
+				after := storeNow(t, st)
+				require.Equal(t, []store.Lease{lease(stale)}, res.Lost)
+				require.ElementsMatch(t, []store.Lease{lease(current)}[:c.cancels], res.CancelRequested)
+				got := get(t, st, current.ID)
+				require.Equal(t, current.LeaseToken, got.LeaseToken)
+				requireBetween(t, before.Add(2*time.Hour), after.Add(2*time.Hour), got.LeaseExpiresAt, "the current lease is extended")
+			})
+		}
+	})
+
 	t.Run("CancelRequested", func(t *testing.T) {
 		st := newStore(t)
 		a := makeJob(t, st, store.StateRunning, "lease.a")

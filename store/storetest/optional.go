@@ -44,15 +44,20 @@ func (r *recorder) record(n store.Notification) {
 	}
 }
 
+// recorded returns a copy of the notifications recorded so far.
+func (r *recorder) recorded() []store.Notification {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]store.Notification(nil), r.notes...)
+}
+
 // waitFor waits until a recorded notification satisfies match.
 func (r *recorder) waitFor(t *testing.T, what string, match func(store.Notification) bool) {
 	t.Helper()
 	timeout := time.NewTimer(waitTimeout)
 	defer timeout.Stop()
 	for {
-		r.mu.Lock()
-		notes := append([]store.Notification(nil), r.notes...)
-		r.mu.Unlock()
+		notes := r.recorded()
 		for _, n := range notes {
 			if match(n) {
 				return

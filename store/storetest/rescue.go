@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axsched/ax/store"
@@ -56,6 +57,56 @@ func testRescue(t *testing.T, newStore NewStoreFunc) {
 				require.Empty(t, rescued)
 			})
 		}
+	})
+
+	t.Run("Rescued", func(t *testing.T) {
+		// What RescueExpired reports: for each job, the node whose lease
+		// expired, the attempt cut short and where the job went.
+		st := newStore(t)
+		claimAs := func(t *testing.T, node, kind string, id uuid.UUID) *store.JobRecord {
+			res := claim(t, st, &store.ClaimParams{Owner: node, Kinds: []store.KindLimit{{Kind: kind, Limit: 1}}, Limit: 1, LeaseDuration: shortLease})
+			require.Equal(t, []uuid.UUID{id}, claimIDs(res))
+			return res.Jobs[0]
+		}
+		cases := []struct {
+			node        string
+			kind        string
+			maxAttempts int
+			retries     int               // attempts failed before the one that expires
+			requests    []store.ControlOp // made during the expiring attempt
+			want        store.State
+		}{
+			{"node-a", "rescue.retrying", 3, 1, nil, store.StateRetrying},
+			{"node-b", "rescue.dead", 1, 0, nil, store.StateDead},
+			{"node-a", "rescue.cancelled", 3, 0, []store.ControlOp{store.OpCancel}, store.StateCancelled},
+			{"node-b", "rescue.paused", 3, 0, []store.ControlOp{store.OpPause}, store.StatePaused},
+			{"node-c", "rescue.last-paused", 2, 1, []store.ControlOp{store.OpPause}, store.StateDead},
+		}
+		var want []store.Rescued
+		var latest time.Time
+		for _, c := range cases {
+			id := insertOne(t, st, c.kind, withMaxAttempts(c.maxAttempts))
+			for range c.retries {
+				j := claimOnly(t, st, c.kind, id, longLease)
+				finishOne(t, st, j, store.FinishParams{Outcome: store.OutcomeRetry, Error: "e"})
+			}
+			j := claimAs(t, c.node, c.kind, id)
+			for _, op := range c.requests {
+				control(t, st, id, op)
+			}
+			latest = maxTime(latest, j.LeaseExpiresAt)
+			want = append(want, store.Rescued{ID: id, Kind: c.kind, Owner: c.node, Attempt: c.retries + 1, State: c.want})
+		}
+		waitUntilStoreTime(t, st, latest)
+		rescued, err := st.RescueExpired(t.Context(), 10)
+		require.NoError(t, err)
+		require.ElementsMatch(t, want, rescued)
+		for _, r := range want {
+			got := get(t, st, r.ID)
+			require.Equal(t, r.State, got.State, "job %s", r.Kind)
+			require.Equal(t, r.Owner, got.Owner, "Owner keeps naming the node that last held the job")
+		}
+		rescue(t, st, 10, 0)
 	})
 
 	t.Run("RetryingIsDueNow", func(t *testing.T) {

@@ -10,8 +10,11 @@
 //	}
 //
 // The suite exercises the contract documented in package store: the job
-// state machine, leases and fencing, claims, unique keys, and the optional
-// Notifier, Pruner, Lister and Counter interfaces when implemented.
+// state machine (pauses of running jobs included), leases and fencing
+// tokens, claims, unique keys, the fixed ScheduledAt, validation at the
+// store boundary, byte-exact payloads, and the optional Notifier, Pruner,
+// Lister, Counter, PeriodicStore, Leaser and NodeRegistry interfaces when
+// implemented.
 //
 // It uses only the store's own clock (Store.Now) and waits on conditions,
 // never fixed sleeps. Times are compared with tolerances suited to a database
@@ -50,6 +53,11 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Lease", testLease},
 		{"Control", testControl},
 		{"Rescue", testRescue},
+		{"ScheduledAt", testScheduledAt},
+		{"Fence", testFence},
+		{"PauseRunning", testPauseRunning},
+		{"Validation", testValidation},
+		{"Payload", testPayload},
 		{"Notifier", testNotifier},
 		{"Pruner", testPruner},
 		{"Lister", testLister},
@@ -282,6 +290,7 @@ func normalized(j *store.JobRecord) store.JobRecord {
 		return tm.UTC().Round(0)
 	}
 	c.RunAt = norm(c.RunAt)
+	c.ScheduledAt = norm(c.ScheduledAt)
 	c.LeaseExpiresAt = norm(c.LeaseExpiresAt)
 	c.CreatedAt = norm(c.CreatedAt)
 	c.AttemptedAt = norm(c.AttemptedAt)

@@ -1,0 +1,35 @@
+package pgstore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/axsched/ax/store"
+)
+
+// invalidData returns err wrapping store.ErrInvalidParams as well when it
+// is PostgreSQL refusing the data of the call: a data exception (SQLSTATE
+// class 22, such as 22021 invalid byte sequence, 22P05 untranslatable
+// character or 22008 datetime field overflow) or a check violation
+// (23514). The *pgconn.PgError stays in the chain for errors.As. Retrying
+// such a call can never succeed, so it must not pass for a transient
+// failure; the params' Validate methods refuse nearly all of it before a
+// statement is sent, and this covers the rest (texts no Validate checks,
+// constraints an operator added). Other errors, nil included, are returned
+// as they are.
+func invalidData(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || !(strings.HasPrefix(pe.Code, "22") || pe.Code == "23514") {
+		return err
+	}
+	return fmt.Errorf("%w: %w", store.ErrInvalidParams, err)
+}
+
+// isUniqueViolation reports whether err is PostgreSQL's unique_violation.
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
