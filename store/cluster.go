@@ -27,6 +27,12 @@ func (p *LeaderParams) Validate() error {
 	case p.TTL <= 0:
 		return fmt.Errorf("%w: leadership TTL %s <= 0", ErrInvalidParams, p.TTL)
 	}
+	if err := CheckText(p.Name, MaxKindLength); err != nil {
+		return fmt.Errorf("%w: leadership name: %w", ErrInvalidParams, err)
+	}
+	if err := CheckText(p.Holder, MaxKindLength); err != nil {
+		return fmt.Errorf("%w: leadership holder: %w", ErrInvalidParams, err)
+	}
 	return nil
 }
 

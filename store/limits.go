@@ -39,10 +39,13 @@ const (
 	MaxAttemptsLimit = math.MaxInt32
 )
 
-// MinTime and MaxTime bound the times a Store accepts (RunAt): the years 1
-// to 9999, which every supported database and RFC 3339 can represent.
+// MinTime and MaxTime bound the times a Store accepts (RunAt): from the
+// Unix epoch to the end of the year 9999, which every supported database
+// and RFC 3339 can represent. (The lower bound is not the year 1: that is
+// the zero time.Time, which means "no time" in InsertParams.RunAt. A run
+// time before 1970 is a bug, not a plan.)
 var (
-	MinTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	MinTime = time.Unix(0, 0).UTC()
 	MaxTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 )
 
@@ -65,7 +68,7 @@ func CheckText(s string, max int) error {
 // CheckTime reports why t is outside [MinTime, MaxTime], or nil.
 func CheckTime(t time.Time) error {
 	if t.Before(MinTime) || t.After(MaxTime) {
-		return fmt.Errorf("%s is outside the years 1 to 9999", t.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%s is outside 1970 to 9999", t.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

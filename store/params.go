@@ -33,9 +33,48 @@ type InsertParams struct {
 	// MaxAttempts must be from 1 to MaxAttemptsLimit.
 	MaxAttempts int
 	// UniqueKey, when not empty, makes the insert a no-op returning the
-	// existing job's ID if a job that is not cancelled holds the same key.
-	// It is a text of at most MaxUniqueKeyLength bytes.
+	// holder's ID when another job holds the same key in the same scope
+	// (see UniqueScope). It is a text of at most MaxUniqueKeyLength bytes.
 	UniqueKey string
+	// Unique says where and for how long UniqueKey holds; ignored without
+	// a UniqueKey. The zero value is the default scope.
+	Unique UniqueScope
+}
+
+// UniqueScope is where and for how long a job's unique key holds. The zero
+// value is the default: the key is unique among the jobs of the same kind,
+// and held while the job is live (scheduled, retrying, paused or running),
+// so that a finished job frees its key at once.
+//
+// Whatever the scope, a cancelled job never holds its key. Stores enforce
+// the scope atomically (an index or an equivalent), never by reading
+// before writing.
+type UniqueScope struct {
+	// Global makes the key unique across all kinds, not only among jobs of
+	// the same kind.
+	Global bool
+	// Finished keeps the key held by succeeded and dead jobs too, until
+	// they are pruned (a key that must never run twice, such as a payment
+	// reference).
+	Finished bool
+	// Period, when > 0, buckets the key by time: the key holds among jobs
+	// whose insert fell in the same window of Period (windows are aligned
+	// to the Unix epoch in the store's clock: [k·Period, (k+1)·Period)),
+	// in every state but cancelled (Finished is implied within the
+	// window). At most one job per key per window results. It must be a
+	// whole number of seconds, at most MaxUniquePeriod.
+	Period time.Duration
+}
+
+// MaxUniquePeriod is the longest UniqueScope.Period.
+const MaxUniquePeriod = 366 * 24 * time.Hour
+
+// Validate reports, wrapping ErrInvalidParams, the first problem with u.
+func (u UniqueScope) Validate() error {
+	if u.Period < 0 || u.Period > MaxUniquePeriod || u.Period%time.Second != 0 {
+		return fmt.Errorf("%w: unique period %s is not a whole number of seconds in [0, %s]", ErrInvalidParams, u.Period, MaxUniquePeriod)
+	}
+	return nil
 }
 
 // Validate reports, wrapping ErrInvalidParams, the first problem with p.
@@ -62,6 +101,9 @@ func (p *InsertParams) Validate() error {
 	}
 	if err := CheckText(p.UniqueKey, MaxUniqueKeyLength); err != nil {
 		return fmt.Errorf("%w: unique key: %w", ErrInvalidParams, err)
+	}
+	if err := p.Unique.Validate(); err != nil {
+		return err
 	}
 	if err := CheckMetadata(p.Metadata); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidParams, err)
@@ -117,6 +159,9 @@ func (p *ClaimParams) Validate() error {
 		if k.Kind == "" || k.Limit < 1 {
 			return fmt.Errorf("%w: kind limit %q=%d", ErrInvalidParams, k.Kind, k.Limit)
 		}
+		if err := CheckText(k.Kind, MaxKindLength); err != nil {
+			return fmt.Errorf("%w: claim kind: %w", ErrInvalidParams, err)
+		}
 	}
 	return nil
 }
@@ -139,6 +184,14 @@ type ExtendParams struct {
 	Leases []Lease
 	// Duration is the new lease length, from the store's now (> 0).
 	Duration time.Duration
+}
+
+// Validate reports, wrapping ErrInvalidParams, the first problem with p.
+func (p *ExtendParams) Validate() error {
+	if p.Duration <= 0 {
+		return fmt.Errorf("%w: lease duration %s <= 0", ErrInvalidParams, p.Duration)
+	}
+	return nil
 }
 
 // ExtendResult reports leases that could not be extended and cancellations

@@ -74,7 +74,8 @@ const MaxPeriodicTicks = 1000
 
 // FirePeriodicParams asks to fire ticks of one schedule.
 type FirePeriodicParams struct {
-	// Name identifies the schedule; it must not be empty.
+	// Name identifies the schedule: a non-empty text (CheckText) of at
+	// most MaxKindLength bytes.
 	Name string
 	// Spec is recorded with the state.
 	Spec string
@@ -102,6 +103,12 @@ func (p *FirePeriodicParams) Validate() error {
 		return fmt.Errorf("%w: no ticks to fire", ErrInvalidParams)
 	case len(p.Ticks) > MaxPeriodicTicks:
 		return fmt.Errorf("%w: %d ticks, more than %d", ErrInvalidParams, len(p.Ticks), MaxPeriodicTicks)
+	}
+	if err := CheckText(p.Name, MaxKindLength); err != nil {
+		return fmt.Errorf("%w: periodic schedule name: %w", ErrInvalidParams, err)
+	}
+	if err := CheckText(p.Spec, 0); err != nil {
+		return fmt.Errorf("%w: periodic schedule spec: %w", ErrInvalidParams, err)
 	}
 	for i, tk := range p.Ticks {
 		if tk.At.IsZero() {

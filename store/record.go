@@ -46,9 +46,11 @@ type JobRecord struct {
 	Attempt int
 	// MaxAttempts is the number of attempts after which a failure is final.
 	MaxAttempts int
-	// UniqueKey, when not empty, is unique among the jobs that are not
-	// cancelled.
+	// UniqueKey, when not empty, is the job's idempotency key, unique in
+	// its Unique scope.
 	UniqueKey string
+	// Unique is the scope of UniqueKey (zero without a key).
+	Unique UniqueScope
 	// Errors holds one entry per failed attempt, oldest first.
 	Errors []AttemptError
 	// LeaseToken fences the current attempt; zero unless running.

@@ -43,12 +43,12 @@ import (
 type Store interface {
 	// Insert inserts jobs atomically: every row is validated first
 	// (InsertParams.Validate) and an invalid one fails the whole call with
-	// ErrInvalidParams. A row whose UniqueKey is held by a job that is not
-	// cancelled (in the store or earlier in the same call) is not inserted;
-	// its result carries the holder's ID and Duplicate = true. An ID that
-	// already exists fails the call with ErrInvalidParams. Results are in
-	// the order of params; an empty params inserts nothing and returns no
-	// error.
+	// ErrInvalidParams. A row whose UniqueKey is held in its scope (see
+	// UniqueScope) by another job (in the store or earlier in the same
+	// call) is not inserted; its result carries the holder's ID and
+	// Duplicate = true. An ID that already exists fails the call with
+	// ErrInvalidParams. Results are in the order of params; an empty
+	// params inserts nothing and returns no error.
 	Insert(ctx context.Context, params []InsertParams) ([]InsertResult, error)
 
 	// Claim atomically moves up to params.Limit due jobs (claimable state,
