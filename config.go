@@ -71,7 +71,8 @@ type Config struct {
 
 	// RescueInterval is how often each host takes back expired leases from
 	// dead hosts (jittered by ±20%, so hosts do not all run it at once; the
-	// operation is atomic and hosts split the work). Defaults to 2s.
+	// operation is atomic, hosts split the work, and with nothing to rescue
+	// it is one probe of a small index). Defaults to 1s.
 	RescueInterval time.Duration
 
 	// LeaderTTL is how long the maintenance leadership lasts without
@@ -158,7 +159,7 @@ const (
 	DefaultLeaseDuration  = 10 * time.Second
 	DefaultPollInterval   = time.Second
 	DefaultFlushInterval  = 2 * time.Millisecond
-	DefaultRescueInterval = 2 * time.Second
+	DefaultRescueInterval = time.Second
 	DefaultRetention      = 24 * time.Hour
 	DefaultReleaseTimeout = 5 * time.Second
 	DefaultEventBuffer    = 10000
