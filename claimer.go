@@ -29,18 +29,18 @@ func (r *runtime) claimLoop() {
 		case <-r.wakeCh:
 		case <-poll.C:
 		}
+		next := r.cfg.PollInterval
 		if err := r.claimRound(); err != nil {
 			if r.work.Err() != nil {
 				return // Stop's deadline cut the claim short
 			}
 			failures++
-			retry := min(time.Duration(1<<min(failures, 10))*10*time.Millisecond, r.cfg.PollInterval)
-			r.log.Warn("claim failed", zap.Error(err), zap.Float64(fieldRetryInMS, ms(retry)))
-			r.wakeAt(r.s.now().Add(retry))
+			next = min(time.Duration(1<<min(failures, 10))*10*time.Millisecond, r.cfg.PollInterval)
+			r.log.Warn("claim failed", zap.Error(err), zap.Float64(fieldRetryInMS, ms(next)))
 		} else {
 			failures = 0
 		}
-		poll.Reset(r.cfg.PollInterval)
+		poll.Reset(next)
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 // change what each call does: fail it, hang it until its context ends,
 // delay it, or run a hook before or after the real call. It implements
 // the optional interfaces the runtime looks for (Notifier, Pruner, Leaser,
-// NodeRegistry) by forwarding to the wrapped store, which must have them
-// (a memstore does).
+// NodeRegistry, PeriodicStore) by forwarding to the wrapped store, which
+// must have them (a memstore does).
 //
 // It lives in an internal test file so that the package's external tests
 // (package ax_test) can use it too.
@@ -38,6 +38,9 @@ type FaultStore struct {
 	AfterFinish func(ctx context.Context, params []store.FinishParams, ok []bool)
 	// AfterClaim, when set, runs after a successful real Claim.
 	AfterClaim func(res *store.ClaimResult)
+	// OnExtend, when set, sees every ExtendLeases call's params, and its
+	// error, if not nil, is returned instead of calling it.
+	OnExtend func(params *store.ExtendParams) error
 	// BeforeCall, when set, runs before every call with its name
 	// ("Claim", "Finish", "ExtendLeases", "RescueExpired", ...); a non-nil
 	// error is returned instead of calling it.
@@ -80,6 +83,13 @@ func (f *FaultStore) SetAfterClaim(fn func(*store.ClaimResult)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.AfterClaim = fn
+}
+
+// SetOnExtend sets OnExtend.
+func (f *FaultStore) SetOnExtend(fn func(*store.ExtendParams) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.OnExtend = fn
 }
 
 // SetBeforeCall sets BeforeCall.
@@ -136,6 +146,14 @@ func (f *FaultStore) Claim(ctx context.Context, params *store.ClaimParams) (*sto
 func (f *FaultStore) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*store.ExtendResult, error) {
 	if err := f.enter(ctx, "ExtendLeases"); err != nil {
 		return nil, err
+	}
+	f.mu.Lock()
+	hook := f.OnExtend
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(params); err != nil {
+			return nil, err
+		}
 	}
 	return f.Store.ExtendLeases(ctx, params)
 }
@@ -256,10 +274,35 @@ func (f *FaultStore) ReapNodes(ctx context.Context, p *store.ReapParams) ([]stri
 	return f.Store.(store.NodeRegistry).ReapNodes(ctx, p)
 }
 
+// DeclarePeriodic implements store.PeriodicStore.
+func (f *FaultStore) DeclarePeriodic(ctx context.Context, name, spec string) (*store.PeriodicDeclaration, error) {
+	if err := f.enter(ctx, "DeclarePeriodic"); err != nil {
+		return nil, err
+	}
+	return f.Store.(store.PeriodicStore).DeclarePeriodic(ctx, name, spec)
+}
+
+// FirePeriodic implements store.PeriodicStore.
+func (f *FaultStore) FirePeriodic(ctx context.Context, p *store.FirePeriodicParams) (*store.FirePeriodicResult, error) {
+	if err := f.enter(ctx, "FirePeriodic"); err != nil {
+		return nil, err
+	}
+	return f.Store.(store.PeriodicStore).FirePeriodic(ctx, p)
+}
+
+// PeriodicState implements store.PeriodicStore.
+func (f *FaultStore) PeriodicState(ctx context.Context, name string) (*store.PeriodicState, error) {
+	if err := f.enter(ctx, "PeriodicState"); err != nil {
+		return nil, err
+	}
+	return f.Store.(store.PeriodicStore).PeriodicState(ctx, name)
+}
+
 // Compile-time checks: the runtime finds these by type assertion.
 var (
-	_ store.Notifier     = (*FaultStore)(nil)
-	_ store.Leaser       = (*FaultStore)(nil)
-	_ store.Pruner       = (*FaultStore)(nil)
-	_ store.NodeRegistry = (*FaultStore)(nil)
+	_ store.Notifier      = (*FaultStore)(nil)
+	_ store.Leaser        = (*FaultStore)(nil)
+	_ store.Pruner        = (*FaultStore)(nil)
+	_ store.NodeRegistry  = (*FaultStore)(nil)
+	_ store.PeriodicStore = (*FaultStore)(nil)
 )

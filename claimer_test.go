@@ -1,0 +1,180 @@
+package ax
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memstore"
+)
+
+// claimTimes records when a FaultStore was asked to claim.
+type claimTimes struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (c *claimTimes) hook(_ context.Context, method string) error {
+	if method == "Claim" {
+		c.mu.Lock()
+		c.at = append(c.at, time.Now())
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+func (c *claimTimes) since(t0 time.Time) []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]time.Duration, len(c.at))
+	for i, at := range c.at {
+		out[i] = at.Sub(t0)
+	}
+	return out
+}
+
+// startClaimer starts the claim loop, the wake-ups and the completer of r
+// (no heartbeat, maintenance or cluster), and stops them at the end of the
+// test.
+func startClaimer(t *testing.T, r *runtime, kinds ...string) {
+	t.Helper()
+	for _, k := range kinds {
+		require.NoError(t, r.s.Handle(k, HandlerFunc(func(context.Context, *Job) error { return nil })))
+	}
+	r.wakeups.start()
+	r.loops.Add(1)
+	go func() {
+		defer r.loops.Done()
+		r.claimLoop()
+	}()
+	go r.completer.run()
+	t.Cleanup(func() {
+		close(r.quit)
+		r.loops.Wait()
+		r.wakeups.stop()
+		r.handlers.Wait()
+		r.completer.stop(context.Background(), context.Background())
+	})
+}
+
+func insertAt(t *testing.T, st store.Store, kind string, runAt time.Time) uuid.UUID {
+	t.Helper()
+	id := uuid.Must(uuid.NewV7())
+	_, err := st.Insert(context.Background(), []store.InsertParams{{ID: id, Kind: kind, Payload: []byte(`{}`),
+		Priority: store.PriorityNormal, MaxAttempts: 3, RunAt: runAt}})
+	require.NoError(t, err)
+	return id
+}
+
+// TestClaimerWakesAtNextRunAt: a claim round learns from the store when
+// the next job is due and the wheel wakes the claimer exactly then (within
+// one wheel tick), not at the next poll.
+func TestClaimerWakesAtNextRunAt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := NewFaultStore(memstore.New())
+		var claims claimTimes
+		fs.SetBeforeCall(claims.hook)
+		r := testRuntime(t, fs, func(c *Config) { c.PollInterval = time.Hour })
+		t0 := time.Now()
+		id := insertAt(t, fs, "k", t0.Add(100*time.Millisecond))
+		startClaimer(t, r, "k")
+		r.wake()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		got := claims.since(t0)
+		require.Len(t, got, 2, "claims: %v", got)
+		require.Zero(t, got[0])
+		require.GreaterOrEqual(t, got[1], 100*time.Millisecond)
+		require.LessOrEqual(t, got[1], 100*time.Millisecond+wakeupTick)
+		rec, err := fs.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, store.StateSucceeded, rec.State)
+	})
+}
+
+// TestClaimerBacksOffAfterFailures: failed claims are retried after 20ms,
+// 40ms, 80ms... (doubling from 10ms), at most every PollInterval; a
+// success resets the backoff.
+func TestClaimerBacksOffAfterFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := NewFaultStore(memstore.New())
+		var claims claimTimes
+		fails := 5
+		var mu sync.Mutex
+		fs.SetBeforeCall(func(ctx context.Context, m string) error {
+			_ = claims.hook(ctx, m)
+			mu.Lock()
+			defer mu.Unlock()
+			if m == "Claim" && fails > 0 {
+				fails--
+				return errors.New("connection refused")
+			}
+			return nil
+		})
+		r := testRuntime(t, fs, func(c *Config) { c.PollInterval = 200 * time.Millisecond })
+		t0 := time.Now()
+		startClaimer(t, r, "k")
+		r.wake()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		got := claims.since(t0)
+		want := []time.Duration{0, 20, 60, 140, 300, 500} // gaps 20, 40, 80, 160, then capped at 200
+		for i := range want {
+			want[i] *= time.Millisecond
+		}
+		require.GreaterOrEqual(t, len(got), len(want))
+		require.Equal(t, want, got[:len(want)])
+		// After the success, the poll interval again.
+		require.Equal(t, 700*time.Millisecond, got[6])
+	})
+}
+
+// TestClaimerHonoursConcurrency: a kind's Concurrency caps its claims, and
+// a freed slot of a capped kind wakes the claimer at once, even with
+// other kinds registered (whose empty claims say nothing of the capped
+// kind).
+func TestClaimerHonoursConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		r := testRuntime(t, st, func(c *Config) { c.PollInterval = time.Hour })
+		release := make(chan struct{})
+		var running, most int
+		var mu sync.Mutex
+		require.NoError(t, r.s.Handle("capped", HandlerFunc(func(context.Context, *Job) error {
+			mu.Lock()
+			running++
+			most = max(most, running)
+			mu.Unlock()
+			<-release
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return nil
+		}), Concurrency(2)))
+		for range 6 {
+			insertAt(t, st, "capped", time.Time{})
+		}
+		startClaimer(t, r, "other")
+		r.wake()
+		synctest.Wait()
+		require.Equal(t, 2, most)
+		for range 3 {
+			release <- struct{}{}
+			release <- struct{}{}
+			synctest.Wait()
+		}
+		require.Equal(t, 2, most)
+		time.Sleep(10 * time.Millisecond) // the last outcomes' flush interval
+		synctest.Wait()
+		counts, err := st.CountJobs(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, []store.StateCount{{Kind: "capped", State: store.StateSucceeded, Count: 6}}, counts)
+	})
+}
