@@ -88,3 +88,63 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 func newMemstore(opts ...memstore.Option) *memstore.Store { return memstore.New(opts...) }
+
+// scheduleN schedules n jobs of kind in one call.
+func scheduleN(t *testing.T, s *ax.Scheduler, kind string, n int) {
+	t.Helper()
+	reqs := make([]ax.Request, n)
+	for i := range reqs {
+		reqs[i] = ax.Request{Kind: kind}
+	}
+	_, err := s.ScheduleMany(context.Background(), reqs)
+	require.NoError(t, err)
+}
+
+// eventCounter is an Observer counting events of some kinds; a test waits
+// on it for a count, so observers listed before it have seen those events.
+type eventCounter struct {
+	kinds map[ax.EventKind]bool
+	mu    sync.Mutex
+	cond  *sync.Cond
+	n     int
+}
+
+func newEventCounter(kinds ...ax.EventKind) *eventCounter {
+	c := &eventCounter{kinds: make(map[ax.EventKind]bool)}
+	for _, k := range kinds {
+		c.kinds[k] = true
+	}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+func (c *eventCounter) Observe(e ax.Event) {
+	if !c.kinds[e.Kind] {
+		return
+	}
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	c.cond.Broadcast()
+}
+
+// waitFor waits until n events were counted, failing the test after a
+// generous deadline.
+func (c *eventCounter) waitFor(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.AfterFunc(30*time.Second, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.n = -1 << 30 // wake the waiter and fail it
+		c.cond.Broadcast()
+	})
+	defer timeout.Stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.n >= 0 && c.n < n {
+		c.cond.Wait()
+	}
+	if c.n < 0 {
+		t.Fatalf("timed out waiting for %d events", n)
+	}
+}

@@ -13,7 +13,9 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/axalert"
 	"github.com/axsched/ax/axprom"
+	"github.com/axsched/ax/axstats"
 	"github.com/axsched/ax/store/memstore"
 )
 
@@ -44,7 +46,7 @@ func benchThroughput(b *testing.B, on bool) {
 			core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel)
 			cfg.Logger = zap.New(core)
 			c = axprom.New(axprom.Options{})
-			cfg.Observers = []ax.Observer{c, ax.NewStatsObserver(ax.StatsConfig{}), ax.NewAlerter(ax.AlertConfig{}, func(ax.Alert) {})}
+			cfg.Observers = []ax.Observer{c, axstats.New(axstats.Config{}), axalert.New(axalert.Config{}, func(axalert.Alert) {})}
 		}
 		s, err := ax.New(cfg)
 		if err != nil {

@@ -1,6 +1,6 @@
 // Command observability runs AX on the in-memory store with everything an
 // operator looks at: Prometheus metrics served on /metrics (axprom),
-// per-kind stats (ax.StatsObserver) and alert hooks (ax.Alerter). A steady
+// per-kind stats (axstats.Observer) and alert hooks (axalert.Alerter). A steady
 // stream of "email.send" jobs succeeds; "invoice.render" jobs fail because
 // their downstream is down, which trips the alert rules once each, however
 // many invoices fail. After -duration it stops the scheduler (draining the
@@ -33,7 +33,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/axalert"
 	"github.com/axsched/ax/axprom"
+	"github.com/axsched/ax/axstats"
 	"github.com/axsched/ax/store/memstore"
 )
 
@@ -67,8 +69,8 @@ func run(ctx context.Context, out io.Writer, o options) error {
 	}
 
 	metrics := axprom.New(axprom.Options{})
-	stats := ax.NewStatsObserver(ax.StatsConfig{})
-	alerts := ax.NewAlerter(ax.AlertConfig{}, func(a ax.Alert) {
+	stats := axstats.New(axstats.Config{})
+	alerts := axalert.New(axalert.Config{}, func(a axalert.Alert) {
 		state := "ALERT"
 		if a.Resolved {
 			state = "RESOLVED"

@@ -1,4 +1,4 @@
-package ax_test
+package axalert_test
 
 import (
 	"context"
@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/axsched/ax"
 	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/axalert"
+	"github.com/axsched/ax/store/memstore"
 )
 
 // alertClock is a manual clock for Alerters.
@@ -36,10 +39,10 @@ func (c *alertClock) Advance(d time.Duration) {
 // alertLog records an Alerter's alerts.
 type alertLog struct {
 	mu     sync.Mutex
-	alerts []ax.Alert
+	alerts []axalert.Alert
 }
 
-func (l *alertLog) add(a ax.Alert) {
+func (l *alertLog) add(a axalert.Alert) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.alerts = append(l.alerts, a)
@@ -75,22 +78,22 @@ func started(kind string, lag time.Duration) ax.Event {
 func TestAlerterBurstFiresOnceEachRule(t *testing.T) {
 	tests := []struct {
 		name string
-		cfg  ax.AlertConfig
+		cfg  axalert.Config
 		want []string
 	}{
 		{
 			name: "consecutive failures only",
-			cfg:  ax.AlertConfig{SuccessRate: -1, StartLagP99: -1},
+			cfg:  axalert.Config{SuccessRate: -1, StartLagP99: -1},
 			want: []string{"consecutive_failures mail fired", "consecutive_failures mail resolved"},
 		},
 		{
 			name: "success rate only",
-			cfg:  ax.AlertConfig{ConsecutiveFailures: -1, StartLagP99: -1},
+			cfg:  axalert.Config{ConsecutiveFailures: -1, StartLagP99: -1},
 			want: []string{"success_rate mail fired", "success_rate mail resolved"},
 		},
 		{
 			name: "defaults",
-			cfg:  ax.AlertConfig{},
+			cfg:  axalert.Config{},
 			want: []string{
 				"consecutive_failures mail fired", "success_rate mail fired",
 				"consecutive_failures mail resolved", "success_rate mail resolved",
@@ -103,13 +106,13 @@ func TestAlerterBurstFiresOnceEachRule(t *testing.T) {
 			var log alertLog
 			cfg := tt.cfg
 			cfg.Clock = clock.Now
-			al := ax.NewAlerter(cfg, log.add)
+			al := axalert.New(cfg, log.add)
 			for range 1000 {
 				al.Observe(failed("mail"))
 				clock.Advance(time.Millisecond)
 			}
 			al.Observe(ax.Event{Kind: ax.EventDead, JobKind: "other"}) // other kinds and events change nothing
-			clock.Advance(ax.DefaultAlertWindow)                       // the failures leave the window
+			clock.Advance(axalert.DefaultWindow)                       // the failures leave the window
 			for range 1000 {
 				al.Observe(succeeded("mail"))
 				clock.Advance(time.Millisecond)
@@ -123,14 +126,14 @@ func TestAlerterBurstFiresOnceEachRule(t *testing.T) {
 func TestAlerterAlertFields(t *testing.T) {
 	clock := newAlertClock()
 	var log alertLog
-	al := ax.NewAlerter(ax.AlertConfig{SuccessRate: -1, StartLagP99: -1, Clock: clock.Now}, log.add)
+	al := axalert.New(axalert.Config{SuccessRate: -1, StartLagP99: -1, Clock: clock.Now}, log.add)
 	for range 5 {
 		al.Observe(failed("mail"))
 	}
 	al.Observe(succeeded("mail"))
 	require.Len(t, log.alerts, 2)
 	fired, resolved := log.alerts[0], log.alerts[1]
-	require.Equal(t, ax.AlertConsecutiveFailures, fired.Rule)
+	require.Equal(t, axalert.RuleConsecutiveFailures, fired.Rule)
 	require.False(t, fired.Resolved)
 	require.Equal(t, 3.0, fired.Value)
 	require.Equal(t, clock.Now(), fired.At)
@@ -146,7 +149,7 @@ func TestAlerterAlertFields(t *testing.T) {
 func TestAlerterMinInterval(t *testing.T) {
 	clock := newAlertClock()
 	var log alertLog
-	al := ax.NewAlerter(ax.AlertConfig{SuccessRate: -1, StartLagP99: -1, MinInterval: 10 * time.Minute, Clock: clock.Now}, log.add)
+	al := axalert.New(axalert.Config{SuccessRate: -1, StartLagP99: -1, MinInterval: 10 * time.Minute, Clock: clock.Now}, log.add)
 	burst := func(n int) {
 		for range n {
 			al.Observe(failed("mail"))
@@ -168,7 +171,7 @@ func TestAlerterMinInterval(t *testing.T) {
 // TestAlerterKindsApart: rules are kept per kind.
 func TestAlerterKindsApart(t *testing.T) {
 	var log alertLog
-	al := ax.NewAlerter(ax.AlertConfig{SuccessRate: -1, StartLagP99: -1, Clock: newAlertClock().Now}, log.add)
+	al := axalert.New(axalert.Config{SuccessRate: -1, StartLagP99: -1, Clock: newAlertClock().Now}, log.add)
 	for range 2 {
 		al.Observe(failed("a"))
 		al.Observe(failed("b"))
@@ -185,12 +188,12 @@ func TestAlerterKindsApart(t *testing.T) {
 func TestAlerterStartLag(t *testing.T) {
 	clock := newAlertClock()
 	var log alertLog
-	al := ax.NewAlerter(ax.AlertConfig{ConsecutiveFailures: -1, SuccessRate: -1, Clock: clock.Now}, log.add)
+	al := axalert.New(axalert.Config{ConsecutiveFailures: -1, SuccessRate: -1, Clock: clock.Now}, log.add)
 	for range 100 {
 		al.Observe(started("mail", time.Second))
 	}
 	al.Observe(started("mail", time.Minute))
-	al.Observe(started("mail", ax.DefaultAlertStartLagP99)) // at the bound is not above it
+	al.Observe(started("mail", axalert.DefaultStartLagP99)) // at the bound is not above it
 	require.Empty(t, log.got(), "1 late start of 102: p99 is within the bound")
 	al.Observe(started("mail", time.Minute))
 	require.Equal(t, []string{"start_lag_p99 mail fired"}, log.got(), "2 of 103")
@@ -208,7 +211,7 @@ func TestAlerterStartLag(t *testing.T) {
 // decides nothing.
 func TestAlerterMinSamples(t *testing.T) {
 	var log alertLog
-	al := ax.NewAlerter(ax.AlertConfig{ConsecutiveFailures: -1, MinSamples: 10, Clock: newAlertClock().Now}, log.add)
+	al := axalert.New(axalert.Config{ConsecutiveFailures: -1, MinSamples: 10, Clock: newAlertClock().Now}, log.add)
 	for range 9 {
 		al.Observe(failed("mail"))
 	}
@@ -223,12 +226,11 @@ func TestAlerterSchedulerBurst(t *testing.T) {
 	const jobs = 1000
 	clock := newAlertClock()
 	var log alertLog
-	al := ax.NewAlerter(ax.AlertConfig{Clock: clock.Now}, log.add)
-	done := newEventCounter(ax.EventDead, ax.EventSucceeded)
-	s := newScheduler(t, newMemstore(), func(c *ax.Config) {
-		c.Observers = []ax.Observer{al, done}
-		c.EventBuffer = 10 * jobs
-	})
+	al := axalert.New(axalert.Config{Clock: clock.Now}, log.add)
+	done := &deadOrDone{ch: make(chan struct{}, 10*jobs)}
+	s, err := ax.New(ax.Config{Store: memstore.New(), Observers: []ax.Observer{al, done}, EventBuffer: 10 * jobs})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
 	var broken sync.Mutex
 	down := true
 	require.NoError(t, s.Handle("mail", ax.HandlerFunc(func(context.Context, *ax.Job) error {
@@ -239,7 +241,7 @@ func TestAlerterSchedulerBurst(t *testing.T) {
 		}
 		return nil
 	})))
-	start(t, s)
+	require.NoError(t, s.Start(context.Background()))
 	scheduleN(t, s, "mail", jobs)
 	done.waitFor(t, jobs)
 	require.Equal(t, []string{"consecutive_failures mail fired", "success_rate mail fired"}, log.got())
@@ -247,9 +249,9 @@ func TestAlerterSchedulerBurst(t *testing.T) {
 	broken.Lock()
 	down = false
 	broken.Unlock()
-	clock.Advance(ax.DefaultAlertWindow)
-	scheduleN(t, s, "mail", ax.DefaultAlertMinSamples)
-	done.waitFor(t, jobs+ax.DefaultAlertMinSamples)
+	clock.Advance(axalert.DefaultWindow)
+	scheduleN(t, s, "mail", axalert.DefaultMinSamples)
+	done.waitFor(t, jobs+axalert.DefaultMinSamples)
 	require.Equal(t, []string{
 		"consecutive_failures mail fired", "success_rate mail fired",
 		"consecutive_failures mail resolved", "success_rate mail resolved",
@@ -268,52 +270,29 @@ func scheduleN(t *testing.T, s *ax.Scheduler, kind string, n int) {
 	require.NoError(t, err)
 }
 
-// eventCounter is an Observer counting events of some kinds; a test waits
-// on it for a count, so observers listed before it have seen those events.
-type eventCounter struct {
-	kinds map[ax.EventKind]bool
-	mu    sync.Mutex
-	cond  *sync.Cond
-	n     int
+// deadOrDone counts dead and succeeded events; a test waits on it, so
+// observers listed before it have seen those events.
+type deadOrDone struct {
+	mu sync.Mutex
+	n  int
+	ch chan struct{}
 }
 
-func newEventCounter(kinds ...ax.EventKind) *eventCounter {
-	c := &eventCounter{kinds: make(map[ax.EventKind]bool)}
-	for _, k := range kinds {
-		c.kinds[k] = true
+func (c *deadOrDone) Observe(e ax.Event) {
+	if e.Kind == ax.EventDead || e.Kind == ax.EventSucceeded {
+		c.ch <- struct{}{}
 	}
-	c.cond = sync.NewCond(&c.mu)
-	return c
 }
 
-func (c *eventCounter) Observe(e ax.Event) {
-	if !c.kinds[e.Kind] {
-		return
-	}
-	c.mu.Lock()
-	c.n++
-	c.mu.Unlock()
-	c.cond.Broadcast()
-}
-
-// waitFor waits until n events were counted, failing the test after a
-// generous deadline.
-func (c *eventCounter) waitFor(t *testing.T, n int) {
+func (c *deadOrDone) waitFor(t *testing.T, n int) {
 	t.Helper()
-	timeout := time.AfterFunc(30*time.Second, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.n = -1 << 30 // wake the waiter and fail it
-		c.cond.Broadcast()
-	})
-	defer timeout.Stop()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for c.n >= 0 && c.n < n {
-		c.cond.Wait()
-	}
-	if c.n < 0 {
-		t.Fatalf("timed out waiting for %d events", n)
+	for c.n < n {
+		select {
+		case <-c.ch:
+			c.n++
+		case <-time.After(30 * time.Second):
+			t.Fatalf("timed out waiting for %d events", n)
+		}
 	}
 }
 
@@ -321,7 +300,7 @@ func (c *eventCounter) waitFor(t *testing.T, n int) {
 // times, so failures leave the window as later events arrive.
 func TestAlerterEventTime(t *testing.T) {
 	var log alertLog
-	al := ax.NewAlerter(ax.AlertConfig{ConsecutiveFailures: -1, StartLagP99: -1}, log.add)
+	al := axalert.New(axalert.Config{ConsecutiveFailures: -1, StartLagP99: -1}, log.add)
 	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	for range 20 {
 		e := failed("mail")
@@ -330,7 +309,7 @@ func TestAlerterEventTime(t *testing.T) {
 	}
 	require.Equal(t, []string{"success_rate mail fired"}, log.got())
 	require.Equal(t, at, log.alerts[0].At)
-	at = at.Add(ax.DefaultAlertWindow + time.Minute)
+	at = at.Add(axalert.DefaultWindow + time.Minute)
 	for range 20 {
 		e := succeeded("mail")
 		e.At = at

@@ -1,41 +1,49 @@
-package ax
+// Package axalert evaluates alert rules per job kind in process: a kind
+// failing N times in a row, a success rate under a bound over a window, a
+// start-lag p99 over a bound. Each rule fires once per breach and once
+// when it resolves, so a dead downstream failing a thousand jobs makes one
+// alert, not a thousand. An Alerter is an ax.Observer; add it to
+// ax.Config.Observers.
+package axalert
 
 import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/axsched/ax"
 )
 
-// AlertRule names a rule of an Alerter.
-type AlertRule int
+// Rule names a rule of an Alerter.
+type Rule int
 
 // The rules an Alerter evaluates, each per job kind.
 const (
-	// AlertConsecutiveFailures fires when a kind's attempts failed
-	// AlertConfig.ConsecutiveFailures times in a row, and resolves at its
+	// RuleConsecutiveFailures fires when a kind's attempts failed
+	// Config.ConsecutiveFailures times in a row, and resolves at its
 	// next success.
-	AlertConsecutiveFailures AlertRule = iota + 1
-	// AlertSuccessRate fires when fewer than AlertConfig.SuccessRate of a
+	RuleConsecutiveFailures Rule = iota + 1
+	// RuleSuccessRate fires when fewer than Config.SuccessRate of a
 	// kind's finished attempts in the window succeeded, over at least
-	// AlertConfig.MinSamples attempts, and resolves when the rate is back
+	// Config.MinSamples attempts, and resolves when the rate is back
 	// at or above it (over at least MinSamples attempts).
-	AlertSuccessRate
-	// AlertStartLag fires when the p99 start lag of a kind's attempts
-	// started in the window is above AlertConfig.StartLagP99, over at
-	// least AlertConfig.MinSamples starts, and resolves when it is back at
+	RuleSuccessRate
+	// RuleStartLag fires when the p99 start lag of a kind's attempts
+	// started in the window is above Config.StartLagP99, over at
+	// least Config.MinSamples starts, and resolves when it is back at
 	// or below (over at least MinSamples starts).
-	AlertStartLag
+	RuleStartLag
 )
 
-var alertRuleNames = map[AlertRule]string{
-	AlertConsecutiveFailures: "consecutive_failures",
-	AlertSuccessRate:         "success_rate",
-	AlertStartLag:            "start_lag_p99",
+var ruleNames = map[Rule]string{
+	RuleConsecutiveFailures: "consecutive_failures",
+	RuleSuccessRate:         "success_rate",
+	RuleStartLag:            "start_lag_p99",
 }
 
 // String returns the rule's snake_case name ("success_rate").
-func (r AlertRule) String() string {
-	if n, ok := alertRuleNames[r]; ok {
+func (r Rule) String() string {
+	if n, ok := ruleNames[r]; ok {
 		return n
 	}
 	return "unknown"
@@ -43,23 +51,23 @@ func (r AlertRule) String() string {
 
 // Alert is a rule starting to fire for a kind, or resolving.
 type Alert struct {
-	Rule AlertRule
+	Rule Rule
 	// Kind is the job kind the rule fired for.
 	Kind string
 	// Resolved is false when the rule starts firing, true when it stops.
 	Resolved bool
 	// At is the time of the transition: the time of the event that
-	// caused it (see AlertConfig.Clock).
+	// caused it (see Config.Clock).
 	At time.Time
 	// Value is what the rule measured: the number of consecutive
-	// failures (AlertConsecutiveFailures; when resolved, the length of the
+	// failures (RuleConsecutiveFailures; when resolved, the length of the
 	// run a success ended), the success rate in [0, 1]
-	// (AlertSuccessRate), or the fraction in [0, 1] of starts later than
-	// the bound (AlertStartLag: p99 is above the bound exactly when more
+	// (RuleSuccessRate), or the fraction in [0, 1] of starts later than
+	// the bound (RuleStartLag: p99 is above the bound exactly when more
 	// than 1% are).
 	Value float64
 	// Samples is the number of attempts the rate or fraction is over
-	// (zero for AlertConsecutiveFailures).
+	// (zero for RuleConsecutiveFailures).
 	Samples int
 	// Err is the kind's latest attempt error, if any.
 	Err error
@@ -67,23 +75,23 @@ type Alert struct {
 	Message string
 }
 
-// AlertConfig configures an Alerter. The zero value of every field means
+// Config configures an Alerter. The zero value of every field means
 // its documented default; a negative threshold turns its rule off.
-type AlertConfig struct {
+type Config struct {
 	// ConsecutiveFailures is the number of failed attempts in a row that
-	// fires AlertConsecutiveFailures. Defaults to 3.
+	// fires RuleConsecutiveFailures. Defaults to 3.
 	ConsecutiveFailures int
 	// SuccessRate is the fraction of attempts, in (0, 1], under which
-	// AlertSuccessRate fires. Defaults to 0.9.
+	// RuleSuccessRate fires. Defaults to 0.9.
 	SuccessRate float64
-	// StartLagP99 is the p99 start lag above which AlertStartLag fires.
+	// StartLagP99 is the p99 start lag above which RuleStartLag fires.
 	// Defaults to 10s.
 	StartLagP99 time.Duration
-	// Window is the sliding window of AlertSuccessRate and AlertStartLag.
+	// Window is the sliding window of RuleSuccessRate and RuleStartLag.
 	// Defaults to 5 minutes. It advances in steps of Window/30.
 	Window time.Duration
 	// MinSamples is the fewest attempts in the window for which
-	// AlertSuccessRate and AlertStartLag decide anything. Defaults to 20.
+	// RuleSuccessRate and RuleStartLag decide anything. Defaults to 20.
 	MinSamples int
 	// MinInterval is the least time between two firings of one rule for
 	// one kind: a rule that resolves and breaches again sooner fires again
@@ -91,39 +99,39 @@ type AlertConfig struct {
 	// to 5 minutes.
 	MinInterval time.Duration
 	// Clock, when set, gives the time rules are evaluated at, for tests.
-	// By default an event is evaluated at its own time, Event.At (the
-	// Scheduler's Config.Clock), or time.Now when that is zero.
+	// By default an event is evaluated at its own time, ax.Event.At (the
+	// Scheduler's ax.Config.Clock), or time.Now when that is zero.
 	Clock func() time.Time
 }
 
-// Defaults of AlertConfig.
+// Defaults of Config.
 const (
-	DefaultAlertConsecutiveFailures = 3
-	DefaultAlertSuccessRate         = 0.9
-	DefaultAlertStartLagP99         = 10 * time.Second
-	DefaultAlertWindow              = 5 * time.Minute
-	DefaultAlertMinSamples          = 20
-	DefaultAlertMinInterval         = 5 * time.Minute
+	DefaultConsecutiveFailures = 3
+	DefaultSuccessRate         = 0.9
+	DefaultStartLagP99         = 10 * time.Second
+	DefaultWindow              = 5 * time.Minute
+	DefaultMinSamples          = 20
+	DefaultMinInterval         = 5 * time.Minute
 )
 
 // alertBuckets is the number of steps of a sliding window.
 const alertBuckets = 30
 
-// Alerter is an Observer evaluating alert rules per job kind, in process,
+// Alerter is an ax.Observer evaluating alert rules per job kind, in process,
 // and calling a function when a rule starts firing and when it resolves.
 // Each rule fires once per breach, however many events keep it breached,
 // so a dead downstream failing a thousand jobs makes one alert:
 //
-//	al := ax.NewAlerter(ax.AlertConfig{}, func(a ax.Alert) { pager.Send(a.Message) })
+//	al := axalert.New(axalert.Config{}, func(a axalert.Alert) { pager.Send(a.Message) })
 //	s, err := ax.New(ax.Config{Store: st, Observers: []ax.Observer{al}})
 //
 // Rules are evaluated as events arrive, with no goroutine of its own: a
 // kind with no more events keeps its rules as they are. It sees what its
-// Scheduler's observers see, so dropped events (Scheduler.DroppedEvents)
+// Scheduler's observers see, so dropped events (ax.Scheduler.DroppedEvents)
 // are missed. Its memory is a few counters per kind. It is safe for
 // concurrent use.
 type Alerter struct {
-	cfg AlertConfig
+	cfg Config
 	fn  func(Alert)
 
 	mu    sync.Mutex
@@ -137,7 +145,7 @@ type kindAlerts struct {
 	lastErr     error
 	outcomes    slidingCounts // a: succeeded, b: failed
 	starts      slidingCounts // a: started, b: started later than the bound
-	rules       [AlertStartLag + 1]ruleState
+	rules       [RuleStartLag + 1]ruleState
 }
 
 // ruleState is one rule's firing state for one kind.
@@ -147,18 +155,18 @@ type ruleState struct {
 	lastFired time.Time
 }
 
-// NewAlerter returns an Alerter with cfg's rules calling fn on every
+// New returns an Alerter with cfg's rules calling fn on every
 // firing and resolution. fn is called on the observers' goroutine, outside
 // the Alerter's lock; it should hand slow work (a pager call) to another
 // goroutine, since it delays the other observers meanwhile.
-func NewAlerter(cfg AlertConfig, fn func(Alert)) *Alerter {
-	setDefault(&cfg.ConsecutiveFailures, DefaultAlertConsecutiveFailures)
-	setDefault(&cfg.SuccessRate, DefaultAlertSuccessRate)
-	setDefault(&cfg.StartLagP99, DefaultAlertStartLagP99)
-	setDefault(&cfg.MinSamples, DefaultAlertMinSamples)
-	setDefault(&cfg.MinInterval, DefaultAlertMinInterval)
+func New(cfg Config, fn func(Alert)) *Alerter {
+	setDefault(&cfg.ConsecutiveFailures, DefaultConsecutiveFailures)
+	setDefault(&cfg.SuccessRate, DefaultSuccessRate)
+	setDefault(&cfg.StartLagP99, DefaultStartLagP99)
+	setDefault(&cfg.MinSamples, DefaultMinSamples)
+	setDefault(&cfg.MinInterval, DefaultMinInterval)
 	if cfg.Window <= 0 {
-		cfg.Window = DefaultAlertWindow
+		cfg.Window = DefaultWindow
 	}
 	if fn == nil {
 		fn = func(Alert) {}
@@ -168,7 +176,7 @@ func NewAlerter(cfg AlertConfig, fn func(Alert)) *Alerter {
 
 // Observe evaluates the rules that e concerns and calls the Alerter's
 // function for each rule that starts firing or resolves.
-func (a *Alerter) Observe(e Event) {
+func (a *Alerter) Observe(e ax.Event) {
 	if e.JobKind == "" {
 		return
 	}
@@ -187,19 +195,19 @@ func (a *Alerter) Observe(e Event) {
 		a.kinds[e.JobKind] = k
 	}
 	switch e.Kind {
-	case EventStarted:
+	case ax.EventStarted:
 		over := int64(0)
 		if e.StartLag > a.cfg.StartLagP99 {
 			over = 1
 		}
 		k.starts.add(now, 1, over)
 		fire = a.evalStartLag(fire, e.JobKind, k, now)
-	case EventSucceeded:
+	case ax.EventSucceeded:
 		k.endedRun, k.consecutive = k.consecutive, 0
 		k.outcomes.add(now, 1, 0)
 		fire = a.evalFailures(fire, e.JobKind, k, now)
 		fire = a.evalSuccessRate(fire, e.JobKind, k, now)
-	case EventFailed:
+	case ax.EventFailed:
 		k.consecutive++
 		k.lastErr = e.Err
 		k.outcomes.add(now, 0, 1)
@@ -230,11 +238,11 @@ func (a *Alerter) evalFailures(fire []Alert, kind string, k *kindAlerts, now tim
 	if k.consecutive >= n {
 		v = breached
 	}
-	changed, resolved := a.transition(&k.rules[AlertConsecutiveFailures], v, now)
+	changed, resolved := a.transition(&k.rules[RuleConsecutiveFailures], v, now)
 	if !changed {
 		return fire
 	}
-	al := Alert{Rule: AlertConsecutiveFailures, Kind: kind, Resolved: resolved, At: now, Value: float64(k.consecutive), Err: k.lastErr}
+	al := Alert{Rule: RuleConsecutiveFailures, Kind: kind, Resolved: resolved, At: now, Value: float64(k.consecutive), Err: k.lastErr}
 	if resolved {
 		al.Value = float64(k.endedRun)
 		al.Message = fmt.Sprintf("resolved: ax: kind %q succeeded again after %d failures in a row", kind, k.endedRun)
@@ -258,12 +266,12 @@ func (a *Alerter) evalSuccessRate(fire []Alert, kind string, k *kindAlerts, now 
 	if rate < a.cfg.SuccessRate {
 		v = breached
 	}
-	changed, resolved := a.transition(&k.rules[AlertSuccessRate], v, now)
+	changed, resolved := a.transition(&k.rules[RuleSuccessRate], v, now)
 	if !changed {
 		return fire
 	}
 	return append(fire, Alert{
-		Rule: AlertSuccessRate, Kind: kind, Resolved: resolved, At: now, Value: rate, Samples: int(total), Err: k.lastErr,
+		Rule: RuleSuccessRate, Kind: kind, Resolved: resolved, At: now, Value: rate, Samples: int(total), Err: k.lastErr,
 		Message: resolvedPrefix(resolved) + fmt.Sprintf("ax: kind %q success rate %.1f%% over %d attempts in the last %s (threshold %.1f%%)",
 			kind, 100*rate, total, a.cfg.Window, 100*a.cfg.SuccessRate),
 	})
@@ -281,13 +289,13 @@ func (a *Alerter) evalStartLag(fire []Alert, kind string, k *kindAlerts, now tim
 	if over*100 > total { // p99 (nearest rank) > bound ⇔ more than 1% above it
 		v = breached
 	}
-	changed, resolved := a.transition(&k.rules[AlertStartLag], v, now)
+	changed, resolved := a.transition(&k.rules[RuleStartLag], v, now)
 	if !changed {
 		return fire
 	}
 	frac := float64(over) / float64(total)
 	return append(fire, Alert{
-		Rule: AlertStartLag, Kind: kind, Resolved: resolved, At: now, Value: frac, Samples: int(total),
+		Rule: RuleStartLag, Kind: kind, Resolved: resolved, At: now, Value: frac, Samples: int(total),
 		Message: resolvedPrefix(resolved) + fmt.Sprintf("ax: kind %q start lag: %.1f%% of %d starts in the last %s later than %s (p99 is above it when more than 1%% are)",
 			kind, 100*frac, total, a.cfg.Window, a.cfg.StartLagP99),
 	})
@@ -376,5 +384,13 @@ func (w *slidingCounts) resum(s int64) {
 			w.sumA += bk.a
 			w.sumB += bk.b
 		}
+	}
+}
+
+// setDefault sets *v to def when it is the zero value.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
 	}
 }
