@@ -11,7 +11,11 @@
 //		return mailer.Send(ctx, p.To, p.Body)
 //	}, ax.Timeout(30*time.Second), ax.MaxAttempts(8))
 //	s.Start(ctx)
-//	defer s.Stop(context.Background())
+//	defer func() {
+//		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+//		defer cancel()
+//		s.Stop(ctx) // finish running jobs for up to 30s, hand back the rest
+//	}()
 //	res, err := s.Schedule(ctx, "email.send", EmailArgs{...}, ax.In(10*time.Minute), ax.UniqueKey("welcome:"+userID))
 //
 // # Guarantees
@@ -22,7 +26,18 @@
 // operation, so handlers should be idempotent. Due-ness is decided by the
 // store's clock, so a host whose clock jumps cannot start jobs early. Claims
 // are batched and fenced by lease tokens: a host that lost a job's lease
-// cannot write its result, and its handler's context is cancelled.
+// cannot write its result, and its handler's context is cancelled. A dead
+// host's jobs run elsewhere at most LeaseDuration + 1.2 × RescueInterval
+// after its last heartbeat, whichever host died.
+//
+// # Input
+//
+// Bad input gets an error matched with errors.Is (ErrInvalidKind,
+// ErrInvalidOption, ErrInvalidPayload, ErrInvalidConfig) and stores
+// nothing. The limits are the same for every store (see package store):
+// texts are valid UTF-8 without NUL bytes; kinds and node names 1 to 255
+// bytes, unique keys at most 1,024, metadata at most 64 KiB, payloads at
+// most 1 MiB of JSON, kept byte for byte; run times between 1970 and 9999.
 //
 // # States
 //
@@ -35,6 +50,7 @@
 //	    │                   │ snooze(d), or handed back at Stop ──▶ scheduled
 //	    └── resume ── paused ◀── pause ── scheduled | retrying
 //	scheduled | retrying | paused ──cancel──▶ cancelled; running ──cancel──▶ handler cancelled ──▶ cancelled
+//	running ──pause──▶ the attempt runs to its end ──▶ paused (or succeeded, dead)
 //
 // # Timing
 //
