@@ -275,11 +275,11 @@ func (f *FaultStore) ReapNodes(ctx context.Context, p *store.ReapParams) ([]stri
 }
 
 // DeclarePeriodic implements store.PeriodicStore.
-func (f *FaultStore) DeclarePeriodic(ctx context.Context, name, spec string) (*store.PeriodicDeclaration, error) {
+func (f *FaultStore) DeclarePeriodic(ctx context.Context, p *store.DeclarePeriodicParams) (*store.PeriodicDeclaration, error) {
 	if err := f.enter(ctx, "DeclarePeriodic"); err != nil {
 		return nil, err
 	}
-	return f.Store.(store.PeriodicStore).DeclarePeriodic(ctx, name, spec)
+	return f.Store.(store.PeriodicStore).DeclarePeriodic(ctx, p)
 }
 
 // FirePeriodic implements store.PeriodicStore.

@@ -448,7 +448,12 @@ func (r *runtime) tickSchedule(ctx context.Context, ps store.PeriodicStore, sc *
 	log := r.log.With(zap.String("schedule", sc.name))
 	if !sc.declared {
 		before := r.s.now()
-		d, err := ps.DeclarePeriodic(ctx, sc.name, sc.stored)
+		tmpl, err := r.s.insertParam(Request{Kind: sc.kind, Payload: sc.payload, Options: sc.opts}, nil)
+		if err != nil {
+			log.Error("periodic: build job template", zap.Error(err))
+			return r.cfg.PollInterval
+		}
+		d, err := ps.DeclarePeriodic(ctx, &store.DeclarePeriodicParams{Name: sc.name, Spec: sc.stored, Job: &tmpl})
 		if err != nil {
 			r.logStoreError(ctx, "periodic: declare schedule", err)
 			return r.cfg.PollInterval

@@ -40,16 +40,16 @@ func (p *LeaderParams) Validate() error {
 // call.
 type Leadership struct {
 	// Held reports whether the caller holds the lease now.
-	Held bool
+	Held bool `json:"held"`
 	// Holder is the node holding the lease ("" when nobody does).
-	Holder string
+	Holder string `json:"holder"`
 	// Term is the fencing number of the holder's tenure. It grows by at
 	// least one every time the lease passes to another node, or back to a
 	// node after it released it; renewals keep it. Zero when nobody ever
 	// held the lease.
-	Term int64
+	Term int64 `json:"term"`
 	// ExpiresAt is when the lease lapses unless renewed (store clock).
-	ExpiresAt time.Time
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 // Leaser is implemented by stores that can elect one leader among the
@@ -138,18 +138,18 @@ func (p *NodeParams) Validate() error {
 
 // NodeRecord is one registered node as the store keeps it.
 type NodeRecord struct {
-	Name    string
-	Version string
-	Kinds   []string
-	State   NodeState
+	Name    string    `json:"name"`
+	Version string    `json:"version"`
+	Kinds   []string  `json:"kinds"`
+	State   NodeState `json:"state"`
 	// StartedAt is the store time of the node's first heartbeat.
-	StartedAt time.Time
+	StartedAt time.Time `json:"started_at"`
 	// HeartbeatAt is the store time of its latest heartbeat.
-	HeartbeatAt time.Time
+	HeartbeatAt time.Time `json:"heartbeat_at"`
 	// ExpiresAt is when a running node without a further heartbeat
 	// counts as dead; for a stopped node, when it stopped; for a dead
 	// node, when its last heartbeat lapsed.
-	ExpiresAt time.Time
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // ReapParams says which nodes ReapNodes marks dead and which it removes.

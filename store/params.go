@@ -12,33 +12,33 @@ import (
 // InsertParams describes one job to insert.
 type InsertParams struct {
 	// ID must be set by the caller (a UUIDv7).
-	ID uuid.UUID
+	ID uuid.UUID `json:"id,omitzero"`
 	// Kind must be a non-empty text (CheckText) of at most MaxKindLength
 	// bytes.
-	Kind string
+	Kind string `json:"kind"`
 	// Payload must be valid JSON in valid UTF-8, at most MaxPayloadSize
 	// bytes. Nil is stored as the JSON value null. Stores keep it byte
 	// for byte as given.
-	Payload []byte
+	Payload json.RawMessage `json:"payload"`
 	// Metadata is optional; see CheckMetadata for its limits.
-	Metadata map[string]string
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// Priority must be PriorityHigh, PriorityNormal or PriorityLow.
-	Priority int
+	Priority int `json:"priority"`
 	// RunAt, when not zero, is the absolute time the job becomes due,
 	// within [MinTime, MaxTime].
-	RunAt time.Time
+	RunAt time.Time `json:"run_at,omitzero"`
 	// Delay, used when RunAt is zero, makes the job due Delay after the
 	// store's now. It must not be negative.
-	Delay time.Duration
+	Delay time.Duration `json:"delay,omitzero"`
 	// MaxAttempts must be from 1 to MaxAttemptsLimit.
-	MaxAttempts int
+	MaxAttempts int `json:"max_attempts"`
 	// UniqueKey, when not empty, makes the insert a no-op returning the
 	// holder's ID when another job holds the same key in the same scope
 	// (see UniqueScope). It is a text of at most MaxUniqueKeyLength bytes.
-	UniqueKey string
+	UniqueKey string `json:"unique_key,omitempty"`
 	// Unique says where and for how long UniqueKey holds; ignored without
 	// a UniqueKey. The zero value is the default scope.
-	Unique UniqueScope
+	Unique UniqueScope `json:"unique,omitzero"`
 }
 
 // UniqueScope is where and for how long a job's unique key holds. The zero
@@ -52,18 +52,18 @@ type InsertParams struct {
 type UniqueScope struct {
 	// Global makes the key unique across all kinds, not only among jobs of
 	// the same kind.
-	Global bool
+	Global bool `json:"global,omitempty"`
 	// Finished keeps the key held by succeeded and dead jobs too, until
 	// they are pruned (a key that must never run twice, such as a payment
 	// reference).
-	Finished bool
+	Finished bool `json:"finished,omitempty"`
 	// Period, when > 0, buckets the key by time: the key holds among jobs
 	// whose insert fell in the same window of Period (windows are aligned
 	// to the Unix epoch in the store's clock: [k·Period, (k+1)·Period)),
 	// in every state but cancelled (Finished is implied within the
 	// window). At most one job per key per window results. It must be a
 	// whole number of seconds, at most MaxUniquePeriod.
-	Period time.Duration
+	Period time.Duration `json:"period,omitzero"`
 }
 
 // MaxUniquePeriod is the longest UniqueScope.Period.

@@ -19,18 +19,21 @@ import (
 //	LastTick = T ──FirePeriodic(ticks in (T, store now])──▶ LastTick = latest of them, their jobs inserted
 //	LastTick = T ──FirePeriodic(ticks <= T or > store now)──▶ unchanged, nothing inserted
 type PeriodicStore interface {
-	// DeclarePeriodic records that a host declares the schedule name with
-	// spec. An unknown name is created with LastTick = store now; a known
-	// one keeps its LastTick and gets spec recorded. It reports the state
-	// afterwards and the spec recorded before.
-	DeclarePeriodic(ctx context.Context, name, spec string) (*PeriodicDeclaration, error)
+	// DeclarePeriodic records that a host declares the schedule
+	// params.Name with params.Spec and job template params.Job. An unknown
+	// name is created with LastTick = store now; a known one keeps its
+	// LastTick (and Paused) and gets spec and template recorded. It
+	// reports the state afterwards and the spec recorded before. Invalid
+	// params fail with ErrInvalidParams.
+	DeclarePeriodic(ctx context.Context, params *DeclarePeriodicParams) (*PeriodicDeclaration, error)
 
 	// FirePeriodic applies, in one atomic operation, the ticks of
 	// params that are after the schedule's stored LastTick and not after
 	// store now: LastTick becomes the latest of them and their jobs are
 	// inserted (as Insert would, a held unique key yielding a duplicate
-	// rather than an error). Ticks at or before LastTick, or after store
-	// now, change nothing. Either all of this happens or nothing does, so
+	// rather than an error) — unless the schedule is Paused, when the
+	// ticks are applied without their jobs. Ticks at or before LastTick,
+	// or after store now, change nothing. Either all of this happens or nothing does, so
 	// a stored tick always has its job and a job's tick is always stored.
 	// An unknown name has no LastTick yet: any tick not after store now is
 	// applied, and creates its state.
@@ -46,14 +49,60 @@ type PeriodicStore interface {
 // PeriodicState is the stored state of one periodic schedule.
 type PeriodicState struct {
 	// Name identifies the schedule.
-	Name string
+	Name string `json:"name"`
 	// Spec is the spec recorded by the latest declaration or fire.
-	Spec string
+	Spec string `json:"spec"`
 	// LastTick is the latest tick fired (or skipped by a misfire policy),
 	// or, before any, the time of the first declaration (store clock).
-	LastTick time.Time
+	LastTick time.Time `json:"last_tick"`
 	// UpdatedAt is when the state last changed (store clock).
-	UpdatedAt time.Time
+	UpdatedAt time.Time `json:"updated_at"`
+	// Paused reports that an operator paused the schedule (see
+	// PeriodicController): its ticks pass without jobs.
+	Paused bool `json:"paused"`
+	// Job is the template of the schedule's jobs as the latest
+	// declaration recorded it (ID, RunAt, Delay and UniqueKey unset), for
+	// operators and for triggering a run by hand; nil when no declaration
+	// recorded one.
+	Job *InsertParams `json:"job,omitempty"`
+}
+
+// DeclarePeriodicParams declares a periodic schedule.
+type DeclarePeriodicParams struct {
+	// Name identifies the schedule: a non-empty text (CheckText) of at
+	// most MaxKindLength bytes.
+	Name string
+	// Spec is the schedule's spec, recorded as given (a text).
+	Spec string
+	// Job, optional, is the template of the schedule's jobs: Kind,
+	// Payload, Metadata, Priority and MaxAttempts (ID, RunAt, Delay and
+	// UniqueKey are ignored). It must otherwise pass
+	// InsertParams.Validate.
+	Job *InsertParams
+}
+
+// Validate reports, wrapping ErrInvalidParams, the first problem with p.
+func (p *DeclarePeriodicParams) Validate() error {
+	if p.Name == "" {
+		return fmt.Errorf("%w: empty periodic schedule name", ErrInvalidParams)
+	}
+	if err := CheckText(p.Name, MaxKindLength); err != nil {
+		return fmt.Errorf("%w: periodic schedule name: %w", ErrInvalidParams, err)
+	}
+	if err := CheckText(p.Spec, 0); err != nil {
+		return fmt.Errorf("%w: periodic schedule spec: %w", ErrInvalidParams, err)
+	}
+	if p.Job != nil {
+		tmpl := *p.Job
+		if tmpl.ID == [16]byte{} {
+			tmpl.ID = [16]byte{1} // a template has no ID of its own
+		}
+		tmpl.RunAt, tmpl.Delay, tmpl.UniqueKey = time.Time{}, 0, ""
+		if err := tmpl.Validate(); err != nil {
+			return fmt.Errorf("periodic schedule job: %w", err)
+		}
+	}
+	return nil
 }
 
 // PeriodicDeclaration is what DeclarePeriodic found and did.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,95 +22,95 @@ var Priorities = []int{PriorityHigh, PriorityNormal, PriorityLow}
 // callers may keep and modify them freely.
 type JobRecord struct {
 	// ID is a UUIDv7 chosen by the inserter.
-	ID uuid.UUID
+	ID uuid.UUID `json:"id"`
 	// Kind selects the handler.
-	Kind string
+	Kind string `json:"kind"`
 	// Payload is the handler's argument, as JSON.
-	Payload []byte
+	Payload json.RawMessage `json:"payload"`
 	// Metadata is free-form string data carried with the job (trace
 	// context, tenant, request id...). Nil when empty.
-	Metadata map[string]string
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// State is the job's current state; see State for the machine.
-	State State
+	State State `json:"state"`
 	// Priority is one of PriorityHigh, PriorityNormal, PriorityLow.
-	Priority int
+	Priority int `json:"priority"`
 	// RunAt is the earliest time, in the store's clock, the job may start.
 	// It moves with each retry, snooze, hand-back and RunNow.
-	RunAt time.Time
+	RunAt time.Time `json:"run_at"`
 	// ScheduledAt is the run time the job was scheduled for: its RunAt when
 	// it was inserted (store clock). It never changes afterwards, so it
 	// stays the originally scheduled time across retries, snoozes,
 	// hand-backs and RunNow. For a periodic job it is the tick.
-	ScheduledAt time.Time
+	ScheduledAt time.Time `json:"scheduled_at,omitzero"`
 	// Attempt counts the attempts started so far (a claim adds one; a
 	// snooze or hand-back takes it back).
-	Attempt int
+	Attempt int `json:"attempt"`
 	// MaxAttempts is the number of attempts after which a failure is final.
-	MaxAttempts int
+	MaxAttempts int `json:"max_attempts"`
 	// UniqueKey, when not empty, is the job's idempotency key, unique in
 	// its Unique scope.
-	UniqueKey string
+	UniqueKey string `json:"unique_key,omitempty"`
 	// Unique is the scope of UniqueKey (zero without a key).
-	Unique UniqueScope
+	Unique UniqueScope `json:"unique,omitzero"`
 	// Errors holds one entry per failed attempt, oldest first.
-	Errors []AttemptError
+	Errors []AttemptError `json:"errors,omitempty"`
 	// LeaseToken fences the current attempt; zero unless running.
-	LeaseToken uuid.UUID
+	LeaseToken uuid.UUID `json:"lease_token,omitzero"`
 	// LeaseExpiresAt is when the current lease lapses (store clock); zero
 	// unless running.
-	LeaseExpiresAt time.Time
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
 	// Owner names the node holding, or that last held, the job.
-	Owner string
+	Owner string `json:"owner,omitempty"`
 	// CancelRequested is set when a running job was asked to cancel; its
 	// owner learns of it at the next lease extension.
-	CancelRequested bool
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 	// PauseRequested is set when a running job was paused: its attempt
 	// runs to its end, then the job becomes paused instead of being
 	// retried or rescheduled (a success still ends succeeded). Cleared
 	// when the attempt ends or by a resume.
-	PauseRequested bool
+	PauseRequested bool `json:"pause_requested,omitempty"`
 	// Fence is the job's fencing token: every claim increments it, and
 	// nothing else changes it, so it grows strictly with each attempt, even
 	// across snoozes, hand-backs and RunNow (which give back or reset
 	// Attempt). A handler passes it to its own downstream writes so that
 	// a late write of an earlier attempt can be refused there. Zero until
 	// the first claim.
-	Fence int64
+	Fence int64 `json:"fence"`
 	// CreatedAt is when the job was inserted (store clock).
-	CreatedAt time.Time
+	CreatedAt time.Time `json:"created_at"`
 	// AttemptedAt is when the latest attempt was claimed (store clock).
-	AttemptedAt time.Time
+	AttemptedAt time.Time `json:"attempted_at,omitzero"`
 	// FinishedAt is when the job entered a final state; zero otherwise.
-	FinishedAt time.Time
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
 // AttemptError records one failed attempt.
 type AttemptError struct {
 	// Attempt is the attempt number that failed (1-based).
-	Attempt int
+	Attempt int `json:"attempt"`
 	// At is when the failure was recorded (store clock).
-	At time.Time
+	At time.Time `json:"at"`
 	// Error is the error text, with a stack trace for panics.
-	Error string
+	Error string `json:"error"`
 }
 
 // Lease identifies one attempt of a running job: the job ID and the token
 // its claim stamped.
 type Lease struct {
-	ID    uuid.UUID
-	Token uuid.UUID
+	ID    uuid.UUID `json:"id"`
+	Token uuid.UUID `json:"token"`
 }
 
 // Rescued is one job RescueExpired took back from an owner whose lease
 // expired.
 type Rescued struct {
 	// ID and Kind name the job.
-	ID   uuid.UUID
-	Kind string
+	ID   uuid.UUID `json:"id"`
+	Kind string    `json:"kind"`
 	// Owner is the node whose lease expired.
-	Owner string
+	Owner string `json:"owner"`
 	// Attempt is the attempt that was cut short.
-	Attempt int
+	Attempt int `json:"attempt"`
 	// State is where the job went: retrying, paused, dead or cancelled.
-	State State
+	State State `json:"state"`
 }

@@ -160,9 +160,9 @@ type Lister interface {
 
 // StateCount is the number of jobs of one kind in one state.
 type StateCount struct {
-	Kind  string
-	State State
-	Count int64
+	Kind  string `json:"kind"`
+	State State  `json:"state"`
+	Count int64  `json:"count"`
 }
 
 // Counter is implemented by stores that can count jobs by kind and state

@@ -24,7 +24,14 @@ type periodicStates struct {
 // created with LastTick = store now; a known one gets spec recorded. An
 // empty name, or a name or spec that is not a storable text
 // (store.CheckText), fails with an error wrapping store.ErrInvalidParams.
-func (s *Store) DeclarePeriodic(ctx context.Context, name, spec string) (*store.PeriodicDeclaration, error) {
+func (s *Store) DeclarePeriodic(ctx context.Context, params *store.DeclarePeriodicParams) (*store.PeriodicDeclaration, error) {
+	if params == nil {
+		return nil, fmt.Errorf("declare periodic schedule: %w: nil params", store.ErrInvalidParams)
+	}
+	if err := params.Validate(); err != nil {
+		return nil, fmt.Errorf("declare periodic schedule: %w", err)
+	}
+	name, spec := params.Name, params.Spec
 	if name == "" {
 		return nil, fmt.Errorf("declare periodic schedule: %w: empty name", store.ErrInvalidParams)
 	}

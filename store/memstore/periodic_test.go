@@ -46,7 +46,7 @@ func TestPeriodicTickDueAtStoreNow(t *testing.T) {
 // changing nothing, on a cancelled context or a closed store.
 func TestPeriodicAfterCloseOrCancel(t *testing.T) {
 	st, clk := newStore(t)
-	_, err := st.DeclarePeriodic(context.Background(), "p", "@every 1s")
+	_, err := st.DeclarePeriodic(context.Background(), &store.DeclarePeriodicParams{Name: "p", Spec: "@every 1s"})
 	require.NoError(t, err)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -54,7 +54,7 @@ func TestPeriodicAfterCloseOrCancel(t *testing.T) {
 		name string
 		call func(ctx context.Context) error
 	}{
-		{"declare", func(ctx context.Context) error { _, err := st.DeclarePeriodic(ctx, "q", "x"); return err }},
+		{"declare", func(ctx context.Context) error { _, err := st.DeclarePeriodic(ctx, &store.DeclarePeriodicParams{Name: "q", Spec: "x"}); return err }},
 		{"fire", func(ctx context.Context) error { _, err := st.FirePeriodic(ctx, tick(clk.Now())); return err }},
 		{"state", func(ctx context.Context) error { _, err := st.PeriodicState(ctx, "p"); return err }},
 	}

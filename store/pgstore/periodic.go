@@ -25,7 +25,14 @@ func (s *Store) periodicSQL(query string) string {
 // recorded (updated_at moves only when the spec changes). A name or spec
 // PostgreSQL refuses as text fails with an error wrapping
 // store.ErrInvalidParams.
-func (s *Store) DeclarePeriodic(ctx context.Context, name, spec string) (*store.PeriodicDeclaration, error) {
+func (s *Store) DeclarePeriodic(ctx context.Context, params *store.DeclarePeriodicParams) (*store.PeriodicDeclaration, error) {
+	if params == nil {
+		return nil, fmt.Errorf("pgstore: declare periodic schedule: %w: nil params", store.ErrInvalidParams)
+	}
+	if err := params.Validate(); err != nil {
+		return nil, fmt.Errorf("pgstore: declare periodic schedule: %w", err)
+	}
+	name, spec := params.Name, params.Spec
 	if err := s.check(); err != nil {
 		return nil, err
 	}

@@ -70,7 +70,7 @@ func TestPeriodicAcrossStores(t *testing.T) {
 	st, err := later.PeriodicState(ctxT(t), "pg")
 	require.NoError(t, err)
 	require.True(t, st.LastTick.Equal(base.Add((ticks-1)*time.Second)), "last tick %s", st.LastTick)
-	d, err := later.DeclarePeriodic(ctxT(t), "pg", "@every 2s")
+	d, err := later.DeclarePeriodic(ctxT(t), &store.DeclarePeriodicParams{Name: "pg", Spec: "@every 2s"})
 	require.NoError(t, err)
 	require.False(t, d.Created)
 	require.Equal(t, "@every 1s", d.PreviousSpec)

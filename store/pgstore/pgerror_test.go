@@ -78,7 +78,7 @@ func TestDatabaseRefusalsAreInvalidParams(t *testing.T) {
 			}, "23514", `SELECT count(*) FROM ax.leader`},
 		{"DeclarePeriodic", `ALTER TABLE ax.periodic ADD CHECK (spec <> 'forbidden')`,
 			func(ctx context.Context, _ *testing.T, s *pgstore.Store, _ *pgxpool.Pool) error {
-				_, err := s.DeclarePeriodic(ctx, "p", "forbidden")
+				_, err := s.DeclarePeriodic(ctx, &store.DeclarePeriodicParams{Name: "p", Spec: "forbidden"})
 				return err
 			}, "23514", `SELECT count(*) FROM ax.periodic`},
 		{"StopNodeNUL", "", func(ctx context.Context, _ *testing.T, s *pgstore.Store, _ *pgxpool.Pool) error {

@@ -22,7 +22,7 @@ func testPeriodic(t *testing.T, newStore NewStoreFunc) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 
 		before := storeNow(t, st)
-		d, err := ps.DeclarePeriodic(t.Context(), "report", "0 6 * * *")
+		d, err := ps.DeclarePeriodic(t.Context(), &store.DeclarePeriodicParams{Name: "report", Spec: "0 6 * * *"})
 		require.NoError(t, err)
 		after := storeNow(t, st)
 		require.True(t, d.Created)
@@ -43,7 +43,7 @@ func testPeriodic(t *testing.T, newStore NewStoreFunc) {
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				again, err := ps.DeclarePeriodic(t.Context(), "report", c.spec)
+				again, err := ps.DeclarePeriodic(t.Context(), &store.DeclarePeriodicParams{Name: "report", Spec: c.spec})
 				require.NoError(t, err)
 				require.False(t, again.Created)
 				require.Equal(t, c.previous, again.PreviousSpec)
@@ -55,7 +55,7 @@ func testPeriodic(t *testing.T, newStore NewStoreFunc) {
 				requireTimeNear(t, d.State.LastTick, got.LastTick, 0)
 			})
 		}
-		_, err = ps.DeclarePeriodic(t.Context(), "", "x")
+		_, err = ps.DeclarePeriodic(t.Context(), &store.DeclarePeriodicParams{Name: "", Spec: "x"})
 		require.ErrorIs(t, err, store.ErrInvalidParams)
 	})
 
@@ -112,7 +112,7 @@ func testPeriodic(t *testing.T, newStore NewStoreFunc) {
 	t.Run("DeclaredTicksStartAfterDeclaration", func(t *testing.T) {
 		st := newStore(t)
 		ps := as[store.PeriodicStore](t, st)
-		d, err := ps.DeclarePeriodic(t.Context(), "fresh", "spec")
+		d, err := ps.DeclarePeriodic(t.Context(), &store.DeclarePeriodicParams{Name: "fresh", Spec: "spec"})
 		require.NoError(t, err)
 		before := d.State.LastTick.Add(-time.Second)
 		res, err := ps.FirePeriodic(t.Context(), fireParams(t, "fresh", before))
@@ -124,7 +124,7 @@ func testPeriodic(t *testing.T, newStore NewStoreFunc) {
 		res, err = ps.FirePeriodic(t.Context(), fireParams(t, "fresh", next))
 		require.NoError(t, err)
 		require.Equal(t, []bool{true}, res.Applied, "a due tick after the declaration")
-		d, err = ps.DeclarePeriodic(t.Context(), "fresh", "spec")
+		d, err = ps.DeclarePeriodic(t.Context(), &store.DeclarePeriodicParams{Name: "fresh", Spec: "spec"})
 		require.NoError(t, err)
 		requireTimeNear(t, next, d.State.LastTick, storedTolerance, "a declaration keeps the fired tick")
 	})

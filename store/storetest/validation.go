@@ -249,11 +249,11 @@ func testOtherTexts(t *testing.T, newStore NewStoreFunc) {
 			return err
 		}},
 		{"DeclarePeriodicName", func(ctx context.Context, t *testing.T, st store.Store) error {
-			_, err := as[store.PeriodicStore](t, st).DeclarePeriodic(ctx, withNUL, "@every 1s")
+			_, err := as[store.PeriodicStore](t, st).DeclarePeriodic(ctx, &store.DeclarePeriodicParams{Name: withNUL, Spec: "@every 1s"})
 			return err
 		}},
 		{"DeclarePeriodicSpec", func(ctx context.Context, t *testing.T, st store.Store) error {
-			_, err := as[store.PeriodicStore](t, st).DeclarePeriodic(ctx, "valid.periodic", invalidUTF8)
+			_, err := as[store.PeriodicStore](t, st).DeclarePeriodic(ctx, &store.DeclarePeriodicParams{Name: "valid.periodic", Spec: invalidUTF8})
 			return err
 		}},
 		{"FirePeriodicName", func(ctx context.Context, t *testing.T, st store.Store) error {
