@@ -1,0 +1,302 @@
+package axhttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Key is one API key: an application ID and its secret. Several keys can
+// be valid at once, which is how secrets are rotated: add the new key,
+// move clients to it, remove the old one.
+type Key struct {
+	// ID names the key; clients send it in X-AX-Key.
+	ID string
+	// Secret is the shared secret (at least 32 bytes of randomness).
+	Secret []byte
+	// ReadOnly keys may only read (GET and HEAD): dashboards, monitoring.
+	ReadOnly bool
+}
+
+// MinSecretLength is the shortest secret Auth accepts.
+const MinSecretLength = 32
+
+// DefaultWindow is how far a request's timestamp may be from the server's
+// clock.
+const DefaultWindow = 5 * time.Minute
+
+// NonceStore remembers the nonces of accepted requests for a while, so a
+// request cannot be replayed within the timestamp window. With several
+// API servers it must be shared (StoreNonces keeps them in the AX store);
+// MemoryNonces serves one process.
+type NonceStore interface {
+	// Remember records nonce until the given time and reports whether it
+	// was new (false: seen before and not yet expired).
+	Remember(ctx context.Context, nonce string, until time.Time) (fresh bool, err error)
+}
+
+// Auth verifies signed requests (see Signer for the scheme). Use
+// Middleware in front of a handler, or put your own authentication in front
+// of the API instead and leave Auth out.
+type Auth struct {
+	keys   map[string]Key
+	window time.Duration
+	nonces NonceStore
+	now    func() time.Time
+}
+
+// AuthConfig configures an Auth.
+type AuthConfig struct {
+	// Keys are the valid keys; at least one. IDs must be unique.
+	Keys []Key
+	// Window is how far a timestamp may be from the server's clock, in
+	// either direction. Defaults to DefaultWindow.
+	Window time.Duration
+	// Nonces remembers nonces for 2 × Window. Required: use StoreNonces
+	// with several servers, NewMemoryNonces with one.
+	Nonces NonceStore
+	// Clock is the server's clock. Defaults to time.Now.
+	Clock func() time.Time
+}
+
+// ErrInvalidAuthConfig is returned by NewAuth for a config it cannot use.
+var ErrInvalidAuthConfig = errors.New("axhttp: invalid auth config")
+
+// NewAuth returns an Auth for cfg, or an error wrapping
+// ErrInvalidAuthConfig.
+func NewAuth(cfg AuthConfig) (*Auth, error) {
+	if len(cfg.Keys) == 0 {
+		return nil, fmt.Errorf("%w: no keys", ErrInvalidAuthConfig)
+	}
+	if cfg.Nonces == nil {
+		return nil, fmt.Errorf("%w: no nonce store", ErrInvalidAuthConfig)
+	}
+	a := &Auth{keys: make(map[string]Key, len(cfg.Keys)), window: cfg.Window, nonces: cfg.Nonces, now: cfg.Clock}
+	for _, k := range cfg.Keys {
+		switch {
+		case k.ID == "" || len(k.ID) > 128:
+			return nil, fmt.Errorf("%w: key ID must be 1 to 128 bytes", ErrInvalidAuthConfig)
+		case len(k.Secret) < MinSecretLength:
+			return nil, fmt.Errorf("%w: key %q: secret shorter than %d bytes", ErrInvalidAuthConfig, k.ID, MinSecretLength)
+		}
+		if _, dup := a.keys[k.ID]; dup {
+			return nil, fmt.Errorf("%w: key %q listed twice", ErrInvalidAuthConfig, k.ID)
+		}
+		a.keys[k.ID] = k
+	}
+	if a.window <= 0 {
+		a.window = DefaultWindow
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	return a, nil
+}
+
+// identityKey is the context key of the verified key.
+type identityKey struct{}
+
+// Identity is the key a request was verified with.
+type Identity struct {
+	KeyID    string
+	ReadOnly bool
+}
+
+// IdentityFrom returns the identity Auth verified for the request of ctx.
+func IdentityFrom(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}
+
+// WithIdentity returns ctx carrying id: for authentication of your own in
+// front of the handler (read-only identities are refused changes, and the
+// key ID names the request in logs and rate limits).
+func WithIdentity(ctx context.Context, id Identity) context.Context {
+	noteKey(ctx, id.KeyID)
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// errUnauthorized is the one message of every signature failure: which
+// check failed is logged, not told, so a caller learns nothing about the
+// keys.
+const errUnauthorized = "missing or invalid request signature"
+
+// Middleware verifies every request's signature before next sees it:
+// missing headers, an unknown key, a timestamp outside the window, a wrong
+// signature or a reused nonce get 401; a read-only key asking for a change
+// (any method but GET and HEAD) gets 403. The verified Identity is in the
+// request's context. Signatures are compared in constant time.
+func (a *Auth) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := a.verify(r)
+		if err != nil {
+			var p *Problem
+			if !errors.As(err, &p) {
+				p = problem(http.StatusUnauthorized, ProblemUnauthorized, errUnauthorized)
+			}
+			logFrom(r.Context()).Info("request refused by authentication", zapError(err))
+			writeProblem(w, r, p)
+			return
+		}
+		if id.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "this key may only read"))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id)))
+	})
+}
+
+// verify checks r's signature and remembers its nonce.
+func (a *Auth) verify(r *http.Request) (Identity, error) {
+	keyID, ts, nonce, sig := r.Header.Get(HeaderKey), r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderNonce), r.Header.Get(HeaderSignature)
+	if keyID == "" || ts == "" || nonce == "" || sig == "" {
+		return Identity{}, errors.New("signature headers missing")
+	}
+	key, ok := a.keys[keyID]
+	if !ok {
+		return Identity{}, errors.New("unknown key")
+	}
+	if !validNonce(nonce) {
+		return Identity{}, errors.New("malformed nonce")
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return Identity{}, errors.New("malformed timestamp")
+	}
+	now := a.now()
+	at := time.Unix(sec, 0)
+	if at.Before(now.Add(-a.window)) || at.After(now.Add(a.window)) {
+		return Identity{}, fmt.Errorf("timestamp %s outside ±%s of %s", at.UTC().Format(time.RFC3339), a.window, now.UTC().Format(time.RFC3339))
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return Identity{}, err
+	}
+	if !signatureMatches(key.Secret, r, sec, nonce, body, sig) {
+		return Identity{}, errors.New("signature mismatch")
+	}
+	// After the signature: only holders of a key can fill the nonce store.
+	fresh, err := a.nonces.Remember(r.Context(), keyID+":"+nonce, at.Add(2*a.window))
+	if err != nil {
+		return Identity{}, problem(http.StatusServiceUnavailable, ProblemUnavailable, "cannot record the request nonce")
+	}
+	if !fresh {
+		return Identity{}, errors.New("nonce reused")
+	}
+	return Identity{KeyID: keyID, ReadOnly: key.ReadOnly}, nil
+}
+
+// signatureMatches recomputes r's signature over the path and query as the
+// client sent them (RequestURI, which http.StripPrefix leaves alone) and
+// compares it with sig in constant time.
+func signatureMatches(secret []byte, r *http.Request, ts int64, nonce string, body []byte, sig string) bool {
+	path, query := r.URL.EscapedPath(), r.URL.RawQuery
+	if r.RequestURI != "" {
+		if u, err := url.ParseRequestURI(r.RequestURI); err == nil {
+			path, query = u.EscapedPath(), u.RawQuery
+		}
+	}
+	sum := sha256.Sum256(body)
+	sts, err := StringToSign(r.Method, path, query, ts, nonce, hex.EncodeToString(sum[:]))
+	if err != nil {
+		return false
+	}
+	want, err := hex.DecodeString(Signature(secret, sts))
+	got, err2 := hex.DecodeString(sig)
+	return err == nil && err2 == nil && hmac.Equal(want, got)
+}
+
+// readBody reads r's body (bounded by the body limit middleware) and puts
+// it back for the handler.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, problem(http.StatusRequestEntityTooLarge, ProblemTooLarge,
+				fmt.Sprintf("the body is over %d bytes", tooBig.Limit))
+		}
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return b, nil
+}
+
+// VerifyRequest checks that r (a completion callback, say) was signed with
+// secret within window of now, for receivers: it returns nil when the
+// signature is valid. It reads r's body and puts it back. Receivers should
+// also remember nonces to refuse replays, as Auth does.
+func VerifyRequest(r *http.Request, secret []byte, window time.Duration, now time.Time) error {
+	ts, nonce, sig := r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderNonce), r.Header.Get(HeaderSignature)
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || !validNonce(nonce) || sig == "" {
+		return errors.New("axhttp: missing or malformed signature headers")
+	}
+	at := time.Unix(sec, 0)
+	if at.Before(now.Add(-window)) || at.After(now.Add(window)) {
+		return errors.New("axhttp: timestamp outside the window")
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return fmt.Errorf("axhttp: %w", err)
+	}
+	if !signatureMatches(secret, r, sec, nonce, body, sig) {
+		return errors.New("axhttp: signature mismatch")
+	}
+	return nil
+}
+
+// MemoryNonces is a NonceStore for one process: a map of nonces to their
+// expiry, swept as it grows. It refuses (returns an error) rather than
+// grows past its bound, so a flood of valid requests cannot exhaust
+// memory.
+type MemoryNonces struct {
+	mu      sync.Mutex
+	max     int
+	now     func() time.Time
+	entries map[string]time.Time
+}
+
+// NewMemoryNonces returns a MemoryNonces holding at most max nonces
+// (default 1,000,000 when max <= 0).
+func NewMemoryNonces(max int) *MemoryNonces {
+	if max <= 0 {
+		max = 1_000_000
+	}
+	return &MemoryNonces{max: max, now: time.Now, entries: make(map[string]time.Time)}
+}
+
+// Remember implements NonceStore.
+func (m *MemoryNonces) Remember(_ context.Context, nonce string, until time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	if exp, ok := m.entries[nonce]; ok && exp.After(now) {
+		return false, nil
+	}
+	if len(m.entries) >= m.max {
+		for n, exp := range m.entries {
+			if !exp.After(now) {
+				delete(m.entries, n)
+			}
+		}
+		if len(m.entries) >= m.max {
+			return false, errors.New("axhttp: nonce store full")
+		}
+	}
+	m.entries[nonce] = until
+	return true, nil
+}
