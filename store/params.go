@@ -39,6 +39,9 @@ type InsertParams struct {
 	// Unique says where and for how long UniqueKey holds; ignored without
 	// a UniqueKey. The zero value is the default scope.
 	Unique UniqueScope `json:"unique,omitzero"`
+	// FollowUps are jobs inserted when this job reaches a final state (see
+	// FollowUpStore; only stores that implement it accept them).
+	FollowUps []FollowUp `json:"follow_ups,omitempty"`
 }
 
 // UniqueScope is where and for how long a job's unique key holds. The zero
@@ -104,6 +107,11 @@ func (p *InsertParams) Validate() error {
 	}
 	if err := p.Unique.Validate(); err != nil {
 		return err
+	}
+	for i := range p.FollowUps {
+		if err := p.FollowUps[i].Validate(); err != nil {
+			return fmt.Errorf("follow-up %d: %w", i, err)
+		}
 	}
 	if err := CheckMetadata(p.Metadata); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidParams, err)
@@ -260,6 +268,13 @@ type FinishParams struct {
 	// a text (CheckText) of at most MaxErrorLength bytes (TruncateText
 	// makes any string one).
 	Error string
+	// Result, when set, is recorded as the job's result (JSON, at most
+	// MaxResultSize bytes; FollowUpStore stores only).
+	Result json.RawMessage
+	// Then are jobs inserted with this outcome, atomically, when it is
+	// applied and the job becomes succeeded: follow-ups a handler decided
+	// on (FollowUpStore stores only). Their IDs are set by the caller.
+	Then []InsertParams
 }
 
 // Validate reports, wrapping ErrInvalidParams, the first problem with p.
@@ -273,6 +288,14 @@ func (p *FinishParams) Validate() error {
 	}
 	if err := CheckText(p.Error, MaxErrorLength); err != nil {
 		return fmt.Errorf("%w: job %s: error text: %w", ErrInvalidParams, p.Lease.ID, err)
+	}
+	if err := checkResult(p.Result); err != nil {
+		return fmt.Errorf("job %s: %w", p.Lease.ID, err)
+	}
+	for i := range p.Then {
+		if err := p.Then[i].Validate(); err != nil {
+			return fmt.Errorf("job %s: follow-up %d: %w", p.Lease.ID, i, err)
+		}
 	}
 	return nil
 }

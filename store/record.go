@@ -82,6 +82,16 @@ type JobRecord struct {
 	AttemptedAt time.Time `json:"attempted_at,omitzero"`
 	// FinishedAt is when the job entered a final state; zero otherwise.
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Result is what the job's handler recorded (JSON), if anything.
+	Result json.RawMessage `json:"result,omitempty"`
+	// FollowUps are the jobs this job inserts when it becomes final.
+	FollowUps []FollowUp `json:"follow_ups,omitempty"`
+	// Parent is the job whose finalization inserted this one (a
+	// follow-up, or a batch's completion job); zero otherwise.
+	Parent uuid.UUID `json:"parent,omitzero"`
+	// Batch is the batch this job is a child of, or completes; zero
+	// otherwise.
+	Batch uuid.UUID `json:"batch,omitzero"`
 }
 
 // AttemptError records one failed attempt.
