@@ -22,7 +22,8 @@ type Config struct {
 	// failures at warn, dead jobs and lost leases at error. Defaults to a
 	// logger writing warnings and errors to standard error, one line each
 	// (zap's console encoder, no stack traces), so that failures are seen
-	// even before a logger is set up; zap.NewNop() silences AX.
+	// even before a logger is set up; zap.NewNop() silences AX. A service
+	// that logs with log/slog passes SlogLogger(its *slog.Logger).
 	Logger *zap.Logger
 
 	// Node names this host in job records and logs: valid UTF-8 without
