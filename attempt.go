@@ -42,6 +42,7 @@ type attempt struct {
 	kind   *kindHandler
 	lease  store.Lease
 	cancel context.CancelCauseFunc
+	extras *attemptExtras // results and follow-ups recorded by the handler
 
 	// Guarded by runtime.mu.
 	state        attemptState

@@ -19,6 +19,10 @@ type completion struct {
 	attempt *attempt
 	err     error
 	took    time.Duration
+	// inTx: the handler called CompleteTx. The outcome written after it
+	// applies only if the handler's transaction did not commit; refused,
+	// it means the transaction ended the job, successfully.
+	inTx bool
 }
 
 // fields returns the log fields of the attempt, built only when a line is
@@ -253,6 +257,12 @@ func (c *completer) stop(ctx, grace context.Context) int {
 // logOutcome logs a written (or refused) outcome at its level: successes at
 // debug, retries at warn, dead jobs and refusals at error.
 func (r *runtime) logOutcome(cp completion, applied bool) {
+	if cp.inTx && !applied {
+		if ce := r.log.Check(zap.DebugLevel, "job succeeded in its handler's transaction"); ce != nil {
+			ce.Write(cp.fields()...)
+		}
+		return
+	}
 	if !applied {
 		r.log.Error("attempt result refused: lease no longer held (job rescued or taken over)", cp.fields()...)
 		return
@@ -284,10 +294,14 @@ func (r *runtime) logOutcome(cp completion, applied bool) {
 // emitOutcome sends the events of a written (or refused) outcome.
 func (r *runtime) emitOutcome(cp completion, applied bool) {
 	j := cp.attempt.job
-	e := Event{JobID: j.ID, JobKind: j.Kind, Attempt: j.Attempt, Metadata: j.Metadata, Duration: cp.took, Err: cp.err}
+	e := Event{JobID: j.ID, JobKind: j.Kind, Attempt: j.Attempt, Metadata: j.Metadata, Batch: j.Batch, Duration: cp.took, Err: cp.err}
 	emit := func(k EventKind) {
 		e.Kind = k
 		r.s.emit(e)
+	}
+	if cp.inTx && !applied {
+		emit(EventSucceeded) // the handler's transaction ended the job
+		return
 	}
 	if !applied {
 		emit(EventLeaseLost)

@@ -68,6 +68,9 @@ type Event struct {
 	JobKind  string
 	Attempt  int
 	Metadata map[string]string
+	// Batch is the job's batch, if any: outcome events of a batch's
+	// children tell its progress.
+	Batch uuid.UUID
 	// StartLag is how late the handler started (EventStarted): its start
 	// on the host's clock minus the job's run_at converted to the host's
 	// clock (with the store-to-host offset measured at each claim). It is

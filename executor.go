@@ -23,6 +23,8 @@ func (r *runtime) launch(rec *store.JobRecord, hostNow time.Time) {
 		cancel:       cancel,
 		lastExtended: hostNow,
 	}
+	a.extras = &attemptExtras{s: r.s, a: a}
+	ctx = context.WithValue(ctx, attemptKey{}, a.extras)
 	r.mu.Lock()
 	r.register(a)
 	r.free--
@@ -75,7 +77,7 @@ func (r *runtime) callHandler(ctx context.Context, a *attempt) (err error) {
 // bounded (Workers running plus a queue of Workers outcomes).
 func (r *runtime) finish(a *attempt, err, cause error, took time.Duration) {
 	defer r.freeSlot(a)
-	cp := completion{attempt: a, err: err, took: took}
+	cp := completion{attempt: a, err: err, took: took, inTx: a.extras != nil && a.extras.txCompleted()}
 	r.mu.Lock()
 	discard := a.lost || a.released
 	if discard {
@@ -120,12 +122,36 @@ func (r *runtime) freeSlot(a *attempt) {
 	}
 }
 
+// errTxNotCommitted is the attempt error written when a handler called
+// CompleteTx and returned, but its transaction did not commit: the write
+// applies only then (a committed transaction already ended the job's
+// lease), and the job is retried.
+const errTxNotCommitted = "ax: CompleteTx was called but its transaction did not commit"
+
 // outcome decides what an attempt's result does to the job, with fields
 // the store can keep: the error text is valid UTF-8 without NUL bytes and
 // at most store.MaxErrorLength bytes, and delays are never negative (a
-// SnoozeError built by hand or a RetryPolicy may give any value).
+// SnoozeError built by hand or a RetryPolicy may give any value). A result
+// and follow-ups recorded by the handler go with it (follow-ups only with
+// a success).
 func (r *runtime) outcome(a *attempt, err, cause error) store.FinishParams {
 	p := store.FinishParams{Lease: a.lease}
+	if x := a.extras; x != nil {
+		x.mu.Lock()
+		if err == nil && x.resultErr != nil {
+			err = x.resultErr
+		}
+		p.Result = x.result
+		if err == nil {
+			p.Then = x.then
+		}
+		inTx := x.completedTx
+		x.mu.Unlock()
+		if inTx && err == nil {
+			p.Outcome, p.Error, p.Result, p.Then = store.OutcomeRetry, errTxNotCommitted, nil, nil
+			return p
+		}
+	}
 	var snooze *SnoozeError
 	switch {
 	case err == nil:

@@ -51,6 +51,12 @@ type Job struct {
 	// carrying a token lower than one they already saw: a late write of an
 	// attempt whose lease was lost is then refused there too.
 	FencingToken int64
+	// Batch is the batch the job is a child of, or completes (see
+	// Scheduler.ScheduleBatch); zero otherwise.
+	Batch uuid.UUID
+	// Parent is the job whose end inserted this one (a FollowUp, a Then,
+	// or a batch's last child); zero otherwise.
+	Parent uuid.UUID
 	// StartedAt is when this attempt was claimed (store clock); StartedAt
 	// minus RunAt is the claim lag and is never negative.
 	StartedAt time.Time
@@ -87,6 +93,8 @@ func jobFromRecord(r *store.JobRecord) *Job {
 		Tick:         tick,
 		Schedule:     schedule,
 		FencingToken: r.Fence,
+		Batch:        r.Batch,
+		Parent:       r.Parent,
 		StartedAt:    r.AttemptedAt,
 		CreatedAt:    r.CreatedAt,
 		UniqueKey:    r.UniqueKey,
@@ -135,6 +143,7 @@ type scheduleSettings struct {
 	uniqueKey   string
 	maxAttempts int
 	metadata    map[string]string
+	followUps   []followUpOption
 }
 
 type scheduleOptionFunc func(*scheduleSettings) error

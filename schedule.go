@@ -222,11 +222,16 @@ func (s *Scheduler) insertParam(r Request, ctxMetadata map[string]string) (store
 	if set.maxAttempts != 0 {
 		maxAttempts = set.maxAttempts
 	}
+	followUps, err := s.followUps(set.followUps)
+	if err != nil {
+		return store.InsertParams{}, err
+	}
 	id, err := newJobID()
 	if err != nil {
 		return store.InsertParams{}, fmt.Errorf("new job id: %w", err)
 	}
 	return store.InsertParams{
+		FollowUps:   followUps,
 		ID:          id,
 		Kind:        r.Kind,
 		Payload:     payload,

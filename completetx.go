@@ -1,0 +1,62 @@
+package ax
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+// txCompleter is implemented by stores that finish a job inside a caller's
+// transaction (pgstore).
+type txCompleter interface {
+	CompleteTx(ctx context.Context, tx pgx.Tx, p store.FinishParams) (bool, error)
+}
+
+// CompleteTx marks the running job succeeded inside the handler's own
+// PostgreSQL transaction tx, with the result recorded so far and the jobs
+// added with Then: the job's success and the handler's writes commit or
+// roll back together, so the handler's database effects happen once even
+// across crashes and lost leases. ctx must be the handler's context.
+//
+// The write is fenced by the attempt's lease: when another host has taken
+// the job over (this host stalled, its lease was rescued), CompleteTx
+// returns an error wrapping ErrLeaseLost and the handler must roll tx back
+// and return. After a successful CompleteTx the handler commits tx and
+// returns the commit's error (nil when it committed): if tx did not commit
+// after all, the job is retried, never marked succeeded without its
+// writes.
+//
+// Errors: ErrNotInHandler, ErrTxUnsupported (a store without transactions,
+// such as memstore), ErrLeaseLost, or the store's error.
+func (s *Scheduler) CompleteTx(ctx context.Context, tx pgx.Tx) error {
+	x := extrasFrom(ctx)
+	if x == nil {
+		return fmt.Errorf("complete in tx: %w", ErrNotInHandler)
+	}
+	tc, ok := s.store.(txCompleter)
+	if !ok {
+		return fmt.Errorf("complete in tx: %w", ErrTxUnsupported)
+	}
+	x.mu.Lock()
+	if x.resultErr != nil {
+		err := x.resultErr
+		x.mu.Unlock()
+		return fmt.Errorf("complete in tx: %w", err)
+	}
+	p := store.FinishParams{Lease: x.a.lease, Outcome: store.OutcomeSucceeded, Result: x.result, Then: x.then}
+	x.mu.Unlock()
+	applied, err := tc.CompleteTx(ctx, tx, p)
+	if err != nil {
+		return fmt.Errorf("complete job %s in tx: %w", x.a.lease.ID, err)
+	}
+	if !applied {
+		return fmt.Errorf("complete job %s in tx: %w", x.a.lease.ID, ErrLeaseLost)
+	}
+	x.mu.Lock()
+	x.completedTx = true
+	x.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,203 @@
+package ax
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/axsched/ax/store"
+)
+
+// Results and follow-ups recorded by a running handler: what it produced
+// (RecordResult, HandleResult) and the jobs that follow its success (Then).
+// Both are written with the attempt's outcome, in the same atomic store
+// operation, so a crash can neither lose nor double them.
+
+// ErrInvalidResult is the error of an attempt whose result cannot be
+// stored: not encodable as JSON, or larger than store.MaxResultSize. The
+// attempt fails (and is retried like any failure); the host carries on.
+var ErrInvalidResult = errors.New("ax: invalid job result")
+
+// ErrNotInHandler is returned by RecordResult, Then and CompleteTx when
+// their context is not a handler's.
+var ErrNotInHandler = errors.New("ax: not called from a job handler")
+
+// attemptKey is the context key of the running attempt's extras.
+type attemptKey struct{}
+
+// attemptExtras is what a handler recorded during its attempt.
+type attemptExtras struct {
+	s *Scheduler
+	a *attempt
+
+	mu          sync.Mutex
+	result      json.RawMessage
+	resultErr   error
+	then        []store.InsertParams
+	completedTx bool // CompleteTx committed (or was to commit) the outcome
+}
+
+// txCompleted reports whether CompleteTx ended the attempt in the
+// handler's transaction.
+func (x *attemptExtras) txCompleted() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.completedTx
+}
+
+// extrasFrom returns the running attempt's extras, or nil outside a
+// handler.
+func extrasFrom(ctx context.Context) *attemptExtras {
+	if ctx == nil {
+		return nil
+	}
+	x, _ := ctx.Value(attemptKey{}).(*attemptExtras)
+	return x
+}
+
+// followUpStore returns the store's FollowUpStore, or an error wrapping
+// errors.ErrUnsupported.
+func (s *Scheduler) followUpStore() (store.FollowUpStore, error) {
+	fs, ok := s.store.(store.FollowUpStore)
+	if !ok {
+		return nil, fmt.Errorf("store %T keeps no results or follow-ups: %w", s.store, errors.ErrUnsupported)
+	}
+	return fs, nil
+}
+
+// RecordResult records v, encoded as JSON, as the running job's result.
+// It is written with the attempt's outcome (whatever the outcome: a
+// failed attempt can leave a partial result) and returned by Get; the
+// last call of an attempt wins. It returns ErrNotInHandler outside a
+// handler, an error wrapping errors.ErrUnsupported when the store keeps no
+// results, and ErrInvalidResult for a value that is not encodable or is
+// larger than store.MaxResultSize (the attempt then fails).
+func RecordResult(ctx context.Context, v any) error {
+	x := extrasFrom(ctx)
+	if x == nil {
+		return fmt.Errorf("record result: %w", ErrNotInHandler)
+	}
+	if _, err := x.s.followUpStore(); err != nil {
+		return fmt.Errorf("record result: %w", err)
+	}
+	b, err := encodeResult(v)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err != nil {
+		x.resultErr = err
+		return err
+	}
+	x.result, x.resultErr = b, nil
+	return nil
+}
+
+// encodeResult returns v as storable result JSON.
+func encodeResult(v any) (json.RawMessage, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidResult, err)
+	}
+	if len(b) > store.MaxResultSize {
+		return nil, fmt.Errorf("%w: %d bytes of JSON, more than %d", ErrInvalidResult, len(b), store.MaxResultSize)
+	}
+	return b, nil
+}
+
+// HandleResult registers a typed handler that returns a result: the
+// payload is decoded into a T (as Handle does), and the R it returns with
+// a nil error is stored as the job's result (see RecordResult; an R that
+// cannot be stored fails the attempt with ErrInvalidResult).
+func HandleResult[T, R any](s *Scheduler, kind string, fn func(ctx context.Context, job *Job, payload T) (R, error), opts ...HandlerOption) error {
+	if fn == nil {
+		return fmt.Errorf("handle %q: %w: nil handler func", kind, ErrInvalidOption)
+	}
+	if _, err := s.followUpStore(); err != nil {
+		return fmt.Errorf("handle %q: %w", kind, err)
+	}
+	return Handle(s, kind, func(ctx context.Context, job *Job, payload T) error {
+		r, err := fn(ctx, job, payload)
+		if err != nil {
+			return err
+		}
+		return RecordResult(ctx, r)
+	}, opts...)
+}
+
+// Then schedules a follow-up job from a handler: it is inserted only if the
+// attempt succeeds, atomically with the success (or with CompleteTx's
+// transaction), so a crash can neither lose it nor insert it twice. The
+// options are Schedule's. It returns ErrNotInHandler outside a handler,
+// the errors Schedule returns for bad input, and an error wrapping
+// errors.ErrUnsupported when the store cannot insert follow-ups.
+func Then(ctx context.Context, kind string, payload any, opts ...ScheduleOption) error {
+	x := extrasFrom(ctx)
+	if x == nil {
+		return fmt.Errorf("then %q: %w", kind, ErrNotInHandler)
+	}
+	if _, err := x.s.followUpStore(); err != nil {
+		return fmt.Errorf("then %q: %w", kind, err)
+	}
+	p, err := x.s.insertParam(Request{Kind: kind, Payload: payload, Options: opts}, nil)
+	if err != nil {
+		return fmt.Errorf("then %q: %w", kind, err)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.then = append(x.then, p)
+	return nil
+}
+
+// FollowUp is a Schedule option: when the job reaches one of the final
+// states on (StateSucceeded, StateDead, StateCancelled), the store inserts
+// a job of kind with payload and opts, in the same atomic operation —
+// whatever ends the job: its handler, a rescue after its attempts ran out,
+// a cancel. A job retried by hand after it ended inserts its follow-ups
+// again when it ends again. An invalid follow-up is an error wrapping
+// ErrInvalidOption (or ErrInvalidKind, ErrInvalidPayload) from Schedule;
+// stores that cannot keep follow-ups make Schedule return an error wrapping
+// errors.ErrUnsupported.
+func FollowUp(on []State, kind string, payload any, opts ...ScheduleOption) ScheduleOption {
+	return followUpOption{on: on, req: Request{Kind: kind, Payload: payload, Options: opts}}
+}
+
+type followUpOption struct {
+	on  []State
+	req Request
+}
+
+func (o followUpOption) applySchedule(s *scheduleSettings) error {
+	s.followUps = append(s.followUps, o)
+	return nil
+}
+
+// followUps builds the store form of a job's FollowUp options.
+func (s *Scheduler) followUps(opts []followUpOption) ([]store.FollowUp, error) {
+	if len(opts) == 0 {
+		return nil, nil
+	}
+	if _, err := s.followUpStore(); err != nil {
+		return nil, err
+	}
+	out := make([]store.FollowUp, len(opts))
+	for i, o := range opts {
+		if len(o.on) == 0 {
+			return nil, fmt.Errorf("%w: FollowUp with no final state", ErrInvalidOption)
+		}
+		for _, st := range o.on {
+			if !st.Final() {
+				return nil, fmt.Errorf("%w: FollowUp on %q, which is not a final state", ErrInvalidOption, st)
+			}
+		}
+		p, err := s.insertParam(o.req, nil)
+		if err != nil {
+			return nil, fmt.Errorf("follow-up %q: %w", o.req.Kind, err)
+		}
+		if len(p.FollowUps) > 0 {
+			return nil, fmt.Errorf("%w: a follow-up cannot have follow-ups of its own", ErrInvalidOption)
+		}
+		out[i] = store.FollowUp{On: append([]State(nil), o.on...), Job: p}
+	}
+	return out, nil
+}
