@@ -46,13 +46,13 @@ func (r *runtime) execute(ctx context.Context, a *attempt) {
 	}
 	r.s.emit(Event{Kind: EventStarted, JobID: job.ID, JobKind: job.Kind, Attempt: job.Attempt, Metadata: job.Metadata,
 		StartLag: lag, ClaimLag: job.ClaimLag()})
-	err := r.callHandler(ctx, a)
+	err := callHandler(ctx, a)
 	r.finish(a, err, context.Cause(ctx), r.s.now().Sub(start))
 }
 
 // callHandler calls the kind's handler under its timeout, recovering panics
 // into a PanicError.
-func (r *runtime) callHandler(ctx context.Context, a *attempt) (err error) {
+func callHandler(ctx context.Context, a *attempt) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, a.kind.settings.timeout)
 	defer cancel()
 	defer func() {
@@ -94,7 +94,7 @@ func (r *runtime) finish(a *attempt, err, cause error, took time.Duration) {
 		}
 		return
 	}
-	cp.params = r.outcome(a, err, cause)
+	cp.params = outcome(a, err, cause)
 	r.completer.add(cp)
 }
 
@@ -134,7 +134,7 @@ const errTxNotCommitted = "ax: CompleteTx was called but its transaction did not
 // SnoozeError built by hand or a RetryPolicy may give any value). A result
 // and follow-ups recorded by the handler go with it (follow-ups only with
 // a success).
-func (r *runtime) outcome(a *attempt, err, cause error) store.FinishParams {
+func outcome(a *attempt, err, cause error) store.FinishParams {
 	p := store.FinishParams{Lease: a.lease}
 	if x := a.extras; x != nil {
 		x.mu.Lock()

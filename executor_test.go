@@ -49,14 +49,13 @@ func TestOutcome(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := testRuntime(t, memstore.New())
 			policy := tt.policy
 			if policy == nil {
 				policy = RetryPolicyFunc(func(int, error) time.Duration { return 0 })
 			}
 			a := &attempt{job: &Job{Attempt: max(tt.attempt, 1), MaxAttempts: 3},
 				kind: &kindHandler{settings: handlerSettings{retry: policy}}}
-			p := r.outcome(a, tt.err, tt.cause)
+			p := outcome(a, tt.err, tt.cause)
 			require.Equal(t, tt.wantOutcome, p.Outcome)
 			require.Equal(t, tt.wantDelay, p.Delay)
 			require.Equal(t, tt.wantError, p.Error)

@@ -73,6 +73,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}, nil
 }
 
+// Store returns the store this Scheduler keeps its jobs in.
+func (s *Scheduler) Store() store.Store { return s.store }
+
 // Node returns the name this Scheduler records on the jobs it runs.
 func (s *Scheduler) Node() string { return s.cfg.Node }
 
