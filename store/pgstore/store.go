@@ -157,6 +157,7 @@ type jobScan struct {
 	j          store.JobRecord
 	state      string
 	uniqueKey  *string
+	payload    []byte // raw bytes: pgx decodes into a json.RawMessage through encoding/json, which trims
 	errors     []byte
 	leaseToken *uuid.UUID
 	leaseExp   *time.Time
@@ -166,7 +167,7 @@ type jobScan struct {
 
 func (js *jobScan) dest() []any {
 	j := &js.j
-	return []any{&j.ID, &j.Kind, &j.Payload, &j.Metadata, &js.state, &j.Priority, &j.RunAt,
+	return []any{&j.ID, &j.Kind, &js.payload, &j.Metadata, &js.state, &j.Priority, &j.RunAt,
 		&j.ScheduledAt, &j.Attempt, &j.MaxAttempts, &js.uniqueKey, &js.errors, &js.leaseToken,
 		&js.leaseExp, &j.Owner, &j.CancelRequested, &j.PauseRequested, &j.Fence, &j.CreatedAt,
 		&js.attempted, &js.finished}
@@ -174,6 +175,7 @@ func (js *jobScan) dest() []any {
 
 func (js *jobScan) record() (*store.JobRecord, error) {
 	j := js.j
+	j.Payload = js.payload
 	j.State = store.State(js.state)
 	if js.uniqueKey != nil {
 		j.UniqueKey = *js.uniqueKey
