@@ -54,7 +54,10 @@ func TestPeriodicAfterCloseOrCancel(t *testing.T) {
 		name string
 		call func(ctx context.Context) error
 	}{
-		{"declare", func(ctx context.Context) error { _, err := st.DeclarePeriodic(ctx, &store.DeclarePeriodicParams{Name: "q", Spec: "x"}); return err }},
+		{"declare", func(ctx context.Context) error {
+			_, err := st.DeclarePeriodic(ctx, &store.DeclarePeriodicParams{Name: "q", Spec: "x"})
+			return err
+		}},
 		{"fire", func(ctx context.Context) error { _, err := st.FirePeriodic(ctx, tick(clk.Now())); return err }},
 		{"state", func(ctx context.Context) error { _, err := st.PeriodicState(ctx, "p"); return err }},
 	}
