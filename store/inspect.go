@@ -58,7 +58,8 @@ const MaxFilterValues = 1000
 
 // Validate reports, wrapping ErrInvalidParams, the first problem with f:
 // unknown states or priorities, texts that are not storable (CheckText),
-// or more than MaxFilterValues values in a list.
+// times (when set) outside MinTime..MaxTime, or more than MaxFilterValues
+// values in a list.
 func (f *JobFilter) Validate() error {
 	if len(f.IDs) > MaxFilterValues || len(f.Kinds) > MaxFilterValues || len(f.States) > MaxFilterValues ||
 		len(f.Priorities) > MaxFilterValues || len(f.Metadata) > MaxFilterValues {
@@ -82,6 +83,14 @@ func (f *JobFilter) Validate() error {
 	}
 	if err := CheckMetadata(f.Metadata); err != nil {
 		return fmt.Errorf("%w: filter: %w", ErrInvalidParams, err)
+	}
+	for _, tm := range []time.Time{f.RunAfter, f.RunBefore, f.FinishedAfter, f.FinishedBefore} {
+		if tm.IsZero() {
+			continue
+		}
+		if err := CheckTime(tm); err != nil {
+			return fmt.Errorf("%w: filter time: %w", ErrInvalidParams, err)
+		}
 	}
 	return nil
 }

@@ -188,6 +188,8 @@ func testInspector(t *testing.T, newStore NewStoreFunc) {
 			{"ErrorNUL", store.ListJobsParams{Limit: 1, Filter: store.JobFilter{ErrorContains: "a\x00b"}}},
 			{"NodeTooLong", store.ListJobsParams{Limit: 1, Filter: store.JobFilter{Node: strings.Repeat("n", store.MaxUniqueKeyLength+1)}}},
 			{"MetadataEmptyKey", store.ListJobsParams{Limit: 1, Filter: store.JobFilter{Metadata: map[string]string{"": "v"}}}},
+			{"TimeBefore1970", store.ListJobsParams{Limit: 1, Filter: store.JobFilter{RunAfter: time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC)}}},
+			{"TimeAfter9999", store.ListJobsParams{Limit: 1, Filter: store.JobFilter{FinishedBefore: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}},
 			{"TooManyKinds", store.ListJobsParams{Limit: 1, Filter: store.JobFilter{Kinds: make([]string, store.MaxFilterValues+1)}}},
 		}
 		for _, c := range bad {
