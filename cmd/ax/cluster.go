@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -13,6 +14,7 @@ import (
 
 // nodesResult is the JSON of ax nodes.
 type nodesResult struct {
+	// Leader is null when the store cannot tell.
 	Leader *ax.Leader `json:"leader"`
 	Nodes  []ax.Node  `json:"nodes"`
 }
@@ -32,6 +34,9 @@ func nodesCmd(fs *flag.FlagSet) func(*env, []string) error {
 			return err
 		}
 		leader, err := a.Leader(e.ctx)
+		if errors.Is(err, errors.ErrUnsupported) {
+			leader, err = nil, nil // the store cannot tell; the nodes still list
+		}
 		if err != nil {
 			return err
 		}
@@ -50,9 +55,12 @@ func nodesCmd(fs *flag.FlagSet) func(*env, []string) error {
 		if err := t.flush(); err != nil {
 			return err
 		}
-		if leader.Node == "" {
+		switch {
+		case leader == nil:
+			fmt.Fprintln(e.stdout, "maintenance leader: unknown (the store cannot tell)")
+		case leader.Node == "":
 			fmt.Fprintln(e.stdout, "no maintenance leader right now")
-		} else {
+		default:
 			fmt.Fprintf(e.stdout, "maintenance leader: %s (term %d, until %s)\n", leader.Node, leader.Term, when(leader.ExpiresAt))
 		}
 		return nil

@@ -89,7 +89,7 @@ func (o pgOpener) Store(ctx context.Context, c connection) (store.Store, func(),
 	st, err := pgstore.New(ctx, pool, pgstore.WithSchema(c.schema), pgstore.WithoutMigrate())
 	if err != nil {
 		pool.Close()
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%w (see: ax migrate status)", err)
 	}
 	return st, func() { _ = st.Close(); pool.Close() }, nil
 }

@@ -70,7 +70,8 @@ func exitCode(err error) int {
 	case errors.As(err, &ue),
 		errors.Is(err, ax.ErrInvalidFilter), errors.Is(err, ax.ErrInvalidCursor),
 		errors.Is(err, ax.ErrInvalidOption), errors.Is(err, ax.ErrInvalidKind),
-		errors.Is(err, ax.ErrInvalidSchedule), errors.Is(err, ax.ErrFilterMatchesAll):
+		errors.Is(err, ax.ErrInvalidSchedule), errors.Is(err, ax.ErrFilterMatchesAll),
+		errors.Is(err, store.ErrInvalidParams): // a value the store refused (a schema name...)
 		return exitUsage
 	case errors.Is(err, ax.ErrNotFound), errors.Is(err, ax.ErrScheduleNotFound), errors.Is(err, errNotFound):
 		return exitNotFound
