@@ -1,27 +1,3 @@
-// # Operating a cluster
-//
-// Admin is the operator's view of a cluster: it lists, counts and changes
-// jobs by filter, pauses whole kinds and periodic schedules, and reads
-// nodes, the maintenance leader and the queue. Everything it does goes
-// through the store, so it acts on the whole cluster, and it works from a
-// process that runs no jobs (a CLI, an admin HTTP handler, a migration
-// step): NewAdmin needs nothing but a store. A running Scheduler has one
-// too (Scheduler.Admin), which adds what only that host can do at once:
-// it stops claiming a kind the moment it pauses it, and wakes for jobs it
-// makes due.
-//
-// Admin is a type of its own, not methods on Scheduler, because nothing
-// in it is about this host: a Scheduler is a node (a name, workers,
-// handlers, leases), and a tool that only inspects the queue should not
-// have to pretend to be one. (asynq's Inspector is split from its Server
-// for the same reason.)
-//
-// Each ability needs an optional store interface (see store/inspect.go):
-// listing and counting store.JobInspector, bulk changes
-// store.BulkController, kind pauses store.KindPauser, schedules
-// store.PeriodicController, the leader store.LeaderReader. A store without
-// one makes the methods that need it return an error wrapping
-// errors.ErrUnsupported. memstore implements them all.
 package ax
 
 import (
@@ -69,11 +45,33 @@ type AdminConfig struct {
 	Logger *zap.Logger
 }
 
-// Admin lists, counts and changes jobs, kinds and schedules for an
-// operator, cluster-wide; see the package documentation's "Operating a
-// cluster" and NewAdmin. Its methods are safe for concurrent use. Every
-// record it returns marshals to plain JSON (payloads raw, times in RFC
-// 3339, states by name).
+// Admin is the operator's view of a cluster: it lists, counts and changes
+// jobs by filter, pauses whole kinds and periodic schedules, and reads
+// nodes, the maintenance leader and the queue. Everything it does goes
+// through the store, so it acts on the whole cluster, and it works from a
+// process that runs no jobs (a CLI, an admin HTTP handler, a deploy step):
+// NewAdmin needs nothing but a store. A Scheduler has one too
+// (Scheduler.Admin), which adds what only that host can do at once: it
+// stops claiming a kind the moment it pauses it, and wakes for jobs it
+// makes due.
+//
+// Admin is a type of its own rather than methods on Scheduler because
+// nothing in it is about one host: a Scheduler is a node (a name,
+// workers, handlers, leases), and a tool that only inspects the queue
+// should not have to pretend to be one. (asynq splits its Inspector from
+// its Server for the same reason.)
+//
+// Each ability needs an optional store interface (store/inspect.go):
+// listing and counting store.JobInspector, bulk changes
+// store.BulkController, kind pauses store.KindPauser, schedules
+// store.PeriodicController, the leader store.LeaderReader, the oldest due
+// jobs store.DueInspector. A method whose interface the store lacks
+// returns an error wrapping errors.ErrUnsupported. memstore implements
+// them all.
+//
+// Its methods are safe for concurrent use. Every record it returns
+// marshals to plain JSON (payloads raw, times in RFC 3339, states by
+// name, unset times left out).
 type Admin struct {
 	store store.Store
 	log   *zap.Logger
