@@ -43,6 +43,10 @@ type AdminConfig struct {
 	// Defaults to a logger writing warnings and errors to standard error,
 	// like Config.Logger; zap.NewNop() silences it.
 	Logger *zap.Logger
+
+	// Clock is the host clock, for tests; it only stamps Stats.At.
+	// Defaults to time.Now.
+	Clock func() time.Time
 }
 
 // Admin is the operator's view of a cluster: it lists, counts and changes
@@ -75,6 +79,7 @@ type AdminConfig struct {
 type Admin struct {
 	store store.Store
 	log   *zap.Logger
+	now   func() time.Time
 	// sched is the Scheduler this Admin belongs to, or nil.
 	sched *Scheduler
 }
@@ -89,7 +94,10 @@ func NewAdmin(cfg AdminConfig) (*Admin, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = defaultLogger()
 	}
-	return &Admin{store: cfg.Store, log: cfg.Logger}, nil
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	return &Admin{store: cfg.Store, log: cfg.Logger, now: cfg.Clock}, nil
 }
 
 // Admin returns the Scheduler's Admin, on its store and logger. Besides
@@ -103,7 +111,7 @@ func (s *Scheduler) Admin() *Admin { return s.admin }
 
 // newSchedulerAdmin is the Admin of s, made by New.
 func newSchedulerAdmin(s *Scheduler) *Admin {
-	return &Admin{store: s.store, log: s.log, sched: s}
+	return &Admin{store: s.store, log: s.log, now: s.now, sched: s}
 }
 
 // runtime returns the running runtime of the Admin's Scheduler, or nil.
@@ -208,10 +216,7 @@ func (a *Admin) Stats(ctx context.Context) (*Stats, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	st := &Stats{At: time.Now()}
-	if a.sched != nil {
-		st.At = a.sched.now()
-	}
+	st := &Stats{At: a.now()}
 	if err := queueStats(ctx, a.store, st); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -177,10 +178,24 @@ type kindPauses struct {
 	set    atomic.Pointer[map[string]bool]
 	reread chan struct{} // capacity 1: re-read now, then wake the claimer
 	done   chan struct{}
+
+	// mu orders local changes (apply) with reads from the store
+	// (replace): a read that began before a local change must not undo
+	// it, so each local change is kept, and wins, until a read that began
+	// after it.
+	mu    sync.Mutex
+	seq   uint64                 // counts local changes
+	local map[string]localChange // local changes not yet seen by a read
+}
+
+// localChange is a pause or resume made on this host.
+type localChange struct {
+	paused bool
+	seq    uint64
 }
 
 func newKindPauses(r *runtime) *kindPauses {
-	p := &kindPauses{r: r, reread: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &kindPauses{r: r, reread: make(chan struct{}, 1), done: make(chan struct{}), local: make(map[string]localChange)}
 	p.kp, _ = r.store.(store.KindPauser)
 	p.set.Store(&map[string]bool{})
 	return p
@@ -208,9 +223,29 @@ func pausedKinds(ctx context.Context, st store.Store) (map[string]bool, error) {
 // paused reports whether kind is paused, as this host last read it.
 func (p *kindPauses) paused(kind string) bool { return (*p.set.Load())[kind] }
 
-// replace installs a set read from the store, logging the changes.
-func (p *kindPauses) replace(set map[string]bool) {
+// since returns the mark a read taken now passes to replace.
+func (p *kindPauses) since() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seq
+}
+
+// replace installs a set read from the store by a read that began at mark
+// since, keeping the local changes made after that, and logs the changes.
+func (p *kindPauses) replace(set map[string]bool, since uint64) {
+	p.mu.Lock()
+	for kind, lc := range p.local {
+		switch {
+		case lc.seq <= since:
+			delete(p.local, kind) // the read saw it
+		case lc.paused:
+			set[kind] = true
+		default:
+			delete(set, kind)
+		}
+	}
 	old := p.set.Swap(&set)
+	p.mu.Unlock()
 	for k := range set {
 		if !(*old)[k] {
 			p.r.log.Info("kind paused: its jobs are not claimed", zap.String(fieldKind, k))
@@ -226,21 +261,17 @@ func (p *kindPauses) replace(set map[string]bool) {
 // apply records a pause or resume made on this host, before the next
 // read would.
 func (p *kindPauses) apply(kind string, paused bool) {
-	for {
-		old := p.set.Load()
-		if (*old)[kind] == paused {
-			return
-		}
-		next := maps.Clone(*old)
-		if paused {
-			next[kind] = true
-		} else {
-			delete(next, kind)
-		}
-		if p.set.CompareAndSwap(old, &next) {
-			return
-		}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+	p.local[kind] = localChange{paused: paused, seq: p.seq}
+	next := maps.Clone(*p.set.Load())
+	if paused {
+		next[kind] = true
+	} else {
+		delete(next, kind)
 	}
+	p.set.Store(&next)
 }
 
 // requestReread asks the loop to re-read the set and then wake the
@@ -288,6 +319,7 @@ func (p *kindPauses) run() {
 func (p *kindPauses) read() {
 	ctx, cancel := context.WithTimeout(p.r.life, p.r.cfg.HeartbeatInterval)
 	defer cancel()
+	since := p.since()
 	set, err := pausedKinds(ctx, p.r.store)
 	if err != nil {
 		if p.r.life.Err() == nil {
@@ -295,5 +327,5 @@ func (p *kindPauses) read() {
 		}
 		return
 	}
-	p.replace(set)
+	p.replace(set, since)
 }

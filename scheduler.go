@@ -187,7 +187,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.ev.start()
 	s.run = newRuntime(s)
 	if paused != nil {
-		s.run.pauses.replace(paused)
+		s.run.pauses.replace(paused, 0)
 	}
 	s.run.start()
 	s.phase = phaseRunning
