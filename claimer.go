@@ -53,6 +53,10 @@ func (r *runtime) claimRound() error {
 	params.Limit = r.free
 	clear(r.capped)
 	for _, k := range kinds {
+		if r.pauses.paused(k.kind) {
+			// Paused cluster-wide: a resume wakes the claimer.
+			continue
+		}
 		if n := min(k.settings.concurrency-r.busy[k.kind], r.free); n > 0 {
 			params.Kinds = append(params.Kinds, store.KindLimit{Kind: k.kind, Limit: n})
 		} else if r.free > 0 {

@@ -61,6 +61,17 @@
 // the next poll. A slow fallback poll (Config.PollInterval) covers lost
 // notifications.
 //
+// # Operating a cluster
+//
+// Admin (NewAdmin on the cluster's store, or Scheduler.Admin) is the
+// operator's API, and the ax command (cmd/ax) its shell: list and count
+// jobs by filter (kind, state, priority, unique key, metadata, error
+// text, node, run and finish times) with keyset cursors; retry, cancel or
+// delete them in bulk; pause a kind across the cluster (no host starts
+// its jobs within one HeartbeatInterval; running ones finish); pause,
+// resume or trigger periodic schedules; read nodes, the maintenance
+// leader and the queue, without running a Scheduler.
+//
 // # Failures
 //
 // A handler's error retries the job after a delay from its RetryPolicy (by

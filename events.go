@@ -38,13 +38,24 @@ const (
 	// EventLeaderChanged: this host gained or lost the maintenance
 	// leadership (Event.Leader says which).
 	EventLeaderChanged
+	// EventRescued: this host's rescuer took back a job whose lease had
+	// expired (its owner died or stalled), one event per job, on the
+	// host that rescued it, whichever host owned it. Event.Owner names
+	// the owner, Event.Attempt the attempt cut short and Event.State
+	// where the job went (retrying, paused, dead or cancelled).
+	// Event.Metadata is nil.
+	EventRescued
+	// EventHandedBack: Stop ran out of time and handed this host's
+	// running job back to the store (scheduled, due at once, the attempt
+	// not counted), one event per job the store took back.
+	EventHandedBack
 )
 
 var eventNames = map[EventKind]string{
 	EventScheduled: "scheduled", EventStarted: "started", EventSucceeded: "succeeded",
 	EventFailed: "failed", EventRetried: "retried", EventDead: "dead",
 	EventCancelled: "cancelled", EventSnoozed: "snoozed", EventLeaseLost: "lease_lost",
-	EventLeaderChanged: "leader_changed",
+	EventLeaderChanged: "leader_changed", EventRescued: "rescued", EventHandedBack: "handed_back",
 }
 
 // String returns the event's snake_case name ("lease_lost").
@@ -91,6 +102,10 @@ type Event struct {
 	// Leader reports, for EventLeaderChanged, whether this host is now
 	// the leader.
 	Leader bool
+	// Owner names, for EventRescued, the node whose lease expired.
+	Owner string
+	// State is, for EventRescued, the state the job went to.
+	State State
 }
 
 // Observer receives events. Observe is called on one dedicated goroutine,

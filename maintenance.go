@@ -74,6 +74,7 @@ func (r *runtime) rescue() {
 	owners := make(map[string]bool)
 	ids := make([]string, 0, min(len(rescued), rescueLogIDs))
 	for _, j := range rescued {
+		r.s.emit(Event{Kind: EventRescued, JobID: j.ID, JobKind: j.Kind, Attempt: j.Attempt, Owner: j.Owner, State: j.State})
 		owners[j.Owner] = true
 		if len(ids) < rescueLogIDs {
 			ids = append(ids, j.ID.String())

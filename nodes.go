@@ -2,7 +2,6 @@ package ax
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"slices"
@@ -33,58 +32,38 @@ const (
 // Config.LeaderTTL/3; jobs it runs carry its name as their Owner.
 type Node struct {
 	// Name is the node's Config.Node.
-	Name string
+	Name string `json:"name"`
 	// Version is the node's Config.Version.
-	Version string
+	Version string `json:"version"`
 	// Kinds are the job kinds the node handles, sorted.
-	Kinds []string
+	Kinds []string `json:"kinds"`
 	// State is running, stopped or dead.
-	State NodeState
-	// Leader reports whether the node holds the maintenance leadership, as
-	// the calling Scheduler last learned it (at most LeaderTTL/3 ago).
-	// Always false when the calling Scheduler is not running.
-	Leader bool
+	State NodeState `json:"state"`
+	// Leader reports whether the node holds the maintenance leadership:
+	// as the store reports it now when it implements store.LeaderReader
+	// (memstore does), otherwise as the calling Scheduler last learned it
+	// (at most LeaderTTL/3 ago; always false when it is not running).
+	Leader bool `json:"leader"`
 	// StartedAt is when the node first registered (store clock).
-	StartedAt time.Time
+	StartedAt time.Time `json:"started_at"`
 	// HeartbeatAt is the node's latest heartbeat (store clock).
-	HeartbeatAt time.Time
+	HeartbeatAt time.Time `json:"heartbeat_at"`
 	// ExpiresAt is when a running node without a further heartbeat counts
 	// as dead; for stopped and dead nodes, when they stopped or lapsed.
-	ExpiresAt time.Time
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // Nodes lists the cluster's registered nodes, running, stopped and dead
-// (until Config.NodeRetention removes them), oldest first. It works before
-// Start too. It returns an error wrapping errors.ErrUnsupported when the
-// store keeps no node registry (store.NodeRegistry), and
+// (until Config.NodeRetention removes them), oldest first; see
+// Admin.Nodes, which a process that runs no Scheduler can call. It works
+// before Start too. It returns an error wrapping errors.ErrUnsupported
+// when the store keeps no node registry (store.NodeRegistry), and
 // ErrSchedulerClosed once Stop has begun.
 func (s *Scheduler) Nodes(ctx context.Context) ([]Node, error) {
 	if s.closed() {
 		return nil, fmt.Errorf("nodes: %w", ErrSchedulerClosed)
 	}
-	reg, ok := s.store.(store.NodeRegistry)
-	if !ok {
-		return nil, fmt.Errorf("nodes: store %T keeps no node registry: %w", s.store, errors.ErrUnsupported)
-	}
-	recs, err := reg.ListNodes(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("nodes: %w", err)
-	}
-	leader := ""
-	s.mu.Lock()
-	if s.run != nil {
-		leader = s.run.cluster.leaderHolder()
-	}
-	s.mu.Unlock()
-	out := make([]Node, len(recs))
-	for i, n := range recs {
-		out[i] = Node{
-			Name: n.Name, Version: n.Version, Kinds: n.Kinds, State: n.State,
-			Leader:    leader != "" && n.Name == leader && n.State == NodeRunning,
-			StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt, ExpiresAt: n.ExpiresAt,
-		}
-	}
-	return out, nil
+	return s.admin.Nodes(ctx)
 }
 
 // heartbeatNode registers this node or records its heartbeat, with the

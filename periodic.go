@@ -21,8 +21,9 @@
 // at least every Config.PollInterval, reading the store's clock when no
 // store call did for that long) and makes one store call per due schedule.
 //
-// State kept per schedule (store.PeriodicState): the spec last declared
-// and the last tick fired. A new schedule starts at its first declaration:
+// State kept per schedule (store.PeriodicState): the spec last declared,
+// the template of its jobs, the last tick fired, and whether an operator
+// paused it (Admin.PauseSchedule: ticks pass without jobs). A new schedule starts at its first declaration:
 // ticks before it never fire. After downtime (no host declaring the
 // schedule was running at some ticks), the next host to start applies the
 // schedule's MisfirePolicy to the ticks missed since the stored last tick,
@@ -40,6 +41,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax/store"
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 )
 
@@ -501,12 +503,17 @@ func (r *runtime) tickSchedule(ctx context.Context, ps store.PeriodicStore, sc *
 		results []store.InsertResult
 	)
 	for i, applied := range res.Applied {
-		if applied && ticks[i].Job != nil {
+		switch {
+		case !applied:
+		case ticks[i].Job == nil:
+			log.Info("periodic tick skipped (misfire)", zap.Time("tick", ticks[i].At))
+		case res.Jobs[i].ID == uuid.Nil:
+			// The store applied the tick without its job: an operator
+			// paused the schedule (Admin.PauseSchedule).
+			log.Info("periodic tick passed without a job: schedule paused", zap.Time("tick", ticks[i].At))
+		default:
 			jobs = append(jobs, *ticks[i].Job)
 			results = append(results, res.Jobs[i])
-		}
-		if applied && ticks[i].Job == nil {
-			log.Info("periodic tick skipped (misfire)", zap.Time("tick", ticks[i].At))
 		}
 	}
 	r.s.scheduled(jobs, results)

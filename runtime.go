@@ -48,6 +48,7 @@ type runtime struct {
 	heartbeat *heartbeat
 	maintDone chan struct{}
 	cluster   *cluster
+	pauses    *kindPauses // the cluster's paused kinds (kindpause.go)
 
 	unsubscribe func()
 }
@@ -72,6 +73,7 @@ func newRuntime(s *Scheduler) *runtime {
 	r.completer = newCompleter(r)
 	r.heartbeat = newHeartbeat(r)
 	r.cluster = newCluster(r)
+	r.pauses = newKindPauses(r)
 	return r
 }
 
@@ -89,6 +91,7 @@ func (r *runtime) start() {
 	go r.completer.run()
 	go r.heartbeat.run()
 	go r.maintain()
+	go r.pauses.run()
 	r.startCluster()
 	r.startPeriodic()
 	r.wake()
@@ -114,8 +117,10 @@ func (r *runtime) wakeAt(t time.Time) {
 // notified turns a store notification into a wake-up, if this host handles
 // the kind and the jobs are due within the lookahead.
 func (r *runtime) notified(n store.Notification) {
-	if n.Kind == "" { // the store may have missed notifications: look now
-		r.wake()
+	if n.Kind == "" {
+		// The store may have missed notifications, or a kind was
+		// resumed: re-read the paused kinds, then look now.
+		r.pauses.requestReread()
 		return
 	}
 	if r.s.handler(n.Kind) == nil {
@@ -140,7 +145,7 @@ func (r *runtime) cancelLocal(id uuid.UUID, cause error) {
 
 // stop drains the runtime; see Scheduler.Stop. In order:
 //
-//  1. no more claims, periodic ticks or maintenance;
+//  1. no more claims, periodic ticks, paused-kind reads or maintenance;
 //  2. running handlers finish until ctx ends; then the rest are cancelled
 //     and handed back to the store, and waited for until the grace
 //     deadline (ctx's end plus ReleaseTimeout);
@@ -162,6 +167,7 @@ func (r *runtime) stop(ctx context.Context) error {
 		r.unsubscribe()
 	}
 	r.cancelLife()
+	<-r.pauses.done
 	r.stopPeriodic()
 	close(r.quit)
 	r.loops.Wait()
@@ -228,7 +234,10 @@ func waitGroupUntil(wg *sync.WaitGroup, ctx context.Context) bool {
 // handBack cancels every handler still running and releases its job to the
 // store at once, attempt not counted, so another host runs it now.
 func (r *runtime) handBack(ctx context.Context) {
-	var params []store.FinishParams
+	var (
+		params []store.FinishParams
+		jobs   []*Job
+	)
 	r.mu.Lock()
 	for _, a := range r.attempts {
 		if a.state != attemptRunning || a.lost {
@@ -237,6 +246,7 @@ func (r *runtime) handBack(ctx context.Context) {
 		a.released = true
 		a.cancel(ErrStopping)
 		params = append(params, store.FinishParams{Lease: a.lease, Outcome: store.OutcomeRelease})
+		jobs = append(jobs, a.job)
 	}
 	r.mu.Unlock()
 	if len(params) == 0 {
@@ -250,5 +260,8 @@ func (r *runtime) handBack(ctx context.Context) {
 	}
 	for i, p := range params {
 		r.log.Info("job handed back", zap.Stringer(fieldJobID, p.Lease.ID), zap.Bool("applied", ok[i]))
+		if j := jobs[i]; ok[i] {
+			r.s.emit(Event{Kind: EventHandedBack, JobID: j.ID, JobKind: j.Kind, Attempt: j.Attempt, Metadata: j.Metadata})
+		}
 	}
 }

@@ -43,6 +43,9 @@ type Scheduler struct {
 
 	// periodic holds the schedules declared by Every (periodic.go).
 	periodic periodicSet
+
+	// admin is the Scheduler's Admin (admin.go).
+	admin *Admin
 }
 
 // phase is the Scheduler's lifecycle position.
@@ -62,7 +65,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ax.New: %w", err)
 	}
-	return &Scheduler{
+	s := &Scheduler{
 		cfg:      c,
 		store:    c.Store,
 		log:      c.Logger.With(zap.String(fieldNode, c.Node)),
@@ -70,7 +73,9 @@ func New(cfg Config) (*Scheduler, error) {
 		handlers: make(map[string]*kindHandler),
 		stopped:  make(chan struct{}),
 		ev:       newEvents(c.Observers, c.EventBuffer),
-	}, nil
+	}
+	s.admin = newSchedulerAdmin(s)
+	return s, nil
 }
 
 // Store returns the store this Scheduler keeps its jobs in.
@@ -169,6 +174,12 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return fmt.Errorf("start: reach store: %w", err)
 	}
 	hostAfter := s.now()
+	// Read before the first claim, so that a host starting while a kind
+	// is paused never claims it.
+	paused, err := pausedKinds(ctx, s.store)
+	if err != nil {
+		return fmt.Errorf("start: read paused kinds: %w", err)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -178,6 +189,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	s.measureOffset(hostBefore, hostAfter, storeNow)
 	s.ev.start()
 	s.run = newRuntime(s)
+	if paused != nil {
+		s.run.pauses.replace(paused, 0)
+	}
 	s.run.start()
 	s.phase = phaseRunning
 	s.log.Info("scheduler started", zap.Int("workers", s.cfg.Workers), zap.Int("kinds", len(s.handlers)))

@@ -11,7 +11,26 @@
 //	m.Attach(s)
 //	prometheus.MustRegister(m)
 //
-// Metrics, all with a kind label:
+// # Per host and cluster-wide
+//
+// Most metrics describe this host: what it scheduled, ran, rescued and
+// handed back. Sum them across hosts for the cluster's totals.
+//
+// A few describe the whole cluster: they are read from the store, so every
+// host exports the same figure, and they carry the label scope="cluster"
+// to say so. Aggregate them with max, never sum (sum counts the queue once
+// per host):
+//
+//	max by (kind, state) (ax_queue_depth{scope="cluster"})
+//	max by (kind) (ax_queue_oldest_due_age_seconds{scope="cluster"})
+//
+// Every host exports them, rather than only the maintenance leader, so
+// that the series never go missing while the leadership changes hands;
+// the store answers each host's count at most once per QueueCacheTTL.
+//
+// # Metrics
+//
+// Per host, with a kind label:
 //
 //	ax_jobs_scheduled_total      jobs scheduled by this host
 //	ax_jobs_started_total        attempts started on this host
@@ -22,16 +41,32 @@
 //	ax_jobs_cancelled_total      running jobs cancelled by a user
 //	ax_jobs_snoozed_total        attempts that snoozed
 //	ax_lease_lost_total          leases this host lost (handler cancelled)
+//	ax_jobs_rescued_total        jobs whose lease expired (owner died or stalled) that this host took back
+//	ax_jobs_handed_back_total    jobs this host handed back unfinished when Stop ran out of time
 //	ax_job_start_lag_seconds     histogram: attempt start minus run_at
 //	ax_job_duration_seconds      histogram: handler run time
 //	ax_jobs_running              gauge: handlers running on this host
-//	ax_queue_depth               gauge, also by state: the store's jobs (whole cluster)
 //
-// and without a kind label:
+// Per host, without a kind label:
 //
 //	ax_events_dropped_total      events the observers missed (the counters above too)
-//	ax_queue_depth_errors_total  scrapes whose queue count failed or timed out
+//	ax_queue_depth_errors_total  scrapes whose store reading failed or timed out
 //	ax_leader                    gauge: 1 while this host leads maintenance
+//
+// Cluster-wide, scope="cluster", with a kind label (needs Attach):
+//
+//	ax_queue_depth                   gauge, also by state: live jobs (scheduled,
+//	                                 retrying, running, paused) in the store
+//	ax_queue_oldest_due_age_seconds  gauge: how long the oldest due job that no
+//	                                 host has started has waited (0 when none is
+//	                                 due). It grows while a kind is stalled (no
+//	                                 host handles it, every host is full, or it
+//	                                 is paused), before any job starts late.
+//	                                 Absent when the store cannot tell
+//	                                 (store.DueInspector; memstore can).
+//
+// Finished jobs (succeeded, dead, cancelled) are not queue depth: count
+// them with the per-host counters, whose rates say what the cluster does.
 //
 // The counters and histograms come from events, so they count only what
 // this host did, and miss events dropped when observers fall behind
@@ -54,7 +89,8 @@ import (
 // defaults.
 type Options struct {
 	// ConstLabels are added to every metric, e.g. {"node": s.Node()} when
-	// several Schedulers share a registry.
+	// several Schedulers share a registry. A "scope" label is ignored on
+	// the cluster-wide metrics, which carry scope="cluster".
 	ConstLabels prometheus.Labels
 
 	// StartLagBuckets are the upper bounds, in seconds, of the start lag
@@ -65,12 +101,13 @@ type Options struct {
 	// histogram's buckets. Defaults to DefaultDurationBuckets.
 	DurationBuckets []float64
 
-	// QueueTimeout bounds the store call counting jobs during a scrape;
-	// on timeout ax_queue_depth is left out of that scrape. Defaults to 2s.
+	// QueueTimeout bounds the store calls reading the queue during a
+	// scrape; on timeout the cluster-wide metrics are left out of that
+	// scrape. Defaults to 2s.
 	QueueTimeout time.Duration
 
-	// QueueCacheTTL is how long a queue count is reused by later scrapes,
-	// so several scrapers cost one store call. Defaults to 5s.
+	// QueueCacheTTL is how long a queue reading is reused by later
+	// scrapes, so several scrapers cost one reading. Defaults to 5s.
 	QueueCacheTTL time.Duration
 
 	// Clock is the time, for tests of the cache. Defaults to time.Now.
@@ -91,21 +128,20 @@ const (
 )
 
 // states are the job states exported by ax_queue_depth, each kind having
-// a series for every state (zero when it has no jobs in it).
-var states = []ax.State{
-	ax.StateScheduled, ax.StateRunning, ax.StateRetrying, ax.StatePaused,
-	ax.StateSucceeded, ax.StateDead, ax.StateCancelled,
-}
+// a series for every state (zero when it has no jobs in it): the live
+// ones. Finished jobs wait only for the pruner; counting them as depth
+// made the gauge grow with the retention, not with the backlog.
+var states = []ax.State{ax.StateScheduled, ax.StateRetrying, ax.StateRunning, ax.StatePaused}
 
 // Collector is an ax.Observer and a prometheus.Collector; see the package
 // documentation. All methods are safe for concurrent use.
 type Collector struct {
 	opts Options
 
-	scheduled, started, succeeded, failed, retried, dead, cancelled, snoozed, leaseLost *prometheus.CounterVec
-	startLag, duration                                                                  *prometheus.HistogramVec
+	scheduled, started, succeeded, failed, retried, dead, cancelled, snoozed, leaseLost, rescued, handedBack *prometheus.CounterVec
+	startLag, duration                                                                                       *prometheus.HistogramVec
 
-	runningDesc, queueDesc, droppedDesc, queueErrDesc, leaderDesc *prometheus.Desc
+	runningDesc, queueDesc, dueAgeDesc, droppedDesc, queueErrDesc, leaderDesc *prometheus.Desc
 
 	sched     atomic.Pointer[ax.Scheduler]
 	leader    atomic.Bool
@@ -115,17 +151,16 @@ type Collector struct {
 	kinds   map[string]*kindMetrics
 
 	queueMu    sync.Mutex // held while counting, so concurrent scrapes share one count
-	queue      map[string]map[ax.State]int64
+	queue      *ax.Stats
 	queueKinds map[string]bool // every kind ever counted, so its series stay
 	queueAt    time.Time
-	queueOK    bool
 }
 
 // kindMetrics caches one kind's metric children, so an event costs no
 // label hashing.
 type kindMetrics struct {
-	scheduled, started, succeeded, failed, retried, dead, cancelled, snoozed, leaseLost prometheus.Counter
-	startLag, duration                                                                  prometheus.Observer
+	scheduled, started, succeeded, failed, retried, dead, cancelled, snoozed, leaseLost, rescued, handedBack prometheus.Counter
+	startLag, duration                                                                                       prometheus.Observer
 }
 
 // New returns a Collector configured by opts.
@@ -146,6 +181,12 @@ func New(opts Options) *Collector {
 		opts.Clock = time.Now
 	}
 	cl := opts.ConstLabels
+	cluster := prometheus.Labels{"scope": "cluster"}
+	for k, v := range cl {
+		if k != "scope" {
+			cluster[k] = v
+		}
+	}
 	counter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, []string{"kind"})
 	}
@@ -163,17 +204,25 @@ func New(opts Options) *Collector {
 		cancelled: counter("ax_jobs_cancelled_total", "Running jobs cancelled by a user on this host."),
 		snoozed:   counter("ax_jobs_snoozed_total", "Job attempts that snoozed on this host."),
 		leaseLost: counter("ax_lease_lost_total", "Job leases this host lost (handler cancelled, result discarded)."),
+		rescued: counter("ax_jobs_rescued_total",
+			"Jobs whose lease had expired (owner died or stalled) that this host took back."),
+		handedBack: counter("ax_jobs_handed_back_total",
+			"Jobs this host handed back unfinished because Stop ran out of time."),
 		startLag: histogram("ax_job_start_lag_seconds",
 			"Attempt start minus the job's run_at, in the store's clock.", opts.StartLagBuckets),
 		duration: histogram("ax_job_duration_seconds", "Handler run time of finished attempts.", opts.DurationBuckets),
 		runningDesc: prometheus.NewDesc("ax_jobs_running",
 			"Handlers running on this host.", []string{"kind"}, cl),
 		queueDesc: prometheus.NewDesc("ax_queue_depth",
-			"Jobs in the store by kind and state, for the whole cluster (final states may be estimates).", []string{"kind", "state"}, cl),
+			"Live jobs in the store by kind and state, for the whole cluster: every host exports the same figure, aggregate with max.",
+			[]string{"kind", "state"}, cluster),
+		dueAgeDesc: prometheus.NewDesc("ax_queue_oldest_due_age_seconds",
+			"How long the oldest due job of the kind that no host has started has waited (0: none due), for the whole cluster: aggregate with max.",
+			[]string{"kind"}, cluster),
 		droppedDesc: prometheus.NewDesc("ax_events_dropped_total",
 			"Events dropped because observers fell behind; the event-based metrics missed them.", nil, cl),
 		queueErrDesc: prometheus.NewDesc("ax_queue_depth_errors_total",
-			"Scrapes whose job count failed or timed out (ax_queue_depth left out).", nil, cl),
+			"Scrapes whose queue reading failed or timed out (the cluster-wide metrics left out).", nil, cl),
 		leaderDesc: prometheus.NewDesc("ax_leader",
 			"1 while this host holds the maintenance leadership, else 0.", nil, cl),
 		kinds:      make(map[string]*kindMetrics),
@@ -221,6 +270,10 @@ func (c *Collector) Observe(e ax.Event) {
 		k.duration.Observe(e.Duration.Seconds())
 	case ax.EventLeaseLost:
 		k.leaseLost.Inc()
+	case ax.EventRescued:
+		k.rescued.Inc()
+	case ax.EventHandedBack:
+		k.handedBack.Inc()
 	}
 }
 
@@ -237,17 +290,19 @@ func (c *Collector) kind(kind string) *kindMetrics {
 	defer c.kindsMu.Unlock()
 	if k = c.kinds[kind]; k == nil {
 		k = &kindMetrics{
-			scheduled: c.scheduled.WithLabelValues(kind),
-			started:   c.started.WithLabelValues(kind),
-			succeeded: c.succeeded.WithLabelValues(kind),
-			failed:    c.failed.WithLabelValues(kind),
-			retried:   c.retried.WithLabelValues(kind),
-			dead:      c.dead.WithLabelValues(kind),
-			cancelled: c.cancelled.WithLabelValues(kind),
-			snoozed:   c.snoozed.WithLabelValues(kind),
-			leaseLost: c.leaseLost.WithLabelValues(kind),
-			startLag:  c.startLag.WithLabelValues(kind),
-			duration:  c.duration.WithLabelValues(kind),
+			scheduled:  c.scheduled.WithLabelValues(kind),
+			started:    c.started.WithLabelValues(kind),
+			succeeded:  c.succeeded.WithLabelValues(kind),
+			failed:     c.failed.WithLabelValues(kind),
+			retried:    c.retried.WithLabelValues(kind),
+			dead:       c.dead.WithLabelValues(kind),
+			cancelled:  c.cancelled.WithLabelValues(kind),
+			snoozed:    c.snoozed.WithLabelValues(kind),
+			leaseLost:  c.leaseLost.WithLabelValues(kind),
+			rescued:    c.rescued.WithLabelValues(kind),
+			handedBack: c.handedBack.WithLabelValues(kind),
+			startLag:   c.startLag.WithLabelValues(kind),
+			duration:   c.duration.WithLabelValues(kind),
 		}
 		c.kinds[kind] = k
 	}
@@ -258,7 +313,7 @@ func (c *Collector) kind(kind string) *kindMetrics {
 func (c *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{
 		c.scheduled, c.started, c.succeeded, c.failed, c.retried, c.dead, c.cancelled, c.snoozed, c.leaseLost,
-		c.startLag, c.duration,
+		c.rescued, c.handedBack, c.startLag, c.duration,
 	}
 }
 
@@ -269,6 +324,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- c.runningDesc
 	ch <- c.queueDesc
+	ch <- c.dueAgeDesc
 	ch <- c.droppedDesc
 	ch <- c.queueErrDesc
 	ch <- c.leaderDesc
@@ -305,7 +361,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectQueue(ch, s)
 }
 
-// collectQueue sends ax_queue_depth from a fresh or cached job count.
+// collectQueue sends the cluster-wide metrics from a fresh or cached
+// reading of the queue (Scheduler.Stats).
 func (c *Collector) collectQueue(ch chan<- prometheus.Metric, s *ax.Scheduler) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
@@ -313,24 +370,30 @@ func (c *Collector) collectQueue(ch chan<- prometheus.Metric, s *ax.Scheduler) {
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.QueueTimeout)
 		st, err := s.Stats(ctx)
 		cancel()
-		c.queueAt, c.queueOK = now, err == nil && st.QueueCounted
+		c.queueAt, c.queue = now, st
 		if err != nil && !errors.Is(err, ax.ErrSchedulerClosed) {
 			c.queueErrs.Add(1)
 		}
-		if err == nil {
-			c.queue = st.Queue
-		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.queueErrDesc, prometheus.CounterValue, float64(c.queueErrs.Load()))
-	if !c.queueOK {
+	st := c.queue
+	if st == nil {
 		return
 	}
-	for kind := range c.queue {
+	for kind := range st.Queue {
+		c.queueKinds[kind] = true
+	}
+	for kind := range st.OldestDue {
 		c.queueKinds[kind] = true
 	}
 	for kind := range c.queueKinds {
-		for _, state := range states {
-			ch <- prometheus.MustNewConstMetric(c.queueDesc, prometheus.GaugeValue, float64(c.queue[kind][state]), kind, string(state))
+		if st.QueueCounted {
+			for _, state := range states {
+				ch <- prometheus.MustNewConstMetric(c.queueDesc, prometheus.GaugeValue, float64(st.Queue[kind][state]), kind, string(state))
+			}
+		}
+		if st.OldestDueKnown {
+			ch <- prometheus.MustNewConstMetric(c.dueAgeDesc, prometheus.GaugeValue, st.DueAge(kind).Seconds(), kind)
 		}
 	}
 }

@@ -228,22 +228,25 @@ ax_events_dropped_total 0
 	require.Equal(t, wantCounts, histogramCounts(t, c, "ax_job_duration_seconds"))
 
 	queue := `
-# HELP ax_queue_depth Jobs in the store by kind and state, for the whole cluster (final states may be estimates).
+# HELP ax_queue_depth Live jobs in the store by kind and state, for the whole cluster: every host exports the same figure, aggregate with max.
 # TYPE ax_queue_depth gauge
 `
-	want := map[string]map[string]int{
-		"ok": {"succeeded": 5}, "flaky": {"succeeded": 3}, "bad": {"dead": 2},
-		"stuck": {"cancelled": 1}, "later": {"scheduled": 1},
-	}
+	dueAge := `
+# HELP ax_queue_oldest_due_age_seconds How long the oldest due job of the kind that no host has started has waited (0: none due), for the whole cluster: aggregate with max.
+# TYPE ax_queue_oldest_due_age_seconds gauge
+`
+	// Finished jobs are not depth: only "later" is still in the queue.
+	want := map[string]map[string]int{"later": {"scheduled": 1}}
 	for _, kind := range []string{"bad", "flaky", "later", "ok", "stuck"} {
-		for _, state := range []string{"cancelled", "dead", "paused", "retrying", "running", "scheduled", "succeeded"} {
-			queue += `ax_queue_depth{kind="` + kind + `",state="` + state + `"} ` + strconv.Itoa(want[kind][state]) + "\n"
+		for _, state := range []string{"paused", "retrying", "running", "scheduled"} {
+			queue += `ax_queue_depth{kind="` + kind + `",scope="cluster",state="` + state + `"} ` + strconv.Itoa(want[kind][state]) + "\n"
 		}
+		dueAge += `ax_queue_oldest_due_age_seconds{kind="` + kind + `",scope="cluster"} 0` + "\n"
 	}
 	// A fresh Collector, so the count is not one cached before the cancel.
 	fresh := axprom.New(axprom.Options{})
 	fresh.Attach(s)
-	require.NoError(t, testutil.CollectAndCompare(fresh, strings.NewReader(queue), "ax_queue_depth"))
+	require.NoError(t, testutil.CollectAndCompare(fresh, strings.NewReader(queue+dueAge), "ax_queue_depth", "ax_queue_oldest_due_age_seconds"))
 }
 
 // histogramCounts returns each kind's sample count of histogram name.
@@ -283,20 +286,36 @@ func TestCollectorEventsOnly(t *testing.T) {
 	c.Observe(ax.Event{Kind: ax.EventLeaseLost, JobKind: "mail"})
 	c.Observe(ax.Event{Kind: ax.EventSnoozed, JobKind: "mail", Duration: 3 * time.Millisecond})
 	c.Observe(ax.Event{Kind: ax.EventLeaderChanged, Leader: true})
+	c.Observe(ax.Event{Kind: ax.EventRescued, JobKind: "mail", Owner: "dead-host", State: ax.StateRetrying})
+	c.Observe(ax.Event{Kind: ax.EventRescued, JobKind: "mail", Owner: "dead-host", State: ax.StateDead})
+	c.Observe(ax.Event{Kind: ax.EventHandedBack, JobKind: "pdf"})
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP ax_jobs_rescued_total Jobs whose lease had expired (owner died or stalled) that this host took back.
+# TYPE ax_jobs_rescued_total counter
+ax_jobs_rescued_total{kind="mail",node="n1"} 2
+ax_jobs_rescued_total{kind="pdf",node="n1"} 0
+# HELP ax_jobs_handed_back_total Jobs this host handed back unfinished because Stop ran out of time.
+# TYPE ax_jobs_handed_back_total counter
+ax_jobs_handed_back_total{kind="mail",node="n1"} 0
+ax_jobs_handed_back_total{kind="pdf",node="n1"} 1
+`), "ax_jobs_rescued_total", "ax_jobs_handed_back_total"))
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
 # HELP ax_lease_lost_total Job leases this host lost (handler cancelled, result discarded).
 # TYPE ax_lease_lost_total counter
 ax_lease_lost_total{kind="mail",node="n1"} 1
+ax_lease_lost_total{kind="pdf",node="n1"} 0
 # HELP ax_jobs_snoozed_total Job attempts that snoozed on this host.
 # TYPE ax_jobs_snoozed_total counter
 ax_jobs_snoozed_total{kind="mail",node="n1"} 1
+ax_jobs_snoozed_total{kind="pdf",node="n1"} 0
 # HELP ax_leader 1 while this host holds the maintenance leadership, else 0.
 # TYPE ax_leader gauge
 ax_leader{node="n1"} 1
-`), "ax_lease_lost_total", "ax_jobs_snoozed_total", "ax_leader", "ax_jobs_running", "ax_queue_depth", "ax_events_dropped_total"))
+`), "ax_lease_lost_total", "ax_jobs_snoozed_total", "ax_leader", "ax_jobs_running", "ax_queue_depth",
+		"ax_queue_oldest_due_age_seconds", "ax_events_dropped_total"))
 	c.Observe(ax.Event{Kind: ax.EventLeaderChanged, Leader: false})
 	require.Equal(t, 0, testutil.CollectAndCount(c, "ax_jobs_running", "ax_queue_depth", "ax_events_dropped_total"))
-	require.Equal(t, map[string]uint64{"mail": 1}, histogramCounts(t, c, "ax_job_duration_seconds"))
+	require.Equal(t, map[string]uint64{"mail": 1, "pdf": 0}, histogramCounts(t, c, "ax_job_duration_seconds"))
 }
 
 // TestCollectorLint: names, help and units follow Prometheus conventions.
@@ -350,22 +369,122 @@ func TestCollectorQueueDepthCacheAndTimeout(t *testing.T) {
 	_, err := s.Schedule(context.Background(), "mail", nil)
 	require.NoError(t, err)
 
-	require.Equal(t, 7, testutil.CollectAndCount(c, "ax_queue_depth"), "one kind, every state")
+	require.Equal(t, 4, testutil.CollectAndCount(c, "ax_queue_depth"), "one kind, every live state")
 	advance(9 * time.Second)
-	require.Equal(t, 7, testutil.CollectAndCount(c, "ax_queue_depth"))
+	require.Equal(t, 4, testutil.CollectAndCount(c, "ax_queue_depth"))
 	require.Equal(t, int64(1), st.calls.Load(), "cached")
 
 	st.block.Store(true)
 	advance(time.Second)
-	require.Equal(t, 0, testutil.CollectAndCount(c, "ax_queue_depth"), "timed out")
+	require.Equal(t, 0, testutil.CollectAndCount(c, "ax_queue_depth", "ax_queue_oldest_due_age_seconds"), "timed out")
 	require.Equal(t, int64(2), st.calls.Load())
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
-# HELP ax_queue_depth_errors_total Scrapes whose job count failed or timed out (ax_queue_depth left out).
+# HELP ax_queue_depth_errors_total Scrapes whose queue reading failed or timed out (the cluster-wide metrics left out).
 # TYPE ax_queue_depth_errors_total counter
 ax_queue_depth_errors_total 1
 `), "ax_queue_depth_errors_total"))
 
 	st.block.Store(false)
 	advance(10 * time.Second)
-	require.Equal(t, 7, testutil.CollectAndCount(c, "ax_queue_depth"), "recovered")
+	require.Equal(t, 4, testutil.CollectAndCount(c, "ax_queue_depth"), "recovered")
+}
+
+// TestCollectorOldestDueAge: a kind no host runs shows how long its
+// oldest due job has waited, in the store's clock; a store that cannot
+// tell leaves the metric out and keeps the queue depth.
+func TestCollectorOldestDueAge(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	st := memstore.New(memstore.WithClock(clock))
+	c := axprom.New(axprom.Options{QueueCacheTTL: time.Nanosecond})
+	s := newScheduler(t, st, c)
+	_, err := s.Schedule(context.Background(), "stalled", nil)
+	require.NoError(t, err)
+	mu.Lock()
+	now = now.Add(90 * time.Second)
+	mu.Unlock()
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP ax_queue_oldest_due_age_seconds How long the oldest due job of the kind that no host has started has waited (0: none due), for the whole cluster: aggregate with max.
+# TYPE ax_queue_oldest_due_age_seconds gauge
+ax_queue_oldest_due_age_seconds{kind="stalled",scope="cluster"} 90
+`), "ax_queue_oldest_due_age_seconds"))
+
+	counterOnly := struct {
+		store.Store
+		store.Counter
+	}{st, st}
+	c2 := axprom.New(axprom.Options{})
+	newScheduler(t, counterOnly, c2)
+	require.Equal(t, 0, testutil.CollectAndCount(c2, "ax_queue_oldest_due_age_seconds"), "no DueInspector: left out")
+	require.Equal(t, 4, testutil.CollectAndCount(c2, "ax_queue_depth"), "the depth is still there")
+	require.Equal(t, 0.0, testutil.ToFloat64(collectorMetric(t, c2, "ax_queue_depth_errors_total")), "not an error")
+}
+
+// collectorMetric returns the single series of name from c, as a
+// Collector testutil.ToFloat64 reads.
+func collectorMetric(t *testing.T, c prometheus.Collector, name string) prometheus.Collector {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			require.Len(t, f.GetMetric(), 1)
+			g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name})
+			if f.GetMetric()[0].GetCounter() != nil {
+				g.Set(f.GetMetric()[0].GetCounter().GetValue())
+			} else {
+				g.Set(f.GetMetric()[0].GetGauge().GetValue())
+			}
+			return g
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return nil
+}
+
+// TestCollectorClusterScope runs two hosts on one store: each exports the
+// same cluster-wide depth, labelled scope="cluster" (so max, not sum, is
+// the cluster's figure), and its own per-host counters.
+func TestCollectorClusterScope(t *testing.T) {
+	st := memstore.New()
+	reg := prometheus.NewPedanticRegistry()
+	var hosts []*ax.Scheduler
+	scheduledEv := newEventCounter(ax.EventScheduled)
+	for _, node := range []string{"h1", "h2"} {
+		c := axprom.New(axprom.Options{ConstLabels: prometheus.Labels{"node": node}})
+		s := newScheduler(t, st, c, scheduledEv)
+		require.NoError(t, s.Start(context.Background()))
+		hosts = append(hosts, s)
+		require.NoError(t, reg.Register(c))
+	}
+	for range 3 {
+		_, err := hosts[0].Schedule(context.Background(), "mail", nil, ax.In(time.Hour))
+		require.NoError(t, err)
+	}
+	scheduledEv.waitFor(t, 3)
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	perNode := map[string]float64{}
+	scheduled := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			switch {
+			case f.GetName() == "ax_queue_depth" && labelValue(m, "state") == "scheduled":
+				require.Equal(t, "cluster", labelValue(m, "scope"))
+				perNode[labelValue(m, "node")] = m.GetGauge().GetValue()
+			case f.GetName() == "ax_jobs_scheduled_total":
+				require.Empty(t, labelValue(m, "scope"), "per-host metrics carry no scope")
+				scheduled[labelValue(m, "node")] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	require.Equal(t, map[string]float64{"h1": 3, "h2": 3}, perNode, "every host exports the cluster's depth")
+	require.Equal(t, map[string]float64{"h1": 3}, scheduled, "each host counts what it did")
 }

@@ -58,7 +58,8 @@ const MaxFilterValues = 1000
 
 // Validate reports, wrapping ErrInvalidParams, the first problem with f:
 // unknown states or priorities, texts that are not storable (CheckText),
-// or more than MaxFilterValues values in a list.
+// times (when set) outside MinTime..MaxTime, or more than MaxFilterValues
+// values in a list.
 func (f *JobFilter) Validate() error {
 	if len(f.IDs) > MaxFilterValues || len(f.Kinds) > MaxFilterValues || len(f.States) > MaxFilterValues ||
 		len(f.Priorities) > MaxFilterValues || len(f.Metadata) > MaxFilterValues {
@@ -82,6 +83,14 @@ func (f *JobFilter) Validate() error {
 	}
 	if err := CheckMetadata(f.Metadata); err != nil {
 		return fmt.Errorf("%w: filter: %w", ErrInvalidParams, err)
+	}
+	for _, tm := range []time.Time{f.RunAfter, f.RunBefore, f.FinishedAfter, f.FinishedBefore} {
+		if tm.IsZero() {
+			continue
+		}
+		if err := CheckTime(tm); err != nil {
+			return fmt.Errorf("%w: filter time: %w", ErrInvalidParams, err)
+		}
 	}
 	return nil
 }
@@ -194,16 +203,26 @@ type JobInspector interface {
 type BulkOp int
 
 const (
-	// BulkRunNow makes matching scheduled, retrying, paused, dead and
-	// cancelled jobs due now, as ControlOp OpRunNow does for one job
-	// (dead and cancelled ones get their attempts reset). Others are left
-	// alone.
+	// BulkRunNow makes matching paused, dead and cancelled jobs, and
+	// scheduled and retrying jobs not yet due, due now, as ControlOp
+	// OpRunNow does for one job (dead and cancelled ones get their
+	// attempts reset, errors kept). Others are left alone: running and
+	// succeeded jobs, scheduled and retrying jobs already due (run_at at
+	// or before store now: there is nothing to make due), and cancelled
+	// jobs whose unique key another job holds meanwhile. Since a changed
+	// job is then due, it is left alone by the next call, so repeated
+	// calls drain.
 	BulkRunNow BulkOp = iota + 1
 	// BulkCancel cancels matching jobs as OpCancel does: scheduled,
-	// retrying and paused ones at once; running ones are asked to stop.
+	// retrying and paused ones at once (to cancelled); running ones whose
+	// cancel was not yet requested are asked to stop (CancelRequested:
+	// the owner learns it at its next lease extension). Others are left
+	// alone, running jobs already asked to stop included, so repeated
+	// calls drain.
 	BulkCancel
 	// BulkDelete deletes matching final jobs (succeeded, dead,
-	// cancelled). Others are left alone.
+	// cancelled), freeing the unique keys they held. Others are left
+	// alone.
 	BulkDelete
 )
 
@@ -272,7 +291,12 @@ type KindState struct {
 type KindPauser interface {
 	// SetKindPaused pauses (paused = true) or resumes a kind and returns
 	// its state afterwards. Pausing a paused kind, or resuming one that is
-	// not, changes nothing. A kind needs no jobs to be paused.
+	// not, changes nothing (UpdatedAt included; resuming a kind never
+	// paused stores no state and returns one with a zero UpdatedAt). A
+	// kind needs no jobs to be paused. A resume that changed the state
+	// notifies listeners with an empty-kind Notification. An empty kind,
+	// or one that is not a storable text (CheckText) of at most
+	// MaxKindLength bytes, fails with ErrInvalidParams.
 	SetKindPaused(ctx context.Context, kind string, paused bool) (*KindState, error)
 
 	// KindStates returns the kinds with a stored state (paused now, or
@@ -296,7 +320,44 @@ type PeriodicController interface {
 // LeaderReader is implemented by Leasers that tell who holds a leadership
 // without taking part in the election (for operators and tools).
 type LeaderReader interface {
-	// Leader returns the named lease as it is now: Holder is empty when
-	// nobody holds it (never held, expired or released).
+	// Leader returns the named lease as it is now, compared with store
+	// now: Held reports that somebody holds it, and then Holder names the
+	// holder and ExpiresAt is when the lease lapses unless renewed; when
+	// nobody holds it (never held, expired or released) Holder is empty
+	// and ExpiresAt zero. Term is the latest term (zero when never held).
+	// A name that is not a storable text (CheckText, at most
+	// MaxKindLength bytes) fails with ErrInvalidParams.
 	Leader(ctx context.Context, name string) (*Leadership, error)
+}
+
+// KindDue is the oldest due job of one kind that no host has started.
+type KindDue struct {
+	// Kind names the kind.
+	Kind string `json:"kind"`
+	// OldestRunAt is the earliest run_at among the kind's claimable
+	// (scheduled or retrying) jobs due at DueReport.Now (store clock).
+	OldestRunAt time.Time `json:"oldest_run_at"`
+}
+
+// DueReport is what DueInspector.OldestDue found.
+type DueReport struct {
+	// Now is the store's clock at the call: Now minus OldestRunAt is how
+	// long the oldest due job of a kind has waited.
+	Now time.Time `json:"now"`
+	// Kinds lists, ordered by kind, the kinds with at least one due
+	// claimable job; kinds without are absent.
+	Kinds []KindDue `json:"kinds"`
+}
+
+// DueInspector is implemented by stores that tell, per kind, how long the
+// oldest due but unstarted job has waited: the signal a stalled kind (no
+// host handles it, every host is full, or the kind is paused) gives before
+// any of its jobs starts late. The call must stay cheap with a large
+// backlog (an index probe per kind, not a scan of every due job), since
+// metrics collectors make it at every scrape.
+type DueInspector interface {
+	// OldestDue returns, per kind, the earliest run_at among its
+	// scheduled and retrying jobs due at store now. Paused jobs are not
+	// counted (an operator holds them), nor running ones.
+	OldestDue(ctx context.Context) (*DueReport, error)
 }

@@ -22,9 +22,12 @@ type PeriodicStore interface {
 	// DeclarePeriodic records that a host declares the schedule
 	// params.Name with params.Spec and job template params.Job. An unknown
 	// name is created with LastTick = store now; a known one keeps its
-	// LastTick (and Paused) and gets spec and template recorded. It
-	// reports the state afterwards and the spec recorded before. Invalid
-	// params fail with ErrInvalidParams.
+	// LastTick (and Paused) and gets spec and template recorded (a nil
+	// params.Job keeps the template recorded before, so that a host of
+	// an older version does not erase it). The template is stored
+	// without ID, RunAt, Delay and UniqueKey. It reports the state
+	// afterwards and the spec recorded before. Invalid params fail with
+	// ErrInvalidParams.
 	DeclarePeriodic(ctx context.Context, params *DeclarePeriodicParams) (*PeriodicDeclaration, error)
 
 	// FirePeriodic applies, in one atomic operation, the ticks of

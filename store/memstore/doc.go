@@ -55,6 +55,9 @@
 // (run_at, ID), running jobs in a heap ordered by lease expiry and final jobs
 // in a heap ordered by finish time. Claim, Finish, ExtendLeases, Control,
 // RescueExpired and Prune cost O(log n) per job they touch, whatever the
-// size of the backlog; CountJobs reads maintained counters. List walks jobs
-// in ID order and skips the ones its filters reject.
+// size of the backlog; CountJobs reads maintained counters, and so does
+// CountMatching for filters on kinds and states alone. List, ListJobs,
+// Bulk and other CountMatching filters walk jobs in ID order and skip the
+// ones their filters reject (a filter on IDs reads only those jobs);
+// OldestDue reads the head of each kind's heaps.
 package memstore

@@ -24,7 +24,11 @@ var (
 )
 
 // Store is an in-memory store.Store. It also implements store.Notifier,
-// store.Pruner, store.Lister, store.Counter and store.Closer.
+// store.Pruner, store.Lister, store.Counter, store.Closer, the periodic
+// and cluster interfaces (store.PeriodicStore, store.Leaser,
+// store.NodeRegistry) and the operator's (store.JobInspector,
+// store.BulkController, store.KindPauser, store.PeriodicController,
+// store.LeaderReader, store.DueInspector).
 //
 // All methods are safe for concurrent use; each one is atomic: it takes the
 // store's lock once, and either fully applies or changes nothing. Records it
@@ -53,6 +57,9 @@ type Store struct {
 	// periodic holds periodic schedules' state (periodic.go).
 	periodic periodicStates
 	cluster  cluster // leadership leases and nodes (cluster.go)
+	// kindStates holds the kinds an operator paused or resumed
+	// (kindpause.go).
+	kindStates map[string]*store.KindState
 }
 
 // job is the store's own copy of a job with its index positions.
@@ -229,7 +236,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.jobs, s.kinds, s.unique = nil, nil, nil
+	s.jobs, s.kinds, s.unique, s.kindStates = nil, nil, nil, nil
 	s.leases.reset()
 	s.finished.reset()
 	s.ids = idIndex{}

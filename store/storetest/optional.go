@@ -24,6 +24,13 @@ func as[T any](t *testing.T, st store.Store) T {
 	return v
 }
 
+// skipUnless skips the whole area when the stores newStore makes do not
+// implement T, at the cost of one store rather than one per subtest.
+func skipUnless[T any](t *testing.T, newStore NewStoreFunc) {
+	t.Helper()
+	as[T](t, newStore(t))
+}
+
 // recorder collects notifications.
 type recorder struct {
 	mu    sync.Mutex

@@ -14,7 +14,9 @@
 // tokens, claims, unique keys, the fixed ScheduledAt, validation at the
 // store boundary, byte-exact payloads, and the optional Notifier, Pruner,
 // Lister, Counter, PeriodicStore, Leaser and NodeRegistry interfaces when
-// implemented.
+// implemented, as well as the operator's (JobInspector, BulkController,
+// KindPauser, PeriodicController, LeaderReader, DueInspector): an area
+// whose interface the store lacks is skipped, saying so.
 //
 // It uses only the store's own clock (Store.Now) and waits on conditions,
 // never fixed sleeps. Times are compared with tolerances suited to a database
@@ -64,6 +66,12 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Counter", testCounter},
 		{"Periodic", testPeriodic},
 		{"Cluster", testCluster},
+		{"Inspector", testInspector},
+		{"Bulk", testBulk},
+		{"KindPauser", testKindPauser},
+		{"PeriodicController", testPeriodicController},
+		{"LeaderReader", testLeaderReader},
+		{"DueInspector", testDueInspector},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) { a.run(t, newStore) })

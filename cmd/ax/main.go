@@ -1,0 +1,131 @@
+// Command ax operates an AX cluster from a shell: it lists, retries,
+// cancels and deletes jobs by filter, pauses and resumes kinds and
+// periodic schedules, shows nodes, the maintenance leader and the queue,
+// and migrates the PostgreSQL schema. It needs no running Scheduler: it
+// talks to the cluster's database.
+//
+//	ax [--database-url URL] [--schema ax] [--json] COMMAND [flags] [args]
+//
+//	ax migrate up|status
+//	ax jobs list [filters] [--order newest|oldest] [--limit N] [--cursor C]
+//	ax jobs show ID
+//	ax jobs retry|cancel|delete [ID...] [filters] [--yes] [--all]
+//	ax kinds list | pause KIND [--force] | resume KIND
+//	ax periodic list | pause NAME | resume NAME | trigger NAME
+//	ax nodes
+//	ax stats
+//
+// Filters (jobs list, retry, cancel, delete): --kind, --state, --priority
+// (each repeatable or comma-separated), --unique-key, --unique-key-prefix,
+// --meta k=v (repeatable), --error-contains, --node, --run-after,
+// --run-before, --finished-after, --finished-before (an RFC 3339 time,
+// or a duration meaning that long ago: 90m).
+//
+// The database is --database-url, or DATABASE_URL. Output is a table for
+// people, or with --json one JSON document for scripts. Bulk changes ask
+// for confirmation on a terminal; elsewhere they need --yes.
+//
+// Exit codes: 0 success, 1 error (the database failed, the user declined
+// a confirmation), 2 usage (unknown command or flag, invalid value,
+// malformed cursor, a bulk change without --yes off a terminal), 3 not
+// found (a job, kind or schedule).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/pgstore"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, pgOpener{getenv: os.Getenv})
+	stop()
+	os.Exit(code)
+}
+
+// pgOpener opens PostgreSQL stores: the URL is --database-url, or
+// DATABASE_URL.
+type pgOpener struct {
+	getenv func(string) string
+}
+
+func (o pgOpener) pool(ctx context.Context, c connection) (*pgxpool.Pool, error) {
+	url := c.url
+	if url == "" {
+		url = o.getenv("DATABASE_URL")
+	}
+	if url == "" {
+		return nil, usageErrorf("no database: give --database-url or set DATABASE_URL")
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, usageErrorf("--database-url: %v", err)
+	}
+	cfg.MaxConns = 4 // a CLI needs few connections
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	return pool, nil
+}
+
+// Store opens the schema without migrating it: an operator's command must
+// not change the schema behind a deploy's back. A schema at another
+// version than this binary's is an error naming both.
+func (o pgOpener) Store(ctx context.Context, c connection) (store.Store, func(), error) {
+	pool, err := o.pool(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := pgstore.New(ctx, pool, pgstore.WithSchema(c.schema), pgstore.WithoutMigrate())
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("%w (see: ax migrate status)", err)
+	}
+	return st, func() { _ = st.Close(); pool.Close() }, nil
+}
+
+// Migrator opens the schema's migrations.
+func (o pgOpener) Migrator(ctx context.Context, c connection) (migrator, func(), error) {
+	pool, err := o.pool(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pgMigrator{pool: pool, schema: c.schema}, pool.Close, nil
+}
+
+// pgMigrator migrates one PostgreSQL schema with pgstore.Migrate.
+type pgMigrator struct {
+	pool   *pgxpool.Pool
+	schema string
+}
+
+func (m pgMigrator) Up(ctx context.Context) error {
+	return pgstore.Migrate(ctx, m.pool, pgstore.WithSchema(m.schema))
+}
+
+// Versions reads the schema's version from its schema_version table (0
+// when the schema has none yet). pgstore exports no reader of it, so the
+// query is here: it is the table Migrate writes.
+func (m pgMigrator) Versions(ctx context.Context) (database, binary int, err error) {
+	table := pgx.Identifier{m.schema, "schema_version"}.Sanitize()
+	var exists bool
+	if err := m.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
+		return 0, 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if exists {
+		if err := m.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+table).Scan(&database); err != nil {
+			return 0, 0, fmt.Errorf("read schema version: %w", err)
+		}
+	}
+	return database, pgstore.SchemaVersion(), nil
+}

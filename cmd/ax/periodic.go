@@ -1,0 +1,108 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+)
+
+func periodicList(fs *flag.FlagSet) func(*env, []string) error {
+	return func(e *env, args []string) error {
+		if len(args) > 0 {
+			return usageErrorf("unexpected argument %q", args[0])
+		}
+		a, release, err := e.admin()
+		if err != nil {
+			return err
+		}
+		defer release()
+		list, err := a.Schedules(e.ctx)
+		if err != nil {
+			return err
+		}
+		if e.global.json {
+			return printJSON(e.stdout, map[string]any{"schedules": list})
+		}
+		t := newTable(e.stdout, "NAME", "KIND", "SPEC", "TIME ZONE", "LAST TICK", "NEXT TICK", "STATUS")
+		for _, sc := range list {
+			status := "active"
+			if sc.Paused {
+				status = "paused"
+			}
+			t.row(sc.Name, orDash(sc.Kind), sc.Spec, orDash(sc.TimeZone), when(sc.LastTick), when(sc.NextTick), status)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			fmt.Fprintln(e.stdout, "(no periodic schedules)")
+		}
+		return nil
+	}
+}
+
+func periodicPause(fs *flag.FlagSet) func(*env, []string) error {
+	return setSchedule(true)
+}
+
+func periodicResume(fs *flag.FlagSet) func(*env, []string) error {
+	return setSchedule(false)
+}
+
+func setSchedule(paused bool) func(*env, []string) error {
+	return func(e *env, args []string) error {
+		if len(args) != 1 {
+			return usageErrorf("want one schedule name")
+		}
+		a, release, err := e.admin()
+		if err != nil {
+			return err
+		}
+		defer release()
+		set := a.ResumeSchedule
+		if paused {
+			set = a.PauseSchedule
+		}
+		sc, err := set(e.ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if e.global.json {
+			return printJSON(e.stdout, sc)
+		}
+		if paused {
+			fmt.Fprintf(e.stdout, "paused schedule %s: its ticks pass without jobs until resumed\n", sc.Name)
+		} else {
+			fmt.Fprintf(e.stdout, "resumed schedule %s: next tick %s\n", sc.Name, when(sc.NextTick))
+		}
+		return nil
+	}
+}
+
+// triggerResult is the JSON of periodic trigger.
+type triggerResult struct {
+	Schedule  string `json:"schedule"`
+	JobID     string `json:"job_id"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+func periodicTrigger(fs *flag.FlagSet) func(*env, []string) error {
+	return func(e *env, args []string) error {
+		if len(args) != 1 {
+			return usageErrorf("want one schedule name")
+		}
+		a, release, err := e.admin()
+		if err != nil {
+			return err
+		}
+		defer release()
+		res, err := a.TriggerSchedule(e.ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if e.global.json {
+			return printJSON(e.stdout, triggerResult{Schedule: args[0], JobID: res.ID.String(), Duplicate: res.Duplicate})
+		}
+		fmt.Fprintf(e.stdout, "triggered schedule %s: job %s\n", args[0], res.ID)
+		return nil
+	}
+}

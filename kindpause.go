@@ -1,0 +1,331 @@
+package ax
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"go.uber.org/zap"
+)
+
+// Pausing a kind. An operator pauses a kind cluster-wide
+// (Admin.PauseKind); the store keeps the paused set (store.KindPauser).
+// Every running Scheduler reads the set at Start and then every
+// HeartbeatInterval, and leaves paused kinds out of its claims, so no
+// attempt of a paused kind starts later than one HeartbeatInterval after
+// the pause (at once on the host that paused it). Attempts already
+// running finish; nothing is cancelled and nothing is lost. A resume
+// makes the store send an empty-kind notification: each host re-reads
+// the set and claims at once, without waiting for its next read.
+//
+//	PauseKind ──▶ store: paused ──(≤ HeartbeatInterval)──▶ every host: no claims of the kind
+//	ResumeKind ─▶ store: resumed, empty-kind notification ──▶ every host: re-read, claim now
+//
+// A host that cannot read the set keeps the one it last read.
+
+// KindState is the operator's view of one job kind.
+type KindState struct {
+	// Kind names the kind.
+	Kind string `json:"kind"`
+	// Paused reports that no host claims the kind's jobs.
+	Paused bool `json:"paused"`
+	// UpdatedAt is when the kind was last paused or resumed (store
+	// clock); zero when it never was.
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// Jobs counts the kind's jobs by state (from Admin.Kinds, when the
+	// store counts jobs); states without jobs are absent.
+	Jobs map[State]int64 `json:"jobs,omitempty"`
+	// Nodes names the running nodes that handle the kind (from
+	// Admin.Kinds, when the store keeps a node registry), sorted.
+	Nodes []string `json:"nodes,omitempty"`
+}
+
+// PauseKind pauses kind across the cluster: no host starts a new attempt
+// of it from at most one HeartbeatInterval after the call (from the call
+// on for this host, when the Admin is a running Scheduler's); attempts
+// already running finish. Jobs of the kind keep their state and wait;
+// jobs scheduled meanwhile wait too. The pause is stored, so it outlives
+// restarts and applies to hosts started later. A kind needs no jobs or
+// handler to be paused. Pausing a paused kind changes nothing. It
+// returns the kind's state afterwards.
+//
+// Errors: ErrInvalidKind, errors.ErrUnsupported (the store does not
+// implement store.KindPauser), or the store's error, wrapped.
+func (a *Admin) PauseKind(ctx context.Context, kind string) (*KindState, error) {
+	return a.setKindPaused(ctx, kind, true)
+}
+
+// ResumeKind resumes a paused kind: every host claims its due jobs at
+// once (the store notifies them). Resuming a kind that is not paused
+// changes nothing. Errors are as for PauseKind.
+func (a *Admin) ResumeKind(ctx context.Context, kind string) (*KindState, error) {
+	return a.setKindPaused(ctx, kind, false)
+}
+
+func (a *Admin) setKindPaused(ctx context.Context, kind string, paused bool) (*KindState, error) {
+	verb := "resume"
+	if paused {
+		verb = "pause"
+	}
+	if err := checkContext(ctx); err != nil {
+		return nil, fmt.Errorf("%s kind: %w", verb, err)
+	}
+	if err := checkKind(kind); err != nil {
+		return nil, fmt.Errorf("%s kind: %w", verb, err)
+	}
+	kp, ok := a.store.(store.KindPauser)
+	if !ok {
+		return nil, unsupported(verb+" kind", a.store, "store.KindPauser")
+	}
+	ks, err := kp.SetKindPaused(ctx, kind, paused)
+	if err != nil {
+		return nil, fmt.Errorf("%s kind %q: %w", verb, kind, err)
+	}
+	a.audit("kind "+verb+"d", zap.String(fieldKind, kind))
+	if r := a.runtime(); r != nil {
+		r.pauses.apply(kind, ks.Paused)
+		if !ks.Paused {
+			r.wake()
+		}
+	}
+	return &KindState{Kind: ks.Kind, Paused: ks.Paused, UpdatedAt: ks.UpdatedAt}, nil
+}
+
+// Kinds lists the kinds the cluster knows, sorted: those with jobs, those
+// a running node handles, and those paused or resumed before, each with
+// its pause state, job counts by state and handling nodes, as far as the
+// store tells them (store.KindPauser, store.Counter,
+// store.NodeRegistry). It returns an error wrapping errors.ErrUnsupported
+// only when the store tells none of them.
+func (a *Admin) Kinds(ctx context.Context) ([]KindState, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, fmt.Errorf("kinds: %w", err)
+	}
+	kinds := make(map[string]*KindState)
+	kind := func(name string) *KindState {
+		k := kinds[name]
+		if k == nil {
+			k = &KindState{Kind: name}
+			kinds[name] = k
+		}
+		return k
+	}
+	known := false
+	if kp, ok := a.store.(store.KindPauser); ok {
+		known = true
+		states, err := kp.KindStates(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("kinds: %w", err)
+		}
+		for _, ks := range states {
+			k := kind(ks.Kind)
+			k.Paused, k.UpdatedAt = ks.Paused, ks.UpdatedAt
+		}
+	}
+	if c, ok := a.store.(store.Counter); ok {
+		known = true
+		counts, err := c.CountJobs(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("kinds: count jobs: %w", err)
+		}
+		for _, sc := range counts {
+			k := kind(sc.Kind)
+			if k.Jobs == nil {
+				k.Jobs = make(map[State]int64)
+			}
+			k.Jobs[sc.State] += sc.Count
+		}
+	}
+	if reg, ok := a.store.(store.NodeRegistry); ok {
+		known = true
+		nodes, err := reg.ListNodes(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("kinds: nodes: %w", err)
+		}
+		for _, n := range nodes {
+			if n.State != store.NodeRunning {
+				continue
+			}
+			for _, name := range n.Kinds {
+				k := kind(name)
+				k.Nodes = append(k.Nodes, n.Name)
+			}
+		}
+	}
+	if !known {
+		return nil, unsupported("kinds", a.store, "store.KindPauser, store.Counter or store.NodeRegistry")
+	}
+	out := make([]KindState, 0, len(kinds))
+	for _, name := range slices.Sorted(maps.Keys(kinds)) {
+		k := kinds[name]
+		slices.Sort(k.Nodes)
+		out = append(out, *k)
+	}
+	return out, nil
+}
+
+// kindPauses is a running Scheduler's copy of the cluster's paused kinds:
+// read at Start, re-read every HeartbeatInterval and on an empty-kind
+// notification (which a resume sends), and read by every claim round.
+type kindPauses struct {
+	r      *runtime
+	kp     store.KindPauser // nil: the store pauses no kinds
+	set    atomic.Pointer[map[string]bool]
+	reread chan struct{} // capacity 1: re-read now, then wake the claimer
+	done   chan struct{}
+
+	// mu orders local changes (apply) with reads from the store
+	// (replace): a read that began before a local change must not undo
+	// it, so each local change is kept, and wins, until a read that began
+	// after it.
+	mu    sync.Mutex
+	seq   uint64                 // counts local changes
+	local map[string]localChange // local changes not yet seen by a read
+}
+
+// localChange is a pause or resume made on this host.
+type localChange struct {
+	paused bool
+	seq    uint64
+}
+
+func newKindPauses(r *runtime) *kindPauses {
+	p := &kindPauses{r: r, reread: make(chan struct{}, 1), done: make(chan struct{}), local: make(map[string]localChange)}
+	p.kp, _ = r.store.(store.KindPauser)
+	p.set.Store(&map[string]bool{})
+	return p
+}
+
+// pausedKinds reads the paused kinds from st; nil when st pauses none.
+func pausedKinds(ctx context.Context, st store.Store) (map[string]bool, error) {
+	kp, ok := st.(store.KindPauser)
+	if !ok {
+		return nil, nil
+	}
+	states, err := kp.KindStates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	set := make(map[string]bool)
+	for _, ks := range states {
+		if ks.Paused {
+			set[ks.Kind] = true
+		}
+	}
+	return set, nil
+}
+
+// paused reports whether kind is paused, as this host last read it.
+func (p *kindPauses) paused(kind string) bool { return (*p.set.Load())[kind] }
+
+// since returns the mark a read taken now passes to replace.
+func (p *kindPauses) since() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seq
+}
+
+// replace installs a set read from the store by a read that began at mark
+// since, keeping the local changes made after that, and logs the changes.
+func (p *kindPauses) replace(set map[string]bool, since uint64) {
+	p.mu.Lock()
+	for kind, lc := range p.local {
+		switch {
+		case lc.seq <= since:
+			delete(p.local, kind) // the read saw it
+		case lc.paused:
+			set[kind] = true
+		default:
+			delete(set, kind)
+		}
+	}
+	old := p.set.Swap(&set)
+	p.mu.Unlock()
+	for k := range set {
+		if !(*old)[k] {
+			p.r.log.Info("kind paused: its jobs are not claimed", zap.String(fieldKind, k))
+		}
+	}
+	for k := range *old {
+		if !set[k] {
+			p.r.log.Info("kind resumed", zap.String(fieldKind, k))
+		}
+	}
+}
+
+// apply records a pause or resume made on this host, before the next
+// read would.
+func (p *kindPauses) apply(kind string, paused bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+	p.local[kind] = localChange{paused: paused, seq: p.seq}
+	next := maps.Clone(*p.set.Load())
+	if paused {
+		next[kind] = true
+	} else {
+		delete(next, kind)
+	}
+	p.set.Store(&next)
+}
+
+// requestReread asks the loop to re-read the set and then wake the
+// claimer; without a KindPauser it wakes the claimer at once. It never
+// blocks (it runs in store notification callbacks).
+func (p *kindPauses) requestReread() {
+	if p.kp == nil {
+		p.r.wake()
+		return
+	}
+	select {
+	case p.reread <- struct{}{}:
+	default:
+	}
+}
+
+// run re-reads the set every HeartbeatInterval and when asked, until
+// Stop begins.
+func (p *kindPauses) run() {
+	defer close(p.done)
+	if p.kp == nil {
+		return
+	}
+	t := time.NewTicker(p.r.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		wake := false
+		select {
+		case <-p.r.life.Done():
+			return
+		case <-t.C:
+		case <-p.reread:
+			wake = true
+		}
+		p.read()
+		if wake {
+			// Even when the read failed: the claim must not wait for
+			// the poll, and the old set still applies.
+			p.r.wake()
+		}
+	}
+}
+
+// read re-reads the set from the store, bounded by HeartbeatInterval.
+func (p *kindPauses) read() {
+	ctx, cancel := context.WithTimeout(p.r.life, p.r.cfg.HeartbeatInterval)
+	defer cancel()
+	since := p.since()
+	set, err := pausedKinds(ctx, p.r.store)
+	if err != nil {
+		if p.r.life.Err() == nil {
+			p.r.log.Warn("read paused kinds failed; keeping the last read", zap.Error(err))
+		}
+		return
+	}
+	p.replace(set, since)
+}

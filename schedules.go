@@ -1,0 +1,212 @@
+package ax
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"go.uber.org/zap"
+)
+
+// Schedule is a periodic schedule as the store keeps it (see
+// Scheduler.Every), for operators.
+type Schedule struct {
+	// Name identifies the schedule.
+	Name string `json:"name"`
+	// Spec is the spec as the latest declaring host recorded it: with a
+	// "CRON_TZ=<zone> " prefix when it was declared with Location.
+	Spec string `json:"spec"`
+	// TimeZone is the zone Spec is read in ("UTC" unless the spec or a
+	// Location says otherwise); empty when this version cannot parse
+	// Spec.
+	TimeZone string `json:"time_zone,omitempty"`
+	// Kind is the kind of the schedule's jobs, from the stored template;
+	// empty when no template was recorded (declared by an older AX).
+	Kind string `json:"kind,omitempty"`
+	// LastTick is the latest tick fired, skipped or passed while paused
+	// (store clock); before any, the schedule's first declaration.
+	LastTick time.Time `json:"last_tick,omitzero"`
+	// NextTick is the schedule's next tick after LastTick and the store's
+	// now, computed from Spec: when it fires, if a host declaring it runs
+	// then (and it is not paused). Zero when Spec cannot be parsed or
+	// never fires again.
+	NextTick time.Time `json:"next_tick,omitzero"`
+	// Paused reports that an operator paused the schedule: its ticks pass
+	// without jobs until it is resumed.
+	Paused bool `json:"paused"`
+	// UpdatedAt is when the schedule's state last changed (store clock).
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// Job is the template of the schedule's jobs (kind, payload,
+	// metadata, priority, max attempts) as the latest declaring host
+	// recorded it; nil when none was recorded.
+	Job *store.InsertParams `json:"job,omitempty"`
+}
+
+// Schedules lists the periodic schedules the store keeps, by name: every
+// schedule a host ever declared, whether or not a running host declares
+// it now. Errors: errors.ErrUnsupported (the store does not implement
+// store.PeriodicController), or the store's error, wrapped.
+func (a *Admin) Schedules(ctx context.Context) ([]Schedule, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	pc, ok := a.store.(store.PeriodicController)
+	if !ok {
+		return nil, unsupported("list schedules", a.store, "store.PeriodicController")
+	}
+	states, err := pc.ListPeriodic(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	now, err := a.store.Now(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: read store clock: %w", err)
+	}
+	out := make([]Schedule, len(states))
+	for i := range states {
+		out[i] = scheduleOf(&states[i], now)
+	}
+	return out, nil
+}
+
+// scheduleOf converts a stored state, with the next tick after the later
+// of its last tick and now.
+func scheduleOf(st *store.PeriodicState, now time.Time) Schedule {
+	sc := Schedule{
+		Name: st.Name, Spec: st.Spec, LastTick: st.LastTick, Paused: st.Paused,
+		UpdatedAt: st.UpdatedAt, Job: st.Job,
+	}
+	if st.Job != nil {
+		sc.Kind = st.Job.Kind
+	}
+	// The stored spec carries its zone as a prefix when it has one, so it
+	// reads the same here as on the hosts that declared it.
+	if c, err := parseCron(st.Spec, time.UTC, false); err == nil {
+		sc.TimeZone = c.loc.String()
+		from := st.LastTick
+		if now.After(from) {
+			from = now
+		}
+		sc.NextTick = c.next(from)
+	}
+	return sc
+}
+
+// PauseSchedule pauses the periodic schedule name across the cluster: its
+// ticks pass without jobs (each is recorded as fired, so nothing catches
+// up on resume) until ResumeSchedule. Jobs it made earlier are left
+// alone. Pausing a paused schedule changes nothing. It returns the
+// schedule afterwards.
+//
+// Errors: ErrScheduleNotFound, errors.ErrUnsupported (the store does not
+// implement store.PeriodicController), or the store's error, wrapped.
+func (a *Admin) PauseSchedule(ctx context.Context, name string) (*Schedule, error) {
+	return a.setSchedulePaused(ctx, name, true)
+}
+
+// ResumeSchedule resumes a paused periodic schedule: its next tick fires
+// a job again; the ticks that passed while it was paused do not.
+// Resuming a schedule that is not paused changes nothing. Errors are as
+// for PauseSchedule.
+func (a *Admin) ResumeSchedule(ctx context.Context, name string) (*Schedule, error) {
+	return a.setSchedulePaused(ctx, name, false)
+}
+
+func (a *Admin) setSchedulePaused(ctx context.Context, name string, paused bool) (*Schedule, error) {
+	verb := "resume"
+	if paused {
+		verb = "pause"
+	}
+	if err := checkContext(ctx); err != nil {
+		return nil, fmt.Errorf("%s schedule: %w", verb, err)
+	}
+	if err := checkScheduleName(name); err != nil {
+		return nil, fmt.Errorf("%s schedule: %w", verb, err)
+	}
+	pc, ok := a.store.(store.PeriodicController)
+	if !ok {
+		return nil, unsupported(verb+" schedule", a.store, "store.PeriodicController")
+	}
+	st, err := pc.SetPeriodicPaused(ctx, name, paused)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%s schedule %q: %w", verb, name, ErrScheduleNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s schedule %q: %w", verb, name, err)
+	}
+	a.audit("periodic schedule "+verb+"d", zap.String("schedule", name))
+	now, err := a.store.Now(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s schedule %q: read store clock: %w", verb, name, err)
+	}
+	sc := scheduleOf(st, now)
+	return &sc, nil
+}
+
+// TriggerSchedule runs the periodic schedule name once, now, outside its
+// ticks: it inserts one job from the schedule's stored template (kind,
+// payload, metadata, priority, max attempts), due at once. The job's
+// handler sees the schedule's name in Job.Schedule and the trigger's
+// instant (store clock) in Job.Tick; its unique key
+// "periodic:<name>:<instant>" is its own, so the schedule's ticks are
+// unaffected, and so is the stored last tick. A paused schedule can be
+// triggered. It returns the job's ID.
+//
+// Errors: ErrScheduleNotFound, ErrInvalidSchedule (no template stored:
+// the schedule was declared only by an older AX), errors.ErrUnsupported
+// (the store does not implement store.PeriodicStore), or the store's
+// error, wrapped.
+func (a *Admin) TriggerSchedule(ctx context.Context, name string) (ScheduleResult, error) {
+	if err := checkContext(ctx); err != nil {
+		return ScheduleResult{}, fmt.Errorf("trigger schedule: %w", err)
+	}
+	if err := checkScheduleName(name); err != nil {
+		return ScheduleResult{}, fmt.Errorf("trigger schedule: %w", err)
+	}
+	ps, ok := a.store.(store.PeriodicStore)
+	if !ok {
+		return ScheduleResult{}, unsupported("trigger schedule", a.store, "store.PeriodicStore")
+	}
+	st, err := ps.PeriodicState(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return ScheduleResult{}, fmt.Errorf("trigger schedule %q: %w", name, ErrScheduleNotFound)
+	}
+	if err != nil {
+		return ScheduleResult{}, fmt.Errorf("trigger schedule %q: %w", name, err)
+	}
+	if st.Job == nil {
+		return ScheduleResult{}, fmt.Errorf("trigger schedule %q: %w: no job template stored (declared by an older AX; a host of this version records one when it declares the schedule)", name, ErrInvalidSchedule)
+	}
+	now, err := a.store.Now(ctx)
+	if err != nil {
+		return ScheduleResult{}, fmt.Errorf("trigger schedule %q: read store clock: %w", name, err)
+	}
+	id, err := newJobID()
+	if err != nil {
+		return ScheduleResult{}, fmt.Errorf("trigger schedule %q: new job id: %w", name, err)
+	}
+	job := *st.Job
+	job.ID, job.RunAt, job.Delay = id, now, 0
+	job.UniqueKey, job.Unique = periodicKey(name, now), store.UniqueScope{}
+	params := []store.InsertParams{job}
+	res, err := a.store.Insert(ctx, params)
+	if err != nil {
+		return ScheduleResult{}, fmt.Errorf("trigger schedule %q: %w", name, err)
+	}
+	a.audit("periodic schedule triggered", zap.String("schedule", name), zap.Stringer(fieldJobID, res[0].ID))
+	if a.sched != nil {
+		a.sched.wakeForInserted(params, res)
+		return a.sched.scheduled(params, res)[0], nil
+	}
+	return ScheduleResult{ID: res[0].ID, Duplicate: res[0].Duplicate}, nil
+}
+
+// checkScheduleName refuses a name no schedule can have.
+func checkScheduleName(name string) error {
+	if name == "" || store.CheckText(name, store.MaxKindLength) != nil {
+		return fmt.Errorf("%w: name must be 1 to %d bytes of valid UTF-8 without NUL bytes", ErrInvalidSchedule, store.MaxKindLength)
+	}
+	return nil
+}

@@ -1,0 +1,126 @@
+package ax_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memstore"
+)
+
+// TestAdminSchedules lists a declared schedule with its zone, kind and
+// next tick; pauses it (ticks pass without jobs); resumes it (the next
+// tick fires, the passed ones do not); and triggers it by hand.
+func TestAdminSchedules(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	at := func(h, m int) time.Time { return time.Date(2026, 1, 1, h, m, 0, 0, time.UTC) }
+	clock := &frozenClock{at: at(5, 59)}
+	st := newMemstore(memstore.WithClock(clock.Now))
+	a := newAdmin(t, st)
+	ctx := t.Context()
+	s := newScheduler(t, st, func(c *ax.Config) { c.PollInterval = 10 * time.Millisecond })
+	require.NoError(t, s.Every("half-hourly", "*/30 * * * *", map[string]int{"n": 1},
+		ax.JobKind("report.build"), ax.Location(berlin), ax.Priority(ax.High)))
+	start(t, s)
+	waitDeclared(t, st, "half-hourly")
+
+	list, err := a.Schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	sc := list[0]
+	require.Equal(t, "half-hourly", sc.Name)
+	require.Equal(t, "CRON_TZ=Europe/Berlin */30 * * * *", sc.Spec)
+	require.Equal(t, "Europe/Berlin", sc.TimeZone)
+	require.Equal(t, "report.build", sc.Kind)
+	require.Equal(t, at(5, 59), sc.LastTick.UTC())
+	require.Equal(t, at(6, 0), sc.NextTick.UTC())
+	require.False(t, sc.Paused)
+	require.Equal(t, store.PriorityHigh, sc.Job.Priority)
+	require.JSONEq(t, `{"n":1}`, string(sc.Job.Payload))
+
+	paused, err := a.PauseSchedule(ctx, "half-hourly")
+	require.NoError(t, err)
+	require.True(t, paused.Paused)
+	clock.Set(at(6, 0))
+	waitLastTick(t, st, "half-hourly", at(6, 0))
+	clock.Set(at(6, 30))
+	waitLastTick(t, st, "half-hourly", at(6, 30))
+	require.Empty(t, periodicJobs(t, st, "report.build"), "a paused schedule fired jobs")
+
+	resumed, err := a.ResumeSchedule(ctx, "half-hourly")
+	require.NoError(t, err)
+	require.False(t, resumed.Paused)
+	require.Equal(t, at(7, 0), resumed.NextTick.UTC())
+	clock.Set(at(7, 0))
+	waitLastTick(t, st, "half-hourly", at(7, 0))
+	require.Equal(t, []string{"2026-01-01T07:00:00Z"}, runAts(periodicJobs(t, st, "report.build"), time.UTC))
+
+	clock.Set(at(7, 10))
+	res, err := a.TriggerSchedule(ctx, "half-hourly")
+	require.NoError(t, err)
+	require.False(t, res.Duplicate)
+	rec, err := a.Get(ctx, res.ID)
+	require.NoError(t, err)
+	require.Equal(t, "report.build", rec.Kind)
+	require.Equal(t, store.PriorityHigh, rec.Priority)
+	require.Equal(t, "periodic:half-hourly:2026-01-01T07:10:00Z", rec.UniqueKey)
+	require.Equal(t, at(7, 10), rec.ScheduledAt.UTC())
+	state, err := st.PeriodicState(ctx, "half-hourly")
+	require.NoError(t, err)
+	require.Equal(t, at(7, 0), state.LastTick.UTC(), "a trigger is not a tick")
+
+	for _, call := range []func() error{
+		func() error { _, err := a.PauseSchedule(ctx, "nope"); return err },
+		func() error { _, err := a.ResumeSchedule(ctx, "nope"); return err },
+		func() error { _, err := a.TriggerSchedule(ctx, "nope"); return err },
+	} {
+		require.ErrorIs(t, call(), ax.ErrScheduleNotFound)
+	}
+	_, err = a.PauseSchedule(ctx, "")
+	require.ErrorIs(t, err, ax.ErrInvalidSchedule)
+}
+
+// TestTriggerScheduleRunsTheHandler triggers a schedule whose ticks are
+// far away and checks the handler sees the schedule and the trigger's
+// instant, like a tick.
+func TestTriggerScheduleRunsTheHandler(t *testing.T) {
+	st := newMemstore()
+	seen := make(chan *ax.Job, 1)
+	s := newScheduler(t, st)
+	require.NoError(t, s.Handle("yearly", ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
+		seen <- j
+		return nil
+	})))
+	require.NoError(t, s.Every("yearly", "@yearly", nil))
+	start(t, s)
+	waitDeclared(t, st, "yearly")
+	before, err := st.Now(t.Context())
+	require.NoError(t, err)
+	res, err := s.Admin().TriggerSchedule(t.Context(), "yearly")
+	require.NoError(t, err)
+	j := recv(t, seen)
+	require.Equal(t, res.ID, j.ID)
+	require.Equal(t, "yearly", j.Schedule)
+	require.False(t, j.Tick.Before(before), "Tick is the trigger's instant")
+	require.True(t, j.ScheduledAt.Equal(j.Tick), "ScheduledAt %s, Tick %s", j.ScheduledAt, j.Tick)
+}
+
+// TestTriggerWithoutTemplate refuses a schedule declared without a job
+// template (by an older AX).
+func TestTriggerWithoutTemplate(t *testing.T) {
+	st := newMemstore()
+	_, err := st.DeclarePeriodic(t.Context(), &store.DeclarePeriodicParams{Name: "old", Spec: "@daily"})
+	require.NoError(t, err)
+	_, err = newAdmin(t, st).TriggerSchedule(t.Context(), "old")
+	require.ErrorIs(t, err, ax.ErrInvalidSchedule)
+	list, err := newAdmin(t, st).Schedules(t.Context())
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Empty(t, list[0].Kind)
+	require.Equal(t, "UTC", list[0].TimeZone)
+}
