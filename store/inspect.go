@@ -361,3 +361,19 @@ type DueInspector interface {
 	// counted (an operator holds them), nor running ones.
 	OldestDue(ctx context.Context) (*DueReport, error)
 }
+
+// MaxNonceLength is the longest nonce a NonceKeeper remembers, in bytes.
+const MaxNonceLength = 512
+
+// NonceKeeper is implemented by stores that remember request nonces for a
+// while, shared by every process on the store: the HTTP API refuses a
+// signed request whose nonce was seen within its timestamp window, on
+// whichever server it arrives.
+type NonceKeeper interface {
+	// RememberNonce records nonce (a non-empty text of at most
+	// MaxNonceLength bytes) until expiresAt, in one atomic operation, and
+	// reports whether it was new: false when the same nonce is recorded
+	// and not yet expired (store clock). Expired nonces are forgotten
+	// (the store may delete them lazily).
+	RememberNonce(ctx context.Context, nonce string, expiresAt time.Time) (fresh bool, err error)
+}
