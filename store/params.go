@@ -273,7 +273,8 @@ type FinishParams struct {
 	Result json.RawMessage
 	// Then are jobs inserted with this outcome, atomically, when it is
 	// applied and the job becomes succeeded: follow-ups a handler decided
-	// on (FollowUpStore stores only). Their IDs are set by the caller.
+	// on (FollowUpStore stores only), with Parent set to the job. Their
+	// IDs are set by the caller; unique keys do not apply to them.
 	Then []InsertParams
 }
 

@@ -42,14 +42,14 @@ func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error)
 	s.walk(&params.Filter, false, uuid.Nil, func(j *job) bool {
 		switch params.Op {
 		case store.BulkRunNow:
-			if !s.bulkRunNow(j, now) {
+			if !s.bulkRunNow(j, now, &ns) {
 				return true
 			}
 			if notify {
 				ns.add(j.rec.Kind, j.rec.RunAt)
 			}
 		case store.BulkCancel:
-			if !s.bulkCancel(j) {
+			if !s.bulkCancel(j, &ns) {
 				return true
 			}
 		case store.BulkDelete:
@@ -75,7 +75,7 @@ func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error)
 
 // bulkRunNow makes j due now if BulkRunNow applies to it, and reports
 // whether it changed j.
-func (s *Store) bulkRunNow(j *job, now time.Time) bool {
+func (s *Store) bulkRunNow(j *job, now time.Time, ns *notes) bool {
 	st := j.rec.State
 	switch {
 	case st.Claimable() && !j.rec.RunAt.After(now):
@@ -83,7 +83,7 @@ func (s *Store) bulkRunNow(j *job, now time.Time) bool {
 	case st.Claimable(), st == store.StatePaused, st == store.StateDead, st == store.StateCancelled:
 		// Control refuses a cancelled job whose key another job holds
 		// meanwhile: that job is left alone.
-		changed, err := s.control(j, store.OpRunNow)
+		changed, err := s.control(j, store.OpRunNow, ns)
 		return err == nil && changed
 	}
 	return false
@@ -91,10 +91,10 @@ func (s *Store) bulkRunNow(j *job, now time.Time) bool {
 
 // bulkCancel cancels j if BulkCancel applies to it, and reports whether
 // it changed j.
-func (s *Store) bulkCancel(j *job) bool {
+func (s *Store) bulkCancel(j *job, ns *notes) bool {
 	st := j.rec.State
 	if st.Claimable() || st == store.StatePaused || (st == store.StateRunning && !j.rec.CancelRequested) {
-		changed, err := s.control(j, store.OpCancel)
+		changed, err := s.control(j, store.OpCancel, ns)
 		return err == nil && changed
 	}
 	return false

@@ -40,22 +40,26 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%s job %s: %w", op, id, store.ErrNotFound)
 	}
-	changed, err := s.control(j, op)
+	var ns notes
+	changed, err := s.control(j, op, &ns)
 	if err != nil {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%s job %s (%s): %w", op, id, j.rec.State, err)
 	}
 	r := copyRecord(&j.rec)
-	notify := changed && r.State.Claimable() && s.subs.any()
-	s.mu.Unlock()
-	if notify {
-		s.subs.deliver([]store.Notification{{Kind: r.Kind, RunAt: r.RunAt}})
+	if changed && r.State.Claimable() && s.subs.any() {
+		ns.add(r.Kind, r.RunAt)
 	}
+	s.mu.Unlock()
+	s.subs.deliver(ns.list)
 	return r, nil
 }
 
-// control makes op's transition on j and reports whether j changed.
-func (s *Store) control(j *job, op store.ControlOp) (changed bool, err error) {
+// control makes op's transition on j and reports whether j changed. A
+// cancel that ends j sets off its follow-ups and batch (finalized), a
+// run-now that reopens a final job undoes its batch bookkeeping; jobs they
+// insert are noted in ns.
+func (s *Store) control(j *job, op store.ControlOp, ns *notes) (changed bool, err error) {
 	r := &j.rec
 	st := r.State
 	switch op {
@@ -69,9 +73,11 @@ func (s *Store) control(j *job, op store.ControlOp) (changed bool, err error) {
 			return changed, nil
 		case st.Claimable() || st == store.StatePaused:
 			s.unindex(j)
-			r.State, r.FinishedAt = store.StateCancelled, s.clock()
+			now := s.clock()
+			r.State, r.FinishedAt = store.StateCancelled, now
 			s.releaseKey(j)
 			s.index(j)
+			s.finalized(j, now, ns)
 			return true, nil
 		}
 	case store.OpPause:
@@ -123,6 +129,7 @@ func (s *Store) control(j *job, op store.ControlOp) (changed bool, err error) {
 			r.Attempt = 0
 			r.FinishedAt = zeroTime
 			s.index(j)
+			s.reopened(j)
 			return true, nil
 		}
 	}

@@ -26,14 +26,32 @@ var nullJSON = []byte("null")
 // afterwards. Subscribers are notified once per kind with the earliest
 // run_at inserted.
 func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]store.InsertResult, error) {
-	// Check and copy every row outside the lock.
-	// Each job is its own allocation, so a pruned job frees its memory
-	// whatever happens to the rest of its batch.
+	fresh, err := prepare(params)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	var ns notes
+	results, err := s.insertLocked(params, fresh, uuid.Nil, &ns)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs: %w", err)
+	}
+	s.subs.deliver(ns.list)
+	return results, nil
+}
+
+// prepare checks every row and copies it into a job, outside the lock.
+// Each job is its own allocation, so a pruned job frees its memory
+// whatever happens to the rest of its batch.
+func prepare(params []store.InsertParams) ([]*job, error) {
 	fresh := make([]*job, len(params))
 	for i := range params {
 		p := &params[i]
 		if err := p.Validate(); err != nil {
-			return nil, fmt.Errorf("insert jobs: row %d: %w", i, err)
+			return nil, fmt.Errorf("row %d: %w", i, err)
 		}
 		payload := nullJSON
 		if p.Payload != nil { // Validate refused an empty one: not JSON
@@ -53,16 +71,19 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 				Priority:    p.Priority,
 				MaxAttempts: p.MaxAttempts,
 				UniqueKey:   p.UniqueKey,
+				FollowUps:   cloneFollowUps(p.FollowUps),
 			},
 			pos: [numSlots]int{-1, -1, -1},
 		}
 	}
-	results := make([]store.InsertResult, len(params))
+	return fresh, nil
+}
 
-	if err := s.lock(ctx); err != nil {
-		return nil, fmt.Errorf("insert jobs: %w", err)
-	}
-	// Decide every row before writing any, so a taken ID changes nothing.
+// insertLocked inserts prepared rows (children of batch, when not zero),
+// deciding every row before writing any so that a taken ID changes
+// nothing, and adds notifications to ns. Called with s.mu held.
+func (s *Store) insertLocked(params []store.InsertParams, fresh []*job, batch uuid.UUID, ns *notes) ([]store.InsertResult, error) {
+	results := make([]store.InsertResult, len(params))
 	var batchKeys map[string]uuid.UUID
 	var batchIDs map[uuid.UUID]struct{}
 	if len(params) > 1 {
@@ -86,8 +107,7 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 		}
 		_, taken := s.jobs[p.ID]
 		if _, dup := batchIDs[p.ID]; taken || dup {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("insert jobs: row %d: %w: job ID %s already exists", i, store.ErrInvalidParams, p.ID)
+			return nil, fmt.Errorf("row %d: %w: job ID %s already exists", i, store.ErrInvalidParams, p.ID)
 		}
 		if batchIDs != nil {
 			batchIDs[p.ID] = struct{}{}
@@ -96,7 +116,6 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 	}
 
 	now := s.clock()
-	var ns notes
 	notify := s.subs.any()
 	for i := range params {
 		if results[i].Duplicate {
@@ -104,6 +123,7 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 		}
 		p, j := &params[i], fresh[i]
 		j.rec.CreatedAt = now
+		j.rec.Batch = batch
 		j.rec.RunAt = stamp(p.RunAt)
 		if p.RunAt.IsZero() {
 			j.rec.RunAt = stamp(now.Add(p.Delay))
@@ -120,7 +140,5 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 			ns.add(j.rec.Kind, j.rec.RunAt)
 		}
 	}
-	s.mu.Unlock()
-	s.subs.deliver(ns.list)
 	return results, nil
 }

@@ -132,6 +132,10 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 		if notify && r.State.Claimable() {
 			ns.add(r.Kind, r.RunAt)
 		}
+		s.finishExtras(j, p, now, &ns)
+		if r.State.Final() {
+			s.finalized(j, now, &ns)
+		}
 	}
 	s.mu.Unlock()
 	s.subs.deliver(ns.list)

@@ -60,6 +60,9 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 			r.State, r.FinishedAt = store.StateDead, now
 		}
 		s.index(j)
+		if r.State.Final() {
+			s.finalized(j, now, &ns)
+		}
 		rescued = append(rescued, store.Rescued{ID: r.ID, Kind: r.Kind, Owner: r.Owner, Attempt: r.Attempt, State: r.State})
 	}
 	s.mu.Unlock()

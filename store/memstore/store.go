@@ -57,6 +57,10 @@ type Store struct {
 	// periodic holds periodic schedules' state (periodic.go).
 	periodic periodicStates
 	cluster  cluster // leadership leases and nodes (cluster.go)
+	// batches holds batches by ID, and followUpsOf the IDs of the jobs
+	// each job's end inserted (followup.go, batch.go).
+	batches     map[uuid.UUID]*batch
+	followUpsOf map[uuid.UUID][]uuid.UUID
 	// kindStates holds the kinds an operator paused or resumed
 	// (kindpause.go).
 	kindStates map[string]*store.KindState
@@ -105,12 +109,14 @@ func stateIndex(s store.State) int {
 // New returns an empty Store. Without options its clock is time.Now.
 func New(opts ...Option) *Store {
 	s := &Store{
-		now:      time.Now,
-		jobs:     make(map[uuid.UUID]*job),
-		kinds:    make(map[string]*kindIndex),
-		unique:   make(map[string]*job),
-		leases:   jobHeap{slot: leaseSlot},
-		finished: jobHeap{slot: finishedSlot},
+		now:         time.Now,
+		jobs:        make(map[uuid.UUID]*job),
+		kinds:       make(map[string]*kindIndex),
+		unique:      make(map[string]*job),
+		leases:      jobHeap{slot: leaseSlot},
+		finished:    jobHeap{slot: finishedSlot},
+		batches:     make(map[uuid.UUID]*batch),
+		followUpsOf: make(map[uuid.UUID][]uuid.UUID),
 	}
 	for _, o := range opts {
 		o.apply(s)
@@ -199,6 +205,8 @@ func copyRecord(r *store.JobRecord) *store.JobRecord {
 	c.Payload = bytes.Clone(r.Payload)
 	c.Metadata = maps.Clone(r.Metadata)
 	c.Errors = slices.Clone(r.Errors)
+	c.Result = bytes.Clone(r.Result)
+	c.FollowUps = cloneFollowUps(r.FollowUps)
 	return &c
 }
 
@@ -236,7 +244,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.jobs, s.kinds, s.unique, s.kindStates = nil, nil, nil, nil
+	s.jobs, s.kinds, s.unique, s.kindStates, s.batches, s.followUpsOf = nil, nil, nil, nil, nil, nil
 	s.leases.reset()
 	s.finished.reset()
 	s.ids = idIndex{}

@@ -65,6 +65,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Lister", testLister},
 		{"Counter", testCounter},
 		{"Periodic", testPeriodic},
+		{"FollowUps", testFollowUps},
+		{"Batches", testBatches},
 		{"Cluster", testCluster},
 		{"Inspector", testInspector},
 		{"Bulk", testBulk},
