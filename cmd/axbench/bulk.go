@@ -72,17 +72,26 @@ func (d *benchDB) deleteSince(ctx context.Context, mark time.Time) (int64, error
 // them during the run. CHECKPOINT needs superuser or pg_checkpoint;
 // without it the run goes on and the report says so.
 func (d *benchDB) vacuumAll(ctx context.Context) (checkpointed bool, err error) {
+	if err := d.maintain(ctx, "VACUUM (ANALYZE)"); err != nil {
+		return false, err
+	}
+	return d.exec(ctx, "CHECKPOINT") == nil, nil
+}
+
+// maintain runs a maintenance command (VACUUM, ANALYZE) on every table of
+// the store's schema, whatever they are.
+func (d *benchDB) maintain(ctx context.Context, command string) error {
 	rows, err := d.pool.Query(ctx, `SELECT format('%I.%I', schemaname, relname) FROM pg_stat_user_tables
 		WHERE schemaname = $1 ORDER BY relname`, d.store.Schema())
 	if err != nil {
-		return false, err
+		return err
 	}
 	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return false, err
+		return err
 	}
-	if err := d.exec(ctx, "VACUUM (ANALYZE) "+strings.Join(tables, ", ")); err != nil {
-		return false, fmt.Errorf("vacuum: %w", err)
+	if err := d.exec(ctx, command+" "+strings.Join(tables, ", ")); err != nil {
+		return fmt.Errorf("%s: %w", command, err)
 	}
-	return d.exec(ctx, "CHECKPOINT") == nil, nil
+	return nil
 }

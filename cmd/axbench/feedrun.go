@@ -19,6 +19,9 @@ type feedSpec struct {
 	warmup   time.Duration
 	measure  time.Duration
 	interval time.Duration
+	// analyze runs ANALYZE on the schema's tables once the feeder's first
+	// batches are in, before the Scheduler starts.
+	analyze bool
 }
 
 // drainLimit bounds the wait for the jobs a feedRun's producer left.
@@ -82,6 +85,11 @@ func (b *bench) feedRun(ctx context.Context, d *benchDB, spec feedSpec) (*feedRe
 	f := newFeeder(ps, b.opt.feedBatch, ran.Load)
 	if err := f.top(ctx); err != nil {
 		return nil, err
+	}
+	if spec.analyze {
+		if err := d.maintain(ctx, "ANALYZE"); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.Start(ctx); err != nil {
 		return nil, err

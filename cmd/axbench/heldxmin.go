@@ -235,8 +235,10 @@ func runHeldXmin(ctx context.Context, b *bench) (*result, error) {
 	r.atMost("held / clean start lag p99", ratio(hold.lag.pct(99), clean.lag.pct(99)), "×", 2)
 
 	// Time series, and recovery: the end of the first window after the
-	// release from which every window has start lag p99 within 2× the
-	// clean phase's and completions at 90% of its rate or more.
+	// release with start lag p99 within 2× the clean phase's and
+	// completions at 90% of its rate or more (a window is so only once
+	// the backlog is gone). Later windows that miss are counted apart:
+	// on a shared machine the clean phase has such windows too.
 	windows := 0
 	for at := time.Duration(0); at < end; at += o.heldWindow {
 		windows++
@@ -244,17 +246,17 @@ func runHeldXmin(ctx context.Context, b *bench) (*result, error) {
 	tables := samplesTables(samples)
 	series := table{Title: fmt.Sprintf("per %s window (t = window end; queue = inserted − started; dead = n_dead_tup of the tables that had any; xact age = age of the oldest transaction's xid or xmin, cluster-wide)", o.heldWindow),
 		Columns: append([]string{"t s", "phase", "done/s", "lag p50", "lag p99", "claim p50", "claim p99", "claims", "jobs/claim", "finish p99", "queue", "xact age"}, append(prefixAll("dead ", tables), "schema MB", "load1")...)}
-	recoveredAt := time.Duration(-1)
+	recoveredAt, laterMisses := time.Duration(-1), 0
 	for i := range windows {
 		from, to := time.Duration(i)*o.heldWindow, min(time.Duration(i+1)*o.heldWindow, end)
 		ws := heldStatsOf(all, calls, from, to)
 		ok := ws.lag.pct(99) <= 2*clean.lag.pct(99) && ws.rate >= 0.9*clean.rate
-		if from >= released {
-			if !ok {
-				recoveredAt = -1
-			} else if recoveredAt < 0 {
-				recoveredAt = to - released
-			}
+		switch {
+		case from < released:
+		case recoveredAt < 0 && ok:
+			recoveredAt = to - released
+		case recoveredAt >= 0 && !ok:
+			laterMisses++
 		}
 		row := []string{fmt.Sprintf("%.0f", to.Seconds()), phaseAt(phases, from), fmt.Sprintf("%.0f", ws.rate),
 			fmt.Sprintf("%.2f", ms(ws.lag.pct(50))), fmt.Sprintf("%.2f", ms(ws.lag.pct(99))),
@@ -266,6 +268,7 @@ func runHeldXmin(ctx context.Context, b *bench) (*result, error) {
 	}
 	if recoveredAt >= 0 {
 		r.atMost("recovery after release", recoveredAt.Seconds(), "s", 60)
+		r.add("windows after the recovery over those bounds", float64(laterMisses), "count")
 	} else {
 		r.check("recovery after release", o.heldRecovery.Seconds(), "s", "≤ 60", false)
 		r.note("not recovered by the end of the recovery phase: the figure is the phase's length")
@@ -290,9 +293,12 @@ func runHeldXmin(ctx context.Context, b *bench) (*result, error) {
 	} else {
 		r.note("pg_stat_statements is not loaded on this server (run with -private for the statement breakdown)")
 	}
+	if err := d.noteStorageParams(ctx, r); err != nil {
+		return nil, err
+	}
 	r.note("held: one extra connection ran BEGIN; SELECT txid_current() (xid %d) at %s and committed at %s", xid, held, released)
 	r.note("start lag: host clock, handler start minus the host time just before the producer's ScheduleMany call (includes the insert); claim, finish: client-side time of the store call, through a wrapper of pgstore.Store")
-	r.note("targets: held completion rate ≥ 90%% of clean, held lag p99 ≤ 2× clean, recovered within 60 s of the release (every later window at lag p99 ≤ 2× clean and ≥ 90%% of its rate)")
+	r.note("targets: held completion rate ≥ 90%% of clean, held lag p99 ≤ 2× clean, recovered within 60 s of the release (the end of the first window after it with lag p99 ≤ 2× clean and ≥ 90%% of its rate; to a multiple of the window)")
 	return r, nil
 }
 

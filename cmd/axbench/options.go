@@ -70,6 +70,7 @@ type options struct {
 	bigWorkList  []int
 	bigFor       time.Duration
 	bigWarmup    time.Duration
+	bigFresh     bool
 	feedBatch    int
 	heldRate     int
 	heldWorkers  int
@@ -146,6 +147,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.bigWorkers, "bigtable-workers", "100,1000", "bigtable: Config.Workers values, comma-separated")
 	fs.DurationVar(&o.bigFor, "bigtable-for", 30*time.Second, "bigtable: measured time of each run (after the warm-up)")
 	fs.DurationVar(&o.bigWarmup, "bigtable-warmup", 5*time.Second, "bigtable: unmeasured start of each run")
+	fs.BoolVar(&o.bigFresh, "bigtable-fresh-stats", false, "bigtable: ANALYZE again once the producer's first batches are in, so the planner knows the backlog (default: the statistics of the VACUUM ANALYZE before the run, which saw no live job, as autoanalyze of a large history usually does)")
 	fs.IntVar(&o.feedBatch, "feed-batch", 10_000, "bigtable, wide: jobs per ScheduleMany of the producer that keeps jobs available")
 
 	fs.IntVar(&o.heldRate, "heldxmin-rate", 2000, "heldxmin: jobs scheduled per second")

@@ -189,7 +189,7 @@ var statsColumns = []string{"run", "table", "ins", "upd", "hot_upd", "HOT %", "d
 // statsNote explains the cost figures; shared says whether other
 // databases write WAL on the same server.
 func statsNote(r *result, shared bool) {
-	r.note("per job: over the whole run (insert, claim, heartbeat, finish, and the store's own traffic such as leader and node rows), divided by the jobs it inserted and ran; statistics are read after every connection of the run closed, so they include its last seconds")
+	r.note("per job: over the whole run (insert, claim, heartbeat, finish, and the store's own traffic such as leader and node rows), divided by the jobs it ran (every job it inserted, unless a \"left\" figure says otherwise); statistics are read after every connection of the run closed, so they include its last seconds")
 	r.note("WAL: pg_current_wal_lsn() difference, cluster-wide; full-page images: pg_stat_wal.wal_fpi, cluster-wide; commits: pg_stat_database.xact_commit of the run's database (autovacuum's included); HOT: pg_stat_user_tables.n_tup_hot_upd / n_tup_upd of every table in the store's schema")
 	if shared {
 		r.note("shared server: WAL and full-page images include whatever other databases on it wrote meanwhile")
@@ -371,4 +371,27 @@ func statementRows(label string, ts []topStatement) [][]string {
 			fmt.Sprintf("%.0f", t.blksPerCall), fmt.Sprintf("%.1f", t.readBlksPerCall), fmt.Sprintf("%.1f", t.dirtiedPerCall)})
 	}
 	return out
+}
+
+// noteStorageParams notes the storage parameters (reloptions: per-table
+// autovacuum thresholds, fillfactor) of the tables in the store's schema:
+// with the server's settings they decide when vacuum and analyze run.
+func (d *benchDB) noteStorageParams(ctx context.Context, r *result) error {
+	rows, err := d.pool.Query(ctx, `SELECT c.relname, array_to_string(c.reloptions, ', ') FROM pg_class c
+		WHERE c.relnamespace = $1::regnamespace AND c.reloptions IS NOT NULL ORDER BY c.relname`, d.store.Schema())
+	if err != nil {
+		return err
+	}
+	params, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+		var name, opts string
+		err := row.Scan(&name, &opts)
+		return name + " (" + opts + ")", err
+	})
+	if err != nil {
+		return err
+	}
+	if len(params) > 0 {
+		r.note("storage parameters of the store's tables: %s", strings.Join(params, "; "))
+	}
+	return nil
 }

@@ -108,6 +108,9 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 	}
 	r.Tables = append(r.Tables, t, costs, plans)
 	statsNote(r, b.machine.Server.Kind == "shared")
+	if err := d.noteStorageParams(ctx, r); err != nil {
+		return nil, err
+	}
 	r.note("jobs/s: N / (Start → Stop returned, every outcome written); starts/s: N / (Start → last handler start); CPU: user+sys of this process from Start to Stop (pgx client included)")
 	return r, nil
 }

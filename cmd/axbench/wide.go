@@ -24,7 +24,7 @@ func runWide(ctx context.Context, b *bench) (*result, error) {
 	statements := table{Title: "pg_stat_statements: the statements with the most server time, per run", Columns: statementColumns("run")}
 	plans := table{Title: "plans of the scheduler's prepared statements (executions)", Columns: planColumns}
 	for i, w := range counts {
-		res, err := b.wideRun(ctx, w)
+		res, err := b.wideRun(ctx, w, r, i == 0)
 		if err != nil {
 			return nil, fmt.Errorf("W=%d: %w", w, err)
 		}
@@ -64,15 +64,20 @@ func runWide(ctx context.Context, b *bench) (*result, error) {
 	return r, nil
 }
 
-// wideRun is one run of runWide on a database of its own.
-func (b *bench) wideRun(ctx context.Context, workers int) (*feedResult, error) {
+// wideRun is one run of runWide on a database of its own; the first notes
+// the tables' storage parameters in r.
+func (b *bench) wideRun(ctx context.Context, workers int, r *result, first bool) (*feedResult, error) {
 	d, err := b.createDB(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer d.close()
-	return b.feedRun(ctx, d, feedSpec{label: fmt.Sprintf("wide W=%d", workers), workers: workers,
+	res, err := b.feedRun(ctx, d, feedSpec{label: fmt.Sprintf("wide W=%d", workers), workers: workers,
 		measure: b.opt.wideFor, interval: b.opt.wideInterval})
+	if err == nil && first {
+		err = d.noteStorageParams(ctx, r)
+	}
+	return res, err
 }
 
 func cell(v []float64, i int) string {
