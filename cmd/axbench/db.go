@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 )
 
@@ -44,7 +45,7 @@ func (b *bench) createDB(ctx context.Context) (*benchDB, error) {
 	}
 	d.dsn, err = withDatabase(b.opt.db, d.name)
 	if err == nil {
-		d.pool, err = newPool(ctx, d.dsn, b.opt.conns)
+		d.pool, err = newPool(ctx, d.dsn, b.opt.conns, "axbench")
 	}
 	if err == nil {
 		d.store, err = pgstore.New(ctx, d.pool)
@@ -57,7 +58,9 @@ func (b *bench) createDB(ctx context.Context) (*benchDB, error) {
 	return d, nil
 }
 
-func newPool(ctx context.Context, dsn string, conns int) (*pgxpool.Pool, error) {
+// newPool opens a pool of at most conns connections (0: pgxpool's
+// default) named app in pg_stat_activity.
+func newPool(ctx context.Context, dsn string, conns int, app string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, err
@@ -65,7 +68,45 @@ func newPool(ctx context.Context, dsn string, conns int) (*pgxpool.Pool, error) 
 	if conns > 0 {
 		cfg.MaxConns = int32(conns)
 	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
 	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// session is a pool and a pgstore of its own on a scenario's database, for
+// a run whose server-side cost is measured: closing it ends its backends,
+// which makes them report their statistics (see settle).
+type session struct {
+	pool  *pgxpool.Pool
+	store *pgstore.Store
+}
+
+// openSession opens a session whose connections are named app.
+func (d *benchDB) openSession(ctx context.Context, conns int, app string) (*session, error) {
+	pool, err := newPool(ctx, d.dsn, conns, app)
+	if err != nil {
+		return nil, err
+	}
+	st, err := pgstore.New(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &session{pool: pool, store: st}, nil
+}
+
+// close closes the store (its listener) and the pool. Safe to call twice.
+func (s *session) close() {
+	if s == nil {
+		return
+	}
+	_ = s.store.Close()
+	s.pool.Close()
+}
+
+// newScheduler returns a Scheduler on st with the default Config but for
+// Workers (0: the default).
+func newScheduler(st store.Store, workers int) (*ax.Scheduler, error) {
+	return ax.New(ax.Config{Store: st, Workers: workers})
 }
 
 // close closes the store and pool and drops the database, even when the
@@ -178,6 +219,28 @@ func (b *bench) waitFor(ctx context.Context, what string, done <-chan struct{}, 
 			b.progressf("%s: %d/%d (%.0fs)", what, n(), target, time.Since(start).Seconds())
 		}
 	}
+}
+
+// waitCount waits until n() reaches target, for at most timeout.
+func (b *bench) waitCount(ctx context.Context, what string, n func() int64, target int64, timeout time.Duration) error {
+	done, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for n() < target {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		<-done
+	}()
+	return b.waitFor(ctx, what, done, n, target, timeout)
 }
 
 // stopScheduler stops s, allowing 2 minutes to drain.

@@ -17,14 +17,17 @@ import (
 
 // machine describes where the figures were taken.
 type machine struct {
-	CPUs       int    `json:"nproc"`
-	GOMAXPROCS int    `json:"gomaxprocs"`
-	CPUModel   string `json:"cpu_model"`
-	Postgres   string `json:"postgres"`
-	Go         string `json:"go"`
+	CPUs       int        `json:"nproc"`
+	GOMAXPROCS int        `json:"gomaxprocs"`
+	CPUModel   string     `json:"cpu_model"`
+	Postgres   string     `json:"postgres"`
+	Go         string     `json:"go"`
+	Server     serverInfo `json:"server"`
 }
 
-func describeMachine(ctx context.Context, dsn string) (machine, error) {
+// describeMachine describes this machine and the server at dsn; kind says
+// whether that is the shared server (-db) or the private cluster.
+func describeMachine(ctx context.Context, dsn, kind string) (machine, error) {
 	m := machine{CPUs: goruntime.NumCPU(), GOMAXPROCS: goruntime.GOMAXPROCS(0), CPUModel: cpuModel(), Go: goruntime.Version()}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -33,14 +36,21 @@ func describeMachine(ctx context.Context, dsn string) (machine, error) {
 		return m, fmt.Errorf("connect to %s: %w (set -db or TEST_DATABASE_URL)", redact(dsn), err)
 	}
 	defer conn.Close(context.Background())
-	if err := conn.QueryRow(cctx, "SHOW server_version").Scan(&m.Postgres); err != nil {
-		return m, err
+	if m.Server, err = describeServer(cctx, conn, kind, dsn); err != nil {
+		return m, fmt.Errorf("describe the server: %w", err)
 	}
+	m.Postgres = m.Server.Version
 	return m, nil
 }
 
 func (m machine) print(w io.Writer) {
-	fmt.Fprintf(w, "axbench: %d CPUs (GOMAXPROCS %d), %s; PostgreSQL %s; %s\n", m.CPUs, m.GOMAXPROCS, m.CPUModel, m.Postgres, m.Go)
+	ram := ""
+	if b := memTotal(); b > 0 {
+		ram = fmt.Sprintf(", %.1f GiB RAM", float64(b)/(1<<30))
+	}
+	fmt.Fprintf(w, "axbench: %d CPUs (GOMAXPROCS %d), %s%s; PostgreSQL %s; %s; load %s at start\n",
+		m.CPUs, m.GOMAXPROCS, m.CPUModel, ram, m.Postgres, m.Go, loadAvg())
+	m.Server.print(w)
 }
 
 func cpuModel() string {

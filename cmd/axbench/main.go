@@ -1,18 +1,76 @@
 // Command axbench measures AX on PostgreSQL: throughput, start lag,
 // punctuality under load, claim cost with a large backlog, memory, retry
-// storms, idle cost and insert rates. Each scenario runs in a database of
-// its own (CREATE DATABASE axbench_<random>, migrated by pgstore) that is
-// dropped afterwards.
+// storms, idle cost and insert rates, and whether the speed holds as the
+// table grows, batches widen and vacuum is held back. Each scenario runs in
+// a database of its own (CREATE DATABASE axbench_<random>, migrated by
+// pgstore) that is dropped afterwards.
 //
 //	go run ./cmd/axbench [flags] SCENARIO...   # or "all"
 //	go run ./cmd/axbench -quick all            # small sizes: a smoke test
 //	go run ./cmd/axbench -json lag             # one JSON object per scenario
+//	go run ./cmd/axbench -private bigtable heldxmin wide lag immediate throughput
 //
-// Scenarios: throughput, multiprocess, lag, immediate, sustained, backlog,
-// retrystorm, idle, insert. Run with -h for the flags and their defaults.
+// Scenarios (run with -h for every flag and its default):
 //
-// Figures are printed with the load average before and after each
-// scenario: on a shared machine they are only as good as that load.
+//   - throughput: no-op jobs/s of one Scheduler per -workers value after a
+//     COPY insert of -n jobs, CPU per 1k jobs, and the server's cost per
+//     job (see below).
+//   - multiprocess: no-op jobs/s over -procs worker processes, and proof
+//     of zero duplicates.
+//   - lag: jobs scheduled with ax.At uniformly -lag-min to -lag-max ahead
+//     (a minute by default); start lag on the host clock (handler start
+//     minus t) and on the store clock (Job.StartedAt − Job.RunAt).
+//   - immediate: Schedule one job at a time at -immediate-rate for
+//     -immediate-for (a minute); start lag on the host clock from before the
+//     Schedule call and from its return, and on the store clock.
+//   - sustained: delayed jobs at a steady -rate; start lag, CPU, backlog.
+//   - backlog: Claim latency, throughput and RSS with far-future and
+//     finished jobs in the table.
+//   - retrystorm, idle, insert: retries per 100 ms when many jobs fail at
+//     once; CPU of an idle scheduler; Schedule and ScheduleMany rates.
+//   - bigtable: no-op jobs/s at each -bigtable-workers value (100, 1000) on
+//     an empty table, then after bulk-loading -bigtable-sizes finished rows
+//     (1M, 10M; INSERT … SELECT generate_series, then VACUUM ANALYZE and
+//     CHECKPOINT), each run -bigtable-for (30 s) after -bigtable-warmup, and
+//     its ratio to the empty table's (target ≥ 80%). A producer keeps jobs
+//     available (-feed-batch); the run's jobs are deleted after it.
+//   - heldxmin: a producer at -heldxmin-rate (2,000 jobs/s) against a
+//     Scheduler; clean phase (-heldxmin-clean, 60 s), then a connection
+//     holds BEGIN; SELECT txid_current() (-heldxmin-hold, 5 min), then
+//     recovery (-heldxmin-recovery, 2 min). Per phase and per
+//     -heldxmin-window (10 s): completion rate, start lag p50/p99 at the
+//     handler (host clock), Claim and Finish time (a wrapper of
+//     pgstore.Store), queue depth, n_dead_tup of every table in the
+//     schema, the oldest transaction's age, and with pg_stat_statements
+//     (-private loads it) the statements that took the server's time.
+//     Targets: held rate ≥ 90% of clean, held lag p99 ≤ 2× clean, recovery
+//     within 60 s of the release.
+//   - wide: one Scheduler of -wide-workers (1000) for -wide-for (5 min)
+//     with a producer keeping jobs available; jobs/s per -wide-interval
+//     (a minute), last vs first within ±10%, and against a run of
+//     -wide-base workers (100) of the same length (target ≥ 1.5×).
+//
+// Server cost per job (throughput, bigtable, wide): WAL bytes
+// (pg_current_wal_lsn() difference), full-page images (pg_stat_wal),
+// commits (pg_stat_database.xact_commit) and n_tup_hot_upd / n_tup_upd of
+// every table in the store's schema, found through pg_stat_user_tables so
+// that a new storage layout needs no change here; and how often the
+// scheduler's prepared statements ran on generic and custom plans.
+//
+// The server: -db (default TEST_DATABASE_URL, else the local server), or
+// with -private a throwaway cluster that axbench creates with initdb and
+// pg_ctl in a temporary directory (-private-dir) on -private-port (55432),
+// with production-like settings (autovacuum on, shared_buffers
+// -private-shared-buffers, larger max_wal_size, synchronous_commit on,
+// pg_stat_statements; more with -private-set name=value), run as
+// -private-user when axbench runs as root, and stopped and removed at the
+// end, on error and on Ctrl-C. The machine's shared server runs with
+// autovacuum off, a CI setting no production server has, which changes
+// every figure that depends on the table's history.
+//
+// The report starts with the machine and every non-default setting of the
+// server; each scenario names its server and the load average before and
+// after it: on a shared machine figures are only as good as that load.
 package main
 
 import (
@@ -52,6 +110,9 @@ var scenarios = []scenario{
 	{"retrystorm", "retries per 100 ms when many jobs fail at once, jittered vs plain backoff", runRetryStorm},
 	{"idle", "CPU of a scheduler with handlers and no jobs", runIdle},
 	{"insert", "Schedule latency one at a time and ScheduleMany rates", runInsert},
+	{"bigtable", "no-op jobs/s on an empty table, then with 1M and 10M finished rows, and each against empty", runBigtable},
+	{"heldxmin", "completion rate, start lag and claim latency before, while and after a transaction holds back vacuum", runHeldXmin},
+	{"wide", "jobs/s per minute of a long W=1000 run, and against W=100", runWide},
 }
 
 // bench is the state shared by the scenarios of one run.
@@ -114,7 +175,24 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	b := &bench{opt: opt, stdout: stdout, stderr: stderr}
-	b.machine, err = describeMachine(ctx, opt.db)
+	kind := "shared"
+	if opt.private {
+		pc, err := startPrivateCluster(ctx, privateConfig{bin: opt.pgBin, parent: opt.privateDir, port: opt.privatePort,
+			sharedBuffers: opt.privateBuffer, osUser: opt.privateUser, extra: opt.privateSet}, b.progressf)
+		if err != nil {
+			fmt.Fprintln(stderr, "axbench:", err)
+			return 1
+		}
+		// Deferred before anything else can fail, and run on Ctrl-C too:
+		// the signal only cancels ctx, so the scenario returns and
+		// benchMain unwinds to here.
+		defer func() {
+			b.progressf("private cluster: stopping and removing %s", pc.dir)
+			pc.stop()
+		}()
+		b.opt.db, kind = pc.url, "private"
+	}
+	b.machine, err = describeMachine(ctx, b.opt.db, kind)
 	if err != nil {
 		fmt.Fprintln(stderr, "axbench:", err)
 		return 1
@@ -162,6 +240,7 @@ func runOne(ctx context.Context, b *bench, sc scenario) (*result, error) {
 		return nil, err
 	}
 	r.Scenario = sc.name
+	r.Server = b.machine.Server.label()
 	r.LoadBefore, r.LoadAfter = load, loadAvg()
 	r.Seconds = time.Since(start).Seconds()
 	b.progressf("%s: done in %.1fs", sc.name, r.Seconds)

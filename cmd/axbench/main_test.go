@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,14 +43,99 @@ func serverURL(t *testing.T) string {
 	return url
 }
 
-// TestQuick runs the cheap scenarios at -quick sizes so the program cannot
-// rot. It checks that each printed its figures and the correctness ones
-// (nothing early, no job lost), never a timing target.
+// TestQuick runs the scenarios at tiny sizes so the program cannot rot.
+// It checks that each printed its figures and the correctness ones
+// (nothing early, no job lost), never a timing target. The scenarios run
+// in parallel, each in databases of its own: their figures mean nothing
+// here, and most of their time is waiting.
 func TestQuick(t *testing.T) {
 	url := serverURL(t)
+	common := []string{"-quick", "-json", "-db", url}
+	for _, tc := range []struct {
+		scenario string
+		args     []string
+		metric   string // one metric the scenario must print
+	}{
+		{"throughput", []string{"-n", "1000"}, "W=100: WAL per job"},
+		{"insert", nil, "Schedule call p99"},
+		{"lag", []string{"-lag-jobs", "100", "-lag-min", "500ms", "-lag-max", "1500ms"}, "started early (store clock)"},
+		{"immediate", []string{"-immediate-for", "500ms"}, "start lag, store clock, p99"},
+		{"bigtable", []string{"-bigtable-sizes", "2000", "-bigtable-workers", "100", "-bigtable-for", "300ms", "-bigtable-warmup", "100ms", "-feed-batch", "500"},
+			"W=100: 2k finished / empty"},
+		{"heldxmin", []string{"-heldxmin-clean", "1s", "-heldxmin-hold", "1s", "-heldxmin-recovery", "1s", "-heldxmin-window", "500ms"},
+			"held / clean completion rate"},
+		{"wide", []string{"-wide-for", "600ms", "-wide-interval", "300ms", "-feed-batch", "500"}, "W=1000 / W=100 jobs/s"},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			t.Parallel()
+			args := append(append(append([]string(nil), common...), tc.args...), tc.scenario)
+			r, ok := runJSON(t, args)[tc.scenario]
+			if !ok {
+				t.Fatalf("%s printed nothing", tc.scenario)
+			}
+			if !hasMetric(r, tc.metric) {
+				t.Errorf("no metric %q", tc.metric)
+			}
+			if !strings.HasPrefix(r.Server, "shared server") {
+				t.Errorf("server %q, want the shared server named", r.Server)
+			}
+			for _, m := range r.Metrics {
+				if m.Name == "started early (store clock)" && m.Value != 0 {
+					t.Errorf("%v jobs started early", m.Value)
+				}
+			}
+		})
+	}
+}
+
+// TestPrivate starts and removes a private cluster around the insert
+// scenario. It needs the PostgreSQL binaries (AXBENCH_PG_BIN, by default
+// -pg-bin's) and, as root, the postgres OS user.
+func TestPrivate(t *testing.T) {
+	t.Parallel()
+	bin := os.Getenv("AXBENCH_PG_BIN")
+	if bin == "" {
+		bin = "/usr/lib/postgresql/15/bin"
+	}
+	if _, err := os.Stat(filepath.Join(bin, "initdb")); err != nil {
+		t.Skipf("no initdb in %s (set AXBENCH_PG_BIN): %v", bin, err)
+	}
+	parent := t.TempDir()
+	// As root the cluster runs as the postgres user, who must reach its
+	// directory: t.TempDir's directories are private to root.
+	for _, dir := range []string{filepath.Dir(parent), parent} {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := runJSON(t, []string{"-quick", "-json", "-private", "-private-port", "0", "-private-dir", parent, "-pg-bin", bin,
+		"-private-shared-buffers", "128MB", "-private-set", "work_mem=8MB", "insert"})
+	r := got["insert"]
+	if !strings.HasPrefix(r.Server, "private server") {
+		t.Errorf("server %q, want the private one named", r.Server)
+	}
+	settings := map[string]string{}
+	for _, s := range r.Machine.Server.Settings {
+		settings[s.Name] = s.Value
+	}
+	for name, want := range map[string]string{"autovacuum": "on", "synchronous_commit": "on", "shared_buffers": "128MB", "work_mem": "8MB"} {
+		if settings[name] != want {
+			t.Errorf("setting %s = %q, want %q", name, settings[name], want)
+		}
+	}
+	left, err := os.ReadDir(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("private cluster's directory not removed: %v", left)
+	}
+}
+
+// runJSON runs benchMain with args and returns its results by scenario.
+func runJSON(t *testing.T, args []string) map[string]result {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	args := []string{"-quick", "-json", "-db", url, "-n", "1000", "-lag-jobs", "100", "-lag-min", "500ms", "-lag-max", "1500ms",
-		"throughput", "lag", "insert"}
 	if code := benchMain(args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s", code, errOut.String())
 	}
@@ -63,20 +150,21 @@ func TestQuick(t *testing.T) {
 		}
 		got[r.Scenario] = r
 	}
-	for _, name := range []string{"throughput", "lag", "insert"} {
-		if len(got[name].Metrics) == 0 {
-			t.Errorf("%s printed no metrics", name)
+	return got
+}
+
+func hasMetric(r result, name string) bool {
+	for _, m := range r.Metrics {
+		if m.Name == name {
+			return true
 		}
 	}
-	for _, m := range got["lag"].Metrics {
-		if m.Name == "started early" && m.Value != 0 {
-			t.Errorf("lag: %v jobs started early", m.Value)
-		}
-	}
+	return false
 }
 
 func TestBadArguments(t *testing.T) {
-	for _, args := range [][]string{{}, {"nosuch"}, {"-n", "0", "insert"}, {"-lag-min", "3s", "-lag-max", "2s", "lag"}} {
+	for _, args := range [][]string{{}, {"nosuch"}, {"-n", "0", "insert"}, {"-lag-min", "3s", "-lag-max", "2s", "lag"},
+		{"-bigtable-sizes", "10,5", "bigtable"}, {"-heldxmin-hold", "0s", "heldxmin"}, {"-private-port", "70000", "insert"}} {
 		if code := benchMain(args, io.Discard, io.Discard); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}

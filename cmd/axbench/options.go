@@ -3,13 +3,15 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 )
 
 // options are the command's flags. Every scenario's knobs default to the
-// sizes of issue 5; -quick shrinks the ones not given explicitly.
+// sizes of the issues that asked for them (issue 5; bigtable, heldxmin and
+// wide: "Speed that holds"); -quick shrinks the ones not given explicitly.
 type options struct {
 	db         string
 	json       bool
@@ -17,6 +19,14 @@ type options struct {
 	conns      int
 	cpuProfile string
 	memProfile string
+
+	private       bool
+	privatePort   int
+	privateDir    string
+	pgBin         string
+	privateBuffer string
+	privateUser   string
+	privateSet    listFlag
 
 	n          int    // throughput, multiprocess
 	workers    string // throughput: comma-separated worker counts
@@ -53,6 +63,35 @@ type options struct {
 	insertTotal  int
 	batches      string
 	batchList    []int
+
+	bigSizes     string
+	bigSizeList  []int
+	bigWorkers   string
+	bigWorkList  []int
+	bigFor       time.Duration
+	bigWarmup    time.Duration
+	bigFresh     bool
+	feedBatch    int
+	heldRate     int
+	heldWorkers  int
+	heldClean    time.Duration
+	heldHold     time.Duration
+	heldRecovery time.Duration
+	heldWindow   time.Duration
+	wideWorkers  int
+	wideBase     int
+	wideFor      time.Duration
+	wideInterval time.Duration
+}
+
+// listFlag is a flag that may be given several times.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, " ") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -63,17 +102,25 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to `file` (worker processes write file.workerN)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile to `file` at exit")
 
+	fs.BoolVar(&o.private, "private", false, "start a throwaway production-like PostgreSQL cluster (initdb + pg_ctl, autovacuum on) and run on it instead of -db; stopped and removed at exit")
+	fs.IntVar(&o.privatePort, "private-port", 55432, "private: port of the cluster on 127.0.0.1 (0 = any free port)")
+	fs.StringVar(&o.privateDir, "private-dir", os.TempDir(), "private: parent `directory` of the cluster's temporary directory")
+	fs.StringVar(&o.pgBin, "pg-bin", "/usr/lib/postgresql/15/bin", "private: `directory` of initdb, pg_ctl and postgres")
+	fs.StringVar(&o.privateBuffer, "private-shared-buffers", "2GB", "private: shared_buffers")
+	fs.StringVar(&o.privateUser, "private-user", "postgres", "private: OS user running the cluster when axbench runs as root")
+	fs.Var(&o.privateSet, "private-set", "private: one more postgresql.conf `name=value` (repeatable), e.g. -private-set autovacuum=off")
+
 	fs.IntVar(&o.n, "n", 100_000, "throughput, multiprocess: no-op jobs")
 	fs.StringVar(&o.workers, "workers", "100,1000", "throughput: Config.Workers values, comma-separated")
 	fs.IntVar(&o.procs, "procs", 3, "multiprocess: worker processes")
 	fs.IntVar(&o.mpWorkers, "mp-workers", 100, "multiprocess: Config.Workers of each process")
 
-	fs.IntVar(&o.lagJobs, "lag-jobs", 5000, "lag: jobs")
+	fs.IntVar(&o.lagJobs, "lag-jobs", 30_000, "lag: jobs")
 	fs.DurationVar(&o.lagMin, "lag-min", 2*time.Second, "lag: earliest offset")
-	fs.DurationVar(&o.lagMax, "lag-max", 12*time.Second, "lag: latest offset")
+	fs.DurationVar(&o.lagMax, "lag-max", 62*time.Second, "lag: latest offset (the run lasts about this long)")
 
 	fs.IntVar(&o.immRate, "immediate-rate", 500, "immediate: Schedule calls per second")
-	fs.DurationVar(&o.immFor, "immediate-for", 10*time.Second, "immediate: how long to schedule")
+	fs.DurationVar(&o.immFor, "immediate-for", time.Minute, "immediate: how long to schedule (long enough for pgx's prepared statements to be on generic plans)")
 
 	fs.IntVar(&o.rate, "rate", 5000, "sustained: delayed jobs scheduled per second")
 	fs.DurationVar(&o.susFor, "sustained-for", 60*time.Second, "sustained: how long to schedule")
@@ -95,6 +142,25 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.insertSingle, "insert-single", 5000, "insert: Schedule calls one at a time")
 	fs.IntVar(&o.insertTotal, "insert-total", 100_000, "insert: jobs per ScheduleMany batch size")
 	fs.StringVar(&o.batches, "insert-batches", "100,10000", "insert: ScheduleMany batch sizes, comma-separated")
+
+	fs.StringVar(&o.bigSizes, "bigtable-sizes", "1000000,10000000", "bigtable: finished rows in the table for the measurements after the empty one, comma-separated, increasing")
+	fs.StringVar(&o.bigWorkers, "bigtable-workers", "100,1000", "bigtable: Config.Workers values, comma-separated")
+	fs.DurationVar(&o.bigFor, "bigtable-for", 30*time.Second, "bigtable: measured time of each run (after the warm-up)")
+	fs.DurationVar(&o.bigWarmup, "bigtable-warmup", 5*time.Second, "bigtable: unmeasured start of each run")
+	fs.BoolVar(&o.bigFresh, "bigtable-fresh-stats", false, "bigtable: ANALYZE again once the producer's first batches are in, so the planner knows the backlog (default: the statistics of the VACUUM ANALYZE before the run, which saw no live job, as autoanalyze of a large history usually does)")
+	fs.IntVar(&o.feedBatch, "feed-batch", 10_000, "bigtable, wide: jobs per ScheduleMany of the producer that keeps jobs available")
+
+	fs.IntVar(&o.heldRate, "heldxmin-rate", 2000, "heldxmin: jobs scheduled per second")
+	fs.IntVar(&o.heldWorkers, "heldxmin-workers", 100, "heldxmin: Config.Workers")
+	fs.DurationVar(&o.heldClean, "heldxmin-clean", time.Minute, "heldxmin: phase before the snapshot is held")
+	fs.DurationVar(&o.heldHold, "heldxmin-hold", 5*time.Minute, "heldxmin: how long one transaction holds an xid (BEGIN; SELECT txid_current())")
+	fs.DurationVar(&o.heldRecovery, "heldxmin-recovery", 2*time.Minute, "heldxmin: phase after it is released")
+	fs.DurationVar(&o.heldWindow, "heldxmin-window", 10*time.Second, "heldxmin: time-series window")
+
+	fs.IntVar(&o.wideWorkers, "wide-workers", 1000, "wide: Config.Workers of the wide run")
+	fs.IntVar(&o.wideBase, "wide-base", 100, "wide: Config.Workers of the run it is compared with")
+	fs.DurationVar(&o.wideFor, "wide-for", 5*time.Minute, "wide: length of each run")
+	fs.DurationVar(&o.wideInterval, "wide-interval", time.Minute, "wide: jobs/s reported per interval")
 }
 
 // quickValues are the -quick sizes, by flag name.
@@ -107,6 +173,9 @@ var quickValues = map[string]string{
 	"storm-jobs": "100", "storm-down": "2s",
 	"idle-for":      "2s",
 	"insert-single": "300", "insert-total": "5000", "insert-batches": "100,1000",
+	"bigtable-sizes": "2000,5000", "bigtable-for": "1s", "bigtable-warmup": "200ms", "feed-batch": "1000",
+	"heldxmin-rate": "300", "heldxmin-clean": "2s", "heldxmin-hold": "2s", "heldxmin-recovery": "2s", "heldxmin-window": "1s",
+	"wide-for": "2s", "wide-interval": "500ms",
 }
 
 // applyQuick sets the -quick sizes of the flags not given explicitly.
@@ -134,11 +203,19 @@ func (o *options) parseLists() error {
 	if o.batchList, err = intList("insert-batches", o.batches); err != nil {
 		return err
 	}
+	if o.bigSizeList, err = intList("bigtable-sizes", o.bigSizes); err != nil {
+		return err
+	}
+	if o.bigWorkList, err = intList("bigtable-workers", o.bigWorkers); err != nil {
+		return err
+	}
 	for name, v := range map[string]int{
 		"n": o.n, "procs": o.procs, "mp-workers": o.mpWorkers, "lag-jobs": o.lagJobs,
 		"immediate-rate": o.immRate, "rate": o.rate, "sustained-batch-ms": o.susBatchMS,
 		"backlog-due": o.backlogDue, "backlog-run": o.backlogRun, "storm-jobs": o.stormJobs,
 		"insert-single": o.insertSingle, "insert-total": o.insertTotal,
+		"feed-batch": o.feedBatch, "heldxmin-rate": o.heldRate, "heldxmin-workers": o.heldWorkers,
+		"wide-workers": o.wideWorkers, "wide-base": o.wideBase,
 	} {
 		if v < 1 {
 			return fmt.Errorf("-%s must be at least 1, not %d", name, v)
@@ -153,6 +230,20 @@ func (o *options) parseLists() error {
 	if o.backlogFinished < 0 || o.conns < 0 {
 		return fmt.Errorf("-backlog-finished and -conns must not be negative")
 	}
+	for name, d := range map[string]time.Duration{
+		"bigtable-for": o.bigFor, "heldxmin-clean": o.heldClean, "heldxmin-hold": o.heldHold,
+		"heldxmin-recovery": o.heldRecovery, "heldxmin-window": o.heldWindow, "wide-for": o.wideFor, "wide-interval": o.wideInterval,
+	} {
+		if d <= 0 {
+			return fmt.Errorf("-%s must be positive, not %s", name, d)
+		}
+	}
+	if o.bigWarmup < 0 || o.wideInterval > o.wideFor {
+		return fmt.Errorf("-bigtable-warmup must not be negative, and -wide-interval must not exceed -wide-for")
+	}
+	if o.privatePort < 0 || o.privatePort > 65535 {
+		return fmt.Errorf("-private-port %d is not a port", o.privatePort)
+	}
 	return nil
 }
 
@@ -164,7 +255,7 @@ func intList(name, s string) ([]int, error) {
 		if err != nil || v < 1 {
 			return nil, fmt.Errorf("-%s: %q is not a positive integer", name, f)
 		}
-		if name == "backlog-sizes" && v <= prev {
+		if (name == "backlog-sizes" || name == "bigtable-sizes") && v <= prev {
 			return nil, fmt.Errorf("-%s must increase", name)
 		}
 		prev = v

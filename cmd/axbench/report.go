@@ -14,6 +14,7 @@ import (
 // result is what one scenario measured.
 type result struct {
 	Scenario   string         `json:"scenario"`
+	Server     string         `json:"server"`
 	Params     map[string]any `json:"params"`
 	Metrics    []metric       `json:"metrics"`
 	Tables     []table        `json:"tables,omitempty"`
@@ -84,7 +85,7 @@ func (r *result) printTable(w io.Writer) {
 	for i, k := range keys {
 		params[i] = fmt.Sprintf("%s=%v", k, r.Params[k])
 	}
-	fmt.Fprintf(w, "\n== %s  (%s)\n   load %s → %s, %.1fs\n", r.Scenario, strings.Join(params, " "), r.LoadBefore, r.LoadAfter, r.Seconds)
+	fmt.Fprintf(w, "\n== %s  (%s)\n   server: %s\n   load %s → %s, %.1fs\n", r.Scenario, strings.Join(params, " "), r.Server, r.LoadBefore, r.LoadAfter, r.Seconds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "   metric\tvalue\tunit\ttarget\t")
 	for _, m := range r.Metrics {

@@ -10,7 +10,9 @@ import (
 
 // runThroughput inserts N no-op jobs with one ScheduleMany (COPY) and works
 // them with one Scheduler, once per -workers value, on an emptied table
-// each time.
+// each time. Each run has a pool of its own, closed before the server's
+// counters are read, so that the cost per job (WAL, commits, HOT share of
+// updates; see pgstats.go) covers the insert and the run exactly.
 func runThroughput(ctx context.Context, b *bench) (*result, error) {
 	o := b.opt
 	r := newResult(map[string]any{"n": o.n, "workers": o.workers, "conns": connsParam(o.conns)})
@@ -19,12 +21,27 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		return nil, err
 	}
 	defer d.close()
-	t := table{Title: "per worker count", Columns: []string{"workers", "COPY jobs/s", "jobs/s", "starts/s", "CPU s/1k jobs", "elapsed s"}}
+	t := table{Title: "per worker count", Columns: []string{"workers", "COPY jobs/s", "jobs/s", "starts/s", "CPU s/1k jobs", "elapsed s",
+		"WAL B/job", "FPI/job", "commits/job", "HOT %"}}
+	costs := table{Title: "server cost per run, by table (counters over the run; dead and size at its end)", Columns: statsColumns}
+	plans := table{Title: "plans of the scheduler's prepared statements (executions)", Columns: planColumns}
 	for i, w := range o.workerList {
 		if err := d.truncate(ctx); err != nil {
 			return nil, err
 		}
-		s, err := d.scheduler(w)
+		if err := d.settle(ctx); err != nil {
+			return nil, err
+		}
+		before, err := d.readStats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		sess, err := d.openSession(ctx, o.conns, "axbench-run")
+		if err != nil {
+			return nil, err
+		}
+		defer sess.close()
+		s, err := newScheduler(sess.store, w)
 		if err != nil {
 			return nil, err
 		}
@@ -59,6 +76,15 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		elapsed := written
 		rate := float64(o.n) / elapsed.Seconds()
 		cpuPer1k := cpu.Seconds() / (float64(o.n) / 1000)
+		pcs, err := planCounts(ctx, sess.pool)
+		if err != nil {
+			return nil, fmt.Errorf("read plan counts: %w", err)
+		}
+		sess.close()
+		cost, err := d.costSince(ctx, before, int64(o.n))
+		if err != nil {
+			return nil, err
+		}
 		ok, err := d.count(ctx, "SELECT count(*) FROM {jobs} WHERE state = 'succeeded' AND attempt = 1")
 		if err != nil {
 			return nil, err
@@ -72,10 +98,19 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		r.atLeast(fmt.Sprintf("no-op jobs/s, W=%d", w), rate, "jobs/s", 20000)
 		r.add(fmt.Sprintf("handler starts/s, W=%d", w), startRate, "jobs/s")
 		r.add(fmt.Sprintf("CPU per 1k jobs, W=%d", w), cpuPer1k, "s")
+		cost.addMetrics(r, fmt.Sprintf("W=%d: ", w))
 		t.Rows = append(t.Rows, []string{fmt.Sprint(w), fmt.Sprintf("%.0f", copyRate), fmt.Sprintf("%.0f", rate),
-			fmt.Sprintf("%.0f", startRate), fmt.Sprintf("%.3f", cpuPer1k), fmt.Sprintf("%.2f", elapsed.Seconds())})
+			fmt.Sprintf("%.0f", startRate), fmt.Sprintf("%.3f", cpuPer1k), fmt.Sprintf("%.2f", elapsed.Seconds()),
+			fmt.Sprintf("%.0f", cost.perJob(cost.wal)), fmt.Sprintf("%.2f", cost.perJob(cost.walFPI)),
+			fmt.Sprintf("%.3f", cost.perJob(cost.commits)), fmt.Sprintf("%.1f", cost.hotShare())})
+		costs.Rows = append(costs.Rows, cost.tableRows(fmt.Sprintf("W=%d", w))...)
+		plans.Rows = append(plans.Rows, planRows(fmt.Sprintf("W=%d", w), pcs, 4)...)
 	}
-	r.Tables = append(r.Tables, t)
+	r.Tables = append(r.Tables, t, costs, plans)
+	statsNote(r, b.machine.Server.Kind == "shared")
+	if err := d.noteStorageParams(ctx, r); err != nil {
+		return nil, err
+	}
 	r.note("jobs/s: N / (Start → Stop returned, every outcome written); starts/s: N / (Start → last handler start); CPU: user+sys of this process from Start to Stop (pgx client included)")
 	return r, nil
 }

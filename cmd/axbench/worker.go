@@ -65,7 +65,7 @@ func workerMain(args []string) int {
 
 func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile string, in io.Reader, out io.Writer) error {
 	ctx := context.Background()
-	pool, err := newPool(ctx, dsn, conns)
+	pool, err := newPool(ctx, dsn, conns, "axbench-worker")
 	if err != nil {
 		return err
 	}

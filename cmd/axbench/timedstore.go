@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/pgstore"
+)
+
+// timedStore is a pgstore.Store whose Claim, Finish and ExtendLeases are
+// timed from the client, so a scenario can show how long the scheduler's
+// store calls take while the server is under stress (a held snapshot).
+// Embedding keeps every other method, and so every optional interface the
+// Scheduler looks for by type assertion (Notifier, Leaser, ...).
+type timedStore struct {
+	*pgstore.Store
+	begin time.Time
+
+	mu    sync.Mutex
+	calls []storeCall
+}
+
+var (
+	_ store.Store    = (*timedStore)(nil)
+	_ store.Notifier = (*timedStore)(nil)
+)
+
+// storeOp names a timed call.
+type storeOp uint8
+
+const (
+	opClaim storeOp = iota
+	opFinish
+	opExtend
+)
+
+// storeCall is one timed call: when it started (since begin), how long it
+// took and how many jobs it carried.
+type storeCall struct {
+	op   storeOp
+	at   time.Duration
+	took time.Duration
+	jobs int32
+}
+
+func newTimedStore(st *pgstore.Store) *timedStore {
+	return &timedStore{Store: st, begin: time.Now(), calls: make([]storeCall, 0, 1<<16)}
+}
+
+func (s *timedStore) record(op storeOp, t0 time.Time, jobs int) {
+	c := storeCall{op: op, at: t0.Sub(s.begin), took: time.Since(t0), jobs: int32(jobs)}
+	s.mu.Lock()
+	s.calls = append(s.calls, c)
+	s.mu.Unlock()
+}
+
+func (s *timedStore) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
+	t0 := time.Now()
+	res, err := s.Store.Claim(ctx, p)
+	if err == nil {
+		s.record(opClaim, t0, len(res.Jobs))
+	}
+	return res, err
+}
+
+func (s *timedStore) Finish(ctx context.Context, p []store.FinishParams) ([]bool, error) {
+	t0 := time.Now()
+	ok, err := s.Store.Finish(ctx, p)
+	if err == nil {
+		s.record(opFinish, t0, len(p))
+	}
+	return ok, err
+}
+
+func (s *timedStore) ExtendLeases(ctx context.Context, p *store.ExtendParams) (*store.ExtendResult, error) {
+	t0 := time.Now()
+	res, err := s.Store.ExtendLeases(ctx, p)
+	if err == nil {
+		s.record(opExtend, t0, 0)
+	}
+	return res, err
+}
+
+// snapshot returns a copy of the calls recorded so far.
+func (s *timedStore) snapshot() []storeCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]storeCall(nil), s.calls...)
+}
+
+// callStats summarises the calls of op that started in [from, to).
+type callStats struct {
+	n, jobs int64
+	took    durations
+}
+
+func summarize(calls []storeCall, op storeOp, from, to time.Duration) callStats {
+	var cs callStats
+	for _, c := range calls {
+		if c.op == op && c.at >= from && c.at < to {
+			cs.n++
+			cs.jobs += int64(c.jobs)
+			cs.took = append(cs.took, c.took)
+		}
+	}
+	return cs
+}
