@@ -44,8 +44,9 @@ func runBacklog(ctx context.Context, b *bench) (*result, error) {
 	for i, lv := range levels {
 		if lv.future > haveFuture {
 			b.progressf("backlog: inserting %d far-future jobs", lv.future-haveFuture)
-			err := d.exec(ctx, `INSERT INTO {jobs} (id, kind, payload, priority, run_at, max_attempts)
-				SELECT gen_random_uuid(), $1, 'null', 2, now() + interval '30 days' + g * interval '1 second', 20
+			err := d.exec(ctx, `INSERT INTO {jobs} (id, kind, payload, priority, run_at, scheduled_at, max_attempts)
+				SELECT gen_random_uuid(), $1, 'null', 2, now() + interval '30 days' + g * interval '1 second',
+					now() + interval '30 days' + g * interval '1 second', 20
 				FROM generate_series($2::int, $3::int) g`, noopKind, haveFuture+1, lv.future)
 			if err != nil {
 				return nil, fmt.Errorf("insert far-future jobs: %w", err)
@@ -54,9 +55,9 @@ func runBacklog(ctx context.Context, b *bench) (*result, error) {
 		}
 		if lv.finished > haveFinished {
 			b.progressf("backlog: inserting %d finished jobs", lv.finished-haveFinished)
-			err := d.exec(ctx, `INSERT INTO {jobs} (id, kind, payload, priority, run_at, max_attempts, state, attempt,
+			err := d.exec(ctx, `INSERT INTO {jobs} (id, kind, payload, priority, run_at, scheduled_at, max_attempts, state, attempt,
 					created_at, attempted_at, finished_at)
-				SELECT gen_random_uuid(), $1, 'null', 2, now() - interval '1 hour', 20, 'succeeded', 1,
+				SELECT gen_random_uuid(), $1, 'null', 2, now() - interval '1 hour', now() - interval '1 hour', 20, 'succeeded', 1,
 					now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour' + g * interval '1 microsecond'
 				FROM generate_series(1, $2::int) g`, noopKind, lv.finished-haveFinished)
 			if err != nil {

@@ -32,11 +32,11 @@ func (d *benchDB) loadFinished(ctx context.Context, from, to, total int, progres
 	for lo := from; lo < to; lo += bulkChunk {
 		hi := min(lo+bulkChunk, to)
 		t0 := time.Now()
-		err := d.exec(ctx, `INSERT INTO {jobs} (id, kind, payload, priority, run_at, attempt, max_attempts, state,
+		err := d.exec(ctx, `INSERT INTO {jobs} (id, kind, payload, priority, run_at, scheduled_at, attempt, max_attempts, state,
 				owner, created_at, attempted_at, finished_at)
 			SELECT (lpad(to_hex((extract(epoch FROM x.t) * 1000)::bigint), 12, '0') || '7' || substr(x.h, 1, 3)
 					|| '8' || substr(x.h, 4, 15))::uuid,
-				$1, 'null', 2, x.t, 1, 20, 'succeeded', 'axbench-bulk-host-1-20261130T000000', x.t,
+				$1, 'null', 2, x.t, x.t, 1, 20, 'succeeded', 'axbench-bulk-host-1-20261130T000000', x.t,
 				x.t + interval '1 millisecond', x.t + interval '2 milliseconds'
 			FROM generate_series($2::bigint, $3::bigint) g
 			CROSS JOIN LATERAL (SELECT now() - interval '23 hours' + g * $4::bigint * interval '1 microsecond' AS t,
