@@ -42,6 +42,15 @@ type InsertParams struct {
 	// FollowUps are jobs inserted when this job reaches a final state (see
 	// FollowUpStore; only stores that implement it accept them).
 	FollowUps []FollowUp `json:"follow_ups,omitempty"`
+	// SequenceKey, when not empty, makes the job one of a sequence: the
+	// jobs of its kind with the same key run one at a time, in
+	// (ScheduledAt, ID) order (FlowStore only). A text of at most
+	// MaxPartitionKeyLength bytes.
+	SequenceKey string `json:"sequence_key,omitempty"`
+	// PendingLimit, when > 0, bounds the pending jobs of all kinds: the
+	// Insert fails with a PendingLimitError when the store's pending jobs
+	// plus the call's rows would exceed it (FlowStore only).
+	PendingLimit int `json:"pending_limit,omitempty"`
 }
 
 // UniqueScope is where and for how long a job's unique key holds. The zero
@@ -105,6 +114,12 @@ func (p *InsertParams) Validate() error {
 	if err := CheckText(p.UniqueKey, MaxUniqueKeyLength); err != nil {
 		return fmt.Errorf("%w: unique key: %w", ErrInvalidParams, err)
 	}
+	if err := CheckText(p.SequenceKey, MaxPartitionKeyLength); err != nil {
+		return fmt.Errorf("%w: sequence key: %w", ErrInvalidParams, err)
+	}
+	if p.PendingLimit < 0 || p.PendingLimit > MaxAttemptsLimit {
+		return fmt.Errorf("%w: pending limit %d not in [0, %d]", ErrInvalidParams, p.PendingLimit, MaxAttemptsLimit)
+	}
 	if err := p.Unique.Validate(); err != nil {
 		return err
 	}
@@ -150,6 +165,11 @@ type ClaimParams struct {
 	// LeaseDuration is how long the claimed leases last (> 0) before
 	// RescueExpired may take the jobs back.
 	LeaseDuration time.Duration
+	// AgeAfter, when > 0, is the priority aging bound (FlowStore only):
+	// jobs due for at least AgeAfter (run_at at or before now −
+	// AgeAfter) are claimed first, oldest first, whatever their
+	// priority. Zero keeps priorities strict.
+	AgeAfter time.Duration
 }
 
 // Validate reports, wrapping ErrInvalidParams, the first problem with p.
@@ -159,6 +179,9 @@ func (p *ClaimParams) Validate() error {
 	}
 	if p.LeaseDuration <= 0 {
 		return fmt.Errorf("%w: lease duration %s <= 0", ErrInvalidParams, p.LeaseDuration)
+	}
+	if p.AgeAfter < 0 {
+		return fmt.Errorf("%w: negative priority aging %s", ErrInvalidParams, p.AgeAfter)
 	}
 	if err := CheckText(p.Owner, MaxKindLength); err != nil {
 		return fmt.Errorf("%w: owner: %w", ErrInvalidParams, err)
@@ -184,7 +207,13 @@ type ClaimResult struct {
 	// NextRunAt is the earliest run_at among the claimable jobs of the
 	// requested kinds that this claim left behind, or zero when there are
 	// none. It is at or before Now when due jobs remain (the limit was hit).
+	// A FlowStore counts a job that flow control holds back until a given
+	// time at that time, and leaves out the jobs held back until a running
+	// job ends (see FlowStore).
 	NextRunAt time.Time
+	// Breakers lists the breaker transitions the claim made (a FlowStore
+	// starting a probe: open to half_open).
+	Breakers []BreakerTransition
 }
 
 // ExtendParams asks to extend running leases.

@@ -92,6 +92,12 @@ type JobRecord struct {
 	// Batch is the batch this job is a child of, or completes; zero
 	// otherwise.
 	Batch uuid.UUID `json:"batch,omitzero"`
+	// PartitionKey is the job's partition under its kind's flow settings
+	// (FlowConfig.Partition), derived by a FlowStore when the job was
+	// inserted; empty otherwise.
+	PartitionKey string `json:"partition_key,omitempty"`
+	// SequenceKey is the job's sequence (InsertParams.SequenceKey).
+	SequenceKey string `json:"sequence_key,omitempty"`
 }
 
 // AttemptError records one failed attempt.

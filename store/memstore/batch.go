@@ -73,6 +73,7 @@ func (s *Store) InsertBatch(ctx context.Context, params *store.BatchParams) (*st
 		b.completed, b.completedAt = true, now
 		s.newJobLocked(&b.completion, now, uuid.Nil, b.id, &ns)
 	}
+	s.takeWakes(&ns)
 	s.mu.Unlock()
 	s.subs.deliver(ns.list)
 	return &store.BatchResult{Children: results}, nil
@@ -159,6 +160,7 @@ func (s *Store) CancelBatch(ctx context.Context, id uuid.UUID) (int, error) {
 			n++
 		}
 	}
+	s.takeWakes(&ns)
 	s.mu.Unlock()
 	s.subs.deliver(ns.list)
 	return n, nil

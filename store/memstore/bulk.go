@@ -68,6 +68,7 @@ func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error)
 		delete(s.jobs, j.rec.ID)
 		s.ids.removed++
 	}
+	s.takeWakes(&ns)
 	s.mu.Unlock()
 	s.subs.deliver(ns.list)
 	return changed, nil

@@ -50,6 +50,7 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 	if changed && r.State.Claimable() && s.subs.any() {
 		ns.add(r.Kind, r.RunAt)
 	}
+	s.takeWakes(&ns)
 	s.mu.Unlock()
 	s.subs.deliver(ns.list)
 	return r, nil

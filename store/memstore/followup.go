@@ -36,14 +36,15 @@ func (s *Store) newJobLocked(p *store.InsertParams, now time.Time, parent, batch
 	if len(p.Metadata) > 0 {
 		md = maps.Clone(p.Metadata)
 	}
-	j := &job{
-		rec: store.JobRecord{
-			ID: p.ID, Kind: p.Kind, Payload: payload, Metadata: md, State: store.StateScheduled,
-			Priority: p.Priority, MaxAttempts: p.MaxAttempts, CreatedAt: now,
-			FollowUps: cloneFollowUps(p.FollowUps), Parent: parent, Batch: batch,
-		},
-		pos: [numSlots]int{-1, -1, -1},
-	}
+	// A key that cannot be kept leaves the job without one: the end of
+	// its parent cannot be refused.
+	partition, _ := s.partitionKey(p)
+	j := newJob(store.JobRecord{
+		ID: p.ID, Kind: p.Kind, Payload: payload, Metadata: md, State: store.StateScheduled,
+		Priority: p.Priority, MaxAttempts: p.MaxAttempts, CreatedAt: now,
+		FollowUps: cloneFollowUps(p.FollowUps), Parent: parent, Batch: batch,
+		SequenceKey: p.SequenceKey, PartitionKey: partition,
+	})
 	j.rec.RunAt = stamp(p.RunAt)
 	if p.RunAt.IsZero() {
 		j.rec.RunAt = stamp(now.Add(p.Delay))

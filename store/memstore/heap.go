@@ -21,6 +21,9 @@ const (
 	leaseSlot
 	// finishedSlot: final jobs, ordered by finish time.
 	finishedSlot
+	// seqSlot: live jobs of one kind and sequence key, ordered by
+	// scheduled time.
+	seqSlot
 
 	numSlots
 )
@@ -50,6 +53,8 @@ func (h *jobHeap) entry(j *job) heapEntry {
 		t = j.rec.RunAt
 	case leaseSlot:
 		t = j.rec.LeaseExpiresAt
+	case seqSlot:
+		t = j.rec.ScheduledAt
 	default:
 		t = j.rec.FinishedAt
 	}

@@ -35,6 +35,7 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 	}
 	var ns notes
 	results, err := s.insertLocked(params, fresh, uuid.Nil, &ns)
+	s.takeWakes(&ns)
 	s.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
@@ -61,20 +62,18 @@ func prepare(params []store.InsertParams) ([]*job, error) {
 		if len(p.Metadata) > 0 {
 			md = maps.Clone(p.Metadata)
 		}
-		fresh[i] = &job{
-			rec: store.JobRecord{
-				ID:          p.ID,
-				Kind:        p.Kind,
-				Payload:     payload,
-				Metadata:    md,
-				State:       store.StateScheduled,
-				Priority:    p.Priority,
-				MaxAttempts: p.MaxAttempts,
-				UniqueKey:   p.UniqueKey,
-				FollowUps:   cloneFollowUps(p.FollowUps),
-			},
-			pos: [numSlots]int{-1, -1, -1},
-		}
+		fresh[i] = newJob(store.JobRecord{
+			ID:          p.ID,
+			Kind:        p.Kind,
+			Payload:     payload,
+			Metadata:    md,
+			State:       store.StateScheduled,
+			Priority:    p.Priority,
+			MaxAttempts: p.MaxAttempts,
+			UniqueKey:   p.UniqueKey,
+			FollowUps:   cloneFollowUps(p.FollowUps),
+			SequenceKey: p.SequenceKey,
+		})
 	}
 	return fresh, nil
 }
@@ -83,6 +82,16 @@ func prepare(params []store.InsertParams) ([]*job, error) {
 // deciding every row before writing any so that a taken ID changes
 // nothing, and adds notifications to ns. Called with s.mu held.
 func (s *Store) insertLocked(params []store.InsertParams, fresh []*job, batch uuid.UUID, ns *notes) ([]store.InsertResult, error) {
+	if err := s.checkPending(params); err != nil {
+		return nil, err
+	}
+	for i, j := range fresh {
+		key, err := s.partitionKey(&params[i])
+		if err != nil {
+			return nil, fmt.Errorf("row %d: %w", i, err)
+		}
+		j.rec.PartitionKey = key
+	}
 	results := make([]store.InsertResult, len(params))
 	var batchKeys map[string]uuid.UUID
 	var batchIDs map[uuid.UUID]struct{}

@@ -184,8 +184,9 @@ func (s *Store) countByKindAndState(f *store.JobFilter) int64 {
 
 // OldestDue returns, per kind, the earliest run_at of its scheduled and
 // retrying jobs due at the store's now; see store.DueInspector. It reads
-// the head of each kind's per-priority heaps: O(kinds), whatever the
-// backlog.
+// the head of each kind's per-partition, per-priority heaps: O(kinds ·
+// partitions), whatever the backlog. Of a sequence (InsertParams.SequenceKey)
+// only the first job counts, and only while none of it runs.
 func (s *Store) OldestDue(ctx context.Context) (*store.DueReport, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("oldest due jobs: %w", err)
@@ -195,9 +196,11 @@ func (s *Store) OldestDue(ctx context.Context) (*store.DueReport, error) {
 	rep := &store.DueReport{Now: now}
 	for _, k := range s.kinds {
 		var oldest *job
-		for pr := range k.due {
-			if j := k.due[pr].top(); j != nil && !j.rec.RunAt.After(now) && (oldest == nil || j.rec.RunAt.Before(oldest.rec.RunAt)) {
-				oldest = j
+		for _, p := range k.partList {
+			for pr := range p.due {
+				if j := p.due[pr].top(); j != nil && !j.rec.RunAt.After(now) && (oldest == nil || j.rec.RunAt.Before(oldest.rec.RunAt)) {
+					oldest = j
+				}
 			}
 		}
 		if oldest != nil {

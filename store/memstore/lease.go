@@ -72,17 +72,29 @@ func (s *Store) held(l store.Lease) *job {
 // they become paused with the run_at and attempt the outcome sets. Retry,
 // dead and cancelled outcomes append AttemptError{Attempt, now, Error} to
 // the job's errors. Subscribers are notified of jobs made retrying or
-// scheduled, never of paused ones.
+// scheduled, never of paused ones, and of the kinds whose flow settings
+// held jobs back until a running job ended.
+//
+// Each applied row feeds its kind's circuit breaker, in the order of
+// params (see store.BreakerStatus.Observe): succeeded counts as a success,
+// retry and dead as failures, whatever the job became.
 func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool, error) {
+	ok, _, err := s.finish(ctx, params)
+	return ok, err
+}
+
+// finish is Finish, returning the breaker transitions too.
+func (s *Store) finish(ctx context.Context, params []store.FinishParams) ([]bool, []store.BreakerTransition, error) {
 	for i := range params {
 		if err := params[i].Validate(); err != nil {
-			return nil, fmt.Errorf("finish jobs: row %d: %w", i, err)
+			return nil, nil, fmt.Errorf("finish jobs: row %d: %w", i, err)
 		}
 	}
 	ok := make([]bool, len(params))
 	if err := s.lock(ctx); err != nil {
-		return nil, fmt.Errorf("finish jobs: %w", err)
+		return nil, nil, fmt.Errorf("finish jobs: %w", err)
 	}
+	var transitions []store.BreakerTransition
 	now := s.clock()
 	var ns notes
 	notify := s.subs.any()
@@ -96,6 +108,9 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 		s.unindex(j)
 		r := &j.rec
 		out := p.Outcome
+		if t := s.observeBreaker(r.Kind, out, now); t != nil {
+			transitions = append(transitions, *t)
+		}
 		switch out {
 		case store.OutcomeRetry, store.OutcomeDead, store.OutcomeCancelled:
 			r.Errors = append(r.Errors, store.AttemptError{Attempt: r.Attempt, At: now, Error: p.Error})
@@ -137,7 +152,8 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 			s.finalized(j, now, &ns)
 		}
 	}
+	s.takeWakes(&ns)
 	s.mu.Unlock()
 	s.subs.deliver(ns.list)
-	return ok, nil
+	return ok, transitions, nil
 }

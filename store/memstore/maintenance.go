@@ -65,6 +65,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 		}
 		rescued = append(rescued, store.Rescued{ID: r.ID, Kind: r.Kind, Owner: r.Owner, Attempt: r.Attempt, State: r.State})
 	}
+	s.takeWakes(&ns)
 	s.mu.Unlock()
 	s.subs.deliver(ns.list)
 	return rescued, nil
@@ -73,7 +74,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 // Prune deletes up to params.Limit final jobs (succeeded, dead, cancelled)
 // whose FinishedAt is more than params.Retention before the store's now,
 // oldest first, frees the unique keys they held, and returns how many it
-// deleted. A nil params, a Limit < 1 or a negative Retention fails with an
+// deleted. It also forgets the partitions' rate buckets that are full. A nil params, a Limit < 1 or a negative Retention fails with an
 // error wrapping store.ErrInvalidParams.
 func (s *Store) Prune(ctx context.Context, params *store.PruneParams) (int, error) {
 	switch {
@@ -88,7 +89,15 @@ func (s *Store) Prune(ctx context.Context, params *store.PruneParams) (int, erro
 		return 0, fmt.Errorf("prune jobs: %w", err)
 	}
 	defer s.mu.Unlock()
-	cutoff := s.clock().Add(-params.Retention)
+	now := s.clock()
+	for _, f := range s.flows {
+		for key, tat := range f.partTAT {
+			if !tat.After(now) { // a full bucket: the same as none
+				delete(f.partTAT, key)
+			}
+		}
+	}
+	cutoff := now.Add(-params.Retention)
 	n := 0
 	for ; n < params.Limit; n++ {
 		j := s.finished.top()

@@ -64,22 +64,70 @@ type Store struct {
 	// kindStates holds the kinds an operator paused or resumed
 	// (kindpause.go).
 	kindStates map[string]*store.KindState
+	// flows holds kinds' flow settings and state (flow.go); pending counts
+	// the claimable jobs of every kind; wakes collects the notifications
+	// flow control owes listeners (a slot freed, a sequence moved on),
+	// delivered by the call that made them.
+	flows    map[string]*flowState
+	pending  int64
+	wakes    notes
+	seqWakes []*job
 }
 
 // job is the store's own copy of a job with its index positions.
 type job struct {
 	rec  store.JobRecord
 	kind *kindIndex
+	part *partIndex // while indexed
+	seq  *seqIndex  // while live with a sequence key
 	pos  [numSlots]int
+}
+
+// newJob returns an unindexed job holding rec.
+func newJob(rec store.JobRecord) *job {
+	j := &job{rec: rec}
+	for i := range j.pos {
+		j.pos[i] = -1
+	}
+	return j
 }
 
 // kindIndex holds what the store keeps per job kind.
 type kindIndex struct {
 	name string
-	// due holds the claimable jobs of each priority (index priority-1).
-	due [len(priorityLevels)]jobHeap
+	// parts holds the kind's claimable and running jobs by partition key;
+	// partList lists the same partitions, for claims to walk.
+	parts    map[string]*partIndex
+	partList []*partIndex
+	// seqs holds the kind's live jobs that have a sequence key, by key.
+	seqs map[string]*seqIndex
 	// counts holds the number of jobs in each state (index stateIndex).
 	counts [numStates]int64
+}
+
+// partIndex holds one partition of a kind (jobs without a partition key
+// are the partition ""): its claimable jobs of each priority (index
+// priority-1) and how many of its jobs run. A job with a sequence key is
+// in due only while its sequence lets it run (seqIndex).
+type partIndex struct {
+	key     string
+	due     [len(priorityLevels)]jobHeap
+	running int
+	pos     int // in kindIndex.partList
+}
+
+func (p *partIndex) empty() bool {
+	return p.running == 0 && p.due[0].Len() == 0 && p.due[1].Len() == 0 && p.due[2].Len() == 0
+}
+
+// seqIndex holds the live jobs of one kind and sequence key in
+// (ScheduledAt, ID) order, how many run, and the one it put in its
+// partition's due heap: the first, when it is claimable and none runs.
+type seqIndex struct {
+	key     string
+	jobs    jobHeap
+	running int
+	inDue   *job
 }
 
 var priorityLevels = [...]int{store.PriorityHigh, store.PriorityNormal, store.PriorityLow}
@@ -117,6 +165,7 @@ func New(opts ...Option) *Store {
 		finished:    jobHeap{slot: finishedSlot},
 		batches:     make(map[uuid.UUID]*batch),
 		followUpsOf: make(map[uuid.UUID][]uuid.UUID),
+		flows:       make(map[string]*flowState),
 	}
 	for _, o := range opts {
 		o.apply(s)
@@ -148,37 +197,189 @@ func (s *Store) lock(ctx context.Context) error {
 func (s *Store) kind(name string) *kindIndex {
 	k := s.kinds[name]
 	if k == nil {
-		k = &kindIndex{name: name}
-		for i := range k.due {
-			k.due[i].slot = dueSlot
-		}
+		k = &kindIndex{name: name, parts: make(map[string]*partIndex)}
 		s.kinds[name] = k
 	}
 	return k
 }
 
-// index adds j to the counters and to the heap its state calls for. Every
+// part returns the kind's partition key, creating it.
+func (k *kindIndex) part(key string) *partIndex {
+	p := k.parts[key]
+	if p == nil {
+		p = &partIndex{key: key, pos: len(k.partList)}
+		for i := range p.due {
+			p.due[i].slot = dueSlot
+		}
+		k.parts[key] = p
+		k.partList = append(k.partList, p)
+	}
+	return p
+}
+
+// dropPart forgets an empty partition.
+func (k *kindIndex) dropPart(p *partIndex) {
+	last := k.partList[len(k.partList)-1]
+	k.partList[p.pos], last.pos = last, p.pos
+	k.partList = k.partList[:len(k.partList)-1]
+	delete(k.parts, p.key)
+}
+
+// seq returns the kind's sequence key, creating it.
+func (k *kindIndex) seq(key string) *seqIndex {
+	if k.seqs == nil {
+		k.seqs = make(map[string]*seqIndex)
+	}
+	q := k.seqs[key]
+	if q == nil {
+		q = &seqIndex{key: key, jobs: jobHeap{slot: seqSlot}}
+		k.seqs[key] = q
+	}
+	return q
+}
+
+// live reports whether a job in state st is live (not final).
+func live(st store.State) bool { return !st.Final() }
+
+// index adds j to the counters and to the heaps its state calls for. Every
 // transition is unindex, change the record, index.
 func (s *Store) index(j *job) {
 	k := j.kind
-	k.counts[stateIndex(j.rec.State)]++
+	st := j.rec.State
+	k.counts[stateIndex(st)]++
 	switch {
-	case j.rec.State.Claimable():
-		k.due[j.rec.Priority-1].push(j)
-	case j.rec.State == store.StateRunning:
+	case st.Claimable():
+		s.pending++
+		if j.rec.SequenceKey == "" {
+			s.pushDue(k, j)
+		}
+	case st == store.StateRunning:
+		j.part = k.part(j.rec.PartitionKey)
+		j.part.running++
 		s.leases.push(j)
-	case j.rec.State.Final():
+	case st.Final():
 		s.finished.push(j)
+	}
+	if j.rec.SequenceKey != "" && live(st) {
+		q := k.seq(j.rec.SequenceKey)
+		j.seq = q
+		q.jobs.push(j)
+		if st == store.StateRunning {
+			q.running++
+		}
+		s.seqRefresh(k, q)
 	}
 }
 
 // unindex reverses index.
 func (s *Store) unindex(j *job) {
 	k := j.kind
-	k.counts[stateIndex(j.rec.State)]--
-	k.due[j.rec.Priority-1].remove(j)
-	s.leases.remove(j)
-	s.finished.remove(j)
+	st := j.rec.State
+	k.counts[stateIndex(st)]--
+	switch {
+	case st.Claimable():
+		s.pending--
+		s.popDue(k, j)
+	case st == store.StateRunning:
+		p := j.part
+		p.running--
+		j.part = nil
+		if p.empty() {
+			k.dropPart(p)
+		}
+		s.leases.remove(j)
+		s.leftRunning(j)
+	case st.Final():
+		s.finished.remove(j)
+	}
+	if q := j.seq; q != nil {
+		q.jobs.remove(j)
+		if st == store.StateRunning {
+			q.running--
+		}
+		j.seq = nil
+		s.seqRefresh(k, q)
+		if q.jobs.Len() == 0 {
+			delete(k.seqs, q.key)
+		}
+	}
+}
+
+// pushDue puts claimable j in its partition's due heap.
+func (s *Store) pushDue(k *kindIndex, j *job) {
+	j.part = k.part(j.rec.PartitionKey)
+	j.part.due[j.rec.Priority-1].push(j)
+}
+
+// popDue takes j out of its partition's due heap, if it is in it.
+func (s *Store) popDue(k *kindIndex, j *job) {
+	p := j.part
+	if p == nil {
+		return
+	}
+	p.due[j.rec.Priority-1].remove(j)
+	j.part = nil
+	if p.empty() {
+		k.dropPart(p)
+	}
+}
+
+// seqRefresh puts the first job of sequence q in its partition's due heap
+// when it is claimable and none of q's jobs runs, and takes out the one
+// that was there if that changed. A job put there notifies listeners.
+func (s *Store) seqRefresh(k *kindIndex, q *seqIndex) {
+	var want *job
+	if top := q.jobs.top(); top != nil && q.running == 0 && top.rec.State.Claimable() {
+		want = top
+	}
+	if q.inDue == want {
+		return
+	}
+	if old := q.inDue; old != nil {
+		s.popDue(k, old)
+	}
+	q.inDue = want
+	if want != nil {
+		s.pushDue(k, want)
+		if s.subs.any() {
+			s.seqWakes = append(s.seqWakes, want)
+		}
+	}
+}
+
+// leftRunning notes that j, of a kind whose flow settings hold jobs back
+// until a running job ends, left running: listeners are told to claim.
+func (s *Store) leftRunning(j *job) {
+	if f := s.flows[j.rec.Kind]; f != nil && f.cfg.Limits() {
+		s.wake(j.rec.Kind, s.clock())
+	}
+}
+
+// wake adds a flow-control notification, delivered by the call in
+// progress (takeWakes).
+func (s *Store) wake(kind string, at time.Time) {
+	if s.subs.any() {
+		s.wakes.add(kind, at)
+	}
+}
+
+// takeWakes moves the flow-control notifications into ns: the kinds whose
+// running jobs freed a slot, and the sequences' jobs made claimable that
+// still are (a claim takes a sequence's first job out and puts the next
+// one in, then takes it out again when the first starts). Called with
+// s.mu held, by every call that delivers notifications.
+func (s *Store) takeWakes(ns *notes) {
+	for _, n := range s.wakes.list {
+		ns.add(n.Kind, n.RunAt)
+	}
+	s.wakes = notes{}
+	for _, j := range s.seqWakes {
+		if j.rec.State.Claimable() && j.pos[dueSlot] >= 0 {
+			ns.add(j.rec.Kind, j.rec.RunAt)
+		}
+	}
+	clear(s.seqWakes)
+	s.seqWakes = s.seqWakes[:0]
 }
 
 // leaveRunning clears what only a running job carries: its lease and the
@@ -244,7 +445,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.jobs, s.kinds, s.unique, s.kindStates, s.batches, s.followUpsOf = nil, nil, nil, nil, nil, nil
+	s.jobs, s.kinds, s.unique, s.kindStates, s.batches, s.followUpsOf, s.flows = nil, nil, nil, nil, nil, nil, nil
 	s.leases.reset()
 	s.finished.reset()
 	s.ids = idIndex{}

@@ -15,8 +15,11 @@
 // store boundary, byte-exact payloads, and the optional Notifier, Pruner,
 // Lister, Counter, PeriodicStore, Leaser and NodeRegistry interfaces when
 // implemented, as well as the operator's (JobInspector, BulkController,
-// KindPauser, PeriodicController, LeaderReader, DueInspector): an area
-// whose interface the store lacks is skipped, saying so.
+// KindPauser, PeriodicController, LeaderReader, DueInspector) and flow
+// control (FlowStore: cluster-wide and per-partition concurrency, rate
+// limits, circuit breakers, pending bounds, sequences, priority aging,
+// concurrent where it matters): an area whose interface the store lacks
+// is skipped, saying so.
 //
 // It uses only the store's own clock (Store.Now) and waits on conditions,
 // never fixed sleeps. Times are compared with tolerances suited to a database
@@ -74,6 +77,14 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"PeriodicController", testPeriodicController},
 		{"LeaderReader", testLeaderReader},
 		{"DueInspector", testDueInspector},
+		{"FlowSettings", testFlowSettings},
+		{"FlowConcurrency", testFlowConcurrency},
+		{"FlowPartitions", testFlowPartitions},
+		{"FlowRate", testFlowRate},
+		{"FlowBreaker", testFlowBreaker},
+		{"FlowPending", testFlowPending},
+		{"FlowSequence", testFlowSequence},
+		{"FlowAging", testFlowAging},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) { a.run(t, newStore) })
