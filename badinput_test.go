@@ -53,6 +53,10 @@ func TestScheduleRejectsBadInput(t *testing.T) {
 		{"At year 0", "k", nil, []ax.ScheduleOption{ax.At(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC))}, ax.ErrInvalidOption},
 		// Defect 9: a MaxAttempts a 32-bit column would truncate.
 		{"max attempts above MaxInt32", "k", nil, []ax.ScheduleOption{ax.MaxAttempts(math.MaxInt32 + 1)}, ax.ErrInvalidOption},
+		{"empty sequential key", "k", nil, []ax.ScheduleOption{ax.Sequential("")}, ax.ErrInvalidOption},
+		{"sequential key NUL", "k", nil, []ax.ScheduleOption{ax.Sequential("a\x00")}, ax.ErrInvalidOption},
+		{"sequential key overlong", "k", nil, []ax.ScheduleOption{ax.Sequential(strings.Repeat("s", store.MaxPartitionKeyLength+1))}, ax.ErrInvalidOption},
+		{"wait for capacity nil context", "k", nil, []ax.ScheduleOption{ax.WaitForCapacity(nil)}, ax.ErrInvalidOption}, //nolint:staticcheck
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,13 +97,39 @@ func TestHandleRejectsBadInput(t *testing.T) {
 		{"kind invalid UTF-8", "odd\xffkind", ok, nil, ax.ErrInvalidKind},
 		{"kind NUL", "odd\x00kind", ok, nil, ax.ErrInvalidKind},
 		{"max attempts above MaxInt32", "k", ok, []ax.HandlerOption{ax.MaxAttempts(math.MaxInt32 + 1)}, ax.ErrInvalidOption},
+		// Flow options (issue 13).
+		{"zero global concurrency", "k", ok, []ax.HandlerOption{ax.GlobalConcurrency(0)}, ax.ErrInvalidOption},
+		{"negative global concurrency", "k", ok, []ax.HandlerOption{ax.GlobalConcurrency(-1)}, ax.ErrInvalidOption},
+		{"global concurrency above MaxInt32", "k", ok, []ax.HandlerOption{ax.GlobalConcurrency(math.MaxInt32 + 1)}, ax.ErrInvalidOption},
+		{"zero rate", "k", ok, []ax.HandlerOption{ax.RateLimit(0, time.Second)}, ax.ErrInvalidOption},
+		{"zero rate period", "k", ok, []ax.HandlerOption{ax.RateLimit(10, 0)}, ax.ErrInvalidOption},
+		{"negative rate period", "k", ok, []ax.HandlerOption{ax.RateLimit(10, -time.Second)}, ax.ErrInvalidOption},
+		{"rate above a start per microsecond", "k", ok, []ax.HandlerOption{ax.RateLimit(10_000, time.Millisecond)}, ax.ErrInvalidOption},
+		{"rate period of nanoseconds", "k", ok, []ax.HandlerOption{ax.RateLimit(1, time.Second+1)}, ax.ErrInvalidOption},
+		{"zero max pending", "k", ok, []ax.HandlerOption{ax.MaxPending(0)}, ax.ErrInvalidOption},
+		{"partition without limit", "k", ok, []ax.HandlerOption{ax.PartitionBy(ax.PartitionByMetadata("t"), ax.PartitionLimit{})}, ax.ErrInvalidOption},
+		{"partition without source", "k", ok, []ax.HandlerOption{ax.PartitionBy(ax.PartitionSource{}, ax.PartitionLimit{Concurrency: 1})}, ax.ErrInvalidOption},
+		{"partition empty metadata key", "k", ok, []ax.HandlerOption{ax.PartitionBy(ax.PartitionByMetadata(""), ax.PartitionLimit{Concurrency: 1})}, ax.ErrInvalidOption},
+		{"partition negative concurrency", "k", ok, []ax.HandlerOption{ax.PartitionBy(ax.PartitionByMetadata("t"), ax.PartitionLimit{Concurrency: -1})}, ax.ErrInvalidOption},
+		{"partition rate without period", "k", ok, []ax.HandlerOption{ax.PartitionBy(ax.PartitionByMetadata("t"), ax.PartitionLimit{Rate: 5})}, ax.ErrInvalidOption},
+		{"partition field NUL", "k", ok, []ax.HandlerOption{ax.PartitionBy(ax.PartitionByPayloadField("a\x00"), ax.PartitionLimit{Concurrency: 1})}, ax.ErrInvalidOption},
+		{"breaker negative failures", "k", ok, []ax.HandlerOption{ax.CircuitBreaker(ax.BreakerConfig{Failures: -1})}, ax.ErrInvalidOption},
+		{"breaker ratio above one", "k", ok, []ax.HandlerOption{ax.CircuitBreaker(ax.BreakerConfig{FailureRatio: 2})}, ax.ErrInvalidOption},
+		{"breaker window without ratio", "k", ok, []ax.HandlerOption{ax.CircuitBreaker(ax.BreakerConfig{Window: time.Second})}, ax.ErrInvalidOption},
+		{"breaker negative cool-down", "k", ok, []ax.HandlerOption{ax.CircuitBreaker(ax.BreakerConfig{CoolDown: -time.Second})}, ax.ErrInvalidOption},
+		{"breaker max below cool-down", "k", ok, []ax.HandlerOption{ax.CircuitBreaker(ax.BreakerConfig{CoolDown: time.Hour, MaxCoolDown: time.Minute})}, ax.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newScheduler(t, newMemstore())
+			st := newMemstore()
+			s := newScheduler(t, st)
 			require.ErrorIs(t, s.Handle(tt.kind, tt.handler, tt.opts...), tt.want)
 			// Nothing was registered: a valid Handle for the kind works.
 			require.NoError(t, s.Handle("k", ok))
+			start(t, s)
+			flows, err := st.Flows(t.Context())
+			require.NoError(t, err)
+			require.Empty(t, flows, "nothing was declared")
 		})
 	}
 }
@@ -212,6 +242,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"leader TTL 2ns", ax.Config{Store: st, LeaderTTL: 2 * time.Nanosecond}},
 		{"workers above max", ax.Config{Store: st, Workers: ax.MaxWorkers + 1}},
 		{"max attempts above MaxInt32", ax.Config{Store: st, MaxAttempts: math.MaxInt32 + 1}},
+		{"negative max pending", ax.Config{Store: st, MaxPending: -1}},
+		{"max pending above MaxInt32", ax.Config{Store: st, MaxPending: math.MaxInt32 + 1}},
+		{"negative priority aging", ax.Config{Store: st, PriorityAging: -time.Second}},
+		{"max pending without flow control", ax.Config{Store: ax.NewFaultStore(st), MaxPending: 10}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -102,7 +102,17 @@ func (s *Scheduler) scheduleBatch(ctx context.Context, b Batch, insert func(stor
 		return nil, fmt.Errorf("schedule batch: %w", ErrSchedulerClosed)
 	}
 	p := &store.BatchParams{ID: id, Children: children, Completion: completion[0]}
-	res, err := insert(bs, p)
+	wait, cancel := waitContext(b.Children)
+	defer cancel()
+	var res *store.BatchResult
+	_, err = s.insertWaiting(ctx, wait, children, func([]store.InsertParams) ([]store.InsertResult, error) {
+		r, err := insert(bs, p)
+		if err != nil {
+			return nil, err
+		}
+		res = r
+		return r.Children, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("schedule batch of %d: %w", len(children), err)
 	}

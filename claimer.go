@@ -48,7 +48,7 @@ func (r *runtime) claimLoop() {
 // arranges the next wake-up from what the store said is due next.
 func (r *runtime) claimRound() error {
 	kinds := r.s.kinds()
-	params := &store.ClaimParams{Owner: r.cfg.Node, LeaseDuration: r.cfg.LeaseDuration}
+	params := &store.ClaimParams{Owner: r.cfg.Node, LeaseDuration: r.cfg.LeaseDuration, AgeAfter: r.ageAfter}
 	r.mu.Lock()
 	params.Limit = r.free
 	clear(r.capped)
@@ -85,6 +85,12 @@ func (r *runtime) claimRound() error {
 	hostNow := before.Add(after.Sub(before) / 2)
 	for _, rec := range res.Jobs {
 		r.launch(rec, hostNow)
+	}
+	for _, t := range res.Breakers {
+		r.s.breakerChanged(t)
+	}
+	if len(res.Jobs) > 0 {
+		r.s.capacity.broadcast() // Schedule calls waiting for room may find some
 	}
 
 	moreDue := !res.NextRunAt.IsZero() && !res.NextRunAt.After(res.Now)

@@ -173,11 +173,14 @@ func (c *completer) flush(batch []completion) {
 	}
 	for try := 0; ; try++ {
 		ctx, cancel := context.WithTimeout(c.final, claimTimeout)
-		ok, err := c.r.store.Finish(ctx, params)
+		ok, breakers, err := c.finish(ctx, params)
 		cancel()
 		switch {
 		case err == nil:
 			c.written(batch, ok)
+			for _, t := range breakers {
+				c.r.s.breakerChanged(t)
+			}
 			return
 		case errors.Is(err, store.ErrInvalidParams) && len(batch) > 1:
 			half := len(batch) / 2
@@ -202,6 +205,20 @@ func (c *completer) flush(batch []completion) {
 		case <-c.final.Done():
 		}
 	}
+}
+
+// finish writes params, through FinishFlow with a FlowStore so that the
+// breaker transitions they make are reported here.
+func (c *completer) finish(ctx context.Context, params []store.FinishParams) ([]bool, []store.BreakerTransition, error) {
+	if c.r.flow == nil {
+		ok, err := c.r.store.Finish(ctx, params)
+		return ok, nil, err
+	}
+	res, err := c.r.flow.FinishFlow(ctx, params)
+	if err != nil {
+		return nil, nil, err
+	}
+	return res.OK, res.Breakers, nil
 }
 
 // written ends the attempts of a written batch and reports each outcome.

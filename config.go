@@ -140,7 +140,31 @@ type Config struct {
 	// Clock is the host clock, for tests. Defaults to time.Now. It only
 	// drives wake-ups: due-ness is decided by the store's clock.
 	Clock func() time.Time
+
+	// MaxPending bounds the pending jobs (scheduled or retrying, due or
+	// not) of all kinds together, for the jobs this Scheduler schedules:
+	// Schedule returns an error matching ErrBackpressure once that many
+	// are pending, or waits for room with WaitForCapacity. The store
+	// counts at most MaxPending index entries to check it (never the
+	// whole table). Per kind, see the MaxPending handler option. It
+	// needs a store with flow control (store.FlowStore). Defaults to 0:
+	// no bound.
+	MaxPending int
+
+	// PriorityAging bounds how long priorities can hold a due job back:
+	// a job due for PriorityAging is claimed before every job that became
+	// due after it, whatever their priorities, so a Low job waits at most
+	// about PriorityAging (plus the time to run the jobs already due
+	// before it) under a flood of High ones. In the normal case, where due
+	// jobs start within moments, priorities stay strict. NoPriorityAging
+	// turns it off. It needs a store with flow control (store.FlowStore;
+	// other stores claim by strict priority). Defaults to 1 minute.
+	PriorityAging time.Duration
 }
+
+// NoPriorityAging, as Config.PriorityAging, keeps priorities strict:
+// lower-priority jobs wait as long as higher ones are due.
+const NoPriorityAging time.Duration = -1
 
 // Bounds checked by New.
 const (
@@ -166,6 +190,7 @@ const (
 	DefaultEventBuffer    = 10000
 	DefaultLeaderTTL      = 10 * time.Second
 	DefaultNodeRetention  = time.Hour
+	DefaultPriorityAging  = time.Minute
 )
 
 // withDefaults validates c and returns a copy with defaults filled in.
@@ -187,6 +212,15 @@ func (c Config) withDefaults() (Config, error) {
 		if d.v < 0 {
 			return c, fmt.Errorf("%w: %s is negative (%s)", ErrInvalidConfig, d.name, d.v)
 		}
+	}
+	if c.PriorityAging < 0 && c.PriorityAging != NoPriorityAging {
+		return c, fmt.Errorf("%w: PriorityAging is negative (%s; NoPriorityAging turns it off)", ErrInvalidConfig, c.PriorityAging)
+	}
+	if c.MaxPending < 0 || c.MaxPending > store.MaxAttemptsLimit {
+		return c, fmt.Errorf("%w: MaxPending %d not in [0, %d]", ErrInvalidConfig, c.MaxPending, store.MaxAttemptsLimit)
+	}
+	if _, ok := c.Store.(store.FlowStore); c.MaxPending > 0 && !ok {
+		return c, fmt.Errorf("%w: MaxPending needs a store with flow control (store.FlowStore); %T has none", ErrInvalidConfig, c.Store)
 	}
 	if c.Workers < 0 || c.MaxAttempts < 0 || c.EventBuffer < 0 {
 		return c, fmt.Errorf("%w: Workers (%d), MaxAttempts (%d) and EventBuffer (%d) must not be negative",
@@ -236,6 +270,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.LeaderTTL, DefaultLeaderTTL)
 	setDefault(&c.NodeTimeout, c.LeaderTTL*3/2)
 	setDefault(&c.NodeRetention, DefaultNodeRetention)
+	setDefault(&c.PriorityAging, DefaultPriorityAging)
 	if c.NodeTimeout <= c.LeaderTTL/3 {
 		return c, fmt.Errorf("%w: NodeTimeout %s must exceed the node heartbeat interval LeaderTTL/3 (%s)", ErrInvalidConfig, c.NodeTimeout, c.LeaderTTL/3)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// EventKind says what happened to a job (or to the cluster).
+// EventKind says what happened to a job, a kind or the cluster.
 type EventKind int
 
 // Event kinds. A failed attempt emits EventFailed and then EventRetried or
@@ -49,6 +49,22 @@ const (
 	// running job back to the store (scheduled, due at once, the attempt
 	// not counted), one event per job the store took back.
 	EventHandedBack
+	// EventBreakerOpened: a kind's circuit breaker opened (JobKind);
+	// Event.Reason says why and Event.Delay is the cool-down. Emitted
+	// once, by the host whose store call opened it (an outcome it wrote,
+	// or its Admin opening it by hand).
+	EventBreakerOpened
+	// EventBreakerHalfOpen: a kind's breaker let one probe start, after
+	// its cool-down; emitted by the host whose claim started it.
+	EventBreakerHalfOpen
+	// EventBreakerClosed: a kind's breaker closed (a probe succeeded, or
+	// by hand); emitted by the host that closed it.
+	EventBreakerClosed
+	// EventBackpressure: a Schedule call on this host met a full queue
+	// (MaxPending or Config.MaxPending), once per call whether it then
+	// waited (WaitForCapacity) or failed. Event.Err is the
+	// *BackpressureError; JobKind is its Kind (empty for all kinds).
+	EventBackpressure
 )
 
 var eventNames = map[EventKind]string{
@@ -56,6 +72,8 @@ var eventNames = map[EventKind]string{
 	EventFailed: "failed", EventRetried: "retried", EventDead: "dead",
 	EventCancelled: "cancelled", EventSnoozed: "snoozed", EventLeaseLost: "lease_lost",
 	EventLeaderChanged: "leader_changed", EventRescued: "rescued", EventHandedBack: "handed_back",
+	EventBreakerOpened: "breaker_opened", EventBreakerHalfOpen: "breaker_half_open", EventBreakerClosed: "breaker_closed",
+	EventBackpressure: "backpressure",
 }
 
 // String returns the event's snake_case name ("lease_lost").
@@ -95,7 +113,8 @@ type Event struct {
 	// Duration is the handler's run time (outcome events).
 	Duration time.Duration
 	// Delay is the retry backoff or snooze delay (EventRetried,
-	// EventSnoozed).
+	// EventSnoozed), or the cool-down of an opened breaker
+	// (EventBreakerOpened).
 	Delay time.Duration
 	// Err is the attempt's error (EventFailed, EventDead, EventCancelled).
 	Err error
@@ -106,6 +125,9 @@ type Event struct {
 	Owner string
 	// State is, for EventRescued, the state the job went to.
 	State State
+	// Reason says, for breaker events, what changed the breaker ("5
+	// failed attempts in a row", "probe failed", "closed by hand"...).
+	Reason string
 }
 
 // Observer receives events. Observe is called on one dedicated goroutine,

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/axsched/ax/store"
 )
 
 // JobHandler runs jobs of one kind. Work is called on a worker goroutine
@@ -34,7 +36,9 @@ func (f HandlerFunc) Work(ctx context.Context, job *Job) error { return f(ctx, j
 type Middleware func(JobHandler) JobHandler
 
 // HandlerOption configures a kind at Handle: Timeout, Retry, Concurrency,
-// Use, and the shared options Priority and MaxAttempts.
+// Use, the cluster-wide flow options GlobalConcurrency, PartitionBy,
+// RateLimit, CircuitBreaker and MaxPending, and the shared options
+// Priority and MaxAttempts.
 type HandlerOption interface {
 	applyHandler(*handlerSettings) error
 }
@@ -47,6 +51,10 @@ type handlerSettings struct {
 	retry       RetryPolicy
 	concurrency int
 	middleware  []Middleware
+	// flow holds the kind's cluster-wide flow settings (flow.go; Kind is
+	// set at declaration), flowSet whether an option set any.
+	flow    store.FlowConfig
+	flowSet bool
 }
 
 type handlerOptionFunc func(*handlerSettings) error
@@ -128,6 +136,9 @@ type kindHandler struct {
 	kind     string
 	handler  JobHandler
 	settings handlerSettings
+	// declared reports that its flow settings are stored (guarded by
+	// Scheduler.mu).
+	declared bool
 }
 
 func wrapMiddleware(h JobHandler, mw []Middleware) JobHandler {

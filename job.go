@@ -66,6 +66,11 @@ type Job struct {
 	UniqueKey string
 	// Errors are the earlier attempts' errors, oldest first.
 	Errors []store.AttemptError
+	// PartitionKey is the job's partition under its kind's PartitionBy
+	// (derived when it was scheduled); empty otherwise.
+	PartitionKey string
+	// SequenceKey is the job's Sequential key, if any.
+	SequenceKey string
 }
 
 // ClaimLag is how late the attempt was claimed: StartedAt minus RunAt,
@@ -99,6 +104,8 @@ func jobFromRecord(r *store.JobRecord) *Job {
 		CreatedAt:    r.CreatedAt,
 		UniqueKey:    r.UniqueKey,
 		Errors:       r.Errors,
+		PartitionKey: r.PartitionKey,
+		SequenceKey:  r.SequenceKey,
 	}
 }
 
@@ -130,7 +137,8 @@ func (p PriorityLevel) String() string {
 func (p PriorityLevel) valid() bool { return p >= High && p <= Low }
 
 // ScheduleOption configures one Schedule call: In, At, Priority, UniqueKey,
-// MaxAttempts, Metadata. With no timing option a job is due at once.
+// MaxAttempts, Metadata, Sequential, WaitForCapacity. With no timing
+// option a job is due at once.
 type ScheduleOption interface {
 	applySchedule(*scheduleSettings) error
 }
@@ -144,6 +152,7 @@ type scheduleSettings struct {
 	maxAttempts int
 	metadata    map[string]string
 	followUps   []followUpOption
+	sequenceKey string
 }
 
 type scheduleOptionFunc func(*scheduleSettings) error

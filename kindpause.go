@@ -43,6 +43,9 @@ type KindState struct {
 	// Nodes names the running nodes that handle the kind (from
 	// Admin.Kinds, when the store keeps a node registry), sorted.
 	Nodes []string `json:"nodes,omitempty"`
+	// Flow is the kind's flow settings and state (from Admin.Kinds, when
+	// the store has flow control and the kind has settings).
+	Flow *FlowState `json:"flow,omitempty"`
 }
 
 // PauseKind pauses kind across the cluster: no host starts a new attempt
@@ -97,10 +100,10 @@ func (a *Admin) setKindPaused(ctx context.Context, kind string, paused bool) (*K
 }
 
 // Kinds lists the kinds the cluster knows, sorted: those with jobs, those
-// a running node handles, and those paused or resumed before, each with
-// its pause state, job counts by state and handling nodes, as far as the
-// store tells them (store.KindPauser, store.Counter,
-// store.NodeRegistry). It returns an error wrapping errors.ErrUnsupported
+// a running node handles, those paused or resumed before, and those with
+// flow settings, each with its pause state, job counts by state, handling
+// nodes and flow state, as far as the store tells them (store.KindPauser,
+// store.Counter, store.NodeRegistry, store.FlowStore). It returns an error wrapping errors.ErrUnsupported
 // only when the store tells none of them.
 func (a *Admin) Kinds(ctx context.Context) ([]KindState, error) {
 	if err := checkContext(ctx); err != nil {
@@ -157,8 +160,18 @@ func (a *Admin) Kinds(ctx context.Context) ([]KindState, error) {
 			}
 		}
 	}
+	if fs, ok := a.store.(store.FlowStore); ok {
+		known = true
+		flows, err := fs.Flows(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("kinds: flows: %w", err)
+		}
+		for i := range flows {
+			kind(flows[i].Config.Kind).Flow = &flows[i]
+		}
+	}
 	if !known {
-		return nil, unsupported("kinds", a.store, "store.KindPauser, store.Counter or store.NodeRegistry")
+		return nil, unsupported("kinds", a.store, "store.KindPauser, store.Counter, store.NodeRegistry or store.FlowStore")
 	}
 	out := make([]KindState, 0, len(kinds))
 	for _, name := range slices.Sorted(maps.Keys(kinds)) {

@@ -49,6 +49,10 @@ type runtime struct {
 	maintDone chan struct{}
 	cluster   *cluster
 	pauses    *kindPauses // the cluster's paused kinds (kindpause.go)
+	// flow is the store's flow control, or nil; ageAfter the priority
+	// aging bound of claims (zero: strict priorities).
+	flow     store.FlowStore
+	ageAfter time.Duration
 
 	unsubscribe func()
 }
@@ -74,6 +78,10 @@ func newRuntime(s *Scheduler) *runtime {
 	r.heartbeat = newHeartbeat(r)
 	r.cluster = newCluster(r)
 	r.pauses = newKindPauses(r)
+	if fs, ok := s.store.(store.FlowStore); ok {
+		r.flow = fs
+		r.ageAfter = max(s.cfg.PriorityAging, 0)
+	}
 	return r
 }
 

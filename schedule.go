@@ -41,7 +41,9 @@ type Request struct {
 // values rather than the kind's.
 //
 // Errors (nothing is stored): ErrInvalidKind, ErrInvalidPayload,
-// ErrInvalidOption, ErrSchedulerClosed, or the store's error.
+// ErrInvalidOption, ErrSchedulerClosed, ErrBackpressure (a
+// *BackpressureError: the kind has MaxPending jobs pending, or all kinds
+// Config.MaxPending; see WaitForCapacity), or the store's error.
 func (s *Scheduler) Schedule(ctx context.Context, kind string, payload any, opts ...ScheduleOption) (ScheduleResult, error) {
 	res, err := s.ScheduleMany(ctx, []Request{{Kind: kind, Payload: payload, Options: opts}})
 	if err != nil {
@@ -64,7 +66,11 @@ func (s *Scheduler) ScheduleMany(ctx context.Context, reqs []Request) ([]Schedul
 	if s.closed() {
 		return nil, fmt.Errorf("schedule: %w", ErrSchedulerClosed)
 	}
-	res, err := s.store.Insert(ctx, params)
+	wait, cancel := waitContext(reqs)
+	defer cancel()
+	res, err := s.insertWaiting(ctx, wait, params, func(p []store.InsertParams) ([]store.InsertResult, error) {
+		return s.store.Insert(ctx, p)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("schedule %d job(s): %w", len(params), err)
 	}
@@ -125,14 +131,19 @@ func (s *Scheduler) ScheduleTx(ctx context.Context, tx pgx.Tx, kind string, payl
 	if !ok {
 		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, ErrTxUnsupported)
 	}
-	params, err := s.insertParams(ctx, []Request{{Kind: kind, Payload: payload, Options: opts}})
+	reqs := []Request{{Kind: kind, Payload: payload, Options: opts}}
+	params, err := s.insertParams(ctx, reqs)
 	if err != nil {
 		return ScheduleResult{}, err
 	}
 	if s.closed() {
 		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, ErrSchedulerClosed)
 	}
-	res, err := ti.InsertTx(ctx, tx, params)
+	wait, cancel := waitContext(reqs)
+	defer cancel()
+	res, err := s.insertWaiting(ctx, wait, params, func(p []store.InsertParams) ([]store.InsertResult, error) {
+		return ti.InsertTx(ctx, tx, p)
+	})
 	if err != nil {
 		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, err)
 	}
@@ -187,6 +198,7 @@ func (s *Scheduler) insertParams(ctx context.Context, reqs []Request) ([]store.I
 		if err != nil {
 			return nil, fmt.Errorf("schedule %q: %w", r.Kind, err)
 		}
+		p.PendingLimit = s.cfg.MaxPending
 		params[i] = p
 	}
 	return params, nil
@@ -226,6 +238,11 @@ func (s *Scheduler) insertParam(r Request, ctxMetadata map[string]string) (store
 	if err != nil {
 		return store.InsertParams{}, err
 	}
+	if set.sequenceKey != "" {
+		if _, err := flowStoreOf(s.store); err != nil {
+			return store.InsertParams{}, fmt.Errorf("Sequential: %w", err)
+		}
+	}
 	id, err := newJobID()
 	if err != nil {
 		return store.InsertParams{}, fmt.Errorf("new job id: %w", err)
@@ -241,6 +258,7 @@ func (s *Scheduler) insertParam(r Request, ctxMetadata map[string]string) (store
 		Delay:       set.delay,
 		MaxAttempts: maxAttempts,
 		UniqueKey:   set.uniqueKey,
+		SequenceKey: set.sequenceKey,
 	}, nil
 }
 

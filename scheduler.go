@@ -46,6 +46,12 @@ type Scheduler struct {
 
 	// admin is the Scheduler's Admin (admin.go).
 	admin *Admin
+
+	// declareMu orders the declaration of flow settings: Start declares
+	// the kinds registered before it, Handle after Start its own kind.
+	declareMu sync.Mutex
+	// capacity wakes Schedule calls waiting for room (backpressure.go).
+	capacity capacitySignal
 }
 
 // phase is the Scheduler's lifecycle position.
@@ -87,8 +93,10 @@ func (s *Scheduler) Node() string { return s.cfg.Node }
 // Handle registers h for jobs of kind on this host. Jobs of kinds without a
 // handler here are left for other hosts. It returns an error wrapping
 // ErrInvalidKind, ErrInvalidOption, ErrDuplicateHandler (a second handler
-// for one kind) or ErrSchedulerClosed, registering nothing. Handle may be
-// called after Start; the kind is claimed from the next claim on.
+// for one kind), ErrSchedulerClosed, or errors.ErrUnsupported (flow
+// options on a store without flow control), registering nothing. Handle
+// may be called after Start; the kind is claimed from the next claim on,
+// and its flow settings are stored first (a store error fails Handle).
 func (s *Scheduler) Handle(kind string, h JobHandler, opts ...HandlerOption) error {
 	if err := checkKind(kind); err != nil {
 		return fmt.Errorf("handle: %w", err)
@@ -112,19 +120,60 @@ func (s *Scheduler) Handle(kind string, h JobHandler, opts ...HandlerOption) err
 		}
 	}
 	settings.concurrency = min(settings.concurrency, s.cfg.Workers)
+	if settings.flowSet {
+		if _, err := flowStoreOf(s.store); err != nil {
+			return fmt.Errorf("handle %q: %w", kind, err)
+		}
+		cfg := settings.flow
+		cfg.Kind = kind
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("handle %q: %w: %s", kind, ErrInvalidOption, unwrapParams(err))
+		}
+	}
 	wrapped := wrapMiddleware(wrapMiddleware(h, settings.middleware), s.cfg.Middleware)
+	kh := &kindHandler{kind: kind, handler: wrapped, settings: settings}
 
+	// Start declares the kinds registered before it runs (it never makes
+	// Handle wait); a kind registered once it runs declares itself,
+	// before its first claim (declareMu orders two such Handle calls).
+	s.declareMu.Lock()
+	defer s.declareMu.Unlock()
+	s.mu.Lock()
+	err := s.canRegister(kind)
+	running := s.phase == phaseRunning
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("handle %q: %w", kind, err)
+	}
+	if running {
+		ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+		err := s.declareFlows(ctx, []*kindHandler{kh})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("handle %q: %w", kind, err)
+		}
+		kh.declared = true
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.phase >= phaseStopping {
-		return fmt.Errorf("handle %q: %w", kind, ErrSchedulerClosed)
+	if err := s.canRegister(kind); err != nil {
+		return fmt.Errorf("handle %q: %w", kind, err)
 	}
-	if _, ok := s.handlers[kind]; ok {
-		return fmt.Errorf("handle %q: %w", kind, ErrDuplicateHandler)
-	}
-	s.handlers[kind] = &kindHandler{kind: kind, handler: wrapped, settings: settings}
+	s.handlers[kind] = kh
 	if s.run != nil {
 		s.run.wake()
+	}
+	return nil
+}
+
+// canRegister reports why kind cannot be registered now. Called with s.mu
+// held.
+func (s *Scheduler) canRegister(kind string) error {
+	if s.phase >= phaseStopping {
+		return ErrSchedulerClosed
+	}
+	if _, ok := s.handlers[kind]; ok {
+		return ErrDuplicateHandler
 	}
 	return nil
 }
@@ -181,11 +230,36 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		return fmt.Errorf("start: read paused kinds: %w", err)
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.phase != phaseNew {
-		return fmt.Errorf("start: %w", ErrSchedulerClosed) // Stop ran meanwhile
+	// Flow settings are declared before the first claim, so the store
+	// applies this host's settings to its first jobs: those of the kinds
+	// registered so far, then of those Handle registered meanwhile, until
+	// none is left (the check and the start are one step under s.mu).
+	for {
+		s.mu.Lock()
+		if s.phase != phaseNew {
+			s.mu.Unlock()
+			return fmt.Errorf("start: %w", ErrSchedulerClosed) // Stop ran meanwhile
+		}
+		var undeclared []*kindHandler
+		for _, h := range s.handlers {
+			if !h.declared {
+				undeclared = append(undeclared, h)
+			}
+		}
+		if len(undeclared) == 0 {
+			break // holding s.mu
+		}
+		s.mu.Unlock()
+		if err := s.declareFlows(ctx, undeclared); err != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+		s.mu.Lock()
+		for _, h := range undeclared {
+			h.declared = true
+		}
+		s.mu.Unlock()
 	}
+	defer s.mu.Unlock()
 	s.measureOffset(hostBefore, hostAfter, storeNow)
 	s.ev.start()
 	s.run = newRuntime(s)

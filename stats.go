@@ -41,6 +41,16 @@ type Stats struct {
 	// (implements store.DueInspector). memstore does.
 	OldestDueKnown bool `json:"oldest_due_known"`
 
+	// Flows is, per kind with flow settings (GlobalConcurrency,
+	// PartitionBy, RateLimit, CircuitBreaker, MaxPending), its settings
+	// and their state, for the whole cluster: the breaker, the running
+	// jobs and what the rate limit allows now. Nil when FlowsKnown is
+	// false.
+	Flows map[string]FlowState `json:"flows,omitempty"`
+	// FlowsKnown reports whether the store has flow control
+	// (store.FlowStore). memstore does.
+	FlowsKnown bool `json:"flows_known"`
+
 	// Running is the number of handlers running on this host, by kind;
 	// kinds with none are absent. Empty from Admin.Stats.
 	Running map[string]int `json:"running,omitempty"`
@@ -66,8 +76,9 @@ func (s *Stats) DueAge(kind string) time.Duration {
 // and state (one CountJobs call, when the store implements store.Counter;
 // pgstore answers it from partial indexes and estimates, so it stays cheap
 // with millions of rows), the oldest due unstarted job of each kind (one
-// OldestDue call, when the store implements store.DueInspector) and the
-// handlers running on this host. Per-kind event counters and start-lag and
+// OldestDue call, when the store implements store.DueInspector), the
+// kinds' flow settings and state (one Flows call, when the store
+// implements store.FlowStore) and the handlers running on this host. Per-kind event counters and start-lag and
 // run-time percentiles of this host are kept by an axstats.Observer among
 // Config.Observers.
 //
@@ -100,6 +111,16 @@ func queueStats(ctx context.Context, s store.Store, st *Stats) error {
 				st.Queue[c.Kind] = make(map[State]int64)
 			}
 			st.Queue[c.Kind][c.State] += c.Count
+		}
+	}
+	if fs, ok := s.(store.FlowStore); ok {
+		flows, err := fs.Flows(ctx)
+		if err != nil {
+			return fmt.Errorf("flows: %w", err)
+		}
+		st.Flows, st.FlowsKnown = make(map[string]FlowState, len(flows)), true
+		for _, f := range flows {
+			st.Flows[f.Config.Kind] = f
 		}
 	}
 	if d, ok := s.(store.DueInspector); ok {

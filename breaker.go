@@ -1,0 +1,188 @@
+package ax
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"go.uber.org/zap"
+)
+
+// BreakerConfig configures a kind's circuit breaker (CircuitBreaker). The
+// zero value of each field means its documented default.
+//
+// The breaker is cluster-wide: its state lives in the store, every host's
+// outcomes feed it, and no host starts a job of the kind while it is open.
+//
+//	closed ──Failures in a row, or FailureRatio over a Window──▶ open
+//	open ──CoolDown passed──▶ half-open: one probe job starts
+//	half-open ──the probe succeeds──▶ closed
+//	half-open ──the probe fails──▶ open again, for twice the last cool-down (at most MaxCoolDown)
+//
+// While it is open, jobs of the kind wait as they are: no attempt is used
+// and none goes dead for it. A failed attempt is one that returns an
+// error (retried or dead, timeouts and panics included); snoozes,
+// cancellations, hand-backs at Stop and rescued leases do not count. An
+// operator opens or closes it by hand with Admin.OpenBreaker and
+// Admin.CloseBreaker.
+type BreakerConfig struct {
+	// Failures opens the breaker after this many failed attempts in a
+	// row. Defaults to 5 when FailureRatio is zero too; otherwise 0 (not
+	// by count).
+	Failures int
+	// FailureRatio, in (0, 1], opens the breaker when that fraction of
+	// the attempts that ended within a Window failed (0: not by ratio).
+	FailureRatio float64
+	// Window is the length of the ratio's windows (tumbling windows, each
+	// starting with the first attempt after the previous one). Defaults
+	// to 1 minute with a FailureRatio.
+	Window time.Duration
+	// MinAttempts is how many attempts a window needs before its ratio
+	// counts. Defaults to 20 with a FailureRatio.
+	MinAttempts int
+	// CoolDown is how long the breaker stays open before a probe.
+	// Defaults to 30s.
+	CoolDown time.Duration
+	// MaxCoolDown caps the cool-down, which doubles with every failed
+	// probe. Defaults to 10 minutes, or CoolDown when that is longer.
+	MaxCoolDown time.Duration
+}
+
+// Defaults of BreakerConfig.
+const (
+	DefaultBreakerFailures    = 5
+	DefaultBreakerWindow      = time.Minute
+	DefaultBreakerMinAttempts = 20
+	DefaultBreakerCoolDown    = 30 * time.Second
+	DefaultBreakerMaxCoolDown = 10 * time.Minute
+)
+
+// storeConfig returns c with its defaults as the store keeps it, or an
+// error wrapping ErrInvalidOption.
+func (c BreakerConfig) storeConfig() (store.BreakerConfig, error) {
+	switch {
+	case c.Failures < 0 || c.MinAttempts < 0 || c.Window < 0 || c.CoolDown < 0 || c.MaxCoolDown < 0:
+		return store.BreakerConfig{}, fmt.Errorf("%w: CircuitBreaker: negative value in %+v", ErrInvalidOption, c)
+	case math.IsNaN(c.FailureRatio) || c.FailureRatio < 0 || c.FailureRatio > 1:
+		return store.BreakerConfig{}, fmt.Errorf("%w: CircuitBreaker: FailureRatio %v not in [0, 1]", ErrInvalidOption, c.FailureRatio)
+	case c.FailureRatio == 0 && (c.Window != 0 || c.MinAttempts != 0):
+		return store.BreakerConfig{}, fmt.Errorf("%w: CircuitBreaker: Window and MinAttempts need a FailureRatio", ErrInvalidOption)
+	}
+	if c.Failures == 0 && c.FailureRatio == 0 {
+		c.Failures = DefaultBreakerFailures
+	}
+	if c.FailureRatio > 0 {
+		setDefault(&c.Window, DefaultBreakerWindow)
+		setDefault(&c.MinAttempts, DefaultBreakerMinAttempts)
+	}
+	setDefault(&c.CoolDown, DefaultBreakerCoolDown)
+	setDefault(&c.MaxCoolDown, max(DefaultBreakerMaxCoolDown, c.CoolDown))
+	sc := store.BreakerConfig{
+		Failures: c.Failures, FailureRatio: c.FailureRatio, Window: c.Window, MinAttempts: c.MinAttempts,
+		CoolDown: c.CoolDown, MaxCoolDown: c.MaxCoolDown,
+	}
+	if err := sc.Validate(); err != nil {
+		return store.BreakerConfig{}, fmt.Errorf("%w: CircuitBreaker: %s", ErrInvalidOption, unwrapParams(err))
+	}
+	return sc, nil
+}
+
+// CircuitBreaker gives the kind a cluster-wide circuit breaker (see
+// BreakerConfig). Transitions are events (EventBreakerOpened,
+// EventBreakerHalfOpen, EventBreakerClosed, each emitted once, by the host
+// whose store call made it) and log lines; the state is in Stats.Flows,
+// Admin.Flows, axprom's ax_breaker_state and `ax kinds list`. A config
+// out of range is an error wrapping ErrInvalidOption.
+func CircuitBreaker(c BreakerConfig) HandlerOption {
+	return handlerOptionFunc(func(h *handlerSettings) error {
+		sc, err := c.storeConfig()
+		if err != nil {
+			return err
+		}
+		h.flow.Breaker, h.flowSet = sc, true
+		return nil
+	})
+}
+
+// BreakerState is where a kind's circuit breaker is: closed, open or
+// half_open (see BreakerConfig).
+type BreakerState = store.BreakerState
+
+// Breaker states.
+const (
+	BreakerClosed   = store.BreakerClosed
+	BreakerOpen     = store.BreakerOpen
+	BreakerHalfOpen = store.BreakerHalfOpen
+)
+
+// OpenBreaker opens kind's circuit breaker by hand, across the cluster: no
+// job of the kind starts until its cool-down has passed, then a probe runs
+// as after any opening (CloseBreaker ends it sooner). It returns the
+// kind's flow state afterwards. Errors: ErrInvalidKind, ErrNotFound (the
+// kind has no breaker: no running host declared CircuitBreaker for it),
+// errors.ErrUnsupported (the store has no flow control), or the store's
+// error.
+func (a *Admin) OpenBreaker(ctx context.Context, kind string) (*FlowState, error) {
+	return a.setBreaker(ctx, kind, true)
+}
+
+// CloseBreaker closes kind's circuit breaker by hand: its jobs start again
+// at once on every host (the store notifies them). Errors are as for
+// OpenBreaker.
+func (a *Admin) CloseBreaker(ctx context.Context, kind string) (*FlowState, error) {
+	return a.setBreaker(ctx, kind, false)
+}
+
+func (a *Admin) setBreaker(ctx context.Context, kind string, open bool) (*FlowState, error) {
+	verb := "close"
+	if open {
+		verb = "open"
+	}
+	if err := checkContext(ctx); err != nil {
+		return nil, fmt.Errorf("%s breaker: %w", verb, err)
+	}
+	if err := checkKind(kind); err != nil {
+		return nil, fmt.Errorf("%s breaker: %w", verb, err)
+	}
+	fs, err := flowStoreOf(a.store)
+	if err != nil {
+		return nil, fmt.Errorf("%s breaker: %w", verb, err)
+	}
+	res, err := fs.SetBreaker(ctx, kind, open)
+	if err != nil {
+		return nil, fmt.Errorf("%s breaker of %q: %w", verb, kind, err)
+	}
+	a.audit("breaker "+verb+"ed by hand", zap.String(fieldKind, kind), zap.Bool("changed", res.Transition != nil))
+	if a.sched != nil && res.Transition != nil {
+		a.sched.breakerChanged(*res.Transition)
+	}
+	if r := a.runtime(); r != nil && !open {
+		r.wake()
+	}
+	return &res.State, nil
+}
+
+// breakerChanged logs a breaker transition a store call of this host
+// made, and emits its event.
+func (s *Scheduler) breakerChanged(t store.BreakerTransition) {
+	kind := EventBreakerClosed
+	switch t.To {
+	case store.BreakerOpen:
+		kind = EventBreakerOpened
+	case store.BreakerHalfOpen:
+		kind = EventBreakerHalfOpen
+	}
+	fields := []zap.Field{zap.String(fieldKind, t.Kind), zap.String("from", string(t.From)), zap.String("reason", t.Reason)}
+	switch kind {
+	case EventBreakerOpened:
+		s.log.Warn("circuit breaker opened: no job of the kind starts until its cool-down ends",
+			append(fields, zap.Float64("cool_down_ms", ms(t.CoolDown)))...)
+	case EventBreakerHalfOpen:
+		s.log.Info("circuit breaker half-open: one probe job starts", fields...)
+	default:
+		s.log.Info("circuit breaker closed", fields...)
+	}
+	s.emit(Event{Kind: kind, JobKind: t.Kind, Reason: t.Reason, Delay: t.CoolDown})
+}
