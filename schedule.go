@@ -238,6 +238,9 @@ func (s *Scheduler) insertParam(r Request, ctxMetadata map[string]string) (store
 	if err != nil {
 		return store.InsertParams{}, err
 	}
+	if set.uniqueSet && set.uniqueKey == "" {
+		return store.InsertParams{}, fmt.Errorf("%w: UniqueGlobal, UniqueWhileFinished and UniqueFor need a UniqueKey", ErrInvalidOption)
+	}
 	if set.sequenceKey != "" {
 		if _, err := flowStoreOf(s.store); err != nil {
 			return store.InsertParams{}, fmt.Errorf("Sequential: %w", err)
@@ -258,6 +261,7 @@ func (s *Scheduler) insertParam(r Request, ctxMetadata map[string]string) (store
 		Delay:       set.delay,
 		MaxAttempts: maxAttempts,
 		UniqueKey:   set.uniqueKey,
+		Unique:      set.unique,
 		SequenceKey: set.sequenceKey,
 	}, nil
 }
