@@ -46,6 +46,13 @@
 //	ax_job_start_lag_seconds     histogram: attempt start minus run_at
 //	ax_job_duration_seconds      histogram: handler run time
 //	ax_jobs_running              gauge: handlers running on this host
+//	ax_breaker_transitions_total counter, also by to (open, half_open, closed):
+//	                             circuit breaker transitions this host's store
+//	                             calls made (each transition is counted by one
+//	                             host: sum them)
+//	ax_backpressure_total        Schedule calls on this host refused or held
+//	                             for too many pending jobs (kind="" for
+//	                             Config.MaxPending, all kinds)
 //
 // Per host, without a kind label:
 //
@@ -64,6 +71,15 @@
 //	                                 is paused), before any job starts late.
 //	                                 Absent when the store cannot tell
 //	                                 (store.DueInspector; memstore can).
+//	ax_breaker_state                 gauge, also by state (closed, open,
+//	                                 half_open): 1 for the kind's breaker's
+//	                                 state, 0 for the others; kinds with a
+//	                                 CircuitBreaker only
+//	ax_flow_limit                    gauge, also by limit (concurrency,
+//	                                 partition_concurrency, rate_per_second,
+//	                                 partition_rate_per_second, max_pending):
+//	                                 the kind's flow settings as stored
+//	                                 (the last host to start declared them)
 //
 // Finished jobs (succeeded, dead, cancelled) are not queue depth: count
 // them with the per-host counters, whose rates say what the cluster does.
@@ -140,8 +156,10 @@ type Collector struct {
 
 	scheduled, started, succeeded, failed, retried, dead, cancelled, snoozed, leaseLost, rescued, handedBack *prometheus.CounterVec
 	startLag, duration                                                                                       *prometheus.HistogramVec
+	breakerTransitions, backpressure                                                                         *prometheus.CounterVec
 
 	runningDesc, queueDesc, dueAgeDesc, droppedDesc, queueErrDesc, leaderDesc *prometheus.Desc
+	breakerStateDesc, flowLimitDesc                                           *prometheus.Desc
 
 	sched     atomic.Pointer[ax.Scheduler]
 	leader    atomic.Bool
@@ -208,6 +226,18 @@ func New(opts Options) *Collector {
 			"Jobs whose lease had expired (owner died or stalled) that this host took back."),
 		handedBack: counter("ax_jobs_handed_back_total",
 			"Jobs this host handed back unfinished because Stop ran out of time."),
+		breakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_breaker_transitions_total",
+			Help: "Circuit breaker transitions made by this host's store calls, by the state entered.", ConstLabels: cl},
+			[]string{"kind", "to"}),
+		backpressure: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_backpressure_total",
+			Help: "Schedule calls on this host that met a full queue (kind empty: the bound on all kinds).", ConstLabels: cl},
+			[]string{"kind"}),
+		breakerStateDesc: prometheus.NewDesc("ax_breaker_state",
+			"1 for the state the kind's circuit breaker is in, for the whole cluster: aggregate with max.",
+			[]string{"kind", "state"}, cluster),
+		flowLimitDesc: prometheus.NewDesc("ax_flow_limit",
+			"The kind's flow settings as stored (rates in starts per second), for the whole cluster: aggregate with max.",
+			[]string{"kind", "limit"}, cluster),
 		startLag: histogram("ax_job_start_lag_seconds",
 			"Attempt start minus the job's run_at, in the store's clock.", opts.StartLagBuckets),
 		duration: histogram("ax_job_duration_seconds", "Handler run time of finished attempts.", opts.DurationBuckets),
@@ -238,8 +268,21 @@ func (c *Collector) Attach(s *ax.Scheduler) { c.sched.Store(s) }
 
 // Observe counts e. It is called by the Scheduler's observer goroutine.
 func (c *Collector) Observe(e ax.Event) {
-	if e.Kind == ax.EventLeaderChanged {
+	switch e.Kind {
+	case ax.EventLeaderChanged:
 		c.leader.Store(e.Leader)
+		return
+	case ax.EventBackpressure:
+		c.backpressure.WithLabelValues(e.JobKind).Inc()
+		return
+	case ax.EventBreakerOpened:
+		c.breakerTransitions.WithLabelValues(e.JobKind, string(ax.BreakerOpen)).Inc()
+		return
+	case ax.EventBreakerHalfOpen:
+		c.breakerTransitions.WithLabelValues(e.JobKind, string(ax.BreakerHalfOpen)).Inc()
+		return
+	case ax.EventBreakerClosed:
+		c.breakerTransitions.WithLabelValues(e.JobKind, string(ax.BreakerClosed)).Inc()
 		return
 	}
 	if e.JobKind == "" {
@@ -313,7 +356,7 @@ func (c *Collector) kind(kind string) *kindMetrics {
 func (c *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{
 		c.scheduled, c.started, c.succeeded, c.failed, c.retried, c.dead, c.cancelled, c.snoozed, c.leaseLost,
-		c.rescued, c.handedBack, c.startLag, c.duration,
+		c.rescued, c.handedBack, c.startLag, c.duration, c.breakerTransitions, c.backpressure,
 	}
 }
 
@@ -328,6 +371,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.droppedDesc
 	ch <- c.queueErrDesc
 	ch <- c.leaderDesc
+	ch <- c.breakerStateDesc
+	ch <- c.flowLimitDesc
 }
 
 // Collect implements prometheus.Collector. With a Scheduler attached it
@@ -394,6 +439,43 @@ func (c *Collector) collectQueue(ch chan<- prometheus.Metric, s *ax.Scheduler) {
 		}
 		if st.OldestDueKnown {
 			ch <- prometheus.MustNewConstMetric(c.dueAgeDesc, prometheus.GaugeValue, st.DueAge(kind).Seconds(), kind)
+		}
+	}
+	for kind, f := range st.Flows {
+		c.collectFlow(ch, kind, &f)
+	}
+}
+
+// breakerStates are the values of ax_breaker_state's state label.
+var breakerStates = []ax.BreakerState{ax.BreakerClosed, ax.BreakerOpen, ax.BreakerHalfOpen}
+
+// collectFlow sends a kind's breaker state and flow limits.
+func (c *Collector) collectFlow(ch chan<- prometheus.Metric, kind string, f *ax.FlowState) {
+	cfg := &f.Config
+	if !cfg.Breaker.IsZero() {
+		for _, state := range breakerStates {
+			v := 0.0
+			if f.Breaker.State == state || (state == ax.BreakerClosed && f.Breaker.State == "") {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.breakerStateDesc, prometheus.GaugeValue, v, kind, string(state))
+		}
+	}
+	perSecond := func(n int, per time.Duration) float64 { return float64(n) / per.Seconds() }
+	limits := []struct {
+		name string
+		set  bool
+		v    float64
+	}{
+		{"concurrency", cfg.Concurrency > 0, float64(cfg.Concurrency)},
+		{"partition_concurrency", cfg.PartitionConcurrency > 0, float64(cfg.PartitionConcurrency)},
+		{"rate_per_second", !cfg.Rate.IsZero(), perSecond(cfg.Rate.Limit, cfg.Rate.Period)},
+		{"partition_rate_per_second", !cfg.PartitionRate.IsZero(), perSecond(cfg.PartitionRate.Limit, cfg.PartitionRate.Period)},
+		{"max_pending", cfg.MaxPending > 0, float64(cfg.MaxPending)},
+	}
+	for _, l := range limits {
+		if l.set {
+			ch <- prometheus.MustNewConstMetric(c.flowLimitDesc, prometheus.GaugeValue, l.v, kind, l.name)
 		}
 	}
 }

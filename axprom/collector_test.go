@@ -488,3 +488,47 @@ func TestCollectorClusterScope(t *testing.T) {
 	require.Equal(t, map[string]float64{"h1": 3, "h2": 3}, perNode, "every host exports the cluster's depth")
 	require.Equal(t, map[string]float64{"h1": 3}, scheduled, "each host counts what it did")
 }
+
+// TestCollectorFlows: a kind's breaker state and flow limits are exported
+// cluster-wide from the store; breaker transitions and refused Schedule
+// calls are counted by the host that made them.
+func TestCollectorFlows(t *testing.T) {
+	st := memstore.New()
+	c := axprom.New(axprom.Options{ConstLabels: prometheus.Labels{"node": "n1"}})
+	seen := newEventCounter(ax.EventBreakerOpened, ax.EventBackpressure)
+	s := newScheduler(t, st, c, seen)
+	require.NoError(t, s.Handle("mail", ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil }),
+		ax.GlobalConcurrency(5), ax.RateLimit(120, time.Minute), ax.MaxPending(1),
+		ax.PartitionBy(ax.PartitionByMetadata("tenant"), ax.PartitionLimit{Concurrency: 2}),
+		ax.CircuitBreaker(ax.BreakerConfig{CoolDown: time.Hour})))
+	require.NoError(t, s.Start(context.Background()))
+	_, err := s.Admin().OpenBreaker(context.Background(), "mail")
+	require.NoError(t, err)
+	_, err = s.Schedule(context.Background(), "mail", nil)
+	require.NoError(t, err)
+	_, err = s.Schedule(context.Background(), "mail", nil)
+	require.ErrorIs(t, err, ax.ErrBackpressure)
+	seen.waitFor(t, 2)
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP ax_breaker_state 1 for the state the kind's circuit breaker is in, for the whole cluster: aggregate with max.
+# TYPE ax_breaker_state gauge
+ax_breaker_state{kind="mail",node="n1",scope="cluster",state="closed"} 0
+ax_breaker_state{kind="mail",node="n1",scope="cluster",state="half_open"} 0
+ax_breaker_state{kind="mail",node="n1",scope="cluster",state="open"} 1
+# HELP ax_flow_limit The kind's flow settings as stored (rates in starts per second), for the whole cluster: aggregate with max.
+# TYPE ax_flow_limit gauge
+ax_flow_limit{kind="mail",limit="concurrency",node="n1",scope="cluster"} 5
+ax_flow_limit{kind="mail",limit="max_pending",node="n1",scope="cluster"} 1
+ax_flow_limit{kind="mail",limit="partition_concurrency",node="n1",scope="cluster"} 2
+ax_flow_limit{kind="mail",limit="rate_per_second",node="n1",scope="cluster"} 2
+# HELP ax_breaker_transitions_total Circuit breaker transitions made by this host's store calls, by the state entered.
+# TYPE ax_breaker_transitions_total counter
+ax_breaker_transitions_total{kind="mail",node="n1",to="open"} 1
+# HELP ax_backpressure_total Schedule calls on this host that met a full queue (kind empty: the bound on all kinds).
+# TYPE ax_backpressure_total counter
+ax_backpressure_total{kind="mail",node="n1"} 1
+`), "ax_breaker_state", "ax_flow_limit", "ax_breaker_transitions_total", "ax_backpressure_total"))
+	problems, err := testutil.CollectAndLint(c)
+	require.NoError(t, err)
+	require.Empty(t, problems)
+}

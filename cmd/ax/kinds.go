@@ -4,9 +4,60 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
 )
+
+// breaker describes a kind's circuit breaker: its state, "-" without one.
+func breaker(f *ax.FlowState) string {
+	if f == nil || f.Config.Breaker.IsZero() {
+		return "-"
+	}
+	switch f.Breaker.State {
+	case ax.BreakerOpen:
+		return "open until " + f.Breaker.ProbeAt.UTC().Format(time.RFC3339)
+	case ax.BreakerHalfOpen:
+		return "half-open"
+	}
+	return "closed"
+}
+
+// limits describes a kind's flow limits, "" without any:
+// "5 running, 100/1s, tenant: 2 running, 10/1m0s, 1000 pending".
+func limits(f *ax.FlowState) string {
+	if f == nil {
+		return ""
+	}
+	c := &f.Config
+	var out []string
+	rate := func(r store.RateLimit) string { return fmt.Sprintf("%d/%s", r.Limit, r.Period) }
+	if c.Concurrency > 0 {
+		out = append(out, fmt.Sprintf("%d running", c.Concurrency))
+	}
+	if !c.Rate.IsZero() {
+		out = append(out, rate(c.Rate))
+	}
+	if !c.Partition.IsZero() {
+		key := c.Partition.Metadata
+		if key == "" {
+			key = "payload." + c.Partition.PayloadField
+		}
+		var part []string
+		if c.PartitionConcurrency > 0 {
+			part = append(part, fmt.Sprintf("%d running", c.PartitionConcurrency))
+		}
+		if !c.PartitionRate.IsZero() {
+			part = append(part, rate(c.PartitionRate))
+		}
+		out = append(out, fmt.Sprintf("per %s: %s", key, strings.Join(part, " ")))
+	}
+	if c.MaxPending > 0 {
+		out = append(out, fmt.Sprintf("%d pending", c.MaxPending))
+	}
+	return strings.Join(out, ", ")
+}
 
 func kindsList(fs *flag.FlagSet) func(*env, []string) error {
 	return func(e *env, args []string) error {
@@ -25,7 +76,7 @@ func kindsList(fs *flag.FlagSet) func(*env, []string) error {
 		if e.global.json {
 			return printJSON(e.stdout, map[string]any{"kinds": kinds})
 		}
-		t := newTable(e.stdout, "KIND", "STATUS", "SCHEDULED", "RETRYING", "RUNNING", "PAUSED", "DEAD", "NODES")
+		t := newTable(e.stdout, "KIND", "STATUS", "SCHEDULED", "RETRYING", "RUNNING", "PAUSED", "DEAD", "BREAKER", "LIMITS", "NODES")
 		for _, k := range kinds {
 			status := "active"
 			if k.Paused {
@@ -33,7 +84,7 @@ func kindsList(fs *flag.FlagSet) func(*env, []string) error {
 			}
 			t.row(k.Kind, status, count(k.Jobs[ax.StateScheduled]), count(k.Jobs[ax.StateRetrying]),
 				count(k.Jobs[ax.StateRunning]), count(k.Jobs[ax.StatePaused]), count(k.Jobs[ax.StateDead]),
-				orDash(strings.Join(k.Nodes, ",")))
+				breaker(k.Flow), orDash(limits(k.Flow)), orDash(strings.Join(k.Nodes, ",")))
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -106,5 +157,38 @@ func kindsResume(fs *flag.FlagSet) func(*env, []string) error {
 		}
 		fmt.Fprintf(e.stdout, "resumed kind %s\n", ks.Kind)
 		return nil
+	}
+}
+
+func kindsBreaker(open bool) func(fs *flag.FlagSet) func(*env, []string) error {
+	return func(fs *flag.FlagSet) func(*env, []string) error {
+		return func(e *env, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("want one kind")
+			}
+			a, release, err := e.admin()
+			if err != nil {
+				return err
+			}
+			defer release()
+			set := a.CloseBreaker
+			if open {
+				set = a.OpenBreaker
+			}
+			f, err := set(e.ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if e.global.json {
+				return printJSON(e.stdout, f)
+			}
+			if open {
+				fmt.Fprintf(e.stdout, "opened the breaker of kind %s: no job of it starts until %s, then one probe runs\n",
+					f.Config.Kind, f.Breaker.ProbeAt.UTC().Format(time.RFC3339))
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "closed the breaker of kind %s: its jobs start again\n", f.Config.Kind)
+			return nil
+		}
 	}
 }

@@ -1,7 +1,8 @@
 // Command ax operates an AX cluster from a shell: it lists, retries,
 // cancels and deletes jobs by filter, pauses and resumes kinds and
-// periodic schedules, shows nodes, the maintenance leader and the queue,
-// and migrates the PostgreSQL schema. It needs no running Scheduler: it
+// periodic schedules, opens and closes kinds' circuit breakers, shows
+// nodes, the maintenance leader and the queue (with the kinds' flow
+// limits and breakers), and migrates the PostgreSQL schema. It needs no running Scheduler: it
 // talks to the cluster's database.
 //
 //	ax [--database-url URL] [--schema ax] [--json] COMMAND [flags] [args]
@@ -10,7 +11,7 @@
 //	ax jobs list [filters] [--order newest|oldest] [--limit N] [--cursor C]
 //	ax jobs show ID
 //	ax jobs retry|cancel|delete [ID...] [filters] [--yes] [--all]
-//	ax kinds list | pause KIND [--force] | resume KIND
+//	ax kinds list | pause KIND [--force] | resume KIND | open KIND | close KIND
 //	ax periodic list | pause NAME | resume NAME | trigger NAME
 //	ax nodes
 //	ax stats

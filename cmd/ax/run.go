@@ -125,6 +125,8 @@ var commands = []command{
 	{"kinds list", "", "list kinds: pause state, jobs by state, nodes", kindsList},
 	{"kinds pause", "KIND", "stop every host from starting jobs of a kind", kindsPause},
 	{"kinds resume", "KIND", "let hosts run a paused kind again", kindsResume},
+	{"kinds open", "KIND", "open a kind's circuit breaker: none of its jobs starts until its cool-down ends", kindsBreaker(true)},
+	{"kinds close", "KIND", "close a kind's circuit breaker: its jobs start again at once", kindsBreaker(false)},
 	{"periodic list", "", "list periodic schedules", periodicList},
 	{"periodic pause", "NAME", "pause a schedule: its ticks pass without jobs", periodicPause},
 	{"periodic resume", "NAME", "resume a paused schedule", periodicResume},

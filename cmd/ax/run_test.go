@@ -55,7 +55,8 @@ func (terminal) IsTerminal() bool { return true }
 
 // cluster is the store of the CLI tests:
 //
-//	email.send  3 dead (smtp: connection refused; tenants acme, acme, globex), 2 scheduled an hour ahead
+//	email.send  3 dead (smtp: connection refused; tenants acme, acme, globex), 2 scheduled an hour ahead;
+//	            flow settings: 5 running, 100/s, 2 per tenant, 1000 pending, a breaker (closed)
 //	report.build 1 succeeded
 //	periodic "nightly" (kind report.build, 0 3 * * *); node "worker-1" running email.send, leader
 type cluster struct {
@@ -101,6 +102,11 @@ func newCluster(t *testing.T) *cluster {
 	require.NoError(t, st.HeartbeatNode(ctx, &store.NodeParams{Name: "worker-1", Version: "v1", Kinds: []string{"email.send"}, TTL: time.Minute}))
 	_, err = st.AcquireLeader(ctx, &store.LeaderParams{Name: "ax.maintenance", Holder: "worker-1", TTL: time.Minute})
 	require.NoError(t, err)
+	require.NoError(t, st.SetFlows(ctx, &store.SetFlowsParams{Node: "worker-1", Flows: []store.FlowConfig{{
+		Kind: "email.send", Concurrency: 5, Rate: store.RateLimit{Limit: 100, Period: time.Second},
+		Partition: store.PartitionSource{Metadata: "tenant"}, PartitionConcurrency: 2, MaxPending: 1000,
+		Breaker: store.BreakerConfig{Failures: 5, CoolDown: 30 * time.Second, MaxCoolDown: 10 * time.Minute},
+	}}}))
 	return c
 }
 
@@ -261,7 +267,25 @@ func TestCommands(t *testing.T) {
 			require.Equal(t, ax.StateScheduled, c.state(t, c.live[0]), "live jobs stay")
 		}},
 
-		{name: "KindsList", args: []string{"kinds", "list"}, out: []string{"KIND", "STATUS", "email.send", "active", "worker-1", "report.build"}},
+		{name: "KindsList", args: []string{"kinds", "list"}, out: []string{"KIND", "STATUS", "email.send", "active", "worker-1", "report.build",
+			"BREAKER", "LIMITS", "closed", "5 running, 100/1s, per tenant: 2 running, 1000 pending"}},
+		{name: "KindsOpenClose", args: []string{"kinds", "open", "email.send"}, out: []string{"opened the breaker of kind email.send: no job of it starts until "},
+			check: func(t *testing.T, c *cluster, _ string) {
+				out, _, code := c.ax(t, nil, "kinds", "list")
+				require.Zero(t, code)
+				require.Contains(t, out, "open until ")
+				out, _, code = c.ax(t, nil, "kinds", "list", "--json")
+				require.Zero(t, code)
+				var got struct{ Kinds []ax.KindState }
+				require.NoError(t, json.Unmarshal([]byte(out), &got))
+				require.Equal(t, ax.BreakerOpen, got.Kinds[0].Flow.Breaker.State)
+				require.Equal(t, 5, got.Kinds[0].Flow.Config.Concurrency)
+				out, _, code = c.ax(t, nil, "kinds", "close", "email.send", "--json")
+				require.Zero(t, code)
+				var f ax.FlowState
+				require.NoError(t, json.Unmarshal([]byte(out), &f))
+				require.Equal(t, ax.BreakerClosed, f.Breaker.State)
+			}},
 		{name: "KindsPause", args: []string{"kinds", "pause", "email.send"}, out: []string{"paused kind email.send"},
 			check: func(t *testing.T, c *cluster, _ string) {
 				out, _, code := c.ax(t, nil, "kinds", "list", "--json")
@@ -386,6 +410,8 @@ func TestBadInput(t *testing.T) {
 		{"UnknownKind", []string{"kinds", "pause", "emial.send"}, nil, exitNotFound, `kind "emial.send": no jobs, no running node handles it`},
 		{"EmptyKind", []string{"kinds", "pause", "", "--force"}, nil, exitUsage, "invalid job kind"},
 		{"KindArgs", []string{"kinds", "resume"}, nil, exitUsage, "want one kind"},
+		{"BreakerOfKindWithout", []string{"kinds", "open", "report.build"}, nil, exitNotFound, "no circuit breaker"},
+		{"BreakerArgs", []string{"kinds", "close"}, nil, exitUsage, "want one kind"},
 		{"UnknownSchedule", []string{"periodic", "pause", "weekly"}, nil, exitNotFound, "periodic schedule not found"},
 		{"UnknownScheduleTrigger", []string{"periodic", "trigger", "weekly"}, nil, exitNotFound, "periodic schedule not found"},
 		{"ListArgs", []string{"jobs", "list", "email.send"}, nil, exitUsage, `unexpected argument "email.send" (filters are flags)`},
