@@ -72,6 +72,23 @@
 // resume or trigger periodic schedules; read nodes, the maintenance
 // leader and the queue, without running a Scheduler.
 //
+// # Flow control
+//
+// Limits that hold for the whole cluster, applied by the store where jobs
+// start, end and arrive (store.FlowStore: memstore and pgstore), declared
+// as handler options by the hosts that handle the kind (the last host to
+// start decides): GlobalConcurrency (running jobs, all hosts together),
+// PartitionBy (per tenant, customer..., from a metadata key or a payload
+// field: concurrency and rate per partition), RateLimit (at most n starts
+// in any window), CircuitBreaker (no start while a failing downstream
+// cools down, one probe, then back), and MaxPending (Schedule returns
+// ErrBackpressure, or waits with WaitForCapacity). Jobs held back wait as
+// they are, attempts untouched, and start as soon as they may: hosts wake
+// when the store says (the next rate token, a breaker's cool-down, a
+// running job's end), without polling. Sequential runs the jobs of a key
+// one at a time in scheduled order; Config.PriorityAging keeps a flood of
+// High jobs from starving Low ones (a job due for a minute goes first).
+//
 // # Failures
 //
 // A handler's error retries the job after a delay from its RetryPolicy (by

@@ -32,7 +32,9 @@ import (
 //   - Breaker: a circuit breaker per kind (BreakerConfig, BreakerStatus)
 //     fed by Finish, read by Claim.
 //   - MaxPending: Insert refuses rows of the kind while that many of its
-//     jobs are pending (PendingLimitError).
+//     jobs are pending (PendingLimitError). Jobs the store inserts itself
+//     (a periodic tick, follow-ups, a batch's completion) are never
+//     refused.
 //
 // Jobs held back by flow control stay as they are (scheduled or retrying,
 // attempts untouched) and wait. A FlowStore also honours, for every job

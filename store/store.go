@@ -28,6 +28,9 @@
 // Optional abilities are separate interfaces found by type assertion:
 // Notifier, Pruner, Lister, Counter, Closer.
 // PeriodicStore keeps periodic schedules' last fired ticks (periodic.go).
+// FlowStore applies flow control across the cluster: concurrency and rate
+// limits, circuit breakers, pending bounds, sequences and priority aging
+// (flow.go).
 package store
 
 import (

@@ -50,7 +50,7 @@ func (s *Store) InsertBatch(ctx context.Context, params *store.BatchParams) (*st
 		return nil, fmt.Errorf("insert batch %s: %w: batch or completion ID already exists", params.ID, store.ErrInvalidParams)
 	}
 	var ns notes
-	results, err := s.insertLocked(params.Children, fresh, params.ID, &ns)
+	results, err := s.insertLocked(params.Children, fresh, params.ID, &ns, true)
 	if err != nil {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("insert batch %s: %w", params.ID, err)

@@ -49,13 +49,26 @@
 // precision: the clock's readings and the RunAt values of inserted jobs are
 // truncated to the microsecond (which also drops monotonic clock readings).
 //
+// # Flow control
+//
+// memstore implements store.FlowStore exactly: every rule is applied under
+// its one lock, so it is the reference of the contract (concurrency limits
+// cluster-wide and per partition, rate buckets, breakers, pending bounds,
+// sequences, priority aging). Several Schedulers on one memstore behave as
+// hosts of a cluster do.
+//
 // # Cost
 //
-// Claimable jobs are indexed per kind and priority in min-heaps ordered by
-// (run_at, ID), running jobs in a heap ordered by lease expiry and final jobs
-// in a heap ordered by finish time. Claim, Finish, ExtendLeases, Control,
-// RescueExpired and Prune cost O(log n) per job they touch, whatever the
-// size of the backlog; CountJobs reads maintained counters, and so does
+// Claimable jobs are indexed per kind, partition key and priority in
+// min-heaps ordered by (run_at, ID) (kinds without partitions have one
+// partition), running jobs in a heap ordered by lease expiry and final jobs
+// in a heap ordered by finish time; of a sequence, only the job that may
+// run next is in its partition's heaps, the others wait in a heap of the
+// sequence ordered by (ScheduledAt, ID). Claim costs O(partitions) per
+// job it takes, and Finish, ExtendLeases, Control, RescueExpired and Prune
+// O(log n) per job they touch, whatever the size of the backlog; running
+// jobs and pending jobs are counted per kind and per partition, so limits
+// and pending bounds read counters; CountJobs reads maintained counters, and so does
 // CountMatching for filters on kinds and states alone. List, ListJobs,
 // Bulk and other CountMatching filters walk jobs in ID order and skip the
 // ones their filters reject (a filter on IDs reads only those jobs);

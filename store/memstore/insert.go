@@ -25,7 +25,21 @@ var nullJSON = []byte("null")
 // store's now; that run_at is also its ScheduledAt, which nothing changes
 // afterwards. Subscribers are notified once per kind with the earliest
 // run_at inserted.
+//
+// Flow control (store.FlowStore): each row gets the partition key its
+// kind's stored PartitionSource derives (store.PartitionKeyOf; a key that
+// cannot be kept fails the call with store.ErrInvalidParams), and the
+// call fails with a *store.PendingLimitError, inserting nothing, when it
+// would take a kind's pending jobs past its MaxPending or all pending jobs
+// past a row's PendingLimit (every row of the call counts, duplicates
+// too). The pending counts are counters the indexes keep.
 func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]store.InsertResult, error) {
+	return s.insert(ctx, params, true)
+}
+
+// insert is Insert; bounded applies the pending bounds (a periodic tick,
+// which the store inserts itself, is never refused).
+func (s *Store) insert(ctx context.Context, params []store.InsertParams, bounded bool) ([]store.InsertResult, error) {
 	fresh, err := prepare(params)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
@@ -34,7 +48,7 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
 	var ns notes
-	results, err := s.insertLocked(params, fresh, uuid.Nil, &ns)
+	results, err := s.insertLocked(params, fresh, uuid.Nil, &ns, bounded)
 	s.takeWakes(&ns)
 	s.mu.Unlock()
 	if err != nil {
@@ -81,9 +95,11 @@ func prepare(params []store.InsertParams) ([]*job, error) {
 // insertLocked inserts prepared rows (children of batch, when not zero),
 // deciding every row before writing any so that a taken ID changes
 // nothing, and adds notifications to ns. Called with s.mu held.
-func (s *Store) insertLocked(params []store.InsertParams, fresh []*job, batch uuid.UUID, ns *notes) ([]store.InsertResult, error) {
-	if err := s.checkPending(params); err != nil {
-		return nil, err
+func (s *Store) insertLocked(params []store.InsertParams, fresh []*job, batch uuid.UUID, ns *notes, bounded bool) ([]store.InsertResult, error) {
+	if bounded {
+		if err := s.checkPending(params); err != nil {
+			return nil, err
+		}
 	}
 	for i, j := range fresh {
 		key, err := s.partitionKey(&params[i])

@@ -139,7 +139,7 @@ func (s *Store) FirePeriodic(ctx context.Context, params *store.FirePeriodicPara
 		return res, nil
 	}
 	if len(jobs) > 0 && (st == nil || !st.Paused) {
-		inserted, err := s.Insert(ctx, jobs)
+		inserted, err := s.insert(ctx, jobs, false)
 		if err != nil {
 			return nil, fmt.Errorf("fire periodic schedule %q: %w", params.Name, err)
 		}
