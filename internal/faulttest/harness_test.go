@@ -59,10 +59,14 @@ func newCluster(t *testing.T) *cluster {
 	run_at          timestamptz NOT NULL,
 	started_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
 	host_started_at timestamptz,
+	claimed_at      timestamptz,
 	finished_at     timestamptz,
+	host_finished_at timestamptz,
 	outcome         text,
 	PRIMARY KEY (job_id, attempt, node)
 )`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `CREATE TABLE downstream (up boolean NOT NULL); INSERT INTO downstream VALUES (true)`)
 	require.NoError(t, err)
 	st, err := pgstore.New(ctx, pool)
 	require.NoError(t, err)

@@ -9,7 +9,12 @@
 //	READY <node>                  the Scheduler started
 //	EVENT leader <true|false>     this host gained or lost the maintenance leadership
 //	EVENT lease_lost <job id>     a lease was lost (handler cancelled, or its result refused)
+//	EVENT breaker <state> <time>  this host moved the breaker of "work" to open, half_open or closed (host time, RFC 3339)
 //	STOPPED <error or nil>        Stop returned after SIGTERM
+//
+// Flow flags (-global-concurrency, -rate, -breaker-failures, ...) give the
+// "work" kind the matching handler options; with -downstream, its handler
+// fails while the test's downstream table says the downstream is down.
 //
 // Logs (zap, JSON) go to stderr.
 package main
@@ -54,12 +59,22 @@ func main() {
 		maxConns     = flag.Int("max-conns", 6, "pool size")
 		periodicName = flag.String("periodic-name", "", "declare a periodic schedule of this name (kind)")
 		periodicSpec = flag.String("periodic-spec", "@every 1s", "its spec")
+		global       = flag.Int("global-concurrency", 0, "ax.GlobalConcurrency of work (0: none)")
+		rate         = flag.Int("rate", 0, "ax.RateLimit of work: starts per -rate-per (0: none)")
+		ratePer      = flag.Duration("rate-per", time.Second, "the rate limit's window")
+		brFailures   = flag.Int("breaker-failures", 0, "ax.CircuitBreaker of work: failures in a row (0: no breaker)")
+		brCoolDown   = flag.Duration("breaker-cooldown", time.Second, "the breaker's cool-down")
+		brMax        = flag.Duration("breaker-max-cooldown", 4*time.Second, "the breaker's longest cool-down")
+		downstream   = flag.Bool("downstream", false, "fail work jobs while the downstream table says down")
+		retryBase    = flag.Duration("retry-base", 0, "ExponentialBackoff.Base of work (0: default)")
 	)
 	flag.Parse()
 	if err := run(config{
 		dsn: *dsn, node: *node, workers: *workers, lease: *lease, leaderTTL: *leaderTTL,
 		rescue: *rescue, poll: *poll, clockOffset: *clockOffset, stopTimeout: *stopTimeout,
 		maxConns: *maxConns, periodicName: *periodicName, periodicSpec: *periodicSpec,
+		global: *global, rate: *rate, ratePer: *ratePer, brFailures: *brFailures, brCoolDown: *brCoolDown,
+		brMax: *brMax, downstream: *downstream, retryBase: *retryBase,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
@@ -72,6 +87,28 @@ type config struct {
 	lease, leaderTTL, rescue, poll time.Duration
 	clockOffset, stopTimeout       time.Duration
 	periodicName, periodicSpec     string
+	global, rate, brFailures       int
+	ratePer, brCoolDown, brMax     time.Duration
+	downstream                     bool
+	retryBase                      time.Duration
+}
+
+// workOptions returns the handler options of "work" the flags ask for.
+func (c config) workOptions() []ax.HandlerOption {
+	opts := []ax.HandlerOption{ax.Timeout(time.Hour)}
+	if c.global > 0 {
+		opts = append(opts, ax.GlobalConcurrency(c.global))
+	}
+	if c.rate > 0 {
+		opts = append(opts, ax.RateLimit(c.rate, c.ratePer))
+	}
+	if c.brFailures > 0 {
+		opts = append(opts, ax.CircuitBreaker(ax.BreakerConfig{Failures: c.brFailures, CoolDown: c.brCoolDown, MaxCoolDown: c.brMax}))
+	}
+	if c.retryBase > 0 {
+		opts = append(opts, ax.Retry(ax.ExponentialBackoff{Base: c.retryBase, Max: 4 * c.retryBase}))
+	}
+	return opts
 }
 
 // out serializes stdout lines.
@@ -124,13 +161,13 @@ func run(c config) error {
 		return err
 	}
 	node := s.Node()
-	rec := &recorder{pool: pool, node: node, now: cfg.Clock}
+	rec := &recorder{pool: pool, node: node, now: cfg.Clock, downstream: c.downstream}
 	if rec.now == nil {
 		rec.now = time.Now
 	}
 	if err := ax.Handle(s, "work", func(ctx context.Context, j *ax.Job, p workPayload) error {
 		return rec.work(ctx, j, time.Duration(p.MS)*time.Millisecond)
-	}, ax.Timeout(time.Hour)); err != nil {
+	}, c.workOptions()...); err != nil {
 		return err
 	}
 	if c.periodicName != "" {
@@ -179,24 +216,32 @@ func observe(e ax.Event) {
 		say("EVENT leader %t", e.Leader)
 	case ax.EventLeaseLost:
 		say("EVENT lease_lost %s", e.JobID)
+	case ax.EventBreakerOpened:
+		say("EVENT breaker open %s", e.At.Format(time.RFC3339Nano))
+	case ax.EventBreakerHalfOpen:
+		say("EVENT breaker half_open %s", e.At.Format(time.RFC3339Nano))
+	case ax.EventBreakerClosed:
+		say("EVENT breaker closed %s", e.At.Format(time.RFC3339Nano))
 	}
 }
 
 // recorder writes executions.
 type recorder struct {
-	pool *pgxpool.Pool
-	node string
-	now  func() time.Time
+	pool       *pgxpool.Pool
+	node       string
+	now        func() time.Time
+	downstream bool // fail while the downstream table says down
 }
 
 // work records the start of an execution (retrying the insert until it
 // lands or ctx ends, idempotently per job, attempt and node), works for d,
-// then records how it ended (best effort).
+// then records how it ended (best effort), with the host times of its
+// start and of its end (taken just before the write).
 func (r *recorder) work(ctx context.Context, j *ax.Job, d time.Duration) error {
 	hostStart := r.now()
 	for {
-		_, err := r.pool.Exec(ctx, `INSERT INTO executions (job_id, node, attempt, run_at, host_started_at)
-VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id, attempt, node) DO NOTHING`, j.ID, r.node, j.Attempt, j.RunAt, hostStart)
+		_, err := r.pool.Exec(ctx, `INSERT INTO executions (job_id, node, attempt, run_at, host_started_at, claimed_at)
+VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (job_id, attempt, node) DO NOTHING`, j.ID, r.node, j.Attempt, j.RunAt, hostStart, j.StartedAt)
 		if err == nil {
 			break
 		}
@@ -208,7 +253,13 @@ VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id, attempt, node) DO NOTHING`, j.I
 	}
 	outcome := "ok"
 	var werr error
-	if d > 0 {
+	if r.downstream {
+		var up bool
+		if err := r.pool.QueryRow(ctx, `SELECT up FROM downstream`).Scan(&up); err != nil || !up {
+			werr, outcome = errors.New("downstream unavailable"), "failed: downstream unavailable"
+		}
+	}
+	if d > 0 && werr == nil {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -218,11 +269,12 @@ VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id, attempt, node) DO NOTHING`, j.I
 			outcome = "cancelled: " + werr.Error()
 		}
 	}
+	hostEnd := r.now()
 	give := time.Now().Add(15 * time.Second)
 	for time.Now().Before(give) {
 		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := r.pool.Exec(fctx, `UPDATE executions SET finished_at = clock_timestamp(), outcome = $4
-WHERE job_id = $1 AND attempt = $2 AND node = $3`, j.ID, j.Attempt, r.node, outcome)
+		_, err := r.pool.Exec(fctx, `UPDATE executions SET finished_at = clock_timestamp(), outcome = $4, host_finished_at = $5
+WHERE job_id = $1 AND attempt = $2 AND node = $3`, j.ID, j.Attempt, r.node, outcome, hostEnd)
 		cancel()
 		if err == nil {
 			break
