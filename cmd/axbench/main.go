@@ -45,6 +45,12 @@
 //     (-private loads it) the statements that took the server's time.
 //     Targets: held rate ≥ 90% of clean, held lag p99 ≤ 2× clean, recovery
 //     within 60 s of the release.
+//   - flow: over -procs processes at each -workers value, no-op jobs/s
+//     with a GlobalConcurrency and a RateLimit that do not bind against
+//     none (-flow-reps runs each, median; target ≥ 90%); then the start
+//     lag of jobs released by a RateLimit(-flow-rate, 1s) window (replayed
+//     from the bucket's rules) and by a closing breaker (target p99 ≤ 50
+//     ms).
 //   - wide: one Scheduler of -wide-workers (1000) for -wide-for (5 min)
 //     with a producer keeping jobs available; jobs/s per -wide-interval
 //     (a minute), last vs first within ±10%, and against a run of
@@ -113,6 +119,7 @@ var scenarios = []scenario{
 	{"bigtable", "no-op jobs/s on an empty table, then with 1M and 10M finished rows, and each against empty", runBigtable},
 	{"heldxmin", "completion rate, start lag and claim latency before, while and after a transaction holds back vacuum", runHeldXmin},
 	{"wide", "jobs/s per minute of a long W=1000 run, and against W=100", runWide},
+	{"flow", "overhead of a global limit and a rate limit that do not bind, and the start lag of jobs a rate limit or a closing breaker releases", runFlow},
 }
 
 // bench is the state shared by the scenarios of one run.

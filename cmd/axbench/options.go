@@ -82,6 +82,11 @@ type options struct {
 	wideBase     int
 	wideFor      time.Duration
 	wideInterval time.Duration
+
+	flowReps        int
+	flowRate        int
+	flowLagJobs     int
+	flowBreakerJobs int
 }
 
 // listFlag is a flag that may be given several times.
@@ -112,7 +117,11 @@ func (o *options) register(fs *flag.FlagSet) {
 
 	fs.IntVar(&o.n, "n", 100_000, "throughput, multiprocess: no-op jobs")
 	fs.StringVar(&o.workers, "workers", "100,1000", "throughput: Config.Workers values, comma-separated")
-	fs.IntVar(&o.procs, "procs", 3, "multiprocess: worker processes")
+	fs.IntVar(&o.procs, "procs", 3, "multiprocess, flow: worker processes")
+	fs.IntVar(&o.flowReps, "flow-reps", 3, "flow: runs of each configuration (the median counts)")
+	fs.IntVar(&o.flowRate, "flow-rate", 500, "flow: the binding rate limit, starts per second")
+	fs.IntVar(&o.flowLagJobs, "flow-lag-jobs", 3000, "flow: jobs drained through the rate limit")
+	fs.IntVar(&o.flowBreakerJobs, "flow-breaker-jobs", 300, "flow: jobs held by the open breaker")
 	fs.IntVar(&o.mpWorkers, "mp-workers", 100, "multiprocess: Config.Workers of each process")
 
 	fs.IntVar(&o.lagJobs, "lag-jobs", 30_000, "lag: jobs")
@@ -171,7 +180,8 @@ var quickValues = map[string]string{
 	"rate": "500", "sustained-for": "3s", "sustained-max": "3s",
 	"backlog-sizes": "10000", "backlog-finished": "10000", "backlog-due": "1000", "backlog-run": "1000", "rss-for": "1s",
 	"storm-jobs": "100", "storm-down": "2s",
-	"idle-for":      "2s",
+	"idle-for":  "2s",
+	"flow-reps": "1", "flow-lag-jobs": "500", "flow-breaker-jobs": "50",
 	"insert-single": "300", "insert-total": "5000", "insert-batches": "100,1000",
 	"bigtable-sizes": "2000,5000", "bigtable-for": "1s", "bigtable-warmup": "200ms", "feed-batch": "1000",
 	"heldxmin-rate": "300", "heldxmin-clean": "2s", "heldxmin-hold": "2s", "heldxmin-recovery": "2s", "heldxmin-window": "1s",

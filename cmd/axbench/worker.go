@@ -37,6 +37,9 @@ type workerResult struct {
 	HWMKB    int64   `json:"hwm_kb"`    // VmHWM
 	LagsUS   []int64 `json:"lags_us"`   // start lags (store clock), with -lags
 	EarlyCnt int64   `json:"early_cnt"` // negative start lags
+	// Starts are, with -starts, each handler call's claim time and run_at
+	// (store clock, Unix µs) and its start (host clock, Unix ns).
+	Starts [][3]int64 `json:"starts,omitempty"`
 }
 
 // workerMain is a worker process: a Scheduler on -dsn running no-op jobs.
@@ -50,20 +53,67 @@ func workerMain(args []string) int {
 	conns := fs.Int("conns", 0, "pool size")
 	lags := fs.Bool("lags", false, "record start lags")
 	cpuProfile := fs.String("cpuprofile", "", "CPU profile file")
+	var fl workerFlow
+	fs.IntVar(&fl.global, "global", 0, "ax.GlobalConcurrency of the no-op kind (0: none)")
+	fs.IntVar(&fl.rate, "rate", 0, "ax.RateLimit of the no-op kind, starts per -rate-per (0: none)")
+	fs.DurationVar(&fl.ratePer, "rate-per", time.Second, "the rate limit's window")
+	fs.BoolVar(&fl.breaker, "breaker", false, "give the no-op kind a circuit breaker (an hour's cool-down: opened and closed by hand)")
+	fs.BoolVar(&fl.starts, "starts", false, "record each start's claim, run_at and host start")
 	if len(args) > 0 && args[0] == "worker" {
 		args = args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := runWorker(*dsn, *workers, *conns, *lags, *cpuProfile, os.Stdin, os.Stdout); err != nil {
+	if err := runWorker(*dsn, *workers, *conns, *lags, *cpuProfile, fl, os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "axbench worker:", err)
 		return 1
 	}
 	return 0
 }
 
-func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile string, in io.Reader, out io.Writer) error {
+// workerFlow are a worker's flow options for the no-op kind.
+type workerFlow struct {
+	global, rate int
+	ratePer      time.Duration
+	breaker      bool
+	starts       bool
+}
+
+// options returns the handler options the flags ask for.
+func (f workerFlow) options() []ax.HandlerOption {
+	var opts []ax.HandlerOption
+	if f.global > 0 {
+		opts = append(opts, ax.GlobalConcurrency(f.global))
+	}
+	if f.rate > 0 {
+		opts = append(opts, ax.RateLimit(f.rate, f.ratePer))
+	}
+	if f.breaker {
+		opts = append(opts, ax.CircuitBreaker(ax.BreakerConfig{CoolDown: time.Hour}))
+	}
+	return opts
+}
+
+// args returns the worker flags of f.
+func (f workerFlow) args() []string {
+	var a []string
+	if f.global > 0 {
+		a = append(a, "-global", strconv.Itoa(f.global))
+	}
+	if f.rate > 0 {
+		a = append(a, "-rate", strconv.Itoa(f.rate), "-rate-per", f.ratePer.String())
+	}
+	if f.breaker {
+		a = append(a, "-breaker")
+	}
+	if f.starts {
+		a = append(a, "-starts")
+	}
+	return a
+}
+
+func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile string, fl workerFlow, in io.Reader, out io.Writer) error {
 	ctx := context.Background()
 	pool, err := newPool(ctx, dsn, conns, "axbench-worker")
 	if err != nil {
@@ -83,13 +133,20 @@ func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile strin
 		count, last, early atomic.Int64
 		mu                 sync.Mutex
 		lagsUS             []int64
+		starts             [][3]int64
 	)
 	if recordLags {
 		lagsUS = make([]int64, 0, 1<<16)
 	}
 	err = s.Handle(noopKind, ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
 		count.Add(1)
-		last.Store(time.Now().UnixNano())
+		now := time.Now().UnixNano()
+		last.Store(now)
+		if fl.starts {
+			mu.Lock()
+			starts = append(starts, [3]int64{j.StartedAt.UnixMicro(), j.RunAt.UnixMicro(), now})
+			mu.Unlock()
+		}
 		if lag := j.ClaimLag(); lag < 0 {
 			early.Add(1)
 		}
@@ -99,7 +156,7 @@ func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile strin
 			mu.Unlock()
 		}
 		return nil
-	}))
+	}), fl.options()...)
 	if err != nil {
 		return err
 	}
@@ -158,7 +215,7 @@ loop:
 	_, hwm := memStatus()
 	mu.Lock()
 	res := workerResult{Count: count.Load(), LastNS: last.Load(), StopNS: stoppedAt, UserS: (u1 - u0).Seconds(), SysS: (s1 - s0).Seconds(),
-		RSSKB: rss, PeakKB: max(peak, rss), HWMKB: hwm, LagsUS: lagsUS, EarlyCnt: early.Load()}
+		RSSKB: rss, PeakKB: max(peak, rss), HWMKB: hwm, LagsUS: lagsUS, EarlyCnt: early.Load(), Starts: starts}
 	b, err := json.Marshal(res)
 	mu.Unlock()
 	if err != nil {
@@ -179,12 +236,12 @@ type worker struct {
 }
 
 // startWorker starts a worker process on dsn and waits until it is ready.
-func (b *bench) startWorker(ctx context.Context, dsn string, workers int, lags bool, idx int) (*worker, error) {
+func (b *bench) startWorker(ctx context.Context, dsn string, workers int, lags bool, idx int, extra ...string) (*worker, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"worker", "-dsn", dsn, "-workers", strconv.Itoa(workers), "-conns", strconv.Itoa(b.opt.conns)}
+	args := append([]string{"worker", "-dsn", dsn, "-workers", strconv.Itoa(workers), "-conns", strconv.Itoa(b.opt.conns)}, extra...)
 	if lags {
 		args = append(args, "-lags")
 	}
