@@ -261,8 +261,8 @@ func scanNodes(rows interface {
 	var out []*store.NodeRecord
 	for rows.Next() {
 		var (
-			n                       store.NodeRecord
-			kinds, state            string
+			n                      store.NodeRecord
+			kinds, state           string
 			started, beat, expires int64
 		)
 		if err := rows.Scan(&n.Name, &n.Version, &kinds, &state, &started, &beat, &expires); err != nil {

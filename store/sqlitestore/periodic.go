@@ -91,10 +91,10 @@ func (w *wtx) putPeriodic(st *store.PeriodicState, tmpl sql.NullString) error {
 // returned raw.
 func scanPeriodic(sc scanner) (*store.PeriodicState, sql.NullString, error) {
 	var (
-		st              store.PeriodicState
-		last, updated   int64
-		paused          int64
-		tmpl            sql.NullString
+		st            store.PeriodicState
+		last, updated int64
+		paused        int64
+		tmpl          sql.NullString
 	)
 	if err := sc.Scan(&st.Name, &st.Spec, &last, &updated, &paused, &tmpl); err != nil {
 		return nil, tmpl, err
