@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
-
-	"github.com/google/uuid"
 
 	"github.com/axsched/ax/store"
 )
@@ -87,19 +86,34 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 			slices.SortFunc(cands, func(a, b cand) int {
 				return cmp.Or(cmp.Compare(a.runAt, b.runAt), bytes.Compare(a.id, b.id))
 			})
-			for _, c := range cands[:min(left, len(cands))] {
-				j, err := scanJob(w.queryRow(qClaimUpdate, params.Owner, newToken(), expires, now, c.seq))
-				if err != nil {
-					return err
-				}
-				rec, err := j.record()
-				if err != nil {
-					return err
-				}
-				res.Jobs = append(res.Jobs, rec)
-				wants[c.want].left--
-				left--
+			take := cands[:min(left, len(cands))]
+			if len(take) == 0 {
+				continue
 			}
+			seqs := make([]int64, len(take))
+			for i, c := range take {
+				seqs[i] = c.seq
+				wants[c.want].left--
+			}
+			left -= len(take)
+			list, err := json.Marshal(seqs)
+			if err != nil {
+				return err
+			}
+			js, err := loadAll(w.query(qClaimUpdate, params.Owner, expires, now, string(list)))
+			if err != nil {
+				return err
+			}
+			claimed := make([]*store.JobRecord, len(js))
+			for i, j := range js {
+				if claimed[i], err = j.record(); err != nil {
+					return err
+				}
+			}
+			slices.SortFunc(claimed, func(a, b *store.JobRecord) int {
+				return cmp.Or(a.RunAt.Compare(b.RunAt), bytes.Compare(a.ID[:], b.ID[:]))
+			})
+			res.Jobs = append(res.Jobs, claimed...)
 		}
 		var next int64
 		found := false
@@ -127,10 +141,4 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	return res, nil
-}
-
-// newToken returns a fresh random lease token as a BLOB.
-func newToken() []byte {
-	t := uuid.New()
-	return t[:]
 }

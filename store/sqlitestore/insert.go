@@ -100,7 +100,7 @@ func (s *Store) InsertTx(ctx context.Context, tx *sql.Tx, params []store.InsertP
 	if len(params) == 0 {
 		return nil, nil
 	}
-	w := &wtx{s: s, ctx: ctx, tx: tx, now: s.clock()}
+	w := &wtx{s: s, ctx: context.WithoutCancel(ctx), tx: tx, now: s.clock()}
 	res, err := w.insert(params, uuid.Nil)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs in tx: %w", s.dbErr(err))
@@ -160,19 +160,23 @@ func (w *wtx) insertRow(p *store.InsertParams, parent, batch uuid.UUID, keyless 
 	if keyless {
 		q = qInsertIfAbsent
 	}
-	var seq int64
-	err = w.queryRow(q, p.ID[:], p.Kind, payload, md, p.Priority, toUS(runAt), toUS(runAt), p.MaxAttempts,
+	res, err := w.exec(q, p.ID[:], p.Kind, payload, md, p.Priority, toUS(runAt), toUS(runAt), p.MaxAttempts,
 		key, boolInt(u.Global), boolInt(u.Finished), int64(u.Period/time.Second), ukey, boolInt(keep),
-		toUS(w.now), fus, idArg(parent), idArg(batch)).Scan(&seq)
+		toUS(w.now), fus, idArg(parent), idArg(batch))
 	switch {
-	case errors.Is(err, sql.ErrNoRows) && keyless:
-		return store.InsertResult{ID: p.ID, Duplicate: true}, nil
-	case errors.Is(err, sql.ErrNoRows):
-		seen = true
 	case isConstraint(err):
-		return store.InsertResult{}, fmt.Errorf("%w: job ID %s already exists", store.ErrInvalidParams, p.ID)
+		return store.InsertResult{}, fmt.Errorf("%w: job ID %s already exists (%v)", store.ErrInvalidParams, p.ID, err)
 	case err != nil:
 		return store.InsertResult{}, err
+	}
+	n, err := res.RowsAffected()
+	switch {
+	case err != nil:
+		return store.InsertResult{}, err
+	case n == 0 && keyless:
+		return store.InsertResult{ID: p.ID, Duplicate: true}, nil
+	case n == 0:
+		seen = true
 	}
 	if seen {
 		var holder []byte

@@ -2,7 +2,11 @@ package sqlitestore
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+
+	"github.com/google/uuid"
 
 	"github.com/axsched/ax/store"
 )
@@ -81,14 +85,38 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 	if len(params) == 0 {
 		return ok, s.usableErr(ctx, "finish jobs")
 	}
-	err := s.write(ctx, func(w *wtx) error {
+	ids := make([]string, len(params))
+	for i := range params {
+		ids[i] = hex.EncodeToString(params[i].Lease.ID[:])
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	err = s.write(ctx, func(w *wtx) error {
 		clear(ok)
+		// One read of every running job the call names; a row applies
+		// when its job runs under its token, and takes the job out of
+		// the map, so that a lease listed twice applies once.
+		js, err := loadAll(w.query(qLoadRunning, string(list)))
+		if err != nil {
+			return err
+		}
+		running := make(map[uuid.UUID]*jobRow, len(js))
+		for _, j := range js {
+			running[j.rec.ID] = j
+		}
 		for i := range params {
-			applied, err := w.finish(&params[i])
-			if err != nil {
+			p := &params[i]
+			j := running[p.Lease.ID]
+			if j == nil || j.rec.LeaseToken != p.Lease.Token {
+				continue
+			}
+			delete(running, p.Lease.ID)
+			if err := w.finish(j, p); err != nil {
 				return fmt.Errorf("row %d: %w", i, err)
 			}
-			ok[i] = applied
+			ok[i] = true
 		}
 		return nil
 	})
@@ -98,18 +126,14 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 	return ok, nil
 }
 
-// finish applies one outcome and reports whether the lease was held.
-func (w *wtx) finish(p *store.FinishParams) (bool, error) {
-	j, err := w.loadOne(qLoadHeld, p.Lease.ID[:], p.Lease.Token[:])
-	if err != nil || j == nil {
-		return false, err
-	}
+// finish applies one outcome to j, which runs under p's lease.
+func (w *wtx) finish(j *jobRow, p *store.FinishParams) error {
 	r := &j.rec
 	out := p.Outcome
 	switch out {
 	case store.OutcomeRetry, store.OutcomeDead, store.OutcomeCancelled:
 		if err := j.appendError(r.Attempt, w.now, p.Error); err != nil {
-			return false, err
+			return err
 		}
 	}
 	reschedules := out == store.OutcomeRetry || out == store.OutcomeSnooze || out == store.OutcomeRelease
@@ -141,27 +165,27 @@ func (w *wtx) finish(p *store.FinishParams) (bool, error) {
 		r.State = store.StatePaused
 	}
 	if err := w.save(j); err != nil {
-		return false, err
+		return err
 	}
 	if r.State.Claimable() {
 		w.notify(r.Kind, r.RunAt)
 	}
 	if p.Result != nil {
 		if _, err := w.exec(qSetResult, string(p.Result), j.seq); err != nil {
-			return false, err
+			return err
 		}
 	}
 	if r.State == store.StateSucceeded {
 		for i := range p.Then {
 			if _, err := w.insertRow(&p.Then[i], r.ID, [16]byte{}, true); err != nil {
-				return false, fmt.Errorf("then %d: %w", i, err)
+				return fmt.Errorf("then %d: %w", i, err)
 			}
 		}
 	}
 	if r.State.Final() {
 		if err := w.finalized(j); err != nil {
-			return false, err
+			return err
 		}
 	}
-	return true, nil
+	return nil
 }

@@ -41,6 +41,7 @@ const (
 	qClaimNext
 	qClaimUpdate
 	qLoadHeld
+	qLoadRunning
 	qLoadID
 	qGetSeq
 	qGetID
@@ -107,12 +108,10 @@ const (
 var queryText = [numQueries]string{
 	// A row whose ukey is held inserts nothing and returns no row.
 	qInsert: `INSERT INTO jobs ` + insertCols + `
-	ON CONFLICT (ukey) WHERE ` + heldSQL + ` DO NOTHING
-	RETURNING seq`,
+	ON CONFLICT (ukey) WHERE ` + heldSQL + ` DO NOTHING`,
 	// Then jobs: an ID inserted already is one job.
 	qInsertIfAbsent: `INSERT INTO jobs ` + insertCols + `
-	ON CONFLICT (id) DO NOTHING
-	RETURNING seq`,
+	ON CONFLICT (id) DO NOTHING`,
 	qHolder:   `SELECT id FROM jobs WHERE ukey = ? AND ` + heldSQL,
 	qIDExists: `SELECT 1 FROM jobs WHERE id = ?`,
 
@@ -122,14 +121,20 @@ var queryText = [numQueries]string{
 	qClaimNext: `SELECT run_at FROM jobs
 	WHERE kind = ? AND priority = ? AND state IN ` + claimableSQL + `
 	ORDER BY run_at, id LIMIT 1`,
-	qClaimUpdate: `UPDATE jobs SET state = 'running', owner = ?, lease_token = ?, lease_expires_at = ?,
+	// The rows to claim come as a JSON array of their seqs. randomblob
+	// draws from SQLite's PRNG, seeded from the operating system's
+	// randomness: 128 bits per token.
+	qClaimUpdate: `UPDATE jobs SET state = 'running', owner = ?, lease_token = randomblob(16), lease_expires_at = ?,
 	attempted_at = ?, attempt = attempt + 1, fence = fence + 1, cancel_requested = 0, pause_requested = 0
-	WHERE seq = ? RETURNING ` + jobCols,
+	WHERE seq IN (SELECT value FROM json_each(?)) RETURNING ` + jobCols,
 
 	qLoadHeld: `SELECT ` + lightCols + ` FROM jobs WHERE id = ? AND state = 'running' AND lease_token = ?`,
-	qLoadID:   `SELECT ` + lightCols + ` FROM jobs WHERE id = ?`,
-	qGetSeq:   `SELECT ` + jobCols + ` FROM jobs WHERE seq = ?`,
-	qGetID:    `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`,
+	// The running rows of the IDs of a JSON array of hex IDs.
+	qLoadRunning: `SELECT ` + lightCols + ` FROM jobs
+	WHERE id IN (SELECT unhex(value) FROM json_each(?)) AND state = 'running'`,
+	qLoadID: `SELECT ` + lightCols + ` FROM jobs WHERE id = ?`,
+	qGetSeq: `SELECT ` + jobCols + ` FROM jobs WHERE seq = ?`,
+	qGetID:  `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`,
 	qSave: `UPDATE jobs SET state = ?, run_at = ?, attempt = ?, errors = ?, lease_token = ?, lease_expires_at = ?,
 	cancel_requested = ?, pause_requested = ?, finished_at = ? WHERE seq = ?`,
 	qSetResult: `UPDATE jobs SET result = ? WHERE seq = ?`,

@@ -341,7 +341,10 @@ func (s *Store) write(ctx context.Context, fn func(w *wtx) error) error {
 	if err != nil {
 		return s.dbErr(err)
 	}
-	w := &wtx{s: s, ctx: ctx, tx: tx, own: true, now: s.clock()}
+	// Statements run without ctx's cancellation: the driver would start a
+	// goroutine per statement to watch it. ctx still bounds the wait for
+	// the connection, and its cancellation rolls the transaction back.
+	w := &wtx{s: s, ctx: context.WithoutCancel(ctx), tx: tx, own: true, now: s.clock()}
 	if err := fn(w); err != nil {
 		_ = tx.Rollback()
 		return s.dbErr(err)
