@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -83,6 +84,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 }
 
 func run(ctx context.Context, opts options, out io.Writer) error {
+	out = &lockedWriter{w: out} // handlers print concurrently, a line per call
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	logger := newLogger()
@@ -344,3 +346,15 @@ func newLogger() *zap.Logger {
 
 // processID is this process's ID, recorded with each run.
 var processID = os.Getpid()
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
