@@ -22,8 +22,9 @@ import (
 // none). Invalid params fail with an error wrapping store.ErrInvalidParams.
 //
 // For each priority level and kind, one range scan of the jobs_claim index
-// reads at most the rows it may take, then one probe per (kind, priority)
-// finds NextRunAt: O(kinds · log n + claimed · log n), whatever the
+// reads the rows the kind may take and one more (the first it leaves
+// behind, which also gives NextRunAt), and one statement updates the
+// claimed rows by rowid: O((kinds + claimed) · log n), whatever the
 // history and the far-future backlog.
 func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.ClaimResult, error) {
 	if params == nil {
@@ -52,50 +53,67 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 			id    []byte
 			runAt int64
 			want  int
+			taken bool
 		}
-		var cands []cand
+		var (
+			cands, due []*cand
+			next       int64
+			found      bool
+		)
 		for _, prio := range store.Priorities {
-			if left == 0 {
-				break
-			}
-			cands = cands[:0]
+			// One range scan per kind reads the n rows it may take and
+			// one more: the first row a kind leaves behind, due or not,
+			// is its candidate for NextRunAt (n = 0 is a pure probe).
+			cands, due = cands[:0], due[:0]
 			for wi, wt := range wants {
 				n := min(wt.left, left)
-				if n == 0 {
-					continue
-				}
-				rows, err := w.query(qClaimCandidates, wt.kind, prio, now, n)
+				rows, err := w.query(qClaimCandidates, wt.kind, prio, n+1)
 				if err != nil {
 					return err
 				}
 				for rows.Next() {
-					c := cand{want: wi}
+					c := &cand{want: wi}
 					if err := rows.Scan(&c.seq, &c.id, &c.runAt); err != nil {
 						rows.Close()
 						return err
 					}
 					cands = append(cands, c)
+					if c.runAt <= now {
+						due = append(due, c)
+					}
 				}
 				rows.Close()
 				if err := rows.Err(); err != nil {
 					return err
 				}
 			}
-			// Each kind's candidates are at most its limit: the first
-			// `left` of all, in claim order, respect every limit.
-			slices.SortFunc(cands, func(a, b cand) int {
+			// Each kind's due rows beyond its limit are not candidates;
+			// then the first `left` of all, in claim order, respect every
+			// limit.
+			perKind := make(map[int]int, len(wants))
+			due = slices.DeleteFunc(due, func(c *cand) bool {
+				perKind[c.want]++
+				return perKind[c.want] > min(wants[c.want].left, left)
+			})
+			slices.SortFunc(due, func(a, b *cand) int {
 				return cmp.Or(cmp.Compare(a.runAt, b.runAt), bytes.Compare(a.id, b.id))
 			})
-			take := cands[:min(left, len(cands))]
-			if len(take) == 0 {
-				continue
-			}
+			take := due[:min(left, len(due))]
 			seqs := make([]int64, len(take))
 			for i, c := range take {
 				seqs[i] = c.seq
+				c.taken = true
 				wants[c.want].left--
 			}
 			left -= len(take)
+			for _, c := range cands {
+				if !c.taken && (!found || c.runAt < next) {
+					next, found = c.runAt, true
+				}
+			}
+			if len(take) == 0 {
+				continue
+			}
 			list, err := json.Marshal(seqs)
 			if err != nil {
 				return err
@@ -114,23 +132,6 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 				return cmp.Or(a.RunAt.Compare(b.RunAt), bytes.Compare(a.ID[:], b.ID[:]))
 			})
 			res.Jobs = append(res.Jobs, claimed...)
-		}
-		var next int64
-		found := false
-		for _, wt := range wants {
-			for _, prio := range store.Priorities {
-				var at int64
-				err := w.queryRow(qClaimNext, wt.kind, prio).Scan(&at)
-				if err != nil {
-					if isNoRows(err) {
-						continue
-					}
-					return err
-				}
-				if !found || at < next {
-					next, found = at, true
-				}
-			}
 		}
 		if found {
 			res.NextRunAt = fromUS(next)

@@ -94,12 +94,14 @@
 //	leaders, nodes, kinds, nonces
 //
 // Every hot statement searches the index made for it (TestQueryPlans
-// checks the plans): a claim reads, per requested kind and priority, at
-// most the rows it may take from jobs_claim, then probes it once per kind
-// and priority for NextRunAt, so its cost grows with the jobs it claims
-// and the kinds it asks for, not with finished jobs or far-future ones.
-// Finish, ExtendLeases and RescueExpired cost a few index lookups per job;
-// a call with n rows costs O(n log n). CountJobs reads the counts table.
+// checks the plans): a claim reads, per requested kind and priority, the
+// rows it may take from jobs_claim and one more (which gives NextRunAt),
+// and updates the claimed rows in one statement, so its cost grows with
+// the jobs it claims and the kinds it asks for, not with finished jobs or
+// far-future ones. Finish reads the jobs it names in one statement and
+// writes each in one more; ExtendLeases and RescueExpired cost an index
+// lookup or two per job: a call with n rows costs O(n log n), never
+// O(n²). CountJobs reads the counts table.
 // ListJobs, Bulk and CountMatching with filters beyond kinds and states
 // walk jobs in ID order and skip those the filter rejects, as memstore
 // does.

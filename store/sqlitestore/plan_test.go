@@ -20,12 +20,13 @@ func TestQueryPlans(t *testing.T) {
 		args []any
 		want string
 	}{
-		{qClaimCandidates, []any{"k", 1, 0, 10}, "SEARCH jobs USING INDEX jobs_claim (kind=? AND priority=? AND run_at<?)"},
+		{qClaimCandidates, []any{"k", 1, 10}, "SEARCH jobs USING INDEX jobs_claim (kind=? AND priority=?)"},
+		{qClaimUpdate, []any{"n", 0, 0, "[1]"}, "SEARCH jobs USING INTEGER PRIMARY KEY (rowid=?)"},
 		{qClaimNext, []any{"k", 1}, "SEARCH jobs USING INDEX jobs_claim (kind=? AND priority=?)"},
 		{qHolder, []any{"k"}, "SEARCH jobs USING INDEX jobs_ukey (ukey=?)"},
 		{qRescueSelect, []any{0, 10}, "SEARCH jobs USING INDEX jobs_lease (lease_expires_at<?)"},
 		{qPrune, []any{0, 10}, "SEARCH jobs USING INDEX jobs_finished (finished_at<?)"},
-		{qLoadHeld, []any{[]byte{1}, []byte{2}}, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)"},
+		{qLoadRunning, []any{`["01"]`}, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)"},
 		{qExtend, []any{0, []byte{1}, []byte{2}}, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)"},
 		{qFollowUps, []any{[]byte{1}}, "SEARCH jobs USING INDEX jobs_parent (parent=?)"},
 		{qBatchChildren, []any{[]byte{1}, []byte{}, []byte{2}, 10}, "SEARCH jobs USING INDEX jobs_batch (batch=? AND id>?)"},

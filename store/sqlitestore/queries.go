@@ -40,7 +40,6 @@ const (
 	qClaimCandidates
 	qClaimNext
 	qClaimUpdate
-	qLoadHeld
 	qLoadRunning
 	qLoadID
 	qGetSeq
@@ -116,7 +115,7 @@ var queryText = [numQueries]string{
 	qIDExists: `SELECT 1 FROM jobs WHERE id = ?`,
 
 	qClaimCandidates: `SELECT seq, id, run_at FROM jobs
-	WHERE kind = ? AND priority = ? AND state IN ` + claimableSQL + ` AND run_at <= ?
+	WHERE kind = ? AND priority = ? AND state IN ` + claimableSQL + `
 	ORDER BY run_at, id LIMIT ?`,
 	qClaimNext: `SELECT run_at FROM jobs
 	WHERE kind = ? AND priority = ? AND state IN ` + claimableSQL + `
@@ -128,7 +127,6 @@ var queryText = [numQueries]string{
 	attempted_at = ?, attempt = attempt + 1, fence = fence + 1, cancel_requested = 0, pause_requested = 0
 	WHERE seq IN (SELECT value FROM json_each(?)) RETURNING ` + jobCols,
 
-	qLoadHeld: `SELECT ` + lightCols + ` FROM jobs WHERE id = ? AND state = 'running' AND lease_token = ?`,
 	// The running rows of the IDs of a JSON array of hex IDs.
 	qLoadRunning: `SELECT ` + lightCols + ` FROM jobs
 	WHERE id IN (SELECT unhex(value) FROM json_each(?)) AND state = 'running'`,
