@@ -94,9 +94,11 @@ type Store struct {
 
 // Open opens (creating it if missing) the SQLite database file at path,
 // migrates it to this package's schema and returns a Store on it. It takes
-// an exclusive lock on path+".lock" for the Store's life: a second Open of
-// the same file, by this process or another, fails with an error wrapping
-// ErrLocked until Close (or the death of the holder, however it dies).
+// an exclusive lock on path+".lock" for the Store's life (path with its
+// symbolic links resolved): a second Open of the same file, by this
+// process or another, fails with an error wrapping ErrLocked until Close
+// (or the death of the holder, however it dies). A hard link to the file
+// is another path, with another lock: do not open a file through two.
 //
 // Jobs left running in the file were run by a process that is gone (the
 // lock proves it): Open makes their leases expire at once, so the first
@@ -113,7 +115,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
-	abs, err := filepath.Abs(path)
+	abs, err := canonical(path)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
@@ -122,23 +124,41 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
 	if err := s.open(ctx); err != nil {
-		s.release()
+		_ = s.release() // the open error says more
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
 	return s, nil
 }
 
+// canonical returns path absolute, with the symbolic links of its
+// directory (and of the file, when it exists) resolved, so that two paths
+// to one file take one lock.
+func canonical(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	if p, err := filepath.EvalSymlinks(abs); err == nil {
+		return p, nil
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, filepath.Base(abs)), nil
+}
+
 // open opens the two pools, migrates, expires stale leases and prepares
 // the statements.
 func (s *Store) open(ctx context.Context) error {
-	sync := "FULL"
+	syncMode := "FULL"
 	if s.cfg.syncNormal {
-		sync = "NORMAL"
+		syncMode = "NORMAL"
 	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(s.cfg.busyTimeout.Milliseconds(), 10)+")")
 	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous("+sync+")")
+	q.Add("_pragma", "synchronous("+syncMode+")")
 	q.Add("_pragma", "foreign_keys(0)")
 	q.Set("_txlock", "immediate")
 	var err error

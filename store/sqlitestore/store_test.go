@@ -16,22 +16,6 @@ import (
 	"github.com/axsched/ax/store/sqlitestore"
 )
 
-// TestLock checks that a file serves one Store at a time.
-func TestLock(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ax.db")
-	st, err := sqlitestore.Open(t.Context(), path)
-	require.NoError(t, err)
-	_, err = sqlitestore.Open(t.Context(), path)
-	require.ErrorIs(t, err, sqlitestore.ErrLocked)
-	require.Contains(t, err.Error(), "another Store of this process")
-	require.NoError(t, st.Close())
-	require.NoError(t, st.Close(), "Close twice")
-
-	again, err := sqlitestore.Open(t.Context(), path)
-	require.NoError(t, err, "the lock is released by Close")
-	require.NoError(t, again.Close())
-}
-
 // TestOpenRefuses checks the paths Open refuses and a newer schema.
 func TestOpenRefuses(t *testing.T) {
 	for _, p := range []string{"", ":memory:", "file:x.db", "a?b.db"} {

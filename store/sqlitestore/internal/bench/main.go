@@ -17,6 +17,9 @@
 //     minus the job's run time (host clock), p50 / p99 / max.
 //   - immediate: 300 jobs/s scheduled one at a time for 3 s: from before
 //     Schedule to the handler's start, p50 / p99 / max.
+//   - backlog: Store.Claim of 100 due low-priority jobs, p50 of 20 claims,
+//     on an empty store, then with 100,000 high-priority jobs an hour
+//     ahead, then with 50,000 finished jobs too.
 package main
 
 import (
@@ -33,6 +36,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
@@ -68,6 +72,7 @@ func main() {
 			{"throughput", func(ctx context.Context, st store.Store) (string, error) { return throughput(ctx, st, *jobs) }},
 			{"lag", func(ctx context.Context, st store.Store) (string, error) { return lag(ctx, st, *lagJobs) }},
 			{"immediate", immediate},
+			{"backlog", backlog},
 		} {
 			st, done, err := tg.open(ctx)
 			if err != nil {
@@ -344,4 +349,79 @@ func pct(ds []time.Duration, p int) time.Duration {
 	slices.Sort(s)
 	i := min(len(s)-1, (len(s)*p)/100)
 	return s[i].Round(10 * time.Microsecond)
+}
+
+func backlog(ctx context.Context, st store.Store) (string, error) {
+	claim100 := func() (time.Duration, error) {
+		var lat []time.Duration
+		for range 20 {
+			ps := make([]store.InsertParams, 100)
+			for i := range ps {
+				ps[i] = store.InsertParams{ID: uuid.Must(uuid.NewV7()), Kind: "due", Payload: json.RawMessage(`{}`),
+					Priority: store.PriorityLow, MaxAttempts: 1}
+			}
+			if _, err := st.Insert(ctx, ps); err != nil {
+				return 0, err
+			}
+			t0 := time.Now()
+			res, err := st.Claim(ctx, &store.ClaimParams{Owner: "bench", Kinds: []store.KindLimit{{Kind: "due", Limit: 100}, {Kind: "future", Limit: 100}},
+				Limit: 100, LeaseDuration: time.Hour})
+			if err != nil {
+				return 0, err
+			}
+			lat = append(lat, time.Since(t0))
+			if len(res.Jobs) != 100 {
+				return 0, fmt.Errorf("claimed %d, want 100", len(res.Jobs))
+			}
+		}
+		return pct(lat, 50), nil
+	}
+	insert := func(kind string, n int, prio int, delay time.Duration) error {
+		for i := 0; i < n; i += 10_000 {
+			ps := make([]store.InsertParams, min(10_000, n-i))
+			for k := range ps {
+				ps[k] = store.InsertParams{ID: uuid.Must(uuid.NewV7()), Kind: kind, Payload: json.RawMessage(`{}`),
+					Priority: prio, MaxAttempts: 1, Delay: delay}
+			}
+			if _, err := st.Insert(ctx, ps); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	empty, err := claim100()
+	if err != nil {
+		return "", err
+	}
+	if err := insert("future", 100_000, store.PriorityHigh, time.Hour); err != nil {
+		return "", err
+	}
+	future, err := claim100()
+	if err != nil {
+		return "", err
+	}
+	if err := insert("done", 50_000, store.PriorityNormal, 0); err != nil {
+		return "", err
+	}
+	for {
+		res, err := st.Claim(ctx, &store.ClaimParams{Owner: "bench", Kinds: []store.KindLimit{{Kind: "done", Limit: 1000}}, Limit: 1000, LeaseDuration: time.Hour})
+		if err != nil {
+			return "", err
+		}
+		if len(res.Jobs) == 0 {
+			break
+		}
+		fps := make([]store.FinishParams, len(res.Jobs))
+		for i, j := range res.Jobs {
+			fps[i] = store.FinishParams{Lease: store.Lease{ID: j.ID, Token: j.LeaseToken}, Outcome: store.OutcomeSucceeded}
+		}
+		if _, err := st.Finish(ctx, fps); err != nil {
+			return "", err
+		}
+	}
+	finished, err := claim100()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("Claim of 100 p50: empty %s / 100k future %s / 100k future + 50k finished %s", empty, future, finished), nil
 }
