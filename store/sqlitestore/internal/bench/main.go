@@ -30,6 +30,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -51,8 +52,22 @@ func main() {
 		pg      = flag.String("pg", "", "PostgreSQL DSN: run the scenarios there too, in a fresh schema")
 		jobs    = flag.Int("jobs", 50_000, "jobs of the insert-many and throughput scenarios")
 		lagJobs = flag.Int("lag-jobs", 2_000, "jobs of the lag scenario")
+		only    = flag.String("only", "", "run only this scenario")
+		profile = flag.String("cpuprofile", "", "write a CPU profile to this file")
 	)
 	flag.Parse()
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx := context.Background()
 	targets := []target{
 		{"sqlite (synchronous=FULL)", sqliteStore()},
@@ -74,6 +89,9 @@ func main() {
 			{"immediate", immediate},
 			{"backlog", backlog},
 		} {
+			if *only != "" && sc.name != *only {
+				continue
+			}
 			st, done, err := tg.open(ctx)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "bench:", tg.name, err)
@@ -83,7 +101,7 @@ func main() {
 			done()
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "bench:", tg.name, sc.name, err)
-				os.Exit(1)
+				return
 			}
 			fmt.Printf("%-28s %-12s %s\n", tg.name, sc.name, fig)
 		}
