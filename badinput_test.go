@@ -51,6 +51,10 @@ func TestScheduleRejectsBadInput(t *testing.T) {
 		{"raw payload invalid UTF-8", "k", json.RawMessage("\"\xff\""), nil, ax.ErrInvalidPayload},
 		{"At year 300000", "k", nil, []ax.ScheduleOption{ax.At(time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC))}, ax.ErrInvalidOption},
 		{"At year 0", "k", nil, []ax.ScheduleOption{ax.At(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC))}, ax.ErrInvalidOption},
+		{"unique scope without key", "k", nil, []ax.ScheduleOption{ax.UniqueGlobal()}, ax.ErrInvalidOption},
+		{"unique for 0", "k", nil, []ax.ScheduleOption{ax.UniqueKey("k"), ax.UniqueFor(0)}, ax.ErrInvalidOption},
+		{"unique for 1500ms", "k", nil, []ax.ScheduleOption{ax.UniqueKey("k"), ax.UniqueFor(1500 * time.Millisecond)}, ax.ErrInvalidOption},
+		{"unique for 2 years", "k", nil, []ax.ScheduleOption{ax.UniqueKey("k"), ax.UniqueFor(2 * 365 * 24 * time.Hour)}, ax.ErrInvalidOption},
 		// Defect 9: a MaxAttempts a 32-bit column would truncate.
 		{"max attempts above MaxInt32", "k", nil, []ax.ScheduleOption{ax.MaxAttempts(math.MaxInt32 + 1)}, ax.ErrInvalidOption},
 	}

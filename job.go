@@ -144,6 +144,8 @@ type scheduleSettings struct {
 	maxAttempts int
 	metadata    map[string]string
 	followUps   []followUpOption
+	unique      store.UniqueScope
+	uniqueSet   bool // a scope option was given
 }
 
 type scheduleOptionFunc func(*scheduleSettings) error
@@ -179,10 +181,13 @@ func At(t time.Time) ScheduleOption {
 	})
 }
 
-// UniqueKey makes Schedule idempotent: while a job that is not cancelled
-// holds key (until it is pruned), scheduling another job with the same key
-// inserts nothing and returns the holder's ID with Duplicate set. The check
-// is a unique index in the store, safe across hosts. The key must be
+// UniqueKey makes Schedule idempotent: while another job holds key,
+// scheduling a job with the same key inserts nothing and returns the
+// holder's ID with Duplicate set. By default a key is held by a job of the
+// same kind while it is scheduled, retrying, paused or running (a finished
+// job frees it); UniqueGlobal, UniqueWhileFinished and UniqueFor widen
+// that. A cancelled job never holds its key. The check is an index in the
+// store, safe across hosts. The key must be
 // valid UTF-8 without NUL bytes, 1 to store.MaxUniqueKeyLength bytes, and
 // must not start with "periodic:", the prefix of periodic jobs' keys;
 // otherwise it is an error wrapping ErrInvalidOption.
@@ -198,6 +203,45 @@ func UniqueKey(key string) ScheduleOption {
 			return fmt.Errorf("%w: UniqueKey: %w", ErrInvalidOption, err)
 		}
 		s.uniqueKey = key
+		return nil
+	})
+}
+
+// UniqueGlobal makes the job's UniqueKey unique across all kinds; by
+// default a key is unique only among jobs of the same kind. Given without
+// UniqueKey it is an error wrapping ErrInvalidOption.
+func UniqueGlobal() ScheduleOption {
+	return scheduleOptionFunc(func(s *scheduleSettings) error {
+		s.unique.Global, s.uniqueSet = true, true
+		return nil
+	})
+}
+
+// UniqueWhileFinished keeps the job's UniqueKey held after the job ends
+// succeeded or dead, until it is pruned (Config.Retention), for keys that
+// must never run twice (a payment reference). By default a key is held
+// only while its job is scheduled, retrying, paused or running, so a
+// finished job frees it. Given without UniqueKey it is an error wrapping
+// ErrInvalidOption.
+func UniqueWhileFinished() ScheduleOption {
+	return scheduleOptionFunc(func(s *scheduleSettings) error {
+		s.unique.Finished, s.uniqueSet = true, true
+		return nil
+	})
+}
+
+// UniqueFor makes the job's UniqueKey hold for windows of d: at most one
+// job per key per window, whatever their states (but cancelled), the
+// windows aligned to the Unix epoch in the store's clock — UniqueFor(24 *
+// time.Hour) allows one per UTC day. d must be whole seconds, from 1s to
+// store.MaxUniquePeriod; otherwise, or without UniqueKey, it is an error
+// wrapping ErrInvalidOption.
+func UniqueFor(d time.Duration) ScheduleOption {
+	return scheduleOptionFunc(func(s *scheduleSettings) error {
+		if d < time.Second || d > store.MaxUniquePeriod || d%time.Second != 0 {
+			return fmt.Errorf("%w: UniqueFor(%s): want whole seconds from 1s to %s", ErrInvalidOption, d, store.MaxUniquePeriod)
+		}
+		s.unique.Period, s.uniqueSet = d, true
 		return nil
 	})
 }

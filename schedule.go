@@ -226,6 +226,9 @@ func (s *Scheduler) insertParam(r Request, ctxMetadata map[string]string) (store
 	if err != nil {
 		return store.InsertParams{}, err
 	}
+	if set.uniqueSet && set.uniqueKey == "" {
+		return store.InsertParams{}, fmt.Errorf("%w: UniqueGlobal, UniqueWhileFinished and UniqueFor need a UniqueKey", ErrInvalidOption)
+	}
 	id, err := newJobID()
 	if err != nil {
 		return store.InsertParams{}, fmt.Errorf("new job id: %w", err)
@@ -241,6 +244,7 @@ func (s *Scheduler) insertParam(r Request, ctxMetadata map[string]string) (store
 		Delay:       set.delay,
 		MaxAttempts: maxAttempts,
 		UniqueKey:   set.uniqueKey,
+		Unique:      set.unique,
 	}, nil
 }
 
