@@ -173,3 +173,25 @@ func TestPayloadsLarge(t *testing.T) {
 	require.Len(t, res.Jobs, 1)
 	require.Equal(t, string(big), string(res.Jobs[0].Payload))
 }
+
+// TestInsertTxOtherHandle checks InsertTx in a transaction of another
+// handle on the same file.
+func TestInsertTxOtherHandle(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	db, err := sql.Open("sqlite", st.Path()+"?_pragma=busy_timeout(5000)&_txlock=immediate")
+	require.NoError(t, err)
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	p := job("ship", "", store.UniqueScope{})
+	_, err = st.InsertTx(ctx, tx, []store.InsertParams{p})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	got, err := st.Get(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StateScheduled, got.State)
+	res, err := st.Claim(ctx, &store.ClaimParams{Owner: "n", Kinds: []store.KindLimit{{Kind: "ship", Limit: 1}}, Limit: 1, LeaseDuration: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 1, "the job inserted through another handle is claimed")
+}
