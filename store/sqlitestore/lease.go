@@ -17,8 +17,8 @@ import (
 // under another token; held leases whose job has a cancel requested are
 // reported in CancelRequested. A lease past its expiry is still held until
 // RescueExpired takes it back. A nil params or a Duration <= 0 fails with an
-// error wrapping store.ErrInvalidParams. Each lease costs one indexed
-// update.
+// error wrapping store.ErrInvalidParams. One statement extends every held
+// lease, each found through the ID index.
 func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*store.ExtendResult, error) {
 	if params == nil {
 		return nil, fmt.Errorf("extend leases: %w: nil params", store.ErrInvalidParams)
@@ -30,18 +30,40 @@ func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*
 	if len(params.Leases) == 0 {
 		return res, s.usableErr(ctx, "extend leases")
 	}
-	err := s.write(ctx, func(w *wtx) error {
+	pairs := make([][2]string, len(params.Leases))
+	for i, l := range params.Leases {
+		pairs[i] = [2]string{hex.EncodeToString(l.ID[:]), hex.EncodeToString(l.Token[:])}
+	}
+	list, err := json.Marshal(pairs)
+	if err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	err = s.write(ctx, func(w *wtx) error {
 		*res = store.ExtendResult{}
-		expires := toUS(w.now.Add(params.Duration))
-		for _, l := range params.Leases {
+		rows, err := w.query(qExtend, toUS(w.now.Add(params.Duration)), string(list))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		held := make(map[store.Lease]bool, len(params.Leases))
+		for rows.Next() {
+			var id, token []byte
 			var cancel int64
-			err := w.queryRow(qExtend, expires, l.ID[:], l.Token[:]).Scan(&cancel)
-			switch {
-			case isNoRows(err):
-				res.Lost = append(res.Lost, l)
-			case err != nil:
+			if err := rows.Scan(&id, &token, &cancel); err != nil {
 				return err
-			case cancel != 0:
+			}
+			l := store.Lease{ID: uuid.UUID(id), Token: uuid.UUID(token)}
+			held[l] = cancel != 0
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, l := range params.Leases {
+			cancel, ok := held[l]
+			switch {
+			case !ok:
+				res.Lost = append(res.Lost, l)
+			case cancel:
 				res.CancelRequested = append(res.CancelRequested, l)
 			}
 		}

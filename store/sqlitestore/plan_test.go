@@ -27,7 +27,7 @@ func TestQueryPlans(t *testing.T) {
 		{qRescueSelect, []any{0, 10}, "SEARCH jobs USING INDEX jobs_lease (lease_expires_at<?)"},
 		{qPrune, []any{0, 10}, "SEARCH jobs USING INDEX jobs_finished (finished_at<?)"},
 		{qLoadRunning, []any{`["01"]`}, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)"},
-		{qExtend, []any{0, []byte{1}, []byte{2}}, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)"},
+		{qExtend, []any{0, `[["01","02"]]`}, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)"},
 		{qFollowUps, []any{[]byte{1}}, "SEARCH jobs USING INDEX jobs_parent (parent=?)"},
 		{qBatchChildren, []any{[]byte{1}, []byte{}, []byte{2}, 10}, "SEARCH jobs USING INDEX jobs_batch (batch=? AND id>?)"},
 	}

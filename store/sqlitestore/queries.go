@@ -136,8 +136,11 @@ var queryText = [numQueries]string{
 	qSave: `UPDATE jobs SET state = ?, run_at = ?, attempt = ?, errors = ?, lease_token = ?, lease_expires_at = ?,
 	cancel_requested = ?, pause_requested = ?, finished_at = ? WHERE seq = ?`,
 	qSetResult: `UPDATE jobs SET result = ? WHERE seq = ?`,
+	// The leases come as a JSON array of [hex id, hex token] pairs.
 	qExtend: `UPDATE jobs SET lease_expires_at = ?
-	WHERE id = ? AND state = 'running' AND lease_token = ? RETURNING cancel_requested`,
+	FROM (SELECT unhex(value ->> 0) AS id, unhex(value ->> 1) AS token FROM json_each(?)) AS l
+	WHERE jobs.id = l.id AND jobs.lease_token = l.token AND jobs.state = 'running'
+	RETURNING jobs.id, jobs.lease_token, jobs.cancel_requested`,
 	qRescueSelect: `SELECT ` + lightCols + ` FROM jobs
 	WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at, id LIMIT ?`,
 	qPrune: `DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs
