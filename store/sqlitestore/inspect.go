@@ -15,9 +15,9 @@ import (
 // JobPage.Next is the last job's ID when another matching job follows,
 // zero otherwise. Invalid params fail with an error wrapping
 // store.ErrInvalidParams. It reads a reader connection, so it never holds
-// up claims; it walks the ID index from the cursor and skips the jobs the
-// filter rejects (a filter on IDs reads only those jobs), so a selective
-// filter over a long history reads many rows.
+// up claims, and gives up after 30 seconds; it walks the ID index from the
+// cursor and skips the jobs the filter rejects (a filter on IDs reads only
+// those jobs), so a selective filter over a long history reads many rows.
 func (s *Store) ListJobs(ctx context.Context, params *store.ListJobsParams) (*store.JobPage, error) {
 	if params == nil {
 		return nil, fmt.Errorf("list jobs: %w: nil params", store.ErrInvalidParams)

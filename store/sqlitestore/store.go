@@ -376,12 +376,19 @@ func (s *Store) write(ctx context.Context, fn func(w *wtx) error) error {
 	return nil
 }
 
+// maxReadTime bounds every read: a listing with a filter the indexes do
+// not serve ends with an error rather than keeping a snapshot open (which
+// holds back WAL checkpoints) for long.
+const maxReadTime = 30 * time.Second
+
 // read runs fn on a reader connection, in one read transaction when tx,
-// so that its statements see one snapshot.
+// so that its statements see one snapshot, for at most maxReadTime.
 func (s *Store) read(ctx context.Context, tx bool, fn func(r *rtx) error) error {
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, maxReadTime)
+	defer cancel()
 	r := &rtx{s: s, ctx: ctx}
 	if tx {
 		t, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
