@@ -128,6 +128,7 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 		for _, j := range js {
 			running[j.rec.ID] = j
 		}
+		done := make([]ended, 0, len(js))
 		for i := range params {
 			p := &params[i]
 			j := running[p.Lease.ID]
@@ -138,9 +139,13 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 			if err := w.finish(j, p); err != nil {
 				return fmt.Errorf("row %d: %w", i, err)
 			}
+			done = append(done, ended{j: j, result: p.Result})
 			ok[i] = true
 		}
-		return nil
+		// The rows are written last, in one statement: what finish
+		// inserted (Then jobs, follow-ups, a batch's completion) and the
+		// batch counters it moved depend on none of them.
+		return w.saveEnded(done)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
@@ -148,7 +153,8 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 	return ok, nil
 }
 
-// finish applies one outcome to j, which runs under p's lease.
+// finish applies one outcome to j, which runs under p's lease, and sets
+// off what it inserts; the caller writes j's row (saveEnded).
 func (w *wtx) finish(j *jobRow, p *store.FinishParams) error {
 	r := &j.rec
 	out := p.Outcome
@@ -186,16 +192,8 @@ func (w *wtx) finish(j *jobRow, p *store.FinishParams) error {
 		// there instead of letting it be claimed.
 		r.State = store.StatePaused
 	}
-	if err := w.save(j); err != nil {
-		return err
-	}
 	if r.State.Claimable() {
 		w.notify(r.Kind, r.RunAt)
-	}
-	if p.Result != nil {
-		if _, err := w.exec(qSetResult, string(p.Result), j.seq); err != nil {
-			return err
-		}
 	}
 	if r.State == store.StateSucceeded {
 		for i := range p.Then {

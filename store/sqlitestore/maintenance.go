@@ -31,6 +31,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 		if err != nil {
 			return err
 		}
+		done := make([]ended, 0, len(js))
 		for _, j := range js {
 			r := &j.rec
 			if err := j.appendError(r.Attempt, w.now, fmt.Sprintf("lease expired (owner %s)", r.Owner)); err != nil {
@@ -49,9 +50,6 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 			default:
 				r.State, r.FinishedAt = store.StateDead, w.now
 			}
-			if err := w.save(j); err != nil {
-				return err
-			}
 			if r.State.Claimable() {
 				w.notify(r.Kind, r.RunAt)
 			}
@@ -61,8 +59,9 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 				}
 			}
 			rescued = append(rescued, store.Rescued{ID: r.ID, Kind: r.Kind, Owner: r.Owner, Attempt: r.Attempt, State: r.State})
+			done = append(done, ended{j: j})
 		}
-		return nil
+		return w.saveEnded(done)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rescue expired leases: %w", err)

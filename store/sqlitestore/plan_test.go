@@ -28,6 +28,7 @@ func TestQueryPlans(t *testing.T) {
 		{qPrune, []any{0, 10}, "SEARCH jobs USING INDEX jobs_finished (finished_at<?)"},
 		{qLoadRunning, []any{`["01"]`}, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)"},
 		{qExtend, []any{0, `[["01","02"]]`}, "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)"},
+		{qSaveEnded, []any{`[[1,"succeeded",0,1,null,0,null]]`}, "SEARCH jobs USING INTEGER PRIMARY KEY (rowid=?)"},
 		{qFollowUps, []any{[]byte{1}}, "SEARCH jobs USING INDEX jobs_parent (parent=?)"},
 		{qBatchChildren, []any{[]byte{1}, []byte{}, []byte{2}, 10}, "SEARCH jobs USING INDEX jobs_batch (batch=? AND id>?)"},
 	}

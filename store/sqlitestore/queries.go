@@ -45,7 +45,7 @@ const (
 	qGetSeq
 	qGetID
 	qSave
-	qSetResult
+	qSaveEnded
 	qExtend
 	qRescueSelect
 	qPrune
@@ -135,7 +135,12 @@ var queryText = [numQueries]string{
 	qGetID:  `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`,
 	qSave: `UPDATE jobs SET state = ?, run_at = ?, attempt = ?, errors = ?, lease_token = ?, lease_expires_at = ?,
 	cancel_requested = ?, pause_requested = ?, finished_at = ? WHERE seq = ?`,
-	qSetResult: `UPDATE jobs SET result = ? WHERE seq = ?`,
+	// Jobs leaving running, as a JSON array of
+	// [seq, state, run_at, attempt, errors, finished_at, result] rows.
+	qSaveEnded: `UPDATE jobs SET state = l.value ->> 1, run_at = l.value ->> 2, attempt = l.value ->> 3,
+	errors = l.value ->> 4, lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
+	pause_requested = 0, finished_at = l.value ->> 5, result = coalesce(l.value ->> 6, result)
+	FROM json_each(?) AS l WHERE jobs.seq = l.value ->> 0`,
 	// The leases come as a JSON array of [hex id, hex token] pairs.
 	qExtend: `UPDATE jobs SET lease_expires_at = ?
 	FROM (SELECT unhex(value ->> 0) AS id, unhex(value ->> 1) AS token FROM json_each(?)) AS l

@@ -137,6 +137,35 @@ func (w *wtx) save(j *jobRow) error {
 	return err
 }
 
+// ended is a job leaving running whose row saveEnded writes.
+type ended struct {
+	j      *jobRow
+	result json.RawMessage // recorded when not nil
+}
+
+// saveEnded writes, in one statement, the rows of jobs that left running
+// (lease and requests cleared): state, run_at, attempt, errors,
+// finished_at and result.
+func (w *wtx) saveEnded(es []ended) error {
+	if len(es) == 0 {
+		return nil
+	}
+	rows := make([][7]any, len(es))
+	for i, e := range es {
+		r := &e.j.rec
+		rows[i] = [7]any{e.j.seq, string(r.State), toUS(r.RunAt), r.Attempt, nullText(e.j.errorsJSON), nullUS(r.FinishedAt), nil}
+		if e.result != nil {
+			rows[i][6] = string(e.result)
+		}
+	}
+	list, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	_, err = w.exec(qSaveEnded, string(list))
+	return err
+}
+
 // loadOne reads at most one job row with q.
 func (w *wtx) loadOne(q query, args ...any) (*jobRow, error) {
 	j, err := scanJob(w.queryRow(q, args...))
