@@ -3,6 +3,8 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -109,19 +111,106 @@ func (s *Store) InsertTx(ctx context.Context, tx *sql.Tx, params []store.InsertP
 	return res, nil
 }
 
-// insert inserts validated rows (children of batch, when not zero), in
-// order, so that a row finds the keys of earlier rows of the call held.
+// insert inserts validated rows (children of batch, when not zero). Rows
+// with a unique key go one statement each, in order, so that a row finds
+// the keys of earlier rows of the call held; rows without one, which
+// nothing in the call can make duplicates, go in statements of many rows
+// (insertMany).
 func (w *wtx) insert(params []store.InsertParams, batch uuid.UUID) ([]store.InsertResult, error) {
 	res := make([]store.InsertResult, len(params))
+	var plain []int
 	for i := range params {
 		p := &params[i]
+		if p.UniqueKey == "" && len(params) > 1 {
+			plain = append(plain, i)
+			continue
+		}
 		r, err := w.insertRow(p, uuid.Nil, batch, false)
 		if err != nil {
 			return nil, fmt.Errorf("row %d: %w", i, err)
 		}
 		res[i] = r
 	}
+	if err := w.insertMany(params, plain, batch); err != nil {
+		return nil, err
+	}
+	for _, i := range plain {
+		res[i] = store.InsertResult{ID: params[i].ID}
+	}
 	return res, nil
+}
+
+// maxManyBytes bounds the JSON text of one insertMany statement, far below
+// SQLite's limit on the length of a value.
+const maxManyBytes = 8 << 20
+
+// insertMany inserts the rows of params at idx, which have no unique key,
+// in statements of many rows each: the rows travel as one JSON array, so a
+// call of n rows costs a few statements, not n. A taken ID fails it with
+// an error wrapping store.ErrInvalidParams.
+func (w *wtx) insertMany(params []store.InsertParams, idx []int, batch uuid.UUID) error {
+	var (
+		buf  []byte
+		rows int
+	)
+	flush := func() error {
+		if rows == 0 {
+			return nil
+		}
+		buf = append(buf, ']')
+		_, err := w.exec(qInsertMany, toUS(w.now), idArg(batch), string(buf))
+		buf, rows = buf[:0], 0
+		if isConstraint(err) {
+			return fmt.Errorf("%w: a job ID already exists (%v)", store.ErrInvalidParams, err)
+		}
+		return err
+	}
+	for _, i := range idx {
+		p := &params[i]
+		runAt := p.RunAt
+		if runAt.IsZero() {
+			runAt = w.now.Add(p.Delay)
+		}
+		runAt = fromUS(runAt.UnixMicro())
+		payload := "null"
+		if p.Payload != nil {
+			payload = string(p.Payload)
+		}
+		md, err := encodeMetadata(p.Metadata)
+		if err != nil {
+			return fmt.Errorf("row %d: %w: metadata: %w", i, store.ErrInvalidParams, err)
+		}
+		fus, err := encodeFollowUps(p.FollowUps)
+		if err != nil {
+			return fmt.Errorf("row %d: %w: follow-ups: %w", i, store.ErrInvalidParams, err)
+		}
+		row, err := json.Marshal([7]any{hex.EncodeToString(p.ID[:]), p.Kind, payload, md, p.Priority, toUS(runAt), p.MaxAttempts})
+		if err != nil {
+			return fmt.Errorf("row %d: %w", i, err)
+		}
+		if fus != nil {
+			// The follow-ups ride as an eighth element.
+			f, err := json.Marshal(fus)
+			if err != nil {
+				return fmt.Errorf("row %d: %w", i, err)
+			}
+			row = append(append(append(row[:len(row)-1], ','), f...), ']')
+		}
+		if rows > 0 && len(buf)+len(row) > maxManyBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if rows == 0 {
+			buf = append(buf, '[')
+		} else {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, row...)
+		rows++
+		w.notify(p.Kind, runAt)
+	}
+	return flush()
 }
 
 // insertRow inserts one validated job. With a unique key held in its

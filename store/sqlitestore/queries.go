@@ -35,6 +35,7 @@ func (ss stmts) close() {
 const (
 	qInsert query = iota
 	qInsertIfAbsent
+	qInsertMany
 	qHolder
 	qIDExists
 	qClaimCandidates
@@ -111,6 +112,13 @@ var queryText = [numQueries]string{
 	// Then jobs: an ID inserted already is one job.
 	qInsertIfAbsent: `INSERT INTO jobs ` + insertCols + `
 	ON CONFLICT (id) DO NOTHING`,
+	// Rows without a unique key, as a JSON array of
+	// [hex id, kind, payload, metadata, priority, run_at, max_attempts
+	// (, follow-ups)] rows; created_at and batch are the call's.
+	qInsertMany: `INSERT INTO jobs (id, kind, payload, metadata, state, priority, run_at, scheduled_at, max_attempts,
+	created_at, follow_ups, batch)
+	SELECT unhex(value ->> 0), value ->> 1, value ->> 2, value ->> 3, 'scheduled', value ->> 4, value ->> 5,
+	value ->> 5, value ->> 6, ?, value ->> 7, ? FROM json_each(?)`,
 	qHolder:   `SELECT id FROM jobs WHERE ukey = ? AND ` + heldSQL,
 	qIDExists: `SELECT 1 FROM jobs WHERE id = ?`,
 

@@ -156,8 +156,8 @@ func TestClosed(t *testing.T) {
 	st.Subscribe(func(store.Notification) {})() // a no-op on a closed store
 }
 
-// TestPayloadsLarge checks the largest payload and a payload of every
-// ASCII control escape round-trip byte for byte through claims too.
+// TestPayloadsLarge checks that the largest payload round-trips byte for
+// byte, alone and twenty in one call.
 func TestPayloadsLarge(t *testing.T) {
 	st := newStore(t)
 	big := make([]byte, store.MaxPayloadSize)
@@ -172,6 +172,20 @@ func TestPayloadsLarge(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Jobs, 1)
 	require.Equal(t, string(big), string(res.Jobs[0].Payload))
+
+	// Many large rows in one call go in several statements.
+	ps := make([]store.InsertParams, 20)
+	for i := range ps {
+		ps[i] = job("bigger", "", store.UniqueScope{})
+		ps[i].Payload = big
+	}
+	_, err = st.Insert(t.Context(), ps)
+	require.NoError(t, err)
+	for _, p := range []store.InsertParams{ps[0], ps[19]} {
+		got, err := st.Get(t.Context(), p.ID)
+		require.NoError(t, err)
+		require.Equal(t, string(big), string(got.Payload))
+	}
 }
 
 // TestInsertTxOtherHandle checks InsertTx in a transaction of another
