@@ -98,10 +98,13 @@
 // rows it may take from jobs_claim and one more (which gives NextRunAt),
 // and updates the claimed rows in one statement, so its cost grows with
 // the jobs it claims and the kinds it asks for, not with finished jobs or
-// far-future ones. Finish reads the jobs it names in one statement and
-// writes each in one more; ExtendLeases and RescueExpired cost an index
-// lookup or two per job: a call with n rows costs O(n log n), never
-// O(n²). CountJobs reads the counts table.
+// far-future ones. Calls of many rows pass them as one JSON array read
+// with json_each, so that their statements do not grow with the rows:
+// Insert writes the rows without a unique key that way (keyed rows go one
+// statement each, in order), a claim updates its jobs, Finish reads the
+// jobs it names and writes their ends, ExtendLeases extends its leases,
+// each row found through an index: a call with n rows costs O(n log n),
+// never O(n²). CountJobs reads the counts table.
 // ListJobs, Bulk and CountMatching with filters beyond kinds and states
 // walk jobs in ID order and skip those the filter rejects, as memstore
 // does.
