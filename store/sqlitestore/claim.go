@@ -37,9 +37,11 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 		kind string
 		left int
 	}
-	var wants []want
+	wants := make([]want, 0, len(params.Kinds))
+	seen := make(map[string]bool, len(params.Kinds))
 	for _, kl := range params.Kinds {
-		if !slices.ContainsFunc(wants, func(w want) bool { return w.kind == kl.Kind }) {
+		if !seen[kl.Kind] {
+			seen[kl.Kind] = true
 			wants = append(wants, want{kl.Kind, kl.Limit})
 		}
 	}
