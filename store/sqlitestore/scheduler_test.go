@@ -79,3 +79,36 @@ func TestScheduler(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ax.ScheduleResult{ID: global.ID, Duplicate: true}, dup, "a global key is held across kinds")
 }
+
+// TestScheduleTxOf: the core's generic ScheduleTxOf schedules inside a
+// *sql.Tx of the store: a rolled-back job never exists, a committed one
+// does, with the core's options applied.
+func TestScheduleTxOf(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	s, err := ax.New(ax.Config{Store: st, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+
+	tx, err := st.DB().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	rolledBack, err := ax.ScheduleTxOf(ctx, s, tx, "invoice", map[string]int{"id": 1})
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback())
+	_, err = s.Get(ctx, rolledBack.ID)
+	require.ErrorIs(t, err, ax.ErrNotFound)
+
+	tx, err = st.DB().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	committed, err := ax.ScheduleTxOf(ctx, s, tx, "invoice", map[string]int{"id": 2}, ax.Priority(ax.High), ax.UniqueKey("invoice:2"))
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	rec, err := s.Get(ctx, committed.ID)
+	require.NoError(t, err)
+	require.Equal(t, ax.StateScheduled, rec.State)
+	require.Equal(t, int(ax.High), rec.Priority)
+	require.Equal(t, "invoice:2", rec.UniqueKey)
+
+	_, err = s.ScheduleTx(ctx, nil, "invoice", nil)
+	require.ErrorIs(t, err, ax.ErrTxUnsupported, "sqlitestore takes a *sql.Tx, not a pgx.Tx")
+}
