@@ -14,7 +14,7 @@ const DefaultMaxBodyBytes = 4 << 20
 // and logging, body limit, authentication (when auth is not nil), per-key
 // rate limit.
 func protect(log *zap.Logger, maxBody int64, auth *Auth, limit RateLimit, next http.Handler) http.Handler {
-	h := withRateLimit(limit, next)
+	h := withRateLimit(newKeyLimiters(limit), next)
 	if auth != nil {
 		h = auth.Middleware(h)
 	}

@@ -1,0 +1,51 @@
+package axhttp
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax"
+)
+
+// TestDashboardPages: after a login every page renders, escaping what
+// users control (a kind with markup is shown as text).
+func TestDashboardPages(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	ctx := context.Background()
+	res, err := f.s.Schedule(ctx, "<script>alert(1)</script>", map[string]string{"x": "</pre><b>y</b>"}, ax.Metadata(map[string]string{"tenant": "<i>7</i>"}))
+	require.NoError(t, err)
+	b := f.browser()
+	r, _ := b.get("/")
+	require.Equal(t, http.StatusSeeOther, r.StatusCode, "no session: to the login form")
+	require.Equal(t, "/ax/login", r.Header.Get("Location"))
+	b.login("app", testSecret)
+	for _, p := range []string{"/", "/jobs", "/jobs?state=scheduled&kind=x", "/jobs/" + res.ID.String(), "/dead", "/kinds", "/periodic", "/nodes"} {
+		r, body := b.get(p)
+		require.Equal(t, http.StatusOK, r.StatusCode, "%s: %s", p, body)
+		require.Contains(t, r.Header.Get("Content-Security-Policy"), "default-src 'self'")
+		require.NotContains(t, body, "<script>alert", p)
+		require.NotContains(t, body, "<b>y</b>", p)
+		require.NotContains(t, body, "<i>7</i>", p)
+	}
+	r, body := b.get("/jobs/" + res.ID.String())
+	require.Equal(t, http.StatusOK, r.StatusCode)
+	require.Contains(t, body, "&lt;script&gt;alert(1)&lt;/script&gt;")
+	r, _ = b.get("/nope")
+	require.Equal(t, http.StatusNotFound, r.StatusCode)
+	r, _ = b.get("/static/style.css")
+	require.Equal(t, http.StatusOK, r.StatusCode)
+	require.Equal(t, "text/css; charset=utf-8", r.Header.Get("Content-Type"))
+
+	// Log out: the session is gone.
+	tok := b.csrf("/")
+	r, _ = b.post("/logout", url.Values{"csrf": {tok}})
+	require.Equal(t, http.StatusSeeOther, r.StatusCode)
+	r, _ = b.get("/jobs")
+	require.Equal(t, http.StatusSeeOther, r.StatusCode)
+	require.True(t, strings.HasSuffix(r.Header.Get("Location"), "/login"))
+}
