@@ -39,11 +39,11 @@ type fixture struct {
 // fixtureOptions adjust a fixture.
 type fixtureOptions struct {
 	store    store.Store
-	start    bool                        // start the Scheduler (jobs run)
-	noAuth   bool                        // no Auth: the handler trusts every request
-	setup    func(s *ax.Scheduler)       // register handlers and schedules before Start
-	schedCfg func(c *ax.Config)          // adjust the Scheduler's config
-	cfg      func(c *Config)             // adjust the handler's config
+	start    bool                            // start the Scheduler (jobs run)
+	noAuth   bool                            // no Auth: the handler trusts every request
+	setup    func(s *ax.Scheduler)           // register handlers and schedules before Start
+	schedCfg func(c *ax.Config)              // adjust the Scheduler's config
+	cfg      func(c *Config)                 // adjust the handler's config
 	front    func(http.Handler) http.Handler // middleware in front of the handler
 }
 
