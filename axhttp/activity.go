@@ -51,7 +51,7 @@ func NewActivity(now func() time.Time) *Activity {
 // Observe implements ax.Observer.
 func (a *Activity) Observe(e ax.Event) {
 	switch e.Kind {
-	case ax.EventStarted, ax.EventSucceeded, ax.EventFailed, ax.EventDead:
+	case ax.EventStarted, ax.EventSucceeded, ax.EventFailed:
 	default:
 		return
 	}
@@ -81,7 +81,7 @@ func (a *Activity) Observe(e ax.Event) {
 		s.lagMax = max(s.lagMax, e.StartLag)
 	case ax.EventSucceeded:
 		s.succeeded++
-	default: // failed (to be retried) or dead
+	default: // failed: to be retried, or dead (EventDead follows for the same attempt)
 		s.failed++
 	}
 }

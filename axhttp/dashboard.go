@@ -116,6 +116,8 @@ func humanDuration(d time.Duration) string {
 		return "in " + humanDuration(-d)
 	}
 	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
 	case d < time.Second:
 		return fmt.Sprintf("%dms", d.Milliseconds())
 	case d < time.Minute:
@@ -449,7 +451,9 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	slices.SortStableFunc(body.Timeline, func(a, b timelineEntry) int { return a.At.Compare(b.At) })
 	if fus, err := h.followUpsOf(r, rec.ID); err == nil {
 		body.FollowUps = fus
-	} else if len(rec.FollowUps) > 0 || rec.State.Final() {
+	} else if errors.Is(err, errors.ErrUnsupported) {
+		body.FollowUpErr = "this store does not keep the jobs a job's end inserts (store.FollowUpStore)"
+	} else {
 		body.FollowUpErr = problemFor(r, err).Detail
 	}
 	h.render(w, r, http.StatusOK, "job", "Job "+rec.ID.String(), body)
