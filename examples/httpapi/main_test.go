@@ -146,3 +146,32 @@ func TestCurlRecipeAgainstServer(t *testing.T) {
 	out = axcurl(t, []string{"AX_URL=" + srv.URL + "/ax", "AX_KEY_ID=demo", "AX_SECRET=wrong-secret-0123456789abcdefghijklmn"}, "GET", "/api/v1/stats")
 	require.True(t, strings.HasSuffix(out, "\n401\n"), out)
 }
+
+// TestReadmeCurlSnippet runs the curl and openssl lines of the README's
+// "HTTP API and dashboard" section against the example's server.
+func TestReadmeCurlSnippet(t *testing.T) {
+	requireTools(t)
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	section := string(readme)
+	i := strings.Index(section, "## HTTP API and dashboard")
+	require.NotEqual(t, -1, i, "README has no HTTP API and dashboard section")
+	section = section[i:]
+	start := strings.Index(section, "```sh\n")
+	require.NotEqual(t, -1, start)
+	snippet := section[start+len("```sh\n"):]
+	snippet = snippet[:strings.Index(snippet, "```")]
+
+	secret := "orders-secret-0123456789abcdefghijklmnop"
+	app, err := NewApp(memstore.New(), Options{Keys: []axhttp.Key{{ID: "orders", Secret: []byte(secret)}}})
+	require.NoError(t, err)
+	t.Cleanup(app.Close)
+	srv := httptest.NewServer(app.Handler)
+	t.Cleanup(srv.Close)
+	script := strings.ReplaceAll(snippet, "http://127.0.0.1:8080", srv.URL)
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Env = append(os.Environ(), "AX_SECRET="+secret)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), `"duplicate":false`, "the README's request was not accepted")
+}
