@@ -69,8 +69,9 @@ var templateFuncs = template.FuncMap{
 	"count": func(m map[ax.State]int64, st ax.State) int64 {
 		return m[st]
 	},
-	"short": func(id uuid.UUID) string { return id.String()[:8] + "…" + id.String()[30:] },
-	"set":   func(id uuid.UUID) bool { return id != uuid.Nil },
+	"short":      func(id uuid.UUID) string { return id.String()[:8] + "…" + id.String()[30:] },
+	"pathEscape": url.PathEscape,
+	"set":        func(id uuid.UUID) bool { return id != uuid.Nil },
 	"lastError": func(j *store.JobRecord) string {
 		if len(j.Errors) == 0 {
 			return ""

@@ -2,8 +2,10 @@ package axhttp
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -48,4 +50,27 @@ func TestDashboardPages(t *testing.T) {
 	r, _ = b.get("/jobs")
 	require.Equal(t, http.StatusSeeOther, r.StatusCode)
 	require.True(t, strings.HasSuffix(r.Header.Get("Location"), "/login"))
+}
+
+// TestDashboardOddNames: kinds and schedule names with slashes, spaces and
+// markup are paused from the dashboard's forms intact.
+func TestDashboardOddNames(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	const kind = "team/a b+c<i>"
+	_, err := f.s.Schedule(context.Background(), kind, 1)
+	require.NoError(t, err)
+	b := f.browser()
+	b.login("app", testSecret)
+	_, page := b.get("/kinds")
+	require.NotContains(t, page, "<i>")
+	m := regexp.MustCompile(`action="(/ax/kinds/[^"]+/pause)"`).FindStringSubmatch(page)
+	require.NotNil(t, m, page)
+	action := html.UnescapeString(m[1])
+	res, body := b.post(strings.TrimPrefix(action, "/ax"), url.Values{"csrf": {b.csrf("/kinds")}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+	kinds, err := f.s.Admin().Kinds(context.Background())
+	require.NoError(t, err)
+	require.Len(t, kinds, 1)
+	require.Equal(t, kind, kinds[0].Kind)
+	require.True(t, kinds[0].Paused)
 }
