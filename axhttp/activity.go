@@ -92,12 +92,15 @@ type MinuteStats struct {
 	Start time.Time `json:"start"`
 	// Started, Succeeded and Failed count the attempts that started,
 	// succeeded and failed (to be retried, or dead) in the minute.
-	Started   int `json:"started"`
+	Started int `json:"started"`
+	// Succeeded counts the attempts that succeeded.
 	Succeeded int `json:"succeeded"`
-	Failed    int `json:"failed"`
+	// Failed counts the attempts that failed.
+	Failed int `json:"failed"`
 	// LagAvg and LagMax are the mean and the largest start lag of the
 	// attempts started in the minute (zero without any).
 	LagAvg time.Duration `json:"lag_avg"`
+	// LagMax is the largest start lag of the minute.
 	LagMax time.Duration `json:"lag_max"`
 }
 

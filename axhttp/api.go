@@ -105,7 +105,8 @@ type SubmitRequest struct {
 	// RunAt is when the job becomes due; Delay (a Go duration, "90s") is
 	// the same counted from now. At most one of them; due now without.
 	RunAt time.Time `json:"run_at,omitzero"`
-	Delay string    `json:"delay,omitempty"`
+	// Delay makes the job due this long from now: a Go duration ("90s").
+	Delay string `json:"delay,omitempty"`
 	// Metadata is carried with the job.
 	Metadata map[string]string `json:"metadata,omitempty"`
 	// CallbackURL, when set, receives the job's end (see Callbacks).
@@ -267,17 +268,21 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request) {
 
 // BatchRequest is several jobs to schedule at once.
 type BatchRequest struct {
+	// Jobs are the jobs, 1 to MaxSubmitBatch.
 	Jobs []SubmitRequest `json:"jobs"`
 }
 
 // BatchResult is what scheduling one job of a batch did.
 type BatchResult struct {
-	ID        uuid.UUID `json:"id"`
-	Duplicate bool      `json:"duplicate"`
+	// ID is the job's ID, or the existing one's when Duplicate.
+	ID uuid.UUID `json:"id"`
+	// Duplicate reports that the job's unique key was held.
+	Duplicate bool `json:"duplicate"`
 }
 
 // BatchResponse lists a batch's results in the order of its jobs.
 type BatchResponse struct {
+	// Results holds one result per submitted job.
 	Results []BatchResult `json:"results"`
 }
 
@@ -343,6 +348,7 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) {
 
 // CountResponse is how many jobs a filter selects.
 type CountResponse struct {
+	// Count is the number of jobs, exactly.
 	Count int64 `json:"count"`
 }
 
@@ -390,6 +396,7 @@ func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) {
 // FollowUpsResponse lists the jobs a job's end inserted: its callback
 // deliveries (kind CallbackKind) and other follow-ups, oldest first.
 type FollowUpsResponse struct {
+	// Jobs are the inserted jobs, oldest first.
 	Jobs []*store.JobRecord `json:"jobs"`
 }
 
@@ -440,6 +447,7 @@ func (h *Handler) apply(r *http.Request, op jobOp, f ax.JobFilter) (int, error) 
 
 // ChangedResponse says how many jobs a change changed.
 type ChangedResponse struct {
+	// Changed is the number of jobs changed.
 	Changed int `json:"changed"`
 }
 
@@ -563,6 +571,7 @@ const (
 
 // TriggerResponse names the job a trigger scheduled.
 type TriggerResponse struct {
+	// ID is the scheduled job's ID.
 	ID uuid.UUID `json:"id"`
 }
 
@@ -593,6 +602,7 @@ func (h *Handler) changeSchedule(r *http.Request, name string, op scheduleOp) (a
 
 // NodesResponse lists the cluster's nodes and the maintenance leader.
 type NodesResponse struct {
+	// Nodes are the registered nodes, oldest first.
 	Nodes []ax.Node `json:"nodes"`
 	// Leader is nil when the store cannot tell it.
 	Leader *ax.Leader `json:"leader,omitempty"`

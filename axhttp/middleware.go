@@ -95,6 +95,7 @@ type statusRecorder struct {
 	status int
 }
 
+// WriteHeader records the status and writes it.
 func (s *statusRecorder) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.WriteHeader(code)
@@ -137,8 +138,10 @@ func withBodyLimit(limit int64, next http.Handler) http.Handler {
 // RateLimit bounds each key's requests: a token bucket refilled at
 // PerSecond, holding Burst tokens.
 type RateLimit struct {
+	// PerSecond is the refill rate; zero or less means no limit.
 	PerSecond float64
-	Burst     int
+	// Burst is how many requests a key may make at once (at least 1).
+	Burst int
 }
 
 // keyLimiters holds a token bucket per key ID.

@@ -56,12 +56,15 @@ func main() {
 
 // Email is the payload of the "email" kind.
 type Email struct {
-	To      string `json:"to"`
+	// To is the recipient; addresses at example.invalid fail.
+	To string `json:"to"`
+	// Subject is the mail's subject.
 	Subject string `json:"subject"`
 }
 
 // App is AX with its HTTP handler.
 type App struct {
+	// Scheduler runs the jobs; start and stop it.
 	Scheduler *ax.Scheduler
 	// Handler serves the API and the dashboard below /ax.
 	Handler   http.Handler
