@@ -296,6 +296,20 @@ func browserScenario(t *testing.T, ctx context.Context, st store.Store) {
 	shot.take(ctx, "nodes")
 	run(t, ctx, "back to the overview", chromedp.Navigate(f.base+"/"), chromedp.WaitVisible(chromedp.CSS("#overview")))
 	shot.take(ctx, "overview-after")
+
+	// A read-only key's dashboard shows no buttons.
+	run(t, ctx, "log out and in with the read-only key",
+		chromedp.Click(chromedp.CSS("button.link")),
+		chromedp.WaitVisible(chromedp.CSS("#login-form")),
+		chromedp.SendKeys(chromedp.CSS("#key_id"), "dash"),
+		chromedp.SendKeys(chromedp.CSS("#secret"), string(readerSecret)),
+		chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#read-only")),
+		chromedp.Navigate(f.base+"/kinds"),
+		chromedp.WaitVisible(chromedp.CSS("#kinds")))
+	buttons := get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("main button").length`))
+	require.Zero(t, buttons, "the read-only dashboard shows buttons")
+	shot.take(ctx, "kinds-read-only")
 }
 
 // waitForText reloads the page until the element's text is want.
