@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,8 +77,7 @@ func notFoundOrMethod(mux *http.ServeMux) http.Handler {
 			writeProblem(w, r, problem(http.StatusNotFound, ProblemNotFound, "no such route"))
 			return
 		}
-		list := fmt.Sprint(allow)
-		list = list[1 : len(list)-1]
+		list := strings.Join(allow, ", ")
 		w.Header().Set("Allow", list)
 		writeProblem(w, r, problem(http.StatusMethodNotAllowed, ProblemMethod, "this route takes "+list))
 	})

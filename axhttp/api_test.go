@@ -243,3 +243,20 @@ func TestActivity(t *testing.T) {
 	require.Equal(t, []string{"email"}, a.Kinds())
 	require.Empty(t, a.Minutes("sms")[59].Started)
 }
+
+// TestMethodAndRouteProblems: a route asked with another method answers
+// 405 with Allow; an unknown route 404; both as problem documents.
+func TestMethodAndRouteProblems(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	res, b := f.call(&f.app, "DELETE", APIPrefix+"/jobs", "")
+	require.Equal(t, http.StatusMethodNotAllowed, res.StatusCode, "%s", b)
+	require.Equal(t, "GET, HEAD, POST", res.Header.Get("Allow"))
+	require.Contains(t, string(b), ProblemMethod)
+	res, b = f.call(&f.app, "PUT", APIPrefix+"/kinds/email/pause", "")
+	require.Equal(t, http.StatusMethodNotAllowed, res.StatusCode, "%s", b)
+	require.Equal(t, "POST", res.Header.Get("Allow"))
+	res, b = f.call(&f.app, "GET", APIPrefix+"/nope", "")
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+	require.Contains(t, string(b), ProblemNotFound)
+	require.Equal(t, "application/problem+json", res.Header.Get("Content-Type"))
+}

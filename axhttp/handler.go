@@ -252,6 +252,9 @@ func withBase(next http.Handler) http.Handler {
 			if u, err := url.ParseRequestURI(r.RequestURI); err == nil && strings.HasSuffix(u.Path, r.URL.Path) {
 				base = strings.TrimSuffix(u.Path, r.URL.Path)
 			}
+			if strings.HasPrefix(base, "//") || strings.ContainsAny(base, "\\\x00") {
+				base = "" // never a scheme-relative URL in a link or a redirect
+			}
 		}
 		if ri := infoFrom(r.Context()); ri != nil {
 			ri.base = base
