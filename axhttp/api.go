@@ -174,7 +174,7 @@ func jsonErrorText(err error) string {
 }
 
 // request turns a SubmitRequest into Schedule's arguments.
-func (h *Handler) request(sr *SubmitRequest, now time.Time) (ax.Request, error) {
+func (h *Handler) request(sr *SubmitRequest) (ax.Request, error) {
 	req := ax.Request{Kind: sr.Kind}
 	if len(sr.Payload) > 0 {
 		req.Payload = sr.Payload
@@ -219,7 +219,6 @@ func (h *Handler) request(sr *SubmitRequest, now time.Time) (ax.Request, error) 
 		}
 		req.Options = append(req.Options, opt)
 	}
-	_ = now
 	return req, nil
 }
 
@@ -244,7 +243,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemFor(r, err))
 		return
 	}
-	req, err := h.request(&sr, h.cfg.Clock())
+	req, err := h.request(&sr)
 	if err != nil {
 		writeProblem(w, r, problemFor(r, err))
 		return
@@ -303,10 +302,9 @@ func (h *Handler) submitBatch(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, badRequest("jobs: want 1 to %d jobs, got %d", MaxSubmitBatch, len(br.Jobs)))
 		return
 	}
-	now := h.cfg.Clock()
 	reqs := make([]ax.Request, len(br.Jobs))
 	for i := range br.Jobs {
-		req, err := h.request(&br.Jobs[i], now)
+		req, err := h.request(&br.Jobs[i])
 		if err != nil {
 			p := problemFor(r, err)
 			p.Detail = fmt.Sprintf("jobs[%d]: %s", i, p.Detail)

@@ -7,7 +7,9 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -73,4 +75,63 @@ func TestDashboardOddNames(t *testing.T) {
 	require.Len(t, kinds, 1)
 	require.Equal(t, kind, kinds[0].Kind)
 	require.True(t, kinds[0].Paused)
+}
+
+// TestSessionEnds: a session ends after SessionTTL, and when its key is
+// removed or its secret changes.
+func TestSessionEnds(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	f := newFixture(t, fixtureOptions{cfg: func(c *Config) { c.Clock, c.SessionTTL = clock, time.Hour }})
+	b := f.browser()
+	b.login("app", testSecret)
+	r, _ := b.get("/kinds")
+	require.Equal(t, http.StatusOK, r.StatusCode)
+	now.Add(int64(59 * time.Minute))
+	r, _ = b.get("/kinds")
+	require.Equal(t, http.StatusOK, r.StatusCode)
+	now.Add(int64(2 * time.Minute))
+	r, _ = b.get("/kinds")
+	require.Equal(t, http.StatusSeeOther, r.StatusCode, "an expired session still works")
+
+	// Servers sharing a session key: a session opened on one works on
+	// another whose key has the same secret, not on one whose key's
+	// secret changed, nor one without the key.
+	sessionKey := []byte("session-key-0123456789abcdefghijklmnop")
+	server := func(keys ...Key) *fixture {
+		return newFixture(t, fixtureOptions{cfg: func(c *Config) {
+			c.SessionKey = sessionKey
+			auth, err := NewAuth(AuthConfig{Keys: keys, Nonces: NewMemoryNonces(0)})
+			require.NoError(t, err)
+			c.Auth = auth
+		}})
+	}
+	first := server(Key{ID: "app", Secret: testSecret})
+	fb := first.browser()
+	fb.login("app", testSecret)
+	u, _ := url.Parse(first.base + "/")
+	var session *http.Cookie
+	for _, c := range fb.client.Jar.Cookies(u) {
+		if c.Name == sessionCookie {
+			session = c
+		}
+	}
+	require.NotNil(t, session)
+	for _, c := range []struct {
+		name   string
+		keys   []Key
+		status int
+	}{
+		{"same secret", []Key{{ID: "app", Secret: testSecret}}, http.StatusOK},
+		{"secret changed", []Key{{ID: "app", Secret: otherSecret}}, http.StatusSeeOther},
+		{"key removed", []Key{{ID: "app-next", Secret: testSecret}}, http.StatusSeeOther},
+	} {
+		g := server(c.keys...)
+		gb := g.browser()
+		gu, _ := url.Parse(g.base + "/")
+		gb.client.Jar.SetCookies(gu, []*http.Cookie{{Name: sessionCookie, Value: session.Value, Path: "/ax/"}})
+		r, _ := gb.get("/kinds")
+		require.Equal(t, c.status, r.StatusCode, c.name)
+	}
 }

@@ -3,7 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -136,4 +145,61 @@ func TestServeUsage(t *testing.T) {
 		require.NotContains(t, errOut.String(), serveSecret)
 		require.NotContains(t, errOut.String(), "tooshort")
 	}
+}
+
+// TestServeTLS: with a certificate ax serve speaks HTTPS and marks the
+// dashboard's cookies Secure.
+func TestServeTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeSelfSigned(t, certFile, keyFile)
+	keys := filepath.Join(dir, "keys")
+	require.NoError(t, os.WriteFile(keys, []byte("app "+serveSecret+"\n"), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--keys-file", keys, "--tls-cert", certFile, "--tls-key", keyFile},
+			strings.NewReader(""), &out, &errOut, memOpener{st: memstore.New(), m: &fakeMigrator{}})
+	}()
+	re := regexp.MustCompile(`listening on (https://\S+)/`)
+	var base string
+	deadline := time.Now().Add(10 * time.Second)
+	for base == "" {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+		}
+		require.True(t, time.Now().Before(deadline), "ax serve did not start: %s %s", out.String(), errOut.String())
+		time.Sleep(5 * time.Millisecond)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a test's self-signed certificate
+	res, err := client.Get(base + "/login")
+	require.NoError(t, err)
+	res.Body.Close()
+	client.CloseIdleConnections()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.NotEmpty(t, res.Cookies())
+	for _, c := range res.Cookies() {
+		require.True(t, c.Secure, "cookie %s not Secure over TLS", c.Name)
+		require.True(t, c.HttpOnly)
+		require.Equal(t, http.SameSiteStrictMode, c.SameSite)
+	}
+	cancel()
+	require.Equal(t, exitOK, <-code, errOut.String())
+}
+
+// writeSelfSigned writes a certificate for 127.0.0.1 and its key.
+func writeSelfSigned(t *testing.T, certFile, keyFile string) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ax test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	kb, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600))
 }
