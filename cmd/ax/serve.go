@@ -84,6 +84,9 @@ func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
 			}
 			cfg.Auth = auth
 		}
+		if keys == nil {
+			log.Warn("serving without authentication: every request is trusted; put an authenticating proxy in front")
+		}
 		h, err := axhttp.New(cfg)
 		if err != nil {
 			return usageErrorf("%v", err)
