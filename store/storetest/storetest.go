@@ -74,6 +74,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"PeriodicController", testPeriodicController},
 		{"LeaderReader", testLeaderReader},
 		{"DueInspector", testDueInspector},
+		{"NonceKeeper", testNonceKeeper},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) { a.run(t, newStore) })
