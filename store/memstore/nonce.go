@@ -3,10 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
 	"time"
-	"weak"
 
 	"github.com/axsched/ax/store"
 )
@@ -17,41 +14,6 @@ var _ store.NonceKeeper = (*Store)(nil)
 // first forgets the expired ones, then refuses (an error, not a silent
 // "fresh"), so a flood of valid requests cannot exhaust memory.
 const maxNonces = 1_000_000
-
-// nonceTable is one Store's remembered nonces. It is kept beside the Store
-// (in nonceTables, keyed by a weak pointer to it) rather than in it, and
-// guarded by the Store's lock like every other state.
-type nonceTable struct {
-	expires map[string]time.Time
-}
-
-// nonceTables maps each Store that remembered a nonce to its table; an
-// entry goes when its Store is garbage collected.
-var nonceTables struct {
-	mu sync.Mutex
-	m  map[weak.Pointer[Store]]*nonceTable
-}
-
-// nonces returns s's table, creating it on first use.
-func (s *Store) nonces() *nonceTable {
-	wp := weak.Make(s)
-	nonceTables.mu.Lock()
-	defer nonceTables.mu.Unlock()
-	if nonceTables.m == nil {
-		nonceTables.m = make(map[weak.Pointer[Store]]*nonceTable)
-	}
-	t := nonceTables.m[wp]
-	if t == nil {
-		t = &nonceTable{expires: make(map[string]time.Time)}
-		nonceTables.m[wp] = t
-		runtime.AddCleanup(s, func(wp weak.Pointer[Store]) {
-			nonceTables.mu.Lock()
-			delete(nonceTables.m, wp)
-			nonceTables.mu.Unlock()
-		}, wp)
-	}
-	return t
-}
 
 // RememberNonce records nonce until expiresAt and reports whether it was
 // new: false when the same nonce is recorded and not yet expired at the
@@ -70,25 +32,27 @@ func (s *Store) RememberNonce(ctx context.Context, nonce string, expiresAt time.
 	if err := store.CheckTime(expiresAt); err != nil {
 		return false, fmt.Errorf("remember nonce: %w: expiry: %w", store.ErrInvalidParams, err)
 	}
-	t := s.nonces()
 	if err := s.lock(ctx); err != nil {
 		return false, fmt.Errorf("remember nonce: %w", err)
 	}
 	defer s.mu.Unlock()
+	if s.nonces == nil {
+		s.nonces = make(map[string]time.Time)
+	}
 	now := s.clock()
-	if exp, ok := t.expires[nonce]; ok && exp.After(now) {
+	if exp, ok := s.nonces[nonce]; ok && exp.After(now) {
 		return false, nil
 	}
-	if len(t.expires) >= maxNonces {
-		for n, exp := range t.expires {
+	if len(s.nonces) >= maxNonces {
+		for n, exp := range s.nonces {
 			if !exp.After(now) {
-				delete(t.expires, n)
+				delete(s.nonces, n)
 			}
 		}
-		if len(t.expires) >= maxNonces {
-			return false, fmt.Errorf("remember nonce: %d unexpired nonces held, the most this store keeps", len(t.expires))
+		if len(s.nonces) >= maxNonces {
+			return false, fmt.Errorf("remember nonce: %d unexpired nonces held, the most this store keeps", len(s.nonces))
 		}
 	}
-	t.expires[nonce] = stamp(expiresAt)
+	s.nonces[nonce] = stamp(expiresAt)
 	return true, nil
 }
