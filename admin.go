@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/google/uuid"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -226,4 +227,23 @@ func (a *Admin) Stats(ctx context.Context) (*Stats, error) {
 // audit logs a change an operator made.
 func (a *Admin) audit(msg string, fields ...zap.Field) {
 	a.log.Info(msg, fields...)
+}
+
+// FollowUps returns the jobs job id's ends inserted — its follow-ups
+// (completion callbacks among them), its Then jobs, a batch completion it
+// set off — oldest first. It returns an error wrapping
+// errors.ErrUnsupported when the store keeps no follow-ups.
+func (a *Admin) FollowUps(ctx context.Context, id uuid.UUID) ([]*JobRecord, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, fmt.Errorf("follow-ups of job %s: %w", id, err)
+	}
+	fs, ok := a.store.(store.FollowUpStore)
+	if !ok {
+		return nil, unsupported(fmt.Sprintf("follow-ups of job %s", id), a.store, "store.FollowUpStore")
+	}
+	recs, err := fs.FollowUps(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("follow-ups of job %s: %w", id, err)
+	}
+	return recs, nil
 }

@@ -9,12 +9,6 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// txCompleter is implemented by stores that finish a job inside a caller's
-// transaction (pgstore).
-type txCompleter interface {
-	CompleteTx(ctx context.Context, tx pgx.Tx, p store.FinishParams) (bool, error)
-}
-
 // CompleteTx marks the running job succeeded inside the handler's own
 // PostgreSQL transaction tx, with the result recorded so far and the jobs
 // added with Then: the job's success and the handler's writes commit or
@@ -30,15 +24,18 @@ type txCompleter interface {
 // writes.
 //
 // Errors: ErrNotInHandler, ErrTxUnsupported (a store without transactions,
-// such as memstore), ErrLeaseLost, or the store's error.
+// such as memstore), ErrLeaseLost, or the store's error. For other stores'
+// transactions, see CompleteTxOf.
 func (s *Scheduler) CompleteTx(ctx context.Context, tx pgx.Tx) error {
+	return CompleteTxOf(ctx, s, tx)
+}
+
+// completeTx ends the handler's attempt as succeeded with complete, which
+// writes inside the caller's transaction.
+func (s *Scheduler) completeTx(ctx context.Context, complete func(store.FinishParams) (bool, error)) error {
 	x := extrasFrom(ctx)
 	if x == nil {
 		return fmt.Errorf("complete in tx: %w", ErrNotInHandler)
-	}
-	tc, ok := s.store.(txCompleter)
-	if !ok {
-		return fmt.Errorf("complete in tx: %w", ErrTxUnsupported)
 	}
 	x.mu.Lock()
 	if x.resultErr != nil {
@@ -48,7 +45,7 @@ func (s *Scheduler) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 	}
 	p := store.FinishParams{Lease: x.a.lease, Outcome: store.OutcomeSucceeded, Result: x.result, Then: x.then}
 	x.mu.Unlock()
-	applied, err := tc.CompleteTx(ctx, tx, p)
+	applied, err := complete(p)
 	if err != nil {
 		return fmt.Errorf("complete job %s in tx: %w", x.a.lease.ID, err)
 	}

@@ -232,3 +232,24 @@ func TestBatchCompletion(t *testing.T) {
 		require.Equal(t, ax.StateSucceeded, rec.State)
 	})
 }
+
+// TestAdminFollowUps: an Admin lists what a job's end inserted.
+func TestAdminFollowUps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		s := newScheduler(t, st)
+		require.NoError(t, s.Handle("k", ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })))
+		start(t, s)
+		res, err := s.Schedule(t.Context(), "k", nil, ax.FollowUp([]ax.State{ax.StateSucceeded}, "after", "x"))
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		admin, err := ax.NewAdmin(ax.AdminConfig{Store: st})
+		require.NoError(t, err)
+		ups, err := admin.FollowUps(t.Context(), res.ID)
+		require.NoError(t, err)
+		require.Len(t, ups, 1)
+		require.Equal(t, "after", ups[0].Kind)
+		require.Equal(t, res.ID, ups[0].Parent)
+	})
+}

@@ -109,12 +109,6 @@ func (s *Scheduler) wakeForInserted(params []store.InsertParams, res []store.Ins
 	}
 }
 
-// txInserter is implemented by stores that insert inside a caller's
-// transaction (pgstore).
-type txInserter interface {
-	InsertTx(ctx context.Context, tx pgx.Tx, params []store.InsertParams) ([]store.InsertResult, error)
-}
-
 // ScheduleTx schedules a job inside the caller's PostgreSQL transaction, so
 // the job exists only if tx commits, together with the business write it
 // belongs to. Hosts are woken when tx commits. Stores that cannot do this
@@ -122,14 +116,18 @@ type txInserter interface {
 //
 // ScheduleTx emits no EventScheduled: the Scheduler cannot know whether tx
 // commits, and an event must never count a job that was never stored. The
-// job's first event is EventStarted, on the host that runs it.
+// job's first event is EventStarted, on the host that runs it. For other
+// stores' transactions (sqlitestore's *sql.Tx), see ScheduleTxOf.
 func (s *Scheduler) ScheduleTx(ctx context.Context, tx pgx.Tx, kind string, payload any, opts ...ScheduleOption) (ScheduleResult, error) {
+	return ScheduleTxOf(ctx, s, tx, kind, payload, opts...)
+}
+
+// scheduleTx validates one job and inserts it with insert, inside a
+// caller's transaction.
+func (s *Scheduler) scheduleTx(ctx context.Context, kind string, payload any, opts []ScheduleOption,
+	insert func([]store.InsertParams) ([]store.InsertResult, error)) (ScheduleResult, error) {
 	if err := checkContext(ctx); err != nil {
 		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, err)
-	}
-	ti, ok := s.store.(txInserter)
-	if !ok {
-		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, ErrTxUnsupported)
 	}
 	reqs := []Request{{Kind: kind, Payload: payload, Options: opts}}
 	params, err := s.insertParams(ctx, reqs)
@@ -141,9 +139,7 @@ func (s *Scheduler) ScheduleTx(ctx context.Context, tx pgx.Tx, kind string, payl
 	}
 	wait, cancel := waitContext(reqs)
 	defer cancel()
-	res, err := s.insertWaiting(ctx, wait, params, func(p []store.InsertParams) ([]store.InsertResult, error) {
-		return ti.InsertTx(ctx, tx, p)
-	})
+	res, err := s.insertWaiting(ctx, wait, params, insert)
 	if err != nil {
 		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, err)
 	}

@@ -108,7 +108,10 @@ type identityKey struct{}
 
 // Identity is the key a request was verified with.
 type Identity struct {
-	KeyID    string
+	// KeyID names the key (or, with your own authentication, the caller):
+	// it appears in logs and keys the rate limit.
+	KeyID string
+	// ReadOnly callers may only read.
 	ReadOnly bool
 }
 

@@ -50,14 +50,20 @@ type callbackPayload struct {
 
 // CallbackBody is the JSON document POSTed to a callback URL.
 type CallbackBody struct {
-	JobID      string          `json:"job_id"`
-	Kind       string          `json:"kind"`
-	State      ax.State        `json:"state"`
-	Attempt    int             `json:"attempt"`
-	FinishedAt time.Time       `json:"finished_at,omitzero"`
-	Result     json.RawMessage `json:"result,omitempty"`
+	// JobID and Kind name the job that ended.
+	JobID string `json:"job_id"`
+	Kind  string `json:"kind"`
+	// State is its final state: succeeded, dead or cancelled.
+	State ax.State `json:"state"`
+	// Attempt is the number of attempts it made.
+	Attempt int `json:"attempt"`
+	// FinishedAt is when it ended (store clock).
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Result is what its handler recorded, if anything.
+	Result json.RawMessage `json:"result,omitempty"`
 	// Error is the last attempt's error, for dead and cancelled jobs.
-	Error    string            `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Metadata is the job's metadata.
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 

@@ -21,8 +21,9 @@ const HeaderRequestID = "X-Request-ID"
 // requestInfo is what the outermost middleware knows of a request; inner
 // ones fill in the key that signed it, for the request's log line.
 type requestInfo struct {
-	id  string
-	log *zap.Logger
+	id   string
+	log  *zap.Logger
+	base string // the mount point (withBase)
 
 	mu    sync.Mutex
 	keyID string
@@ -94,6 +95,7 @@ type statusRecorder struct {
 	status int
 }
 
+// WriteHeader records the status and writes it.
 func (s *statusRecorder) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.WriteHeader(code)
@@ -136,8 +138,10 @@ func withBodyLimit(limit int64, next http.Handler) http.Handler {
 // RateLimit bounds each key's requests: a token bucket refilled at
 // PerSecond, holding Burst tokens.
 type RateLimit struct {
+	// PerSecond is the refill rate; zero or less means no limit.
 	PerSecond float64
-	Burst     int
+	// Burst is how many requests a key may make at once (at least 1).
+	Burst int
 }
 
 // keyLimiters holds a token bucket per key ID.
@@ -147,20 +151,42 @@ type keyLimiters struct {
 	by    map[string]*rate.Limiter
 }
 
+// newKeyLimiters returns the buckets of limit, or nil for no limit.
+func newKeyLimiters(limit RateLimit) *keyLimiters {
+	if limit.PerSecond <= 0 {
+		return nil
+	}
+	return &keyLimiters{limit: limit, by: make(map[string]*rate.Limiter)}
+}
+
+// maxLimiters bounds the buckets kept: past it, the full buckets (keys
+// idle long enough to refill) are dropped.
+const maxLimiters = 10000
+
+// allow takes a token from key's bucket, or returns how long until one
+// is there.
+func (kl *keyLimiters) allow(key string) (bool, time.Duration) {
+	if kl == nil {
+		return true, 0
+	}
+	res := kl.get(key).Reserve()
+	if delay := res.Delay(); delay > 0 {
+		res.Cancel()
+		return false, delay
+	}
+	return true, 0
+}
+
 // withRateLimit answers 429 with Retry-After when the request's key has
 // used its tokens. Requests without an identity (no Auth in front) share
-// one bucket.
-func withRateLimit(l RateLimit, next http.Handler) http.Handler {
-	if l.PerSecond <= 0 {
+// one bucket. A nil kl lets everything through.
+func withRateLimit(kl *keyLimiters, next http.Handler) http.Handler {
+	if kl == nil {
 		return next
 	}
-	kl := &keyLimiters{limit: l, by: make(map[string]*rate.Limiter)}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, _ := IdentityFrom(r.Context())
-		lim := kl.get(id.KeyID)
-		res := lim.Reserve()
-		if delay := res.Delay(); delay > 0 {
-			res.Cancel()
+		if ok, delay := kl.allow(id.KeyID); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(delay.Seconds()))))
 			writeProblem(w, r, problem(http.StatusTooManyRequests, ProblemRateLimited, "this key's request rate is over its limit"))
 			return
@@ -174,6 +200,13 @@ func (kl *keyLimiters) get(key string) *rate.Limiter {
 	defer kl.mu.Unlock()
 	lim := kl.by[key]
 	if lim == nil {
+		if len(kl.by) >= maxLimiters {
+			for k, l := range kl.by {
+				if l.Tokens() >= float64(l.Burst()) {
+					delete(kl.by, k)
+				}
+			}
+		}
 		lim = rate.NewLimiter(rate.Limit(kl.limit.PerSecond), max(kl.limit.Burst, 1))
 		kl.by[key] = lim
 	}

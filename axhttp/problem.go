@@ -1,8 +1,15 @@
 package axhttp
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
 )
 
 // ProblemTypeBase prefixes every problem type this package writes. The
@@ -59,4 +66,53 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
+}
+
+// problemFor maps an error of the ax API to the problem a client sees.
+// Errors of the client's input keep their text (it names what was
+// wrong, never a secret); unexpected ones become 500 without detail and
+// are logged with the request ID.
+func problemFor(r *http.Request, err error) *Problem {
+	var p *Problem
+	switch {
+	case errors.As(err, &p):
+		return p
+	case errors.Is(err, ax.ErrScheduleNotFound), errors.Is(err, ax.ErrNotFound):
+		return problem(http.StatusNotFound, ProblemNotFound, clientText(err))
+	case errors.Is(err, ax.ErrInvalidFilter), errors.Is(err, ax.ErrInvalidCursor),
+		errors.Is(err, ax.ErrInvalidOption), errors.Is(err, ax.ErrInvalidKind),
+		errors.Is(err, ax.ErrInvalidPayload), errors.Is(err, ax.ErrInvalidSchedule),
+		errors.Is(err, ax.ErrFilterMatchesAll), errors.Is(err, ErrCallbackURL),
+		errors.Is(err, store.ErrInvalidParams):
+		return problem(http.StatusBadRequest, ProblemBadRequest, clientText(err))
+	case errors.Is(err, errors.ErrUnsupported):
+		return problem(http.StatusNotImplemented, ProblemUnsupported, "the store cannot do this")
+	case errors.Is(err, ax.ErrSchedulerClosed):
+		return problem(http.StatusServiceUnavailable, ProblemUnavailable, "the scheduler is stopping")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return problem(http.StatusServiceUnavailable, ProblemUnavailable, "the request was cut short")
+	}
+	logFrom(r.Context()).Error("request failed", zap.Error(err))
+	return problem(http.StatusInternalServerError, ProblemInternal, "an unexpected error; see the server log for this request ID")
+}
+
+// clientText is an input error's message without the Go call chain
+// prefixes that name our functions ("list jobs: ").
+func clientText(err error) string {
+	msg := err.Error()
+	if len(msg) > 500 {
+		msg = msg[:500] + "…"
+	}
+	return msg
+}
+
+// writeJSON writes v as the JSON response with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(true)
+	_ = enc.Encode(v)
 }

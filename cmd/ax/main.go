@@ -15,12 +15,20 @@
 //	ax periodic list | pause NAME | resume NAME | trigger NAME
 //	ax nodes
 //	ax stats
+//	ax serve --keys-file FILE [--addr 127.0.0.1:8080] [--prefix /ax] [--read-only]
 //
 // Filters (jobs list, retry, cancel, delete): --kind, --state, --priority
 // (each repeatable or comma-separated), --unique-key, --unique-key-prefix,
 // --meta k=v (repeatable), --error-contains, --node, --run-after,
 // --run-before, --finished-after, --finished-before (an RFC 3339 time,
 // or a duration meaning that long ago: 90m).
+//
+// ax serve serves the HTTP API and the web dashboard of package axhttp
+// on the cluster's store until interrupted (SIGINT, SIGTERM). Requests
+// are signed with the keys of --keys-file (one per line: ID SECRET
+// [read-only]); the dashboard's login takes a key ID and its secret.
+// AX_SESSION_KEY, when set, signs the dashboard's sessions (give every
+// server behind one address the same one). It runs no jobs.
 //
 // The database is --database-url, or DATABASE_URL. Output is a table for
 // people, or with --json one JSON document for scripts. Bulk changes ask

@@ -133,6 +133,7 @@ var commands = []command{
 	{"periodic trigger", "NAME", "run a schedule's job once, now", periodicTrigger},
 	{"nodes", "", "list the cluster's nodes and the maintenance leader", nodesCmd},
 	{"stats", "", "show the queue by kind and state", statsCmd},
+	{"serve", "", "serve the HTTP API and the dashboard until interrupted", serveCmd},
 }
 
 // run runs the command line args and returns the exit code. Everything
@@ -180,8 +181,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		commandUsage(stderr, cmd, fs)
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
+	if cmd.path != "serve" { // a server runs until interrupted
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+	}
 	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, open: open, global: g}
 	if err := do(e, pos); err != nil {
 		fmt.Fprintf(stderr, "ax %s: %v\n", cmd.path, err)

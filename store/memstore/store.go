@@ -57,6 +57,8 @@ type Store struct {
 	// periodic holds periodic schedules' state (periodic.go).
 	periodic periodicStates
 	cluster  cluster // leadership leases and nodes (cluster.go)
+	// nonces maps remembered request nonces to their expiry (nonce.go).
+	nonces map[string]time.Time
 	// batches holds batches by ID, and followUpsOf the IDs of the jobs
 	// each job's end inserted (followup.go, batch.go).
 	batches     map[uuid.UUID]*batch

@@ -77,6 +77,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"PeriodicController", testPeriodicController},
 		{"LeaderReader", testLeaderReader},
 		{"DueInspector", testDueInspector},
+		{"NonceKeeper", testNonceKeeper},
 		{"FlowSettings", testFlowSettings},
 		{"FlowConcurrency", testFlowConcurrency},
 		{"FlowPartitions", testFlowPartitions},

@@ -1,0 +1,675 @@
+package axhttp
+
+import (
+	"bytes"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
+)
+
+// The dashboard: server-rendered pages (html/template escapes every
+// value), assets embedded in the binary, no build step. Changes are POSTs
+// with a CSRF token (see session.go), answered with a redirect to the
+// page they came from.
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// pageNames lists the dashboard's pages, one template each.
+var pageNames = []string{"overview", "jobs", "job", "dead", "kinds", "periodic", "nodes", "login", "error"}
+
+// pages holds the parsed templates and the static assets.
+type pages struct {
+	tmpl   map[string]*template.Template
+	static map[string]staticFile
+}
+
+type staticFile struct {
+	body        []byte
+	contentType string
+}
+
+var templateFuncs = template.FuncMap{
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"ago": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return humanDuration(time.Since(t))
+	},
+	"dur":      humanDuration,
+	"priority": func(p int) string { return ax.PriorityLevel(p).String() },
+	"pretty":   prettyJSON,
+	"count": func(m map[ax.State]int64, st ax.State) int64 {
+		return m[st]
+	},
+	"short":      func(id uuid.UUID) string { return id.String()[:8] + "…" + id.String()[30:] },
+	"pathEscape": url.PathEscape,
+	"set":        func(id uuid.UUID) bool { return id != uuid.Nil },
+	"lastError": func(j *store.JobRecord) string {
+		if len(j.Errors) == 0 {
+			return ""
+		}
+		return j.Errors[len(j.Errors)-1].Error
+	},
+}
+
+// loadPages parses the templates and indexes the static files.
+func loadPages() (*pages, error) {
+	p := &pages{tmpl: map[string]*template.Template{}, static: map[string]staticFile{}}
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(templateFuncs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("axhttp: template %s: %w", name, err)
+		}
+		p.tmpl[name] = t
+	}
+	err := fs.WalkDir(staticFS, "static", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := staticFS.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		ct := mime.TypeByExtension(path.Ext(name))
+		if ct == "" {
+			ct = "application/octet-stream"
+		}
+		p.static[strings.TrimPrefix(name, "static/")] = staticFile{body: b, contentType: ct}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("axhttp: static files: %w", err)
+	}
+	return p, nil
+}
+
+// humanDuration prints d coarsely: 3s, 4m10s, 2h5m, 3d4h.
+func humanDuration(d time.Duration) string {
+	if d < 0 {
+		return "in " + humanDuration(-d)
+	}
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// prettyJSON indents JSON for display; anything else is shown as it is.
+func prettyJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// pageData is what every page template gets.
+type pageData struct {
+	Base      string
+	Title     string
+	Nav       string
+	Identity  Identity
+	ReadOnly  bool
+	Login     bool // the dashboard has logins (Config.Auth)
+	LoggedIn  bool
+	CSRF      string
+	Flash     string
+	Error     string
+	Now       time.Time
+	RequestID string
+	Body      any
+}
+
+// render writes a page.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name, title string, body any) {
+	st := stateFrom(r.Context())
+	d := pageData{
+		Base: basePath(r), Title: title, Nav: name, Identity: st.identity, ReadOnly: h.readOnly(r),
+		Login: h.cfg.Auth != nil, LoggedIn: st.loggedIn && h.cfg.Auth != nil, CSRF: h.sessions.csrfToken(st.binding),
+		Now: h.cfg.Clock(), RequestID: RequestID(r.Context()), Body: body,
+	}
+	if c, err := r.Cookie(flashCookie); err == nil {
+		if b, err := base64.RawURLEncoding.DecodeString(c.Value); err == nil && len(b) <= 300 {
+			d.Flash = string(b)
+		}
+		http.SetCookie(w, h.sessions.cookie(r, flashCookie, "", -1))
+	}
+	if e, ok := body.(interface{ pageError() string }); ok {
+		d.Error = e.pageError()
+	}
+	var buf bytes.Buffer
+	if err := h.pages.tmpl[name].ExecuteTemplate(&buf, "layout", d); err != nil {
+		logFrom(r.Context()).Error("render page", zap.String("page", name), zap.Error(err))
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	securityHeaders(w)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// securityHeaders forbids what the pages never need: scripts and styles
+// from elsewhere or inline, framing, form targets elsewhere.
+func securityHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "same-origin")
+	w.Header().Set("Cache-Control", "no-store")
+}
+
+type errorPage struct {
+	Status  int
+	Message string
+}
+
+// dashError renders the error page.
+func (h *Handler) dashError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	h.render(w, r, status, "error", http.StatusText(status), errorPage{Status: status, Message: msg})
+}
+
+// dashProblem renders the error page of err.
+func (h *Handler) dashProblem(w http.ResponseWriter, r *http.Request, err error) {
+	p := problemFor(r, err)
+	h.dashError(w, r, p.Status, p.Detail)
+}
+
+// dashboardMux routes the dashboard's pages, forms and assets.
+func (h *Handler) dashboardMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", h.overviewPage)
+	mux.HandleFunc("GET /jobs", h.jobsPage)
+	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
+	mux.HandleFunc("POST /jobs/{id}/retry", h.mutate(h.postJob(opRetry)))
+	mux.HandleFunc("POST /jobs/{id}/cancel", h.mutate(h.postJob(opCancel)))
+	mux.HandleFunc("GET /dead", h.deadPage)
+	mux.HandleFunc("POST /dead/retry", h.mutate(h.postDeadRetry))
+	mux.HandleFunc("GET /kinds", h.kindsPage)
+	mux.HandleFunc("POST /kinds/{kind}/pause", h.mutate(h.postKind(true)))
+	mux.HandleFunc("POST /kinds/{kind}/resume", h.mutate(h.postKind(false)))
+	mux.HandleFunc("GET /periodic", h.periodicPage)
+	mux.HandleFunc("POST /periodic/{name}/pause", h.mutate(h.postSchedule(opPause)))
+	mux.HandleFunc("POST /periodic/{name}/resume", h.mutate(h.postSchedule(opResume)))
+	mux.HandleFunc("POST /periodic/{name}/trigger", h.mutate(h.postSchedule(opTrigger)))
+	mux.HandleFunc("GET /nodes", h.nodesPage)
+	mux.HandleFunc("GET /login", h.loginPage)
+	mux.HandleFunc("POST /login", h.postLogin)
+	mux.HandleFunc("POST /logout", h.postLogout)
+	mux.HandleFunc("GET /static/{file}", h.staticFile)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.dashError(w, r, http.StatusNotFound, "There is no such page.")
+	})
+	return mux
+}
+
+// staticFile serves an embedded asset by its exact name: the name is a
+// key of a map built from the embedded files, never a path opened on a
+// file system, so no path can reach anything else.
+func (h *Handler) staticFile(w http.ResponseWriter, r *http.Request) {
+	f, ok := h.pages.static[r.PathValue("file")]
+	if !ok {
+		h.dashError(w, r, http.StatusNotFound, "There is no such file.")
+		return
+	}
+	w.Header().Set("Content-Type", f.contentType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	_, _ = w.Write(f.body)
+}
+
+// mutate wraps a change: a read-only caller gets 403, and so does a form
+// without the right CSRF token, before anything changes. fn returns the
+// message to flash and the page (below the mount point) to go back to.
+func (h *Handler) mutate(fn func(r *http.Request) (flash, back string, err error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				h.dashError(w, r, http.StatusRequestEntityTooLarge, "The form is too large.")
+				return
+			}
+			h.dashError(w, r, http.StatusBadRequest, "The form could not be read.")
+			return
+		}
+		if !h.sessions.checkCSRF(r) {
+			logFrom(r.Context()).Info("dashboard change refused: missing or wrong CSRF token")
+			h.dashError(w, r, http.StatusForbidden, "The form's security token is missing or wrong: reload the page and try again.")
+			return
+		}
+		if h.readOnly(r) {
+			h.dashError(w, r, http.StatusForbidden, "This dashboard is read-only for you.")
+			return
+		}
+		flash, back, err := fn(r)
+		if err != nil {
+			h.dashProblem(w, r, err)
+			return
+		}
+		h.redirect(w, r, back, flash)
+	}
+}
+
+// redirect sends the browser to back (a path below the mount point) with
+// a message for the next page.
+func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, back, flash string) {
+	if flash != "" {
+		http.SetCookie(w, h.sessions.cookie(r, flashCookie, base64.RawURLEncoding.EncodeToString([]byte(flash)), 60))
+	}
+	http.Redirect(w, r, basePath(r)+back, http.StatusSeeOther)
+}
+
+// kindRow is one kind of the overview.
+type kindRow struct {
+	ax.KindState
+	OldestDue  time.Duration
+	HasDue     bool
+	Throughput *chart
+	Lag        *chart
+}
+
+type overviewBody struct {
+	Kinds       []kindRow
+	States      []ax.State
+	Stats       *ax.Stats
+	HasActivity bool
+	Problem     string
+}
+
+func (b overviewBody) pageError() string { return b.Problem }
+
+func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
+	body := overviewBody{States: store.States, HasActivity: h.cfg.Activity != nil}
+	kinds, err := h.admin.Kinds(r.Context())
+	if err != nil {
+		body.Problem = problemFor(r, err).Detail
+	}
+	if st, err := h.statsOf(r); err == nil {
+		body.Stats = st
+	}
+	seen := map[string]bool{}
+	for _, k := range kinds {
+		seen[k.Kind] = true
+	}
+	if h.cfg.Activity != nil {
+		for _, k := range h.cfg.Activity.Kinds() {
+			if !seen[k] {
+				kinds = append(kinds, ax.KindState{Kind: k})
+			}
+		}
+		slices.SortFunc(kinds, func(a, b ax.KindState) int { return strings.Compare(a.Kind, b.Kind) })
+	}
+	for _, k := range kinds {
+		row := kindRow{KindState: k}
+		if body.Stats != nil {
+			if _, ok := body.Stats.OldestDue[k.Kind]; ok {
+				row.HasDue, row.OldestDue = true, body.Stats.DueAge(k.Kind)
+			}
+		}
+		if h.cfg.Activity != nil {
+			row.Throughput, row.Lag = activityCharts(h.cfg.Activity.Minutes(k.Kind))
+		}
+		body.Kinds = append(body.Kinds, row)
+	}
+	h.render(w, r, http.StatusOK, "overview", "Overview", body)
+}
+
+// jobsBody is the job list page.
+type jobsBody struct {
+	Q       url.Values
+	States  []ax.State
+	Jobs    []*store.JobRecord
+	Next    string
+	Problem string
+	Count   int64
+	Counted bool
+}
+
+func (b jobsBody) pageError() string { return b.Problem }
+
+func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	body := jobsBody{Q: q, States: store.States}
+	opts, err := parseListOptions(q, h.cfg.Clock())
+	if err == nil {
+		if opts.Limit == 0 {
+			opts.Limit = 50
+		}
+		var list *ax.JobList
+		if list, err = h.admin.List(r.Context(), opts); err == nil {
+			body.Jobs = list.Jobs
+			if list.Cursor != "" {
+				next := url.Values{}
+				for k, v := range q {
+					next[k] = v
+				}
+				next.Set("cursor", list.Cursor)
+				body.Next = "/jobs?" + next.Encode()
+			}
+			if n, err := h.admin.Count(r.Context(), opts.Filter); err == nil {
+				body.Count, body.Counted = n, true
+			}
+		}
+	}
+	status := http.StatusOK
+	if err != nil {
+		p := problemFor(r, err)
+		body.Problem, status = p.Detail, p.Status
+	}
+	h.render(w, r, status, "jobs", "Jobs", body)
+}
+
+// timelineEntry is one moment of a job's life.
+type timelineEntry struct {
+	At   time.Time
+	What string
+}
+
+type jobBody struct {
+	Job         *store.JobRecord
+	Timeline    []timelineEntry
+	FollowUps   []*store.JobRecord
+	FollowUpErr string
+	Callbacks   bool
+	CanRetry    bool
+	CanCancel   bool
+	Future      bool
+}
+
+func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	var rec *store.JobRecord
+	if err == nil {
+		rec, err = h.admin.Get(r.Context(), id)
+	}
+	if err != nil {
+		h.dashProblem(w, r, err)
+		return
+	}
+	now := h.cfg.Clock()
+	body := jobBody{Job: rec, Future: rec.RunAt.After(now)}
+	body.CanRetry = rec.State == ax.StateDead || rec.State == ax.StateCancelled || rec.State == ax.StatePaused ||
+		(rec.State == ax.StateScheduled || rec.State == ax.StateRetrying) && body.Future
+	body.CanCancel = !rec.State.Final() && !rec.CancelRequested
+	for _, f := range rec.FollowUps {
+		body.Callbacks = body.Callbacks || f.Job.Kind == CallbackKind
+	}
+	body.Timeline = append(body.Timeline, timelineEntry{rec.CreatedAt, "scheduled"})
+	if !rec.ScheduledAt.IsZero() && !rec.ScheduledAt.Equal(rec.CreatedAt) {
+		body.Timeline = append(body.Timeline, timelineEntry{rec.ScheduledAt, "originally due"})
+	}
+	for _, e := range rec.Errors {
+		body.Timeline = append(body.Timeline, timelineEntry{e.At, fmt.Sprintf("attempt %d failed", e.Attempt)})
+	}
+	if !rec.AttemptedAt.IsZero() {
+		body.Timeline = append(body.Timeline, timelineEntry{rec.AttemptedAt, fmt.Sprintf("attempt %d started", rec.Attempt)})
+	}
+	if rec.State.Final() {
+		body.Timeline = append(body.Timeline, timelineEntry{rec.FinishedAt, string(rec.State)})
+	} else {
+		body.Timeline = append(body.Timeline, timelineEntry{rec.RunAt, "due"})
+	}
+	slices.SortStableFunc(body.Timeline, func(a, b timelineEntry) int { return a.At.Compare(b.At) })
+	if fus, err := h.followUpsOf(r, rec.ID); err == nil {
+		body.FollowUps = fus
+	} else if errors.Is(err, errors.ErrUnsupported) {
+		body.FollowUpErr = "this store does not keep the jobs a job's end inserts (store.FollowUpStore)"
+	} else {
+		body.FollowUpErr = problemFor(r, err).Detail
+	}
+	h.render(w, r, http.StatusOK, "job", "Job "+rec.ID.String(), body)
+}
+
+func (h *Handler) postJob(op jobOp) func(r *http.Request) (string, string, error) {
+	return func(r *http.Request) (string, string, error) {
+		rec, err := h.changeJob(r, op)
+		if err != nil {
+			return "", "", err
+		}
+		verb := "Retried"
+		if op == opCancel {
+			verb = "Cancelled"
+		}
+		return fmt.Sprintf("%s job %s: now %s.", verb, rec.ID, rec.State), "/jobs/" + rec.ID.String(), nil
+	}
+}
+
+type deadBody struct {
+	Kind    string
+	Jobs    []*store.JobRecord
+	Count   int64
+	Next    string
+	Problem string
+}
+
+func (b deadBody) pageError() string { return b.Problem }
+
+func (h *Handler) deadPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	body := deadBody{Kind: q.Get("kind")}
+	f := ax.JobFilter{States: []ax.State{ax.StateDead}}
+	if body.Kind != "" {
+		f.Kinds = []string{body.Kind}
+	}
+	list, err := h.admin.List(r.Context(), ax.ListOptions{Filter: f, Limit: 100, Cursor: q.Get("cursor")})
+	if err == nil {
+		body.Jobs = list.Jobs
+		if list.Cursor != "" {
+			body.Next = "/dead?" + url.Values{"kind": {body.Kind}, "cursor": {list.Cursor}}.Encode()
+		}
+		body.Count, err = h.admin.Count(r.Context(), f)
+	}
+	status := http.StatusOK
+	if err != nil {
+		p := problemFor(r, err)
+		body.Problem, status = p.Detail, p.Status
+	}
+	h.render(w, r, status, "dead", "Dead letters", body)
+}
+
+// postDeadRetry retries the dead jobs ticked (id), or every dead job
+// (of kind, when given) with all=true.
+func (h *Handler) postDeadRetry(r *http.Request) (string, string, error) {
+	f := ax.JobFilter{States: []ax.State{ax.StateDead}}
+	if k := r.PostForm.Get("kind"); k != "" {
+		f.Kinds = []string{k}
+	}
+	if r.PostForm.Get("all") != "true" {
+		for _, s := range r.PostForm["id"] {
+			id, err := uuid.Parse(s)
+			if err != nil {
+				return "", "", badRequest("%q is not a job ID", s)
+			}
+			f.IDs = append(f.IDs, id)
+		}
+		if len(f.IDs) == 0 {
+			return "No job was ticked.", "/dead", nil
+		}
+	}
+	n, err := h.admin.RetryJobs(r.Context(), f)
+	if err != nil {
+		return "", "", err
+	}
+	return fmt.Sprintf("Retried %d dead job(s).", n), "/dead", nil
+}
+
+func (h *Handler) kindsPage(w http.ResponseWriter, r *http.Request) {
+	kinds, err := h.admin.Kinds(r.Context())
+	body := struct {
+		Kinds   []ax.KindState
+		Problem string
+	}{Kinds: kinds}
+	status := http.StatusOK
+	if err != nil {
+		p := problemFor(r, err)
+		body.Problem, status = p.Detail, p.Status
+	}
+	h.render(w, r, status, "kinds", "Kinds", pageErr{body, body.Problem})
+}
+
+// pageErr carries a page body with an error to show.
+type pageErr struct {
+	B       any
+	Problem string
+}
+
+func (p pageErr) pageError() string { return p.Problem }
+
+func (h *Handler) postKind(pause bool) func(r *http.Request) (string, string, error) {
+	return func(r *http.Request) (string, string, error) {
+		ks, err := h.setKindPaused(r, r.PathValue("kind"), pause)
+		if err != nil {
+			return "", "", err
+		}
+		if ks.Paused {
+			return fmt.Sprintf("Paused kind %s: no host starts its jobs until it is resumed.", ks.Kind), "/kinds", nil
+		}
+		return fmt.Sprintf("Resumed kind %s.", ks.Kind), "/kinds", nil
+	}
+}
+
+func (h *Handler) periodicPage(w http.ResponseWriter, r *http.Request) {
+	ss, err := h.admin.Schedules(r.Context())
+	body := struct{ Schedules []ax.Schedule }{ss}
+	status, msg := http.StatusOK, ""
+	if err != nil {
+		p := problemFor(r, err)
+		msg, status = p.Detail, p.Status
+	}
+	h.render(w, r, status, "periodic", "Periodic schedules", pageErr{body, msg})
+}
+
+func (h *Handler) postSchedule(op scheduleOp) func(r *http.Request) (string, string, error) {
+	return func(r *http.Request) (string, string, error) {
+		name := r.PathValue("name")
+		v, err := h.changeSchedule(r, name, op)
+		if err != nil {
+			return "", "", err
+		}
+		switch x := v.(type) {
+		case TriggerResponse:
+			return fmt.Sprintf("Triggered schedule %s: job %s.", name, x.ID), "/periodic", nil
+		case *ax.Schedule:
+			if x.Paused {
+				return fmt.Sprintf("Paused schedule %s.", name), "/periodic", nil
+			}
+		}
+		return fmt.Sprintf("Resumed schedule %s.", name), "/periodic", nil
+	}
+}
+
+func (h *Handler) nodesPage(w http.ResponseWriter, r *http.Request) {
+	nodes, err := h.nodesOf(r)
+	status, msg := http.StatusOK, ""
+	if err != nil {
+		p := problemFor(r, err)
+		msg, status = p.Detail, p.Status
+		nodes = &NodesResponse{}
+	}
+	h.render(w, r, status, "nodes", "Nodes", pageErr{nodes, msg})
+}
+
+type loginBody struct {
+	KeyID   string
+	Problem string
+}
+
+func (b loginBody) pageError() string { return b.Problem }
+
+func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Auth == nil {
+		http.Redirect(w, r, basePath(r)+"/", http.StatusSeeOther)
+		return
+	}
+	h.render(w, r, http.StatusOK, "login", "Log in", loginBody{})
+}
+
+// postLogin opens a session for a key ID and its secret. A wrong pair
+// gets 401 with one message whatever was wrong; attempts are rate
+// limited per client address.
+func (h *Handler) postLogin(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.Auth == nil {
+		h.dashError(w, r, http.StatusNotFound, "This dashboard has no login.")
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		h.dashError(w, r, http.StatusBadRequest, "The form could not be read.")
+		return
+	}
+	if !h.sessions.checkCSRF(r) {
+		h.dashError(w, r, http.StatusForbidden, "The form's security token is missing or wrong: reload the page and try again.")
+		return
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if ok, _ := h.login.allow(host); !ok {
+		h.render(w, r, http.StatusTooManyRequests, "login", "Log in", loginBody{Problem: "Too many attempts: wait a moment."})
+		return
+	}
+	keyID, secret := r.PostForm.Get("key_id"), r.PostForm.Get("secret")
+	key, known := h.cfg.Auth.keys[keyID]
+	want := key.Secret
+	if !known {
+		want = h.sessions.mac("no such key") // compare anyway: the time does not tell whether the key exists
+	}
+	if !hmacEqual([]byte(secret), want) || !known {
+		logFrom(r.Context()).Info("dashboard login refused", zap.Bool("known_key", known))
+		h.render(w, r, http.StatusUnauthorized, "login", "Log in", loginBody{KeyID: keyID, Problem: "Unknown key or wrong secret."})
+		return
+	}
+	noteKey(r.Context(), key.ID)
+	logFrom(r.Context()).Info("dashboard login", zap.String("key", key.ID), zap.Bool("read_only", key.ReadOnly))
+	h.sessions.login(w, r, key)
+	h.redirect(w, r, "/", "")
+}
+
+func (h *Handler) postLogout(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil || !h.sessions.checkCSRF(r) {
+		h.dashError(w, r, http.StatusForbidden, "The form's security token is missing or wrong: reload the page and try again.")
+		return
+	}
+	h.sessions.logout(w, r)
+	h.redirect(w, r, "/login", "Logged out.")
+}

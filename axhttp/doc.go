@@ -1,0 +1,99 @@
+// Package axhttp serves AX over HTTP: a signed JSON API to submit and
+// operate jobs, completion callbacks, and a web dashboard, in one
+// http.Handler to mount under any prefix:
+//
+//	act := axhttp.NewActivity(nil) // also in ax.Config.Observers
+//	auth, _ := axhttp.NewAuth(axhttp.AuthConfig{Keys: keys, Nonces: nonces})
+//	h, _ := axhttp.New(axhttp.Config{Scheduler: s, Auth: auth, Activity: act})
+//	mux.Handle("/ax/", http.StripPrefix("/ax", h))
+//
+// or run it with the CLI: ax serve.
+//
+// # Routes
+//
+// Below the mount point; the OpenAPI 3.1 document at /api/v1/openapi.json
+// describes the API's requests, responses and errors, and a test checks it
+// against the real responses.
+//
+//	GET  /api/v1/openapi.json            this API's OpenAPI document
+//	POST /api/v1/jobs                    schedule a job (201; 200 and duplicate for a held unique_key)
+//	POST /api/v1/jobs/batch              schedule up to 1000 jobs, all or none
+//	GET  /api/v1/jobs                    list jobs: the CLI's filters as query parameters, cursors
+//	GET  /api/v1/jobs/count              count the jobs a filter selects
+//	POST /api/v1/jobs/retry              retry the jobs a filter selects (all=true for every job)
+//	POST /api/v1/jobs/cancel             cancel the jobs a filter selects (all=true for every job)
+//	GET  /api/v1/jobs/{id}               one job, with its attempts
+//	GET  /api/v1/jobs/{id}/followups     the jobs its end inserted: callback deliveries
+//	POST /api/v1/jobs/{id}/retry         make one job due now (409 when its state does not allow it)
+//	POST /api/v1/jobs/{id}/cancel        cancel one job (409 likewise)
+//	GET  /api/v1/kinds                   kinds: pause state, jobs by state, nodes
+//	POST /api/v1/kinds/{kind}/pause      pause a kind cluster-wide
+//	POST /api/v1/kinds/{kind}/resume     resume it
+//	GET  /api/v1/periodic                periodic schedules with their next ticks
+//	POST /api/v1/periodic/{name}/pause   pause a schedule
+//	POST /api/v1/periodic/{name}/resume  resume it
+//	POST /api/v1/periodic/{name}/trigger run its job once, now
+//	GET  /api/v1/nodes                   nodes and the maintenance leader
+//	GET  /api/v1/stats                   the queue by kind and state
+//
+// The dashboard: / (overview per kind: jobs by state, the oldest due
+// job, and this host's throughput and start lag over the last hour),
+// /jobs (the job list with the filters), /jobs/{id} (payload, metadata,
+// every attempt with its error and stack, timeline, callback deliveries),
+// /dead (dead letters, retried one by one or in bulk), /kinds (pause and
+// resume), /periodic (schedules, next ticks, pause, resume, run now),
+// /nodes (nodes and leader), /login, and /static/{file} (embedded assets,
+// served by exact name only).
+//
+// # Authentication
+//
+// With Config.Auth, every API request is signed with a key's secret
+// (AX-HMAC-SHA256, see Signer for the scheme and Auth for the checks: a
+// ±5 minute window, nonces remembered for twice that, several keys at
+// once for rotation, read-only keys, constant-time comparison). Nonces
+// are shared by every server on one store with StoreNonces (NoncesFor
+// picks it when the store implements store.NonceKeeper, MemoryNonces
+// otherwise). The dashboard asks for a login with a key ID and its
+// secret and keeps a signed session cookie; read-only keys get the
+// read-only dashboard. Every dashboard change is a POST with a CSRF token
+// (see session.go); browsers' cross-origin requests are refused besides.
+//
+// Without Config.Auth the handler trusts every request: put your own
+// authentication in front and name the caller with WithIdentity (a
+// read-only identity reads only). Config.ReadOnly makes everyone
+// read-only.
+//
+// Every request gets a request ID (X-Request-ID, logged with the method,
+// path, status, duration and key), a body limit (Config.MaxBodyBytes) and
+// its key's rate limit (Config.RateLimit).
+//
+// # Errors
+//
+// API errors are RFC 9457 problem documents (application/problem+json)
+// whose "instance" is the request ID. Clients switch on "type", a stable
+// URN; titles and details are for people and may change. The types:
+//
+//	urn:ax:problem:unauthorized      401 missing, expired, reused or wrong signature; unknown key
+//	urn:ax:problem:forbidden         403 a read-only key asked for a change; a cross-origin request
+//	urn:ax:problem:not-found         404 no such job, schedule or route
+//	urn:ax:problem:method            405 the route does not take this method (Allow lists those it takes)
+//	urn:ax:problem:conflict          409 the job's state does not allow the change
+//	urn:ax:problem:too-large         413 the body is over the limit
+//	urn:ax:problem:unsupported-type  415 the body is not application/json
+//	urn:ax:problem:rate-limited      429 the key's rate limit is exhausted (Retry-After says when)
+//	urn:ax:problem:bad-request       400 malformed JSON; an invalid parameter, filter, cursor or option
+//	urn:ax:problem:internal          500 an unexpected error (logged with the request ID, not told)
+//	urn:ax:problem:unsupported       501 the store cannot do this, or the server schedules no jobs
+//	urn:ax:problem:unavailable       503 the scheduler is stopping; the nonce store failed
+//
+// No answer tells a secret, a signature, or which signature check failed.
+//
+// # Completion callbacks
+//
+// A job submitted with "callback_url" (Config.CallbackPolicy) has its end
+// POSTed there, signed like API requests, by a follow-up job of kind
+// CallbackKind that hosts running RegisterCallbacks deliver, with retries;
+// a delivery that runs out of attempts is a dead job, shown on its parent's
+// page as "callback failed". This needs a store that keeps follow-ups
+// (store.FollowUpStore).
+package axhttp

@@ -1,0 +1,393 @@
+package axhttp
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
+)
+
+// deadJob inserts a job of kind and lets it die, as a handler's last
+// failed attempt would.
+func deadJob(t *testing.T, st store.Store, kind, msg string) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	id := uuid.Must(uuid.NewV7())
+	_, err := st.Insert(ctx, []store.InsertParams{{ID: id, Kind: kind, Payload: []byte(`{"n":1}`), Priority: 2, MaxAttempts: 1}})
+	require.NoError(t, err)
+	res, err := st.Claim(ctx, &store.ClaimParams{Owner: "n", Kinds: []store.KindLimit{{Kind: kind, Limit: 1}}, Limit: 1, LeaseDuration: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 1)
+	_, err = st.Finish(ctx, []store.FinishParams{{Lease: store.Lease{ID: id, Token: res.Jobs[0].LeaseToken}, Outcome: store.OutcomeDead, Error: msg}})
+	require.NoError(t, err)
+	return id
+}
+
+// snapshot is what a refused request must leave as it was.
+type snapshot struct {
+	jobs   int64
+	state  ax.State
+	paused bool
+}
+
+func takeSnapshot(t *testing.T, f *fixture, id uuid.UUID) snapshot {
+	t.Helper()
+	n, err := f.s.Admin().Count(context.Background(), ax.JobFilter{})
+	require.NoError(t, err)
+	rec, err := f.s.Admin().Get(context.Background(), id)
+	require.NoError(t, err)
+	kinds, err := f.s.Admin().Kinds(context.Background())
+	require.NoError(t, err)
+	paused := false
+	for _, k := range kinds {
+		paused = paused || k.Paused
+	}
+	return snapshot{jobs: n, state: rec.State, paused: paused}
+}
+
+var secrets = [][]byte{testSecret, otherSecret, readerSecret}
+
+// requireNoSecret fails when body holds a key's secret or a signature.
+func requireNoSecret(t *testing.T, body string, sigs ...string) {
+	t.Helper()
+	for _, s := range secrets {
+		require.NotContains(t, body, string(s))
+	}
+	for _, s := range sigs {
+		if s != "" {
+			require.NotContains(t, body, s)
+		}
+	}
+}
+
+// TestAPISecurity: each bad request to the API is refused with its
+// status and problem type; the store is as it was; the answer tells no
+// secret.
+func TestAPISecurity(t *testing.T) {
+	now := time.Now()
+	f := newFixture(t, fixtureOptions{cfg: func(c *Config) { c.MaxBodyBytes = 1 << 10 }})
+	dead := deadJob(t, f.st, "email", "smtp down")
+	retry := APIPrefix + "/jobs/" + dead.String() + "/retry"
+	replayed := func() *http.Request {
+		req, err := http.NewRequest(http.MethodPost, f.base+retry, nil)
+		require.NoError(t, err)
+		require.NoError(t, f.app.Sign(req))
+		return req
+	}()
+	// The original is sent (and retries the job) before the table; the
+	// table sends it again.
+	first := replayed.Clone(context.Background())
+	res, err := http.DefaultClient.Do(first)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	dead = deadJob(t, f.st, "email", "smtp down")
+	retry = APIPrefix + "/jobs/" + dead.String() + "/retry"
+
+	sign := func(s Signer, method, path, body string, edit func(*http.Request)) *http.Request {
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequest(method, f.base+path, rd)
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		require.NoError(t, s.Sign(req))
+		if edit != nil {
+			edit(req)
+		}
+		return req
+	}
+	cases := []struct {
+		name   string
+		req    func() *http.Request
+		status int
+		typ    string
+	}{
+		{"wrong signature", func() *http.Request {
+			return sign(f.app, "POST", retry, "", func(r *http.Request) {
+				r.Header.Set(HeaderSignature, strings.Repeat("ab", 32))
+			})
+		}, 401, ProblemUnauthorized},
+		{"signed with another key's secret", func() *http.Request {
+			return sign(Signer{KeyID: "app", Secret: readerSecret}, "POST", retry, "", nil)
+		}, 401, ProblemUnauthorized},
+		{"expired timestamp", func() *http.Request {
+			return sign(Signer{KeyID: "app", Secret: testSecret, Clock: func() time.Time { return now.Add(-6 * time.Minute) }}, "POST", retry, "", nil)
+		}, 401, ProblemUnauthorized},
+		{"timestamp from the future", func() *http.Request {
+			return sign(Signer{KeyID: "app", Secret: testSecret, Clock: func() time.Time { return now.Add(6 * time.Minute) }}, "POST", retry, "", nil)
+		}, 401, ProblemUnauthorized},
+		{"reused nonce", func() *http.Request { return replayed }, 401, ProblemUnauthorized},
+		{"unknown key", func() *http.Request {
+			return sign(Signer{KeyID: "ghost", Secret: testSecret}, "POST", retry, "", nil)
+		}, 401, ProblemUnauthorized},
+		{"no signature", func() *http.Request {
+			req, _ := http.NewRequest("POST", f.base+retry, nil)
+			return req
+		}, 401, ProblemUnauthorized},
+		{"read-only key retrying", func() *http.Request { return sign(f.reader, "POST", retry, "", nil) }, 403, ProblemForbidden},
+		{"read-only key pausing", func() *http.Request {
+			return sign(f.reader, "POST", APIPrefix+"/kinds/email/pause", "", nil)
+		}, 403, ProblemForbidden},
+		{"read-only key submitting", func() *http.Request {
+			return sign(f.reader, "POST", APIPrefix+"/jobs", `{"kind":"email"}`, nil)
+		}, 403, ProblemForbidden},
+		{"oversized body", func() *http.Request {
+			return sign(f.app, "POST", APIPrefix+"/jobs", `{"kind":"email","payload":"`+strings.Repeat("x", 2<<10)+`"}`, nil)
+		}, 413, ProblemTooLarge},
+		{"malformed JSON", func() *http.Request {
+			return sign(f.app, "POST", APIPrefix+"/jobs", `{"kind":"email",`, nil)
+		}, 400, ProblemBadRequest},
+		{"JSON of the wrong shape", func() *http.Request {
+			return sign(f.app, "POST", APIPrefix+"/jobs", `{"kind":["email"]}`, nil)
+		}, 400, ProblemBadRequest},
+		{"two JSON values", func() *http.Request {
+			return sign(f.app, "POST", APIPrefix+"/jobs", `{"kind":"email"}{"kind":"email"}`, nil)
+		}, 400, ProblemBadRequest},
+		{"not JSON", func() *http.Request {
+			return sign(f.app, "POST", APIPrefix+"/jobs", `kind=email`, func(r *http.Request) {})
+		}, 400, ProblemBadRequest},
+		{"form content type", func() *http.Request {
+			req := sign(f.app, "POST", APIPrefix+"/jobs", `{"kind":"email"}`, nil)
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			return req
+		}, 415, ProblemUnsupportedType},
+		{"cross-site browser POST", func() *http.Request {
+			return sign(f.app, "POST", retry, "", func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") })
+		}, 403, ProblemForbidden},
+		{"callback to a private address", func() *http.Request {
+			return sign(f.app, "POST", APIPrefix+"/jobs", `{"kind":"email","callback_url":"ftp://127.0.0.1/"}`, nil)
+		}, 400, ProblemBadRequest},
+	}
+	before := takeSnapshot(t, f, dead)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req := c.req()
+			sig := req.Header.Get(HeaderSignature)
+			res, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			require.Equal(t, c.status, res.StatusCode, "%s", b)
+			require.Equal(t, "application/problem+json", res.Header.Get("Content-Type"))
+			require.Contains(t, string(b), `"type":"`+c.typ+`"`)
+			requireNoSecret(t, string(b), sig)
+			require.Equal(t, before, takeSnapshot(t, f, dead), "the store changed")
+		})
+	}
+}
+
+// TestDashboardSecurity: changes without a session, without or with a
+// wrong CSRF token, from a read-only key or from another site are
+// refused with 401 or 403 and change nothing; logins with a wrong secret
+// or an unknown key get one answer.
+func TestDashboardSecurity(t *testing.T) {
+	f := newFixture(t, fixtureOptions{cfg: func(c *Config) { c.MaxBodyBytes = 1 << 10 }})
+	dead := deadJob(t, f.st, "email", "smtp down")
+	retry := "/jobs/" + dead.String() + "/retry"
+
+	admin := f.browser()
+	admin.login("app", testSecret)
+	token := admin.csrf("/jobs/" + dead.String())
+	other := f.browser()
+	other.login("app", testSecret)
+	otherToken := other.csrf("/")
+	require.NotEqual(t, token, otherToken, "two sessions share a CSRF token")
+	reader := f.browser()
+	reader.login("dash", readerSecret)
+	readerToken := reader.csrf("/")
+	_, page := reader.get("/jobs/" + dead.String())
+	require.NotContains(t, page, `id="retry"`, "the read-only dashboard shows a retry button")
+	require.Contains(t, page, `id="read-only"`)
+	anon := f.browser()
+
+	post := func(b *browser, path string, form url.Values, hdr ...string) (*http.Response, string) {
+		req, err := http.NewRequest("POST", f.base+path, strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		res, err := b.client.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res, string(body)
+	}
+	cases := []struct {
+		name   string
+		b      *browser
+		path   string
+		form   url.Values
+		hdr    []string
+		status int
+	}{
+		{"missing CSRF token", admin, retry, url.Values{}, nil, 403},
+		{"empty CSRF token", admin, retry, url.Values{"csrf": {""}}, nil, 403},
+		{"wrong CSRF token", admin, retry, url.Values{"csrf": {"AAAA" + token[4:]}}, nil, 403},
+		{"another session's CSRF token", admin, retry, url.Values{"csrf": {otherToken}}, nil, 403},
+		{"missing CSRF token, pausing", admin, "/kinds/email/pause", url.Values{}, nil, 403},
+		{"wrong CSRF token, bulk retry", admin, "/dead/retry", url.Values{"csrf": {otherToken}, "all": {"true"}}, nil, 403},
+		{"read-only key retrying", reader, retry, url.Values{"csrf": {readerToken}}, nil, 403},
+		{"read-only key pausing", reader, "/kinds/email/pause", url.Values{"csrf": {readerToken}}, nil, 403},
+		{"read-only key retrying every dead job", reader, "/dead/retry", url.Values{"csrf": {readerToken}, "all": {"true"}}, nil, 403},
+		{"no session", anon, retry, url.Values{"csrf": {token}}, nil, 401},
+		{"cross-site POST with a good token", admin, retry, url.Values{"csrf": {token}}, []string{"Sec-Fetch-Site", "cross-site"}, 403},
+		{"cross-origin POST with a good token", admin, retry, url.Values{"csrf": {token}}, []string{"Origin", "https://evil.example"}, 403},
+		{"oversized form", admin, retry, url.Values{"csrf": {token}, "pad": {strings.Repeat("x", 2<<10)}}, nil, 413},
+	}
+	before := takeSnapshot(t, f, dead)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, body := post(c.b, c.path, c.form, c.hdr...)
+			require.Equal(t, c.status, res.StatusCode, body)
+			requireNoSecret(t, body)
+			require.Equal(t, before, takeSnapshot(t, f, dead), "the store changed")
+		})
+	}
+
+	// Logins: a wrong secret and an unknown key get the same answer.
+	for _, c := range []struct{ name, key, secret string }{
+		{"wrong secret", "app", string(otherSecret)},
+		{"unknown key", "ghost", string(testSecret)},
+		{"empty secret", "app", ""},
+	} {
+		t.Run("login with "+c.name, func(t *testing.T) {
+			b := f.browser()
+			tok := b.csrf("/login")
+			res, body := b.post("/login", url.Values{"csrf": {tok}, "key_id": {c.key}, "secret": {c.secret}})
+			require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+			require.Contains(t, body, "Unknown key or wrong secret.")
+			requireNoSecret(t, body)
+			r, _ := b.get("/")
+			require.Equal(t, http.StatusSeeOther, r.StatusCode, "a refused login opened a session")
+		})
+	}
+	t.Run("login without CSRF token", func(t *testing.T) {
+		b := f.browser()
+		res, _ := b.post("/login", url.Values{"key_id": {"app"}, "secret": {string(testSecret)}})
+		require.Equal(t, http.StatusForbidden, res.StatusCode)
+	})
+	t.Run("forged session cookie", func(t *testing.T) {
+		b := f.browser()
+		u, _ := url.Parse(f.base + "/")
+		b.client.Jar.SetCookies(u, []*http.Cookie{{Name: sessionCookie, Value: "eyJrIjoiYXBwIiwiZSI6OTk5OTk5OTk5OSwibiI6IngiLCJmIjoieCJ9.AAAA", Path: "/ax/"}})
+		r, _ := b.get("/jobs")
+		require.Equal(t, http.StatusSeeOther, r.StatusCode)
+	})
+	t.Run("session cookie attributes", func(t *testing.T) {
+		b := f.browser()
+		tok := b.csrf("/login")
+		res, _ := b.post("/login", url.Values{"csrf": {tok}, "key_id": {"app"}, "secret": {string(testSecret)}})
+		var c *http.Cookie
+		for _, x := range res.Cookies() {
+			if x.Name == sessionCookie {
+				c = x
+			}
+		}
+		require.NotNil(t, c)
+		require.True(t, c.HttpOnly)
+		require.Equal(t, http.SameSiteStrictMode, c.SameSite)
+		require.Equal(t, "/ax/", c.Path)
+		require.False(t, c.Secure, "plain HTTP test server")
+		requireNoSecret(t, c.Value)
+	})
+
+	// And the same change with everything right goes through.
+	res, body := post(admin, retry, url.Values{"csrf": {token}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+	rec, err := f.s.Admin().Get(context.Background(), dead)
+	require.NoError(t, err)
+	require.Equal(t, ax.StateScheduled, rec.State)
+}
+
+// rawGet sends path exactly as written (no client-side cleaning) and
+// returns the status and body.
+func rawGet(t *testing.T, hostport, path string) (int, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", hostport)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, hostport)
+	require.NoError(t, err)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0, ""
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// TestStaticPathTraversal: no path below the static route reaches a file
+// outside the embedded assets, however encoded, and no redirect leads to
+// one.
+func TestStaticPathTraversal(t *testing.T) {
+	f := newFixture(t, fixtureOptions{noAuth: true})
+	host := strings.TrimPrefix(f.srv.URL, "http://")
+	status, body := rawGet(t, host, "/ax/static/style.css")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, body, "--accent")
+	for _, p := range []string{
+		"/ax/static/../../go.mod",
+		"/ax/static/../handler.go",
+		"/ax/static/..%2f..%2fgo.mod",
+		"/ax/static/..%2F..%2Fgo.mod",
+		"/ax/static/%2e%2e/%2e%2e/go.mod",
+		"/ax/static/%2e%2e%2f%2e%2e%2fgo.mod",
+		"/ax/static/%252e%252e%252fgo.mod",
+		"/ax/static/..%5c..%5cgo.mod",
+		"/ax/static/..\\..\\go.mod",
+		"/ax/static//etc/passwd",
+		"/ax/static/%2fetc%2fpasswd",
+		"/ax/static/./style.css/../../../go.mod",
+		"/ax/static/style.css%00.js",
+		"/ax/static/templates/layout.html",
+		"/ax/static/../templates/layout.html",
+		"/ax/static/..%2ftemplates%2flayout.html",
+		"/ax/static/openapi.json",
+	} {
+		t.Run(p, func(t *testing.T) {
+			status, body := rawGet(t, host, p)
+			require.Contains(t, []int{http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusBadRequest, http.StatusNotFound}, status, body)
+			require.NotContains(t, body, "module github.com/axsched/ax")
+			require.NotContains(t, body, "root:")
+			require.NotContains(t, body, "package axhttp")
+			require.NotContains(t, body, `{{define`)
+			// Follow a redirect, if any, once: it must not lead to a file
+			// either.
+			if status >= 300 && status < 400 {
+				res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return nil }}).Get(f.srv.URL + p)
+				if err == nil {
+					b, _ := io.ReadAll(res.Body)
+					res.Body.Close()
+					require.NotContains(t, string(b), "module github.com/axsched/ax")
+					require.NotContains(t, string(b), "root:")
+				}
+			}
+			// The handler itself, with no mux in front to clean the path.
+			req := httptest.NewRequest(http.MethodGet, "http://ax.test/", nil)
+			req.URL.Path = strings.TrimPrefix(p, "/ax")
+			req.URL.RawPath = ""
+			req.RequestURI = req.URL.Path
+			rec := httptest.NewRecorder()
+			f.h.ServeHTTP(rec, req)
+			require.NotEqual(t, http.StatusOK, rec.Code)
+			require.NotContains(t, rec.Body.String(), "module github.com/axsched/ax")
+		})
+	}
+}

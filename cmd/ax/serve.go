@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/axhttp"
+)
+
+// serveCmd is ax serve: the HTTP API and the dashboard (package axhttp)
+// on the cluster's store, until interrupted. It runs no jobs: submitted
+// jobs wait for the hosts that handle their kinds, and callback URLs are
+// delivered by hosts running axhttp.RegisterCallbacks.
+func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
+	addr := fs.String("addr", "127.0.0.1:8080", "listen on this address")
+	keysFile := fs.String("keys-file", "", "API keys, one per line: ID SECRET [read-only] (secrets of 32 bytes or more; # comments)")
+	noAuth := fs.Bool("no-auth", false, "serve without authentication (only behind a proxy that authenticates)")
+	prefix := fs.String("prefix", "/", "serve below this path (/ax)")
+	readOnly := fs.Bool("read-only", false, "serve reads only, whoever asks")
+	rate := fs.Float64("rate", 0, "requests per second per key (0: no limit)")
+	burst := fs.Int("burst", 20, "requests a key may make at once, with --rate")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate file (and --tls-key)")
+	tlsKey := fs.String("tls-key", "", "the certificate's key file")
+	return func(e *env, args []string) error {
+		if len(args) > 0 {
+			return usageErrorf("unexpected argument %q", args[0])
+		}
+		if (*keysFile == "") == !*noAuth {
+			return usageErrorf("give --keys-file, or --no-auth behind an authenticating proxy")
+		}
+		if (*tlsCert == "") != (*tlsKey == "") {
+			return usageErrorf("give both --tls-cert and --tls-key, or neither")
+		}
+		p := "/" + strings.Trim(*prefix, "/")
+		if p == "/" {
+			p = ""
+		}
+		var keys []axhttp.Key
+		if *keysFile != "" {
+			k, err := readKeys(*keysFile)
+			if err != nil {
+				return err
+			}
+			keys = k
+		}
+		st, release, err := e.open.Store(e.ctx, connection{url: e.global.url, schema: e.global.schema})
+		if err != nil {
+			return err
+		}
+		defer release()
+		log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.Lock(zapcore.AddSync(e.stderr)), zap.InfoLevel))
+		// A Scheduler that is never started: it schedules submitted jobs
+		// and answers for the cluster, and runs nothing.
+		s, err := ax.New(ax.Config{Store: st, Logger: log, Node: "ax-serve"})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = s.Stop(context.Background()) }()
+		cfg := axhttp.Config{Scheduler: s, Logger: log, ReadOnly: *readOnly, SecureCookies: *tlsCert != "",
+			RateLimit: axhttp.RateLimit{PerSecond: *rate, Burst: *burst}, CallbackPolicy: &axhttp.CallbackPolicy{}}
+		if sk := os.Getenv("AX_SESSION_KEY"); sk != "" {
+			cfg.SessionKey = []byte(sk)
+		}
+		if keys != nil {
+			nonces, shared := axhttp.NoncesFor(st)
+			if !shared {
+				log.Warn("the store keeps no nonces: each ax serve process remembers its own, so run one behind an address")
+			}
+			auth, err := axhttp.NewAuth(axhttp.AuthConfig{Keys: keys, Nonces: nonces})
+			if err != nil {
+				return usageErrorf("--keys-file: %v", err)
+			}
+			cfg.Auth = auth
+		}
+		if keys == nil {
+			log.Warn("serving without authentication: every request is trusted; put an authenticating proxy in front")
+		}
+		h, err := axhttp.New(cfg)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		mux := http.NewServeMux()
+		if p == "" {
+			mux.Handle("/", h)
+		} else {
+			mux.Handle(p+"/", http.StripPrefix(p, h))
+		}
+		ln, err := net.Listen("tcp", *addr)
+		if err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+			WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, ErrorLog: zap.NewStdLog(log)}
+		scheme := "http"
+		if *tlsCert != "" {
+			scheme = "https"
+		}
+		fmt.Fprintf(e.stdout, "ax serve: listening on %s://%s%s/\n", scheme, ln.Addr(), p)
+		done := make(chan error, 1)
+		go func() {
+			if *tlsCert != "" {
+				done <- srv.ServeTLS(ln, *tlsCert, *tlsKey)
+				return
+			}
+			done <- srv.Serve(ln)
+		}()
+		select {
+		case err := <-done:
+			return fmt.Errorf("serve: %w", err)
+		case <-e.ctx.Done():
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = srv.Shutdown(ctx)
+		if serr := <-done; err == nil && !errors.Is(serr, http.ErrServerClosed) {
+			err = serr
+		}
+		if err != nil {
+			return fmt.Errorf("shut down: %w", err)
+		}
+		fmt.Fprintln(e.stdout, "ax serve: stopped")
+		return nil
+	}
+}
+
+// readKeys reads a keys file: one key a line, "ID SECRET" or "ID SECRET
+// read-only"; blank lines and lines starting with # are skipped.
+func readKeys(path string) ([]axhttp.Key, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usageErrorf("--keys-file: %v", err)
+	}
+	defer f.Close()
+	var keys []axhttp.Key
+	sc := bufio.NewScanner(f)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		fields := strings.Fields(text)
+		switch {
+		case len(fields) == 2:
+			keys = append(keys, axhttp.Key{ID: fields[0], Secret: []byte(fields[1])})
+		case len(fields) == 3 && fields[2] == "read-only":
+			keys = append(keys, axhttp.Key{ID: fields[0], Secret: []byte(fields[1]), ReadOnly: true})
+		default:
+			// The line may hold a secret: name the line, not its text.
+			return nil, usageErrorf("--keys-file %s:%d: want ID SECRET [read-only]", path, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--keys-file: %w", err)
+	}
+	if len(keys) == 0 {
+		return nil, usageErrorf("--keys-file %s: no keys", path)
+	}
+	return keys, nil
+}

@@ -1,0 +1,221 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// query names one of the Store's prepared statements.
+type query int
+
+// stmts holds the statements prepared on one pool.
+type stmts map[query]*sql.Stmt
+
+func (ss *stmts) prepare(ctx context.Context, db *sql.DB, qs []query) error {
+	*ss = make(stmts, len(qs))
+	for _, q := range qs {
+		st, err := db.PrepareContext(ctx, queryText[q])
+		if err != nil {
+			return fmt.Errorf("%s: %w", strings.Join(strings.Fields(queryText[q]), " "), err)
+		}
+		(*ss)[q] = st
+	}
+	return nil
+}
+
+func (ss stmts) close() {
+	for _, st := range ss {
+		_ = st.Close()
+	}
+}
+
+// The statements.
+const (
+	qInsert query = iota
+	qInsertIfAbsent
+	qInsertMany
+	qHolder
+	qIDExists
+	qClaimCandidates
+	qClaimNext
+	qClaimUpdate
+	qLoadRunning
+	qLoadID
+	qGetSeq
+	qGetID
+	qSave
+	qSaveEnded
+	qExtend
+	qRescueSelect
+	qPrune
+	qDeleteSeq
+	qCounts
+	qFollowUps
+	qBatchInsert
+	qBatchLoad
+	qBatchEnd
+	qBatchComplete
+	qBatchReopen
+	qBatchGet
+	qBatchChildren
+	qBatchOpenChildren
+	qPeriodicGet
+	qPeriodicPut
+	qPeriodicAll
+	qLeaderGet
+	qLeaderPut
+	qNodeGet
+	qNodePut
+	qNodeStop
+	qNodesAll
+	qNodeDelete
+	qKindGet
+	qKindPut
+	qKindsAll
+	qDueKinds
+	qNonceGC
+	qNoncePut
+	numQueries
+)
+
+// jobCols are the jobs columns a jobRow scans, in order.
+const jobCols = `seq, id, kind, payload, metadata, state, priority, run_at, scheduled_at, attempt, max_attempts,
+	unique_key, unique_global, unique_finished, unique_period, errors, lease_token, lease_expires_at, owner,
+	cancel_requested, pause_requested, fence, created_at, attempted_at, finished_at, result, follow_ups, parent, batch`
+
+// lightCols are jobCols without the large columns (payload, metadata,
+// result), which transitions never read: NULL stands in for them.
+const lightCols = `seq, id, kind, NULL, NULL, state, priority, run_at, scheduled_at, attempt, max_attempts,
+	unique_key, unique_global, unique_finished, unique_period, errors, lease_token, lease_expires_at, owner,
+	cancel_requested, pause_requested, fence, created_at, attempted_at, finished_at, NULL, follow_ups, parent, batch`
+
+// SQL fragments.
+const (
+	claimableSQL = `('scheduled', 'retrying')`
+	finalSQL     = `('succeeded', 'dead', 'cancelled')`
+	liveSQL      = `('scheduled', 'retrying', 'paused', 'running')`
+	// heldSQL is the predicate of jobs_ukey: the rows holding their ukey.
+	heldSQL = `ukey IS NOT NULL AND state <> 'cancelled'
+      AND (ukeep = 1 OR state IN ('scheduled', 'retrying', 'paused', 'running'))`
+	insertCols = `(id, kind, payload, metadata, state, priority, run_at, scheduled_at, max_attempts,
+	unique_key, unique_global, unique_finished, unique_period, ukey, ukeep, created_at, follow_ups, parent, batch)
+	VALUES (?, ?, ?, ?, 'scheduled', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
+// queryText holds each statement's SQL.
+var queryText = [numQueries]string{
+	// A row whose ukey is held inserts nothing and returns no row.
+	qInsert: `INSERT INTO jobs ` + insertCols + `
+	ON CONFLICT (ukey) WHERE ` + heldSQL + ` DO NOTHING`,
+	// Then jobs: an ID inserted already is one job.
+	qInsertIfAbsent: `INSERT INTO jobs ` + insertCols + `
+	ON CONFLICT (id) DO NOTHING`,
+	// Rows without a unique key, as a JSON array of
+	// [hex id, kind, payload, metadata, priority, run_at, max_attempts
+	// (, follow-ups)] rows; created_at and batch are the call's.
+	qInsertMany: `INSERT INTO jobs (id, kind, payload, metadata, state, priority, run_at, scheduled_at, max_attempts,
+	created_at, follow_ups, batch)
+	SELECT unhex(value ->> 0), value ->> 1, value ->> 2, value ->> 3, 'scheduled', value ->> 4, value ->> 5,
+	value ->> 5, value ->> 6, ?, value ->> 7, ? FROM json_each(?)`,
+	qHolder:   `SELECT id FROM jobs WHERE ukey = ? AND ` + heldSQL,
+	qIDExists: `SELECT 1 FROM jobs WHERE id = ?`,
+
+	qClaimCandidates: `SELECT seq, id, run_at FROM jobs
+	WHERE kind = ? AND priority = ? AND state IN ` + claimableSQL + `
+	ORDER BY run_at, id LIMIT ?`,
+	qClaimNext: `SELECT run_at FROM jobs
+	WHERE kind = ? AND priority = ? AND state IN ` + claimableSQL + `
+	ORDER BY run_at, id LIMIT 1`,
+	// The rows to claim come as a JSON array of their seqs. randomblob
+	// draws from SQLite's PRNG, seeded from the operating system's
+	// randomness: 128 bits per token.
+	qClaimUpdate: `UPDATE jobs SET state = 'running', owner = ?, lease_token = randomblob(16), lease_expires_at = ?,
+	attempted_at = ?, attempt = attempt + 1, fence = fence + 1, cancel_requested = 0, pause_requested = 0
+	WHERE seq IN (SELECT value FROM json_each(?)) RETURNING ` + jobCols,
+
+	// The running rows of the IDs of a JSON array of hex IDs.
+	qLoadRunning: `SELECT ` + lightCols + ` FROM jobs
+	WHERE id IN (SELECT unhex(value) FROM json_each(?)) AND state = 'running'`,
+	qLoadID: `SELECT ` + lightCols + ` FROM jobs WHERE id = ?`,
+	qGetSeq: `SELECT ` + jobCols + ` FROM jobs WHERE seq = ?`,
+	qGetID:  `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`,
+	qSave: `UPDATE jobs SET state = ?, run_at = ?, attempt = ?, errors = ?, lease_token = ?, lease_expires_at = ?,
+	cancel_requested = ?, pause_requested = ?, finished_at = ? WHERE seq = ?`,
+	// Jobs leaving running, as a JSON array of
+	// [seq, state, run_at, attempt, errors, finished_at, result] rows.
+	qSaveEnded: `UPDATE jobs SET state = l.value ->> 1, run_at = l.value ->> 2, attempt = l.value ->> 3,
+	errors = l.value ->> 4, lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
+	pause_requested = 0, finished_at = l.value ->> 5, result = coalesce(l.value ->> 6, result)
+	FROM json_each(?) AS l WHERE jobs.seq = l.value ->> 0`,
+	// The leases come as a JSON array of [hex id, hex token] pairs.
+	qExtend: `UPDATE jobs SET lease_expires_at = ?
+	FROM (SELECT unhex(value ->> 0) AS id, unhex(value ->> 1) AS token FROM json_each(?)) AS l
+	WHERE jobs.id = l.id AND jobs.lease_token = l.token AND jobs.state = 'running'
+	RETURNING jobs.id, jobs.lease_token, jobs.cancel_requested`,
+	qRescueSelect: `SELECT ` + lightCols + ` FROM jobs
+	WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at, id LIMIT ?`,
+	qPrune: `DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs
+	WHERE state IN ` + finalSQL + ` AND finished_at < ? ORDER BY finished_at LIMIT ?)`,
+	qDeleteSeq: `DELETE FROM jobs WHERE seq = ?`,
+	qCounts:    `SELECT kind, state, n FROM counts WHERE n <> 0`,
+	qFollowUps: `SELECT ` + jobCols + ` FROM jobs WHERE parent = ? ORDER BY seq`,
+
+	qBatchInsert: `INSERT INTO batches (id, completion, template, total, pending, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+	qBatchLoad:   `SELECT completion, template, completed FROM batches WHERE id = ?`,
+	qBatchEnd: `UPDATE batches SET pending = pending - 1, succeeded = succeeded + ?, dead = dead + ?,
+	cancelled = cancelled + ? WHERE id = ? RETURNING pending, completed`,
+	qBatchComplete: `UPDATE batches SET completed = 1, completed_at = ? WHERE id = ?`,
+	qBatchReopen: `UPDATE batches SET pending = pending + (1 - completed), succeeded = succeeded - ?,
+	dead = dead - ?, cancelled = cancelled - ? WHERE id = ?`,
+	qBatchGet: `SELECT completion, total, succeeded, dead, cancelled, completed, created_at, completed_at
+	FROM batches WHERE id = ?`,
+	qBatchChildren: `SELECT ` + jobCols + ` FROM jobs WHERE batch = ? AND id > ? AND id <> ? ORDER BY id LIMIT ?`,
+	qBatchOpenChildren: `SELECT ` + lightCols + ` FROM jobs
+	WHERE batch = ? AND id <> ? AND state IN ` + liveSQL + ` ORDER BY id`,
+
+	qPeriodicGet: `SELECT name, spec, last_tick, updated_at, paused, template FROM periodic WHERE name = ?`,
+	qPeriodicPut: `INSERT INTO periodic (name, spec, last_tick, updated_at, paused, template) VALUES (?, ?, ?, ?, ?, ?)
+	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, last_tick = excluded.last_tick,
+	updated_at = excluded.updated_at, paused = excluded.paused, template = excluded.template`,
+	qPeriodicAll: `SELECT name, spec, last_tick, updated_at, paused, template FROM periodic ORDER BY name`,
+
+	qLeaderGet: `SELECT holder, term, expires_at FROM leaders WHERE name = ?`,
+	qLeaderPut: `INSERT INTO leaders (name, holder, term, expires_at) VALUES (?, ?, ?, ?)
+	ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, term = excluded.term, expires_at = excluded.expires_at`,
+
+	qNodeGet: `SELECT started_at FROM nodes WHERE name = ?`,
+	qNodePut: `INSERT INTO nodes (name, version, kinds, state, started_at, heartbeat_at, expires_at)
+	VALUES (?, ?, ?, 'running', ?, ?, ?)
+	ON CONFLICT (name) DO UPDATE SET version = excluded.version, kinds = excluded.kinds, state = 'running',
+	heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at`,
+	qNodeStop:   `UPDATE nodes SET state = 'stopped', expires_at = ? WHERE name = ?`,
+	qNodesAll:   `SELECT name, version, kinds, state, started_at, heartbeat_at, expires_at FROM nodes`,
+	qNodeDelete: `DELETE FROM nodes WHERE name = ?`,
+
+	qKindGet:  `SELECT paused, updated_at FROM kinds WHERE kind = ?`,
+	qKindPut:  `INSERT INTO kinds (kind, paused, updated_at) VALUES (?, ?, ?) ON CONFLICT (kind) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`,
+	qKindsAll: `SELECT kind, paused, updated_at FROM kinds ORDER BY kind`,
+	qDueKinds: `SELECT DISTINCT kind FROM counts WHERE state IN ` + claimableSQL + ` AND n > 0 ORDER BY kind`,
+
+	qNonceGC: `DELETE FROM nonces WHERE nonce IN (SELECT nonce FROM nonces WHERE expires_at <= ? ORDER BY expires_at LIMIT 100)`,
+	qNoncePut: `INSERT INTO nonces (nonce, expires_at) VALUES (?, ?)
+	ON CONFLICT (nonce) DO UPDATE SET expires_at = excluded.expires_at WHERE nonces.expires_at <= ?`,
+}
+
+// writerQueries and readerQueries are prepared on the writer and the
+// readers.
+var (
+	writerQueries = allQueries()
+	readerQueries = []query{qGetID, qCounts, qFollowUps, qBatchGet, qBatchChildren, qPeriodicGet, qPeriodicAll,
+		qLeaderGet, qNodesAll, qKindsAll, qDueKinds, qClaimNext, qBatchLoad}
+)
+
+func allQueries() []query {
+	qs := make([]query, numQueries)
+	for i := range qs {
+		qs[i] = query(i)
+	}
+	return qs
+}
