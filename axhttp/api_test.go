@@ -260,3 +260,24 @@ func TestMethodAndRouteProblems(t *testing.T) {
 	require.Contains(t, string(b), ProblemNotFound)
 	require.Equal(t, "application/problem+json", res.Header.Get("Content-Type"))
 }
+
+// TestSubmitBackpressure: a submission to a kind whose queue is full
+// (ax.MaxPending) is refused with 503 backpressure and Retry-After, and
+// stores nothing.
+func TestSubmitBackpressure(t *testing.T) {
+	f := newFixture(t, fixtureOptions{start: true, setup: func(s *ax.Scheduler) {
+		require.NoError(t, s.Handle("email", ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil }), ax.MaxPending(1)))
+	}})
+	res, b := f.call(&f.app, "POST", APIPrefix+"/jobs", `{"kind":"email","delay":"1h"}`)
+	require.Equal(t, http.StatusCreated, res.StatusCode, "%s", b)
+	res, b = f.call(&f.app, "POST", APIPrefix+"/jobs", `{"kind":"email","delay":"1h"}`)
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "%s", b)
+	require.Equal(t, "1", res.Header.Get("Retry-After"))
+	var p Problem
+	require.NoError(t, json.Unmarshal(b, &p))
+	require.Equal(t, ProblemBackpressure, p.Type)
+	require.Contains(t, p.Detail, "1 pending job(s) of kind \"email\", limit 1")
+	n, err := f.s.Admin().Count(context.Background(), ax.JobFilter{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+}

@@ -85,6 +85,7 @@
 //	urn:ax:problem:internal          500 an unexpected error (logged with the request ID, not told)
 //	urn:ax:problem:unsupported       501 the store cannot do this, or the server schedules no jobs
 //	urn:ax:problem:unavailable       503 the scheduler is stopping; the nonce store failed
+//	urn:ax:problem:backpressure      503 the kind (or every kind) has too many pending jobs (ax.MaxPending); nothing was stored; Retry-After: 1
 //
 // No answer tells a secret, a signature, or which signature check failed.
 //

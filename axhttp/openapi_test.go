@@ -249,7 +249,11 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 
 	f := newFixture(t, fixtureOptions{
 		setup: func(s *ax.Scheduler) {
-			require.NoError(t, ax.Handle(s, "report", func(_ context.Context, _ *ax.Job, _ json.RawMessage) error { return nil }))
+			// Flow settings, so that stats and kinds carry them.
+			require.NoError(t, ax.Handle(s, "report", func(_ context.Context, _ *ax.Job, _ json.RawMessage) error { return nil },
+				ax.GlobalConcurrency(5), ax.RateLimit(10, time.Second), ax.MaxPending(1000),
+				ax.PartitionBy(ax.PartitionByMetadata("tenant"), ax.PartitionLimit{Concurrency: 2}),
+				ax.CircuitBreaker(ax.BreakerConfig{FailureRatio: 0.5})))
 			require.NoError(t, s.Every("nightly", day, map[string]int{"n": 1}, ax.JobKind("report")))
 		},
 		start:    true,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"go.uber.org/zap"
 
@@ -31,6 +32,7 @@ const (
 	ProblemInternal        = ProblemTypeBase + "internal"         // 500: an unexpected error; the detail is logged, not returned
 	ProblemUnavailable     = ProblemTypeBase + "unavailable"      // 503: the scheduler is stopping
 	ProblemUnsupportedType = ProblemTypeBase + "unsupported-type" // 415: the body is not application/json
+	ProblemBackpressure    = ProblemTypeBase + "backpressure"     // 503: the kind (or every kind) has too many pending jobs
 )
 
 // Problem is an RFC 9457 problem details object, written with content type
@@ -47,6 +49,8 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 	// Instance identifies this occurrence: the request ID.
 	Instance string `json:"instance,omitempty"`
+	// retryAfter, when > 0, is sent as the Retry-After header, in seconds.
+	retryAfter int
 }
 
 // Error implements error, so handlers can return a Problem.
@@ -64,6 +68,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if p.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(p.retryAfter))
+	}
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
 }
@@ -85,6 +92,12 @@ func problemFor(r *http.Request, err error) *Problem {
 		errors.Is(err, ax.ErrFilterMatchesAll), errors.Is(err, ErrCallbackURL),
 		errors.Is(err, store.ErrInvalidParams):
 		return problem(http.StatusBadRequest, ProblemBadRequest, clientText(err))
+	case errors.Is(err, ax.ErrBackpressure):
+		// The queue is full (ax.MaxPending, Config.MaxPending): nothing was
+		// stored; the client tries again later.
+		p := problem(http.StatusServiceUnavailable, ProblemBackpressure, clientText(err))
+		p.retryAfter = 1
+		return p
 	case errors.Is(err, errors.ErrUnsupported):
 		return problem(http.StatusNotImplemented, ProblemUnsupported, "the store cannot do this")
 	case errors.Is(err, ax.ErrSchedulerClosed):
