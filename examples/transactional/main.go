@@ -68,7 +68,15 @@ func run() error {
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
-	defer s.Stop(context.Background())
+	defer func() {
+		// Stop waits for running handlers and the last outcomes; bound the
+		// wait so a stuck handler cannot hold the process forever.
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Stop(stopCtx); err != nil {
+			fmt.Println("stop:", err)
+		}
+	}()
 
 	// An order that fails validation: the transaction rolls back, and its
 	// receipt job with it.
