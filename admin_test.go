@@ -212,7 +212,7 @@ func TestAdminBulk(t *testing.T) {
 	start(t, s3)
 	for _, id := range ids {
 		rec := waitState(t, st, id, ax.StateSucceeded)
-		require.Equal(t, 1, rec.Attempt, "attempts reset by the retry")
+		require.Equal(t, 2, rec.Attempt, "the retry's attempt follows the dead one's")
 		require.Len(t, rec.Errors, 1, "the failure is kept")
 	}
 

@@ -80,9 +80,12 @@ func (s *Scheduler) Resume(ctx context.Context, id uuid.UUID) (*JobRecord, error
 }
 
 // RunNow makes a scheduled, retrying or paused job due at once. A dead or
-// cancelled job is scheduled again with its attempts reset (its error
-// history kept): this is how a dead letter is retried by hand. Running and
-// succeeded jobs return ErrWrongState.
+// cancelled job is scheduled again, its error history kept: this is how a
+// dead letter is retried by hand. Attempt numbers go on from the last one
+// (a job that died at attempt 20 runs attempt 21, so logs, errors and the
+// handler's Job.Attempt never show two attempts 1), and a job that used
+// all its attempts is allowed one more (its MaxAttempts becomes
+// Attempt+1). Running and succeeded jobs return ErrWrongState.
 func (s *Scheduler) RunNow(ctx context.Context, id uuid.UUID) (*JobRecord, error) {
 	return s.control(ctx, id, store.OpRunNow)
 }

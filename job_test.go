@@ -65,7 +65,8 @@ func TestJobTellsTheHandler(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		require.Len(t, seens, 4)
-		wantAttempts := []int{1, 1, 2, 1} // snooze gives the attempt back; RunNow resets
+		// A snooze gives the attempt back; after RunNow the numbering goes on.
+		wantAttempts := []int{1, 1, 2, 3}
 		for i, sn := range seens {
 			require.Equal(t, wantAttempts[i], sn.attempt, "run %d", i)
 			require.Equal(t, int64(i+1), sn.fence, "run %d: the fencing token grows with every attempt", i)

@@ -351,8 +351,11 @@ const (
 	// → no change. Others → ErrWrongState.
 	OpResume
 	// OpRunNow: scheduled, retrying, paused → scheduled with run_at = now.
-	// Dead, cancelled → scheduled with run_at = now and attempt reset to 0
-	// (errors kept). Running, succeeded → ErrWrongState.
+	// Dead, cancelled → scheduled with run_at = now, errors kept and
+	// attempt kept: the next attempt's number follows the last one (the
+	// handler, logs and error list see attempt n+1, never a second
+	// attempt 1), and a job that used all its attempts gets one more
+	// (MaxAttempts becomes Attempt+1). Running, succeeded → ErrWrongState.
 	OpRunNow
 )
 

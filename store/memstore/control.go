@@ -20,8 +20,8 @@ import (
 //   - OpResume: paused → scheduled, run_at kept; running → PauseRequested
 //     withdrawn; scheduled, retrying → no change.
 //   - OpRunNow: scheduled, retrying, paused → scheduled, run_at = now; dead,
-//     cancelled → scheduled, run_at = now, Attempt = 0, FinishedAt cleared,
-//     errors kept. A cancelled job takes its unique key back, and fails with
+//     cancelled → scheduled, run_at = now, FinishedAt cleared, errors and
+//     Attempt kept, MaxAttempts raised to Attempt+1 if it was lower. A cancelled job takes its unique key back, and fails with
 //     store.ErrWrongState if another job that is not cancelled holds it.
 //
 // Any other state fails with an error wrapping store.ErrWrongState, an
@@ -127,7 +127,7 @@ func (s *Store) control(j *job, op store.ControlOp, ns *notes) (changed bool, er
 			}
 			s.unindex(j)
 			r.State, r.RunAt = store.StateScheduled, s.clock()
-			r.Attempt = 0
+			r.MaxAttempts = max(r.MaxAttempts, r.Attempt+1) // one more attempt, numbered on
 			r.FinishedAt = zeroTime
 			s.index(j)
 			s.reopened(j)

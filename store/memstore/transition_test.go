@@ -116,7 +116,8 @@ func TestControlRunNowDetails(t *testing.T) {
 	got, err := st.Control(ctx, dead.ID, store.OpRunNow)
 	require.NoError(t, err)
 	assert.Equal(t, clk.Now(), got.RunAt)
-	assert.Equal(t, 0, got.Attempt)
+	assert.Equal(t, dead.Attempt, got.Attempt, "the next attempt is numbered on")
+	assert.Equal(t, max(dead.MaxAttempts, dead.Attempt+1), got.MaxAttempts, "one more attempt allowed")
 	assert.Equal(t, dead.Errors, got.Errors, "errors kept")
 	assert.True(t, got.FinishedAt.IsZero())
 

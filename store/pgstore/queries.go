@@ -263,7 +263,9 @@ SELECT * FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 		runNow: `UPDATE {jobs} SET
 	state = 'scheduled',
 	run_at = now(),
-	attempt = CASE WHEN state IN ('dead', 'cancelled') THEN 0 ELSE attempt END,
+	-- A final job's next attempt is numbered on, with one more allowed
+	-- when it used them all.
+	max_attempts = CASE WHEN state IN ('dead', 'cancelled') THEN greatest(max_attempts, attempt + 1) ELSE max_attempts END,
 	finished_at = NULL,
 	cancel_requested = false
 WHERE id = $1 AND state IN ('scheduled', 'retrying', 'paused', 'dead', 'cancelled')

@@ -22,8 +22,8 @@ import (
 //   - OpResume: paused → scheduled, run_at kept; running → PauseRequested
 //     withdrawn; scheduled, retrying → no change.
 //   - OpRunNow: scheduled, retrying, paused → scheduled, run_at = now; dead,
-//     cancelled → scheduled, run_at = now, Attempt = 0, FinishedAt cleared,
-//     errors kept. A job that gave up its unique key on ending (cancelled,
+//     cancelled → scheduled, run_at = now, FinishedAt cleared, errors and
+//     Attempt kept, MaxAttempts raised to Attempt+1 if it was lower. A job that gave up its unique key on ending (cancelled,
 //     or dead in a scope that frees finished jobs' keys) takes it back, and
 //     fails with store.ErrWrongState if another job holds it meanwhile.
 //
@@ -133,7 +133,7 @@ func (w *wtx) control(j *jobRow, op store.ControlOp) (changed bool, err error) {
 			return true, nil
 		case st == store.StateDead || st == store.StateCancelled:
 			r.State, r.RunAt = store.StateScheduled, w.now
-			r.Attempt = 0
+			r.MaxAttempts = max(r.MaxAttempts, r.Attempt+1) // one more attempt, numbered on
 			r.FinishedAt = zeroTime
 			if err := w.save(j); err != nil {
 				if isConstraint(err) {

@@ -141,7 +141,7 @@ var queryText = [numQueries]string{
 	qLoadID: `SELECT ` + lightCols + ` FROM jobs WHERE id = ?`,
 	qGetSeq: `SELECT ` + jobCols + ` FROM jobs WHERE seq = ?`,
 	qGetID:  `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`,
-	qSave: `UPDATE jobs SET state = ?, run_at = ?, attempt = ?, errors = ?, lease_token = ?, lease_expires_at = ?,
+	qSave: `UPDATE jobs SET state = ?, run_at = ?, attempt = ?, max_attempts = ?, errors = ?, lease_token = ?, lease_expires_at = ?,
 	cancel_requested = ?, pause_requested = ?, finished_at = ? WHERE seq = ?`,
 	// Jobs leaving running, as a JSON array of
 	// [seq, state, run_at, attempt, errors, finished_at, result] rows.

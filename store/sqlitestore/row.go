@@ -132,7 +132,7 @@ func (j *jobRow) leaveRunning() {
 // save writes the row's mutable columns (those transitions change).
 func (w *wtx) save(j *jobRow) error {
 	r := &j.rec
-	_, err := w.exec(qSave, string(r.State), toUS(r.RunAt), r.Attempt, nullText(j.errorsJSON), idArg(r.LeaseToken),
+	_, err := w.exec(qSave, string(r.State), toUS(r.RunAt), r.Attempt, r.MaxAttempts, nullText(j.errorsJSON), idArg(r.LeaseToken),
 		nullUS(r.LeaseExpiresAt), boolInt(r.CancelRequested), boolInt(r.PauseRequested), nullUS(r.FinishedAt), j.seq)
 	return err
 }

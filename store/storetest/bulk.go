@@ -22,17 +22,18 @@ func bulkUnchanged(t *testing.T, before, got *store.JobRecord, _, _ time.Time) {
 	requireSameRecord(t, before, got, "job changed")
 }
 
-// bulkDueNow requires a scheduled job due at the call, with attempt.
-func bulkDueNow(attempt int) bulkCheck {
-	return func(t *testing.T, before, got *store.JobRecord, from, to time.Time) {
-		t.Helper()
-		require.NotNil(t, got, "job deleted")
-		require.Equal(t, store.StateScheduled, got.State)
-		requireBetween(t, from, to, got.RunAt, "run_at")
-		require.Equal(t, attempt, got.Attempt, "attempt")
-		require.True(t, got.FinishedAt.IsZero(), "FinishedAt kept")
-		require.Equal(t, len(before.Errors), len(got.Errors), "errors kept")
-	}
+// bulkDueNow requires a scheduled job due at the call, its attempt number
+// kept (a final job's next attempt is numbered on) and one more attempt
+// allowed.
+func bulkDueNow(t *testing.T, before, got *store.JobRecord, from, to time.Time) {
+	t.Helper()
+	require.NotNil(t, got, "job deleted")
+	require.Equal(t, store.StateScheduled, got.State)
+	requireBetween(t, from, to, got.RunAt, "run_at")
+	require.Equal(t, before.Attempt, got.Attempt, "attempt")
+	require.Greater(t, got.MaxAttempts, got.Attempt, "no attempt left")
+	require.True(t, got.FinishedAt.IsZero(), "FinishedAt cleared")
+	require.Equal(t, len(before.Errors), len(got.Errors), "errors kept")
 }
 
 // bulkCancelled requires a job cancelled by the call.
@@ -102,11 +103,11 @@ func testBulk(t *testing.T, newStore NewStoreFunc) {
 		checks map[string]bulkCheck // by subject; missing: unchanged
 	}{
 		{store.BulkRunNow, map[string]bulkCheck{
-			"scheduled": bulkDueNow(0),
-			"retrying":  bulkDueNow(1),
-			"paused":    bulkDueNow(0),
-			"dead":      bulkDueNow(0),
-			"cancelled": bulkDueNow(0),
+			"scheduled": bulkDueNow,
+			"retrying":  bulkDueNow,
+			"paused":    bulkDueNow,
+			"dead":      bulkDueNow,
+			"cancelled": bulkDueNow,
 		}},
 		{store.BulkCancel, map[string]bulkCheck{
 			"scheduled":     bulkCancelled,

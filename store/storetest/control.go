@@ -61,9 +61,12 @@ func attemptKept(t *testing.T, before, after *store.JobRecord, _, _ time.Time) {
 	require.Equal(t, before.Attempt, after.Attempt)
 }
 
-func attemptReset(t *testing.T, _, after *store.JobRecord, _, _ time.Time) {
+// attemptKeptOneMore: the attempt number is kept and at least one more
+// attempt is allowed.
+func attemptKeptOneMore(t *testing.T, before, after *store.JobRecord, _, _ time.Time) {
 	t.Helper()
-	require.Zero(t, after.Attempt)
+	require.Equal(t, before.Attempt, after.Attempt)
+	require.Equal(t, max(before.MaxAttempts, before.Attempt+1), after.MaxAttempts)
 }
 
 func finishedNow(t *testing.T, _, after *store.JobRecord, from, to time.Time) {
@@ -122,8 +125,8 @@ func testControl(t *testing.T, newStore NewStoreFunc) {
 		{store.StateScheduled, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptKept, runAtNow)},
 		{store.StateRetrying, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptKept, runAtNow)},
 		{store.StatePaused, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptKept, runAtNow)},
-		{store.StateDead, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptReset, runAtNow)},
-		{store.StateCancelled, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptReset, runAtNow)},
+		{store.StateDead, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptKeptOneMore, runAtNow)},
+		{store.StateCancelled, store.OpRunNow, becomes(store.StateScheduled, notFinished, attemptKeptOneMore, runAtNow)},
 	}
 	for _, c := range allowed {
 		t.Run(c.op.String()+"/"+stateName(c.from), func(t *testing.T) {
@@ -254,14 +257,15 @@ func testControl(t *testing.T, newStore NewStoreFunc) {
 			control(t, st, id, store.OpResume)
 			claimOnly(t, st, "control", id, longLease)
 		})
-		t.Run("RunNowDeadGivesFreshAttempts", func(t *testing.T) {
+		t.Run("RunNowDeadNumbersAttemptsOn", func(t *testing.T) {
 			st := newStore(t)
 			id := insertOne(t, st, "control", withMaxAttempts(1))
 			j := claimOnly(t, st, "control", id, longLease)
 			finishOne(t, st, j, store.FinishParams{Outcome: store.OutcomeDead, Error: "e1"})
 			control(t, st, id, store.OpRunNow)
 			again := claimOnly(t, st, "control", id, longLease)
-			require.Equal(t, 1, again.Attempt)
+			require.Equal(t, 2, again.Attempt, "the attempt after RunNow follows the last one")
+			require.Equal(t, 2, again.MaxAttempts, "a job that used all its attempts gets one more")
 			require.NotEqual(t, j.LeaseToken, again.LeaseToken)
 			got := finishOne(t, st, again, store.FinishParams{Outcome: store.OutcomeDead, Error: "e2"})
 			require.Len(t, got.Errors, 2, "errors are kept across RunNow")
