@@ -6,13 +6,15 @@
 --   parent      the job whose end inserted this one.
 --   batch_id    the batch this job is a child of, or completes.
 --
--- The work that a job's end sets off is done by a trigger, not by the
+-- The work that a job's end sets off is done by triggers, not by the
 -- statements that end jobs (Finish, RescueExpired, cancels): every path to
 -- a final state, present and future, runs it in its own transaction, so a
 -- follow-up or a batch's completion can be neither lost nor doubled, and
--- those statements stay as they are. The trigger fires only on rows that
--- change state and carry follow-ups or a batch; other jobs pay one WHEN
--- test per state change.
+-- those statements stay as they are. The row trigger fires only on rows
+-- that change state and carry follow-ups or a batch; other jobs pay one
+-- WHEN test per state change, and each statement that sets state one
+-- call of the batch flush, which returns at once when no batch child
+-- changed.
 --
 -- Cost: all four columns are added without a default, and batch_id's
 -- default is set afterwards, so nothing is rewritten: catalog changes only.
@@ -95,26 +97,45 @@ BEGIN
 END
 $$;
 
+-- batch_ends collects, during one statement, the ends (and reopenings) of
+-- batch children as deltas of the batch counts; the statement's last
+-- trigger moves them to batches, once per batch. Counting each end in the
+-- batches row directly would update that row once per child: a chain of
+-- row versions as long as the statement's children, and the row locked
+-- from the first child until commit, which serializes every host ending
+-- children of the batch. Rows live only inside the transaction that writes
+-- them (the flush deletes them before the statement ends), so the table is
+-- unlogged: no WAL, and a crash has nothing of it to recover.
+CREATE UNLOGGED TABLE batch_ends (
+    batch_id  uuid    NOT NULL,
+    job_id    uuid    NOT NULL,
+    succeeded integer NOT NULL,
+    dead      integer NOT NULL,
+    cancelled integer NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000);
+
 -- ax_job_state_changed runs what a job's change of state sets off, in the
--- changing transaction:
+-- changing statement:
 --
 --   into a final state: the job's follow-ups on that state are inserted
---   (fresh IDs, due their delay after now), and its batch counts the end;
---   the end that leaves no child open inserts the completion job, once
---   (the batch row's lock orders concurrent ends, and completed records
---   that it happened).
+--   (fresh IDs, due their delay after now), and its batch end is noted in
+--   batch_ends.
 --
 --   out of a final state (RunNow of a dead or cancelled job): its batch
---   counts it open again. A batch already completed stays completed.
+--   end is taken back in batch_ends.
+--
+-- The setting ax.batch_ends tells the statement's flush that there is
+-- something to do, so that statements without batch children pay one
+-- test.
 CREATE FUNCTION ax_job_state_changed() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 DECLARE
     f json;
-    b batches%ROWTYPE;
-    ended boolean := NEW.state IN ('succeeded', 'dead', 'cancelled');
+    st text := NEW.state;
+    sign integer := 1;
 BEGIN
-    IF ended AND NEW.follow_ups IS NOT NULL THEN
+    IF NEW.state IN ('succeeded', 'dead', 'cancelled') AND NEW.follow_ups IS NOT NULL THEN
         FOR f IN SELECT value FROM json_array_elements(NEW.follow_ups) LOOP
             IF EXISTS (SELECT 1 FROM json_array_elements_text(f->'on') AS s(state) WHERE s.state = NEW.state) THEN
                 PERFORM ax_insert_template(f->'job', ax_uuidv7(), NEW.id, NULL, true, TG_TABLE_SCHEMA);
@@ -124,24 +145,56 @@ BEGIN
     IF NEW.batch_id IS NULL THEN
         RETURN NULL;
     END IF;
-    IF ended THEN
-        UPDATE batches SET
-            succeeded = succeeded + (NEW.state = 'succeeded')::integer,
-            dead = dead + (NEW.state = 'dead')::integer,
-            cancelled = cancelled + (NEW.state = 'cancelled')::integer
-        WHERE batches.id = NEW.batch_id AND completion <> NEW.id
-        RETURNING * INTO b;
-        IF FOUND AND NOT b.completed AND b.succeeded + b.dead + b.cancelled >= b.total THEN
-            UPDATE batches SET completed = true, completed_at = now() WHERE batches.id = b.id;
-            PERFORM ax_insert_template(b.template, b.completion, NEW.id, b.id, false, TG_TABLE_SCHEMA);
-        END IF;
-    ELSIF OLD.state IN ('succeeded', 'dead', 'cancelled') THEN
-        UPDATE batches SET
-            succeeded = succeeded - (OLD.state = 'succeeded')::integer,
-            dead = dead - (OLD.state = 'dead')::integer,
-            cancelled = cancelled - (OLD.state = 'cancelled')::integer
-        WHERE batches.id = NEW.batch_id AND completion <> NEW.id;
+    IF NEW.state NOT IN ('succeeded', 'dead', 'cancelled') THEN
+        st := OLD.state;
+        sign := -1;
     END IF;
+    INSERT INTO batch_ends (batch_id, job_id, succeeded, dead, cancelled)
+    VALUES (NEW.batch_id, NEW.id, sign * (st = 'succeeded')::integer, sign * (st = 'dead')::integer,
+        sign * (st = 'cancelled')::integer);
+    PERFORM set_config('ax.batch_ends', 'pending', true);
+    RETURN NULL;
+END
+$$;
+
+-- ax_flush_batch_ends applies a statement's batch_ends to the batches, in
+-- batch ID order (so that two statements ending children of the same
+-- batches lock their rows in one order and cannot deadlock), once per
+-- batch. The flush that leaves a batch with no open child inserts its
+-- completion job, once: the batch row's lock orders concurrent flushes,
+-- and completed records that it happened. The completion job's own end
+-- is not counted. A batch already completed stays completed when a child
+-- is reopened.
+CREATE FUNCTION ax_flush_batch_ends() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+DECLARE
+    r record;
+    b batches%ROWTYPE;
+BEGIN
+    IF coalesce(current_setting('ax.batch_ends', true), '') = '' THEN
+        RETURN NULL;
+    END IF;
+    PERFORM set_config('ax.batch_ends', '', true);
+    FOR r IN
+        WITH ends AS (DELETE FROM batch_ends RETURNING *)
+        SELECT e.batch_id, sum(e.succeeded) AS succeeded, sum(e.dead) AS dead, sum(e.cancelled) AS cancelled,
+            (array_agg(e.job_id ORDER BY e.job_id DESC))[1] AS last_job
+        FROM ends e JOIN batches x ON x.id = e.batch_id AND x.completion <> e.job_id
+        GROUP BY e.batch_id
+        ORDER BY e.batch_id
+    LOOP
+        UPDATE batches SET
+            succeeded = succeeded + r.succeeded,
+            dead = dead + r.dead,
+            cancelled = cancelled + r.cancelled
+        WHERE id = r.batch_id
+        RETURNING * INTO b;
+        IF NOT b.completed AND b.succeeded + b.dead + b.cancelled >= b.total THEN
+            UPDATE batches SET completed = true, completed_at = now() WHERE id = b.id;
+            PERFORM ax_insert_template(b.template, b.completion, r.last_job, b.id, false, TG_TABLE_SCHEMA);
+        END IF;
+    END LOOP;
     RETURN NULL;
 END
 $$;
@@ -153,3 +206,9 @@ CREATE TRIGGER jobs_state_changed
         AND (NEW.follow_ups IS NOT NULL OR NEW.batch_id IS NOT NULL)
         AND (NEW.state IN ('succeeded', 'dead', 'cancelled') OR OLD.state IN ('succeeded', 'dead', 'cancelled')))
     EXECUTE FUNCTION ax_job_state_changed();
+
+-- Statement triggers fire after the statement's row triggers.
+CREATE TRIGGER jobs_flush_batch_ends
+    AFTER UPDATE OF state ON jobs
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION ax_flush_batch_ends();
