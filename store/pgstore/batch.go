@@ -98,14 +98,9 @@ func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, params *store.BatchP
 	if _, err := tx.Exec(ctx, `SELECT set_config('ax.batch_id', $1, true)`, params.ID.String()); err != nil {
 		return nil, fmt.Errorf("set batch: %w", err)
 	}
-	var children []store.InsertResult
-	if anyFollowUps(params.Children) {
-		children, err = s.insertMany(ctx, tx, params.Children)
-		if err == nil {
-			err = s.attachFollowUps(ctx, tx, params.Children, children)
-		}
-	} else {
-		children, err = s.insertMany(ctx, tx, params.Children)
+	children, err := s.insertMany(ctx, tx, params.Children)
+	if err == nil {
+		err = s.attachFollowUps(ctx, tx, params.Children, children)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("insert children: %w", err)

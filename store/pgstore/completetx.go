@@ -37,7 +37,7 @@ func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, params store.FinishPa
 	}
 	ok, err := s.finishIn(ctx, tx, []store.FinishParams{params})
 	if err != nil {
-		return false, fmt.Errorf("pgstore: complete job %s in tx: %w", params.Lease.ID, err)
+		return false, err // says "pgstore: finish", the job and the step
 	}
 	return ok[0], nil
 }
