@@ -131,6 +131,11 @@
 //	                       (no deadlock between two statements); the flush that
 //	                       leaves no child open inserts the completion job
 //
+// The statement trigger runs after every statement that sets state
+// (claims and finishes too) and returns at once when no batch child
+// changed: about 30 µs per statement (EXPLAIN ANALYZE), after about 2 ms
+// once per connection to compile it.
+//
 // Counting once per statement rather than once per child keeps the batch
 // row from being updated, and held locked, once per child: with 100
 // workers, no-op batch children run at about three quarters of the rate of
