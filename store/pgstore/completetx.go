@@ -9,6 +9,15 @@ import (
 	"github.com/axsched/ax/store"
 )
 
+// The methods the ax package finds by type assertion (ax.CompleteTxOf,
+// Scheduler.ScheduleBatchTx): a change of signature here must fail to
+// compile, not make those calls return ErrTxUnsupported.
+var _ interface {
+	CompleteTx(context.Context, pgx.Tx, store.FinishParams) (bool, error)
+	InsertTx(context.Context, pgx.Tx, []store.InsertParams) ([]store.InsertResult, error)
+	InsertBatchTx(context.Context, pgx.Tx, *store.BatchParams) (*store.BatchResult, error)
+} = (*Store)(nil)
+
 // CompleteTx applies one attempt's outcome (normally OutcomeSucceeded, with
 // its Result and Then jobs) inside the caller's transaction tx, so that the
 // job's end and the caller's own writes in tx commit or roll back
