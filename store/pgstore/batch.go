@@ -13,11 +13,11 @@ import (
 )
 
 // Batches. The batches row holds the completion job's template and the
-// counts of children by final state; the jobs_state_changed trigger
-// (migration 0006) counts each child's end in the transaction that ends
-// it, and the end that leaves none open inserts the completion job. The
-// batch row's lock orders concurrent ends, so exactly one of them sees the
-// last count.
+// counts of children by final state. The triggers of migration 0006 count
+// the children a statement ends, in that statement, once per batch, and
+// the statement that leaves none open inserts the completion job. The
+// batch row's lock orders concurrent statements, so exactly one of them
+// sees the last count.
 
 // InsertBatch inserts the batch, its children and, when every child is a
 // duplicate, its completion job, in one transaction, as store.BatchStore

@@ -10,9 +10,9 @@ import (
 )
 
 // Results, Then jobs and follow-ups. The work a job's end sets off (its
-// follow-ups, its batch's counts and completion) is done by the
-// jobs_state_changed trigger of migration 0006, whatever statement ends
-// the job. What an attempt brings with its outcome (a result, Then jobs) is
+// follow-ups, its batch's counts and completion) is done by the triggers
+// of migration 0006 (jobs_state_changed, jobs_flush_batch_ends), whatever
+// statement ends the job. What an attempt brings with its outcome (a result, Then jobs) is
 // written here, in the transaction that applies the outcome: the outcome
 // itself goes through Finish's own statement, run on that transaction, so
 // the rules of Finish are written once.
