@@ -91,6 +91,18 @@ func (s *Store) finishIn(ctx context.Context, tx pgx.Tx, params []store.FinishPa
 	if err != nil {
 		return nil, err
 	}
+	if err := s.finishExtras(ctx, tx, params, ok); err != nil {
+		return nil, err
+	}
+	return ok, nil
+}
+
+// finishExtras writes, on tx, what params bring besides their outcomes,
+// for the rows whose outcome applied (ok[i]): their results and, for
+// successes, their Then jobs. It must run in the transaction that applied
+// the outcomes, after them: any other path that applies outcomes (a flow
+// controlled finish, for one) calls it the same way.
+func (s *Store) finishExtras(ctx context.Context, tx pgx.Tx, params []store.FinishParams, ok []bool) error {
 	var (
 		resultIDs [][16]byte
 		results   [][]byte
@@ -113,7 +125,7 @@ func (s *Store) finishIn(ctx context.Context, tx pgx.Tx, params []store.FinishPa
 			t.UniqueKey = ""
 			b, err := encodeTemplate(&t)
 			if err != nil {
-				return nil, fmt.Errorf("pgstore: finish job %s: then %d: %w", p.Lease.ID, j, err)
+				return fmt.Errorf("pgstore: finish job %s: then %d: %w", p.Lease.ID, j, err)
 			}
 			thenTmpl, thenIDs, parents = append(thenTmpl, b), append(thenIDs, t.ID), append(parents, p.Lease.ID)
 		}
@@ -124,17 +136,17 @@ func (s *Store) finishIn(ctx context.Context, tx pgx.Tx, params []store.FinishPa
 		_, err := tx.Exec(ctx, s.sql(`UPDATE {jobs} j SET result = r.result
 FROM unnest($1::uuid[], $2::json[]) AS r(id, result) WHERE j.id = r.id`), resultIDs, results)
 		if err != nil {
-			return nil, fmt.Errorf("pgstore: finish: record results: %w", invalidData(err))
+			return fmt.Errorf("pgstore: finish: record results: %w", invalidData(err))
 		}
 	}
 	if len(thenTmpl) > 0 {
 		_, err := tx.Exec(ctx, s.sql(`SELECT {schema}.ax_insert_template(t, id, parent, NULL, false, $4)
 FROM unnest($1::json[], $2::uuid[], $3::uuid[]) AS u(t, id, parent)`), thenTmpl, thenIDs, parents, s.channel)
 		if err != nil {
-			return nil, fmt.Errorf("pgstore: finish: insert Then jobs: %w", invalidData(err))
+			return fmt.Errorf("pgstore: finish: insert Then jobs: %w", invalidData(err))
 		}
 	}
-	return ok, nil
+	return nil
 }
 
 // insertWithFollowUps is Insert (tx nil: in a transaction of its own) or
