@@ -138,8 +138,9 @@
 //
 // Counting once per statement rather than once per child keeps the batch
 // row from being updated, and held locked, once per child: with 100
-// workers, no-op batch children run at about three quarters of the rate of
-// plain jobs (4,700 against 6,300 jobs/s on a shared 2-core machine). The
+// workers, no-op batch children run at 75–100% of the rate of plain jobs
+// on a shared 2-core machine (4,700 against 6,300 jobs/s in the worst run;
+// 1,800 when every end updated the batch row). The
 // batch row's lock orders concurrent flushes, so exactly one sees the last
 // child end, and the completion job (its ID fixed at InsertBatch) is
 // inserted once, with a notification. A multi-statement transaction that
@@ -149,7 +150,8 @@
 // InsertBatch inserts children through Insert's own path (one COPY for
 // those without a unique key) with batch_id coming from a column default
 // that reads the transaction-local setting ax.batch_id: 10,000 children in
-// about 0.2 s, 100,000 in about 1.5 s (plain inserts: 0.16 s and 1.1 s).
+// about 0.2 s, 100,000 in 1.5–1.8 s (plain inserts: 0.16–0.18 s and
+// 1.0–1.1 s; the difference is mostly jobs_batch_idx).
 // Batch counts live in the batches row and survive the pruning of the
 // children; batch rows are not pruned. FollowUps reads jobs_parent_idx
 // (parent, created_at), BatchChildren and CancelBatch jobs_batch_idx
