@@ -290,3 +290,33 @@ func TestInsertBatchTxScope(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, kids, 3)
 }
+
+// TestFollowUpsInOtherSchema: the triggers and functions of a schema
+// named by WithSchema work on that schema's tables, whatever the session's
+// search_path, and notify that schema's listeners.
+func TestFollowUpsInOtherSchema(t *testing.T) {
+	pool := pgtest.Pool(t)
+	ctx := ctxT(t)
+	s, err := pgstore.New(ctx, pool, pgstore.WithSchema("tenant_b"))
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	rec := newRecorder()
+	unsubscribe := s.Subscribe(rec.record)
+	defer unsubscribe()
+
+	p := &store.BatchParams{ID: uuid.Must(uuid.NewV7()), Completion: job("done"), Children: []store.InsertParams{job("child")}}
+	p.Children[0].FollowUps = []store.FollowUp{{On: []store.State{store.StateSucceeded}, Job: job("after")}}
+	_, err = s.InsertBatch(ctx, p)
+	require.NoError(t, err)
+	j := claimKind(t, s, "child", 1)[0]
+	_, err = s.Finish(ctx, []store.FinishParams{{Lease: leaseOf(j), Outcome: store.OutcomeSucceeded}})
+	require.NoError(t, err)
+	ups, err := s.FollowUps(ctx, j.ID)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"after", "done"}, []string{ups[0].Kind, ups[1].Kind})
+	_, ok := rec.waitKind(t, "done", 10*time.Second)
+	require.True(t, ok, "no notification of the completion job on the schema's channel")
+	var inDefault int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM ax.jobs`).Scan(&inDefault))
+	require.Zero(t, inDefault, "jobs landed in the default schema")
+}
