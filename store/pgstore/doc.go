@@ -140,10 +140,10 @@
 // row from being updated, and held locked, once per child: with 100
 // workers, no-op batch children run at 75–100% of the rate of plain jobs
 // on a shared 2-core machine (4,700 against 6,300 jobs/s in the worst run;
-// 1,800 when every end updated the batch row). The
-// batch row's lock orders concurrent flushes, so exactly one sees the last
-// child end, and the completion job (its ID fixed at InsertBatch) is
-// inserted once, with a notification. A multi-statement transaction that
+// 1,800 when every end updated the batch row). The batch row's lock
+// orders concurrent flushes, so exactly one sees the last child end, and
+// the completion job (its ID fixed at InsertBatch) is inserted once, with
+// a notification. A multi-statement transaction that
 // ends children of two batches in opposite orders can still deadlock;
 // PostgreSQL aborts one, and the scheduler's completer retries it.
 //
@@ -151,8 +151,7 @@
 // those without a unique key) with batch_id coming from a column default
 // that reads the transaction-local setting ax.batch_id: 10,000 children in
 // about 0.2 s, 100,000 in 1.5–1.8 s (plain inserts: 0.16–0.18 s and
-// 1.0–1.1 s; the difference is mostly jobs_batch_idx).
-// Batch counts live in the batches row and survive the pruning of the
+// 1.0–1.1 s). Batch counts live in the batches row and survive the pruning of the
 // children; batch rows are not pruned. FollowUps reads jobs_parent_idx
 // (parent, created_at), BatchChildren and CancelBatch jobs_batch_idx
 // (batch_id, id), both partial on a non-NULL key.
