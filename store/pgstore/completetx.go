@@ -31,7 +31,8 @@ var _ interface {
 // must roll tx back, so that a stale owner's writes are never committed.
 //
 // The job's row stays locked until tx ends, so heartbeats and rescues of
-// the job wait for it; keep the transaction short after the call. Follow-
+// the job wait for it, and so does its batch's row for a batch child (the
+// ends of its siblings wait): keep the transaction short after the call. Follow-
 // ups and batch progress that the job's end sets off are written in tx
 // too. Listeners hear of inserted jobs when tx commits. On error, tx is
 // left for the caller to roll back (a failed statement aborts a PostgreSQL
