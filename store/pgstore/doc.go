@@ -1,7 +1,9 @@
 // Package pgstore is the PostgreSQL store.Store of AX, on pgx v5 and
 // pgxpool. It also implements store.Notifier (LISTEN/NOTIFY), store.Pruner,
-// store.Lister, store.Counter and store.Closer, and adds InsertTx to insert
-// jobs inside a transaction of the caller's.
+// store.Lister, store.Counter, store.FollowUpStore, store.BatchStore and
+// store.Closer, and adds InsertTx, InsertBatchTx and CompleteTx to insert
+// jobs, insert a batch and end a job inside a transaction of the
+// caller's.
 //
 // # Usage
 //
@@ -104,6 +106,55 @@
 // The jobs table gets aggressive autovacuum settings (vacuum after 2% of
 // rows change, fillfactor 85 for HOT updates): it is a queue whose rows are
 // updated several times and then deleted by Prune.
+//
+// # Results, follow-ups and batches
+//
+// Migration 0006 adds result (json, kept byte for byte), follow_ups
+// (templates), parent and batch_id to jobs, and a batches table. A Finish
+// row with a Result or Then jobs runs in a transaction: Finish's own
+// statement applies the outcomes, then the results of the rows whose lease
+// matched are written and the Then jobs of their successes inserted.
+// CompleteTx does the same inside the caller's transaction, fenced by the
+// lease token: a job's success and the handler's writes commit together,
+// and a stale owner's call returns false, writing nothing.
+//
+// What a job's end sets off is done by triggers on jobs, so that every
+// statement that ends a job (Finish, RescueExpired, cancels, and any
+// written later) does it in its own transaction without knowing of it:
+//
+//	jobs_state_changed     row trigger, only on rows that change state and carry
+//	                       follow-ups or a batch: inserts the follow-ups for the
+//	                       final state reached (UUIDv7 made by ax_uuidv7), and
+//	                       notes a batch child's end (or reopening) in batch_ends
+//	jobs_flush_batch_ends  statement trigger: applies the statement's batch_ends
+//	                       to batches, one UPDATE per batch in batch ID order
+//	                       (no deadlock between two statements); the flush that
+//	                       leaves no child open inserts the completion job
+//
+// The statement trigger runs after every statement that sets state
+// (claims and finishes too) and returns at once when no batch child
+// changed: about 30 µs per statement (EXPLAIN ANALYZE), after about 2 ms
+// once per connection to compile it.
+//
+// Counting once per statement rather than once per child keeps the batch
+// row from being updated, and held locked, once per child: with 100
+// workers, no-op batch children run at 75–100% of the rate of plain jobs
+// on a shared 2-core machine (4,700 against 6,300 jobs/s in the worst run;
+// 1,800 when every end updated the batch row). The batch row's lock
+// orders concurrent flushes, so exactly one sees the last child end, and
+// the completion job (its ID fixed at InsertBatch) is inserted once, with
+// a notification. A multi-statement transaction that
+// ends children of two batches in opposite orders can still deadlock;
+// PostgreSQL aborts one, and the scheduler's completer retries it.
+//
+// InsertBatch inserts children through Insert's own path (one COPY for
+// those without a unique key) with batch_id coming from a column default
+// that reads the transaction-local setting ax.batch_id: 10,000 children in
+// about 0.2 s, 100,000 in 1.5–1.8 s (plain inserts: 0.16–0.18 s and
+// 1.0–1.1 s). Batch counts live in the batches row and survive the pruning of the
+// children; batch rows are not pruned. FollowUps reads jobs_parent_idx
+// (parent, created_at), BatchChildren and CancelBatch jobs_batch_idx
+// (batch_id, id), both partial on a non-NULL key.
 //
 // # Notifications
 //

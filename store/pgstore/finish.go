@@ -24,6 +24,9 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	if anyRich(params) {
+		return s.finishRich(ctx, params) // results, Then jobs: followup.go
+	}
 	for i := range params {
 		if err := params[i].Validate(); err != nil {
 			return nil, fmt.Errorf("pgstore: finish row %d: %w", i, err)
@@ -47,7 +50,7 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 	if n == 0 {
 		return ok, nil
 	}
-	rows, _ := s.pool.Query(ctx, s.q.finish, ids, tokens, outcomes, delays, errs, s.channel)
+	rows, _ := s.conn(ctx).Query(ctx, s.q.finish, ids, tokens, outcomes, delays, errs, s.channel)
 	applied := make(map[store.Lease]bool, n)
 	var l store.Lease
 	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token}, func() error {

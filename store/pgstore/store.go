@@ -135,7 +135,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*store.JobRecord, error)
 // jobColumns are the columns scanJob reads, in order.
 const jobColumns = `id, kind, payload, metadata, state, priority, run_at, scheduled_at, attempt,
 	max_attempts, unique_key, errors, lease_token, lease_expires_at, owner, cancel_requested,
-	pause_requested, fence, created_at, attempted_at, finished_at`
+	pause_requested, fence, created_at, attempted_at, finished_at, ` + followUpColumns
 
 // prefixed returns jobColumns qualified by alias.
 func prefixed(alias string) string {
@@ -163,14 +163,15 @@ type jobScan struct {
 	leaseExp   *time.Time
 	attempted  *time.Time
 	finished   *time.Time
+	x          jobExtra // followUpColumns
 }
 
 func (js *jobScan) dest() []any {
 	j := &js.j
-	return []any{&j.ID, &j.Kind, &js.payload, &j.Metadata, &js.state, &j.Priority, &j.RunAt,
+	return append([]any{&j.ID, &j.Kind, &js.payload, &j.Metadata, &js.state, &j.Priority, &j.RunAt,
 		&j.ScheduledAt, &j.Attempt, &j.MaxAttempts, &js.uniqueKey, &js.errors, &js.leaseToken,
 		&js.leaseExp, &j.Owner, &j.CancelRequested, &j.PauseRequested, &j.Fence, &j.CreatedAt,
-		&js.attempted, &js.finished}
+		&js.attempted, &js.finished}, js.x.dest()...)
 }
 
 func (js *jobScan) record() (*store.JobRecord, error) {
@@ -194,6 +195,9 @@ func (js *jobScan) record() (*store.JobRecord, error) {
 	}
 	if len(j.Metadata) == 0 {
 		j.Metadata = nil
+	}
+	if err := js.x.apply(&j); err != nil {
+		return nil, err
 	}
 	if len(js.errors) > 0 {
 		var errs []attemptErrorJSON

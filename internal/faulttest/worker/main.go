@@ -170,6 +170,9 @@ func run(c config) error {
 	}, c.workOptions()...); err != nil {
 		return err
 	}
+	if err := registerResults(s, pool, node); err != nil { // results.go
+		return err
+	}
 	if c.periodicName != "" {
 		if err := ax.Handle(s, c.periodicName, func(ctx context.Context, j *ax.Job, _ json.RawMessage) error {
 			return rec.work(ctx, j, 0)

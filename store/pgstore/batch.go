@@ -1,0 +1,226 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+// Batches. The batches row holds the completion job's template and the
+// counts of children by final state. The triggers of migration 0006 count
+// the children a statement ends, in that statement, once per batch, and
+// the statement that leaves none open inserts the completion job. The
+// batch row's lock orders concurrent statements, so exactly one of them
+// sees the last count.
+
+// InsertBatch inserts the batch, its children and, when every child is a
+// duplicate, its completion job, in one transaction, as store.BatchStore
+// documents. Children go through Insert's own path (COPY for those
+// without a unique key), so 100,000 children take one COPY stream. A
+// batch ID or completion job ID that exists already fails with an error
+// wrapping store.ErrInvalidParams, as do params that BatchParams.Validate
+// refuses (checked before anything is sent).
+func (s *Store) InsertBatch(ctx context.Context, params *store.BatchParams) (*store.BatchResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := validateBatch(params); err != nil {
+		return nil, err
+	}
+	var res *store.BatchResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = s.insertBatch(ctx, tx, params)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: insert batch %s: %w", params.ID, invalidData(err))
+	}
+	return res, nil
+}
+
+// InsertBatchTx is InsertBatch inside the caller's transaction tx: the
+// batch exists only if tx commits, and listeners hear of its children
+// then. On error, tx is left for the caller to roll back.
+func (s *Store) InsertBatchTx(ctx context.Context, tx pgx.Tx, params *store.BatchParams) (*store.BatchResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if tx == nil {
+		return nil, fmt.Errorf("pgstore: insert batch: nil transaction: %w", store.ErrInvalidParams)
+	}
+	if err := validateBatch(params); err != nil {
+		return nil, err
+	}
+	res, err := s.insertBatch(ctx, tx, params)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: insert batch %s: %w", params.ID, invalidData(err))
+	}
+	return res, nil
+}
+
+func validateBatch(params *store.BatchParams) error {
+	if params == nil {
+		return fmt.Errorf("pgstore: insert batch: nil params: %w", store.ErrInvalidParams)
+	}
+	if err := params.Validate(); err != nil {
+		return fmt.Errorf("pgstore: insert batch %s: %w", params.ID, err)
+	}
+	return nil
+}
+
+// insertBatch writes a validated batch on tx.
+func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, params *store.BatchParams) (*store.BatchResult, error) {
+	tmpl, err := encodeTemplate(&params.Completion)
+	if err != nil {
+		return nil, fmt.Errorf("%w: completion: %w", store.ErrInvalidParams, err)
+	}
+	var batchTaken, completionTaken bool
+	err = tx.QueryRow(ctx, s.sql(`SELECT EXISTS (SELECT 1 FROM {batches} WHERE id = $1),
+	EXISTS (SELECT 1 FROM {jobs} WHERE id = $2)`), params.ID, params.Completion.ID).Scan(&batchTaken, &completionTaken)
+	switch {
+	case err != nil:
+		return nil, err
+	case batchTaken:
+		return nil, fmt.Errorf("%w: batch ID %s already exists", store.ErrInvalidParams, params.ID)
+	case completionTaken:
+		return nil, fmt.Errorf("%w: completion job ID %s already exists", store.ErrInvalidParams, params.Completion.ID)
+	}
+	// The children take their batch from the column default, which reads
+	// ax.batch_id (migration 0006), set for this transaction only while
+	// they are inserted: the caller's later inserts in tx must not get it.
+	if _, err := tx.Exec(ctx, `SELECT set_config('ax.batch_id', $1, true)`, params.ID.String()); err != nil {
+		return nil, fmt.Errorf("set batch: %w", err)
+	}
+	children, err := s.insertMany(ctx, tx, params.Children)
+	if err == nil {
+		err = s.attachFollowUps(ctx, tx, params.Children, children)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("insert children: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT set_config('ax.batch_id', '', true)`); err != nil {
+		return nil, fmt.Errorf("reset batch: %w", err)
+	}
+	total := 0
+	for _, c := range children {
+		if !c.Duplicate {
+			total++
+		}
+	}
+	if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {batches} (id, completion, template, total, completed, completed_at)
+VALUES ($1, $2, $3, $4, $4 = 0, CASE WHEN $4 = 0 THEN now() END)`), params.ID, params.Completion.ID, tmpl, total); err != nil {
+		return nil, fmt.Errorf("insert batch record: %w", err)
+	}
+	if total == 0 {
+		// Nothing to wait for: the completion job is due now.
+		if _, err := tx.Exec(ctx, s.sql(`SELECT {schema}.ax_insert_template($1, $2, NULL, $3, false, $4)`),
+			tmpl, params.Completion.ID, params.ID, s.channel); err != nil {
+			return nil, fmt.Errorf("insert completion job: %w", err)
+		}
+	}
+	return &store.BatchResult{Children: children}, nil
+}
+
+// Batch returns the batch's progress from its row (one read, whatever
+// the number of children; pruned children count in the state they ended
+// in), or an error wrapping store.ErrNotFound.
+func (s *Store) Batch(ctx context.Context, id uuid.UUID) (*store.BatchRecord, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	b := &store.BatchRecord{ID: id}
+	var completedAt *time.Time
+	err := s.pool.QueryRow(ctx, s.sql(`SELECT completion, total, succeeded, dead, cancelled, completed, created_at, completed_at
+FROM {batches} WHERE id = $1`), id).Scan(&b.Completion, &b.Total, &b.Succeeded, &b.Dead, &b.Cancelled,
+		&b.Completed, &b.CreatedAt, &completedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("pgstore: batch %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: batch %s: %w", id, err)
+	}
+	b.Pending = b.Total - b.Succeeded - b.Dead - b.Cancelled
+	if completedAt != nil {
+		b.CompletedAt = *completedAt
+	}
+	return b, nil
+}
+
+// BatchChildren returns the batch's children after the cursor after, by
+// ID, at most limit (1 to store.MaxListLimit), through the jobs_batch_idx
+// index; pruned children are left out. An unknown batch fails with an
+// error wrapping store.ErrNotFound.
+func (s *Store) BatchChildren(ctx context.Context, id, after uuid.UUID, limit int) ([]*store.JobRecord, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > store.MaxListLimit {
+		return nil, fmt.Errorf("pgstore: batch %s children: limit %d not in [1, %d]: %w", id, limit, store.MaxListLimit, store.ErrInvalidParams)
+	}
+	// The completion job shares the batch_id of its children; it is left
+	// out by its ID, read from the batch row (no row: no batch).
+	rows, _ := s.pool.Query(ctx, s.sql(`SELECT {cols} FROM {jobs}
+WHERE batch_id = $1 AND id > $2 AND id <> (SELECT completion FROM {batches} WHERE id = $1)
+ORDER BY id LIMIT $3`), id, after, limit)
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: batch %s children: %w", id, err)
+	}
+	if len(jobs) == 0 {
+		if _, err := s.Batch(ctx, id); err != nil {
+			return nil, fmt.Errorf("pgstore: batch %s children: %w", id, err)
+		}
+		jobs = []*store.JobRecord{}
+	}
+	return jobs, nil
+}
+
+// CancelBatch cancels, in one statement, the batch's children as OpCancel
+// would: those not started (scheduled, retrying, paused) become
+// cancelled, running ones are asked to stop (their owner learns of it at
+// its next heartbeat). It returns how many it changed; a running child
+// already asked to stop does not count. The children are locked in ID
+// order before any is changed, so that a concurrent Finish of a child
+// (which locks the child, then the batch row) waits rather than
+// deadlocks. An unknown batch fails with an error wrapping
+// store.ErrNotFound.
+func (s *Store) CancelBatch(ctx context.Context, id uuid.UUID) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	var found bool
+	var n int
+	err := s.pool.QueryRow(ctx, s.sql(`WITH b AS (
+	SELECT completion FROM {batches} WHERE id = $1
+), locked AS MATERIALIZED (
+	SELECT j.id FROM {jobs} j
+	WHERE j.batch_id = $1 AND j.id <> (SELECT completion FROM b)
+	  AND (j.state IN ('scheduled', 'retrying', 'paused') OR (j.state = 'running' AND NOT j.cancel_requested))
+	ORDER BY j.id
+	FOR UPDATE OF j
+), changed AS (
+	UPDATE {jobs} j SET
+		state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
+		cancel_requested = (j.state = 'running'),
+		finished_at = CASE WHEN j.state = 'running' THEN j.finished_at ELSE now() END
+	FROM locked
+	WHERE j.id = locked.id
+	  AND (j.state IN ('scheduled', 'retrying', 'paused') OR (j.state = 'running' AND NOT j.cancel_requested))
+	RETURNING j.id
+)
+SELECT EXISTS (SELECT 1 FROM b), (SELECT count(*) FROM changed)`), id).Scan(&found, &n)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: cancel batch %s: %w", id, err)
+	}
+	if !found {
+		return 0, fmt.Errorf("pgstore: cancel batch %s: %w", id, store.ErrNotFound)
+	}
+	return n, nil
+}

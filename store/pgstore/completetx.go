@@ -1,0 +1,53 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+// The methods the ax package finds by type assertion (ax.CompleteTxOf,
+// Scheduler.ScheduleBatchTx): a change of signature here must fail to
+// compile, not make those calls return ErrTxUnsupported.
+var _ interface {
+	CompleteTx(context.Context, pgx.Tx, store.FinishParams) (bool, error)
+	InsertTx(context.Context, pgx.Tx, []store.InsertParams) ([]store.InsertResult, error)
+	InsertBatchTx(context.Context, pgx.Tx, *store.BatchParams) (*store.BatchResult, error)
+} = (*Store)(nil)
+
+// CompleteTx applies one attempt's outcome (normally OutcomeSucceeded, with
+// its Result and Then jobs) inside the caller's transaction tx, so that the
+// job's end and the caller's own writes in tx commit or roll back
+// together: ax.CompleteTx calls it for a handler that finishes its job in
+// its business transaction.
+//
+// The write is fenced by the lease, as Finish is: it applies only while the
+// job is running under params.Lease.Token, and then returns true. It
+// returns false, changing nothing, when the lease is no longer held (the
+// job was rescued and perhaps claimed again by another host): the caller
+// must roll tx back, so that a stale owner's writes are never committed.
+//
+// The job's row stays locked until tx ends, so heartbeats and rescues of
+// the job wait for it, and so does its batch's row for a batch child (the
+// ends of its siblings wait): keep the transaction short after the call. Follow-
+// ups and batch progress that the job's end sets off are written in tx
+// too. Listeners hear of inserted jobs when tx commits. On error, tx is
+// left for the caller to roll back (a failed statement aborts a PostgreSQL
+// transaction); params that FinishParams.Validate refuses fail with an
+// error wrapping store.ErrInvalidParams before anything is sent.
+func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, params store.FinishParams) (bool, error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	if tx == nil {
+		return false, fmt.Errorf("pgstore: complete job %s in tx: nil transaction: %w", params.Lease.ID, store.ErrInvalidParams)
+	}
+	ok, err := s.finishIn(ctx, tx, []store.FinishParams{params})
+	if err != nil {
+		return false, err // says "pgstore: finish", the job and the step
+	}
+	return ok[0], nil
+}
