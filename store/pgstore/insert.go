@@ -35,7 +35,7 @@ var errHolderVanished = errors.New("pgstore: unique key holder vanished")
 // unique key, and notifying listeners).
 //
 // Unique keys hold in their store.UniqueScope through one unique partial
-// index, jobs_unique_scope_idx (migration 0004): keyed on the kind (or ''
+// index, jobs_unique_scope_idx (migration 0004): keyed on the kind (or ”
 // for a global key), the Period and its window, and the key, over the rows
 // that hold their key (live jobs, and succeeded or dead ones whose scope
 // keeps it). An insert that would take a held key does nothing and

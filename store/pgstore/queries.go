@@ -312,7 +312,7 @@ WHERE state IN ` + finalSQL + ` GROUP BY kind, state`,
 }
 
 // Unique keys (migration 0004): a key holds in the space uniqueSpaceSQL
-// names (the job's kind, or '' for a global key), per Period and window,
+// names (the job's kind, or ” for a global key), per Period and window,
 // among the rows uniqueHeldSQL selects; jobs_unique_scope_idx is that
 // key over those rows. uniqueIndexSQL is the index's conflict target:
 // ON CONFLICT must spell its expression and predicate as the index does.
