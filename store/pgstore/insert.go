@@ -32,18 +32,7 @@ var errHolderVanished = errors.New("pgstore: unique key holder vanished")
 
 // Insert inserts jobs as store.Store requires. One job takes one round trip
 // (a single statement inserting the row, or finding the holder of its
-// unique key, and notifying listeners).
-//
-// Unique keys hold in their store.UniqueScope through one unique partial
-// index, jobs_unique_scope_idx (migration 0004): keyed on the kind (or ”
-// for a global key), the Period and its window, and the key, over the rows
-// that hold their key (live jobs, and succeeded or dead ones whose scope
-// keeps it). An insert that would take a held key does nothing and
-// returns the holder (ON CONFLICT DO NOTHING, then a lookup on the same
-// index, retried if the holder gave the key up in between). A Period
-// window is that of the store clock (statement_timestamp(), as Store.Now)
-// at the insert, not of the transaction's start: in InsertTx, late in a
-// long transaction, a job lands in the window of its insert. Several jobs are written in one
+// unique key, and notifying listeners). Several jobs are written in one
 // transaction: rows without a unique key through COPY, rows with one through
 // a multi-row INSERT … ON CONFLICT DO NOTHING. Listeners get one
 // notification per kind, with the earliest run_at, when it commits. Each
@@ -51,6 +40,18 @@ var errHolderVanished = errors.New("pgstore: unique key holder vanished")
 // stored as the text given (a json column). Rows that
 // InsertParams.Validate refuses, or that PostgreSQL refuses as data,
 // fail the call with an error wrapping store.ErrInvalidParams.
+//
+// Unique keys hold in their store.UniqueScope through one unique partial
+// index, jobs_unique_scope_idx (migration 0004), keyed on where the key
+// holds (the kind, or the empty text for a global key; the Period and its
+// window; the key) over the rows that hold their key (live jobs, and
+// succeeded or dead ones whose scope keeps it). An insert that would take
+// a held key does nothing and returns the holder (ON CONFLICT DO NOTHING,
+// then a lookup on the same index, tried again if the holder gave the key
+// up in between). A Period window is that of the store clock
+// (statement_timestamp(), as Store.Now) at the insert, not of the
+// transaction's start: in InsertTx, late in a long transaction, a job
+// lands in the window of its insert.
 func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]store.InsertResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err

@@ -311,13 +311,14 @@ WHERE state IN ` + finalSQL + ` GROUP BY kind, state`,
 	return q
 }
 
-// Unique keys (migration 0004): a key holds in the space uniqueSpaceSQL
-// names (the job's kind, or ” for a global key), per Period and window,
-// among the rows uniqueHeldSQL selects; jobs_unique_scope_idx is that
-// key over those rows. uniqueIndexSQL is the index's conflict target:
-// ON CONFLICT must spell its expression and predicate as the index does.
+// uniqueSpaceSQL names where a job's unique key holds (migration 0004):
+// its kind, or the empty text for a global key. With the Period, the
+// window and the key, it is the key of jobs_unique_scope_idx, over the
+// rows uniqueHeldSQL selects.
 const uniqueSpaceSQL = `(CASE WHEN unique_global THEN '' ELSE kind END)`
 
+// uniqueIndexSQL is jobs_unique_scope_idx as an ON CONFLICT target, which
+// must spell the index's expression and predicate as the index does.
 var uniqueIndexSQL = `(` + uniqueSpaceSQL + `, unique_period, unique_window, unique_key) WHERE ` + uniqueHeldSQL("")
 
 // uniqueHeldSQL is jobs_unique_scope_idx's predicate on the columns of
