@@ -352,7 +352,12 @@ const (
 	OpResume
 	// OpRunNow: scheduled, retrying, paused → scheduled with run_at = now.
 	// Dead, cancelled → scheduled with run_at = now and attempt reset to 0
-	// (errors kept). Running, succeeded → ErrWrongState.
+	// (errors kept); the job, live again, holds its unique key again, so
+	// when it gave the key up on ending (cancelled, or dead in a scope
+	// that frees finished jobs' keys) and another job holds the key
+	// meanwhile, nothing changes and the call fails with ErrWrongState
+	// (cancel or finish the other job first). Running, succeeded →
+	// ErrWrongState.
 	OpRunNow
 )
 
