@@ -58,23 +58,52 @@ func window(u store.UniqueScope, tm time.Time) int64 {
 	return tm.Unix() / int64(u.Period/time.Second)
 }
 
-// inOneWindow runs fn(key) with a fresh key until the store clock stayed in
+// inOneWindow runs fn with a fresh key until the store clock stayed in
 // one Period window of u from before fn to after it, so that fn may expect
-// every insert it makes with u to share a window. A run shorter than the
+// every insert it makes with u to share a window. fn makes the assertions
+// that depend on that with a: they count only for a try that stayed in
+// one window (a try that crossed a boundary is run again with another
+// key); its other assertions, on t, always count. A run shorter than the
 // period crosses at most one boundary, so the second try is the last
 // anyone will see; without a Period, fn runs once.
-func inOneWindow(t *testing.T, st store.Store, u store.UniqueScope, fn func(t *testing.T, key string)) {
+func inOneWindow(t *testing.T, st store.Store, u store.UniqueScope, fn func(a *require.Assertions, key string)) {
 	t.Helper()
 	for try := range 3 {
 		before := storeNow(t, st)
-		ok := t.Run(fmt.Sprintf("Try%d", try), func(t *testing.T) { fn(t, fmt.Sprintf("key-%d", try)) })
+		soft := &softT{}
+		func() {
+			defer func() {
+				if r := recover(); r != nil && r != soft {
+					panic(r)
+				}
+			}()
+			fn(require.New(soft), fmt.Sprintf("key-%d", try))
+		}()
 		if window(u, before) == window(u, storeNow(t, st)) {
-			require.True(t, ok, "failed within one window")
+			if soft.failed {
+				t.Fatalf("within one window of %s: %s", u.Period, soft.msg)
+			}
 			return
 		}
 	}
 	t.Fatalf("the store clock crossed a %s window boundary three times in a row", u.Period)
 }
+
+// softT is a require.TestingT that records the first failure of a try of
+// inOneWindow instead of failing the test: FailNow panics with the softT
+// itself, which inOneWindow recovers.
+type softT struct {
+	failed bool
+	msg    string
+}
+
+func (s *softT) Errorf(format string, args ...any) {
+	if !s.failed {
+		s.failed, s.msg = true, fmt.Sprintf(format, args...)
+	}
+}
+
+func (s *softT) FailNow() { panic(s) }
 
 // insertResult inserts p alone and returns its result.
 func insertResult(t *testing.T, st store.Store, p store.InsertParams) store.InsertResult {
@@ -136,7 +165,7 @@ func testUniqueScope(t *testing.T, newStore NewStoreFunc) {
 	for _, c := range collisions {
 		t.Run("Collide/"+c.name, func(t *testing.T) {
 			st := newStore(t)
-			inOneWindow(t, st, c.first, func(t *testing.T, key string) {
+			inOneWindow(t, st, c.first, func(a *require.Assertions, key string) {
 				holder := makeJob(t, st, store.StateScheduled, "unique.a", withUnique(key, c.first))
 				kind := map[bool]string{false: "unique.a", true: "unique.b"}[c.otherKind]
 				p := params(t, kind, notDue, withUnique(key, c.second))
@@ -144,7 +173,7 @@ func testUniqueScope(t *testing.T, newStore NewStoreFunc) {
 					false: {ID: p.ID},
 					true:  {ID: holder.ID, Duplicate: true},
 				}[c.dup]
-				require.Equal(t, want, insertResult(t, st, p))
+				a.Equal(want, insertResult(t, st, p))
 				requireUnchanged(t, st, holder)
 			})
 		})
@@ -155,11 +184,12 @@ func testUniqueScope(t *testing.T, newStore NewStoreFunc) {
 		for _, u := range []store.UniqueScope{perKind, global, finished, yearly} {
 			t.Run("HeldWhen"+stateName(state)+"/"+scopeName(u), func(t *testing.T) {
 				st := newStore(t)
-				inOneWindow(t, st, u, func(t *testing.T, key string) {
+				inOneWindow(t, st, u, func(a *require.Assertions, key string) {
 					holder := makeJob(t, st, state, "unique.live", withUnique(key, u))
 					dup := params(t, "unique.live", withUnique(key, u))
-					require.Equal(t, store.InsertResult{ID: holder.ID, Duplicate: true}, insertResult(t, st, dup))
-					requireNotFound(t, st, dup.ID)
+					a.Equal(store.InsertResult{ID: holder.ID, Duplicate: true}, insertResult(t, st, dup))
+					_, err := st.Get(t.Context(), dup.ID)
+					a.ErrorIs(err, store.ErrNotFound)
 					requireUnchanged(t, st, holder)
 				})
 			})
@@ -193,14 +223,14 @@ func testUniqueScope(t *testing.T, newStore NewStoreFunc) {
 	for _, e := range ends {
 		t.Run("After"+stateName(e.state)+"/"+scopeName(e.scope), func(t *testing.T) {
 			st := newStore(t)
-			inOneWindow(t, st, e.scope, func(t *testing.T, key string) {
+			inOneWindow(t, st, e.scope, func(a *require.Assertions, key string) {
 				old := makeJob(t, st, e.state, "unique.end", withUnique(key, e.scope))
 				again := params(t, "unique.end", notDue, withUnique(key, e.scope))
 				want := map[bool]store.InsertResult{
 					false: {ID: again.ID},
 					true:  {ID: old.ID, Duplicate: true},
 				}[e.held]
-				require.Equal(t, want, insertResult(t, st, again))
+				a.Equal(want, insertResult(t, st, again))
 				requireUnchanged(t, st, old)
 			})
 		})
@@ -251,10 +281,10 @@ func testUniqueScope(t *testing.T, newStore NewStoreFunc) {
 		requireUnchanged(t, st, first)
 		// The new window's job holds the key against the next insert,
 		// unless that insert is already in a third window.
-		inOneWindow(t, st, secondly, func(t *testing.T, key string) {
+		inOneWindow(t, st, secondly, func(a *require.Assertions, key string) {
 			holder := insertOne(t, st, "unique.period2", withUnique(key, secondly))
 			dup := params(t, "unique.period2", withUnique(key, secondly))
-			require.Equal(t, store.InsertResult{ID: holder, Duplicate: true}, insertResult(t, st, dup))
+			a.Equal(store.InsertResult{ID: holder, Duplicate: true}, insertResult(t, st, dup))
 		})
 	})
 
@@ -264,18 +294,18 @@ func testUniqueScope(t *testing.T, newStore NewStoreFunc) {
 		for _, u := range []store.UniqueScope{perKind, global, yearly} {
 			t.Run(scopeName(u), func(t *testing.T) {
 				st := newStore(t)
-				inOneWindow(t, st, u, func(t *testing.T, key string) {
-					a := params(t, "unique.x", withUnique(key, u))
-					b := params(t, "unique.y", withUnique(key, u))
-					c := params(t, "unique.x", withUnique(key, u))
-					d := params(t, "unique.y", withUnique(key, u))
-					res, err := st.Insert(t.Context(), []store.InsertParams{a, b, c, d})
+				inOneWindow(t, st, u, func(a *require.Assertions, key string) {
+					x1 := params(t, "unique.x", withUnique(key, u))
+					y1 := params(t, "unique.y", withUnique(key, u))
+					x2 := params(t, "unique.x", withUnique(key, u))
+					y2 := params(t, "unique.y", withUnique(key, u))
+					res, err := st.Insert(t.Context(), []store.InsertParams{x1, y1, x2, y2})
 					require.NoError(t, err)
-					want := []store.InsertResult{{ID: a.ID}, {ID: b.ID}, {ID: a.ID, Duplicate: true}, {ID: b.ID, Duplicate: true}}
+					want := []store.InsertResult{{ID: x1.ID}, {ID: y1.ID}, {ID: x1.ID, Duplicate: true}, {ID: y1.ID, Duplicate: true}}
 					if u.Global {
-						want[1], want[3] = store.InsertResult{ID: a.ID, Duplicate: true}, store.InsertResult{ID: a.ID, Duplicate: true}
+						want[1], want[3] = store.InsertResult{ID: x1.ID, Duplicate: true}, store.InsertResult{ID: x1.ID, Duplicate: true}
 					}
-					require.Equal(t, want, res)
+					a.Equal(want, res)
 				})
 			})
 		}
@@ -317,7 +347,7 @@ func testUniqueConcurrent(t *testing.T, newStore NewStoreFunc) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st := newStore(t)
-			inOneWindow(t, st, c.scope, func(t *testing.T, key string) {
+			inOneWindow(t, st, c.scope, func(a *require.Assertions, key string) {
 				ctx := ctxTimeout(t)
 				const n = 16
 				// Odd goroutines insert the key after a row of their own
@@ -362,7 +392,7 @@ func testUniqueConcurrent(t *testing.T, newStore NewStoreFunc) {
 					p := calls[i][len(calls[i])-1]
 					if !results[i].Duplicate {
 						_, seen := winners[space(p.Kind)]
-						require.False(t, seen, "two inserts won the key in %q", space(p.Kind))
+						a.False(seen, "two inserts won the key in %q", space(p.Kind))
 						require.Equal(t, p.ID, results[i].ID)
 						winners[space(p.Kind)] = p.ID
 					}
@@ -371,13 +401,14 @@ func testUniqueConcurrent(t *testing.T, newStore NewStoreFunc) {
 				if c.scope.Global {
 					wantWinners = 1
 				}
-				require.Len(t, winners, wantWinners, "one job per key space")
+				a.Len(winners, wantWinners, "one job per key space")
 				for i := range n {
 					p := calls[i][len(calls[i])-1]
 					w := winners[space(p.Kind)]
-					require.Equal(t, w, results[i].ID, "insert %d reported another holder", i)
+					a.Equal(w, results[i].ID, "insert %d reported another holder", i)
 					if p.ID != w {
-						requireNotFound(t, st, p.ID)
+						_, err := st.Get(t.Context(), p.ID)
+						a.ErrorIs(err, store.ErrNotFound, "insert %d", i)
 					}
 				}
 				for _, w := range winners {
@@ -420,25 +451,24 @@ func testUniqueRunNow(t *testing.T, newStore NewStoreFunc) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st := newStore(t)
-			inOneWindow(t, st, c.scope, func(t *testing.T, key string) {
+			inOneWindow(t, st, c.scope, func(a *require.Assertions, key string) {
 				old := makeJob(t, st, c.state, "unique.runnow", withUnique(key, c.scope))
 				if c.taker != "" {
 					res := insertResult(t, st, params(t, c.taker, notDue, withUnique(key, c.scope)))
-					require.Equal(t, c.takerDup, res.Duplicate, "the ended job holds its key")
+					a.Equal(c.takerDup, res.Duplicate, "the ended job holds its key")
 				}
 				before := get(t, st, old.ID)
 				_, err := st.Control(t.Context(), old.ID, store.OpRunNow)
 				if c.refused {
-					require.ErrorIs(t, err, store.ErrWrongState, "run-now of a job whose key another job holds")
-					requireUnchanged(t, st, before)
+					a.ErrorIs(err, store.ErrWrongState, "run-now of a job whose key another job holds")
+					a.Equal(normalized(before), normalized(get(t, st, old.ID)), "job changed")
 					return
 				}
-				require.NoError(t, err)
-				got := get(t, st, old.ID)
-				require.Equal(t, store.StateScheduled, got.State)
+				a.NoError(err)
+				a.Equal(store.StateScheduled, get(t, st, old.ID).State)
 				// The reopened job holds its key again.
 				dup := params(t, "unique.runnow", withUnique(key, c.scope))
-				require.Equal(t, store.InsertResult{ID: old.ID, Duplicate: true}, insertResult(t, st, dup))
+				a.Equal(store.InsertResult{ID: old.ID, Duplicate: true}, insertResult(t, st, dup))
 			})
 		})
 	}
