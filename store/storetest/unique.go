@@ -81,7 +81,7 @@ func inOneWindow(t *testing.T, st store.Store, u store.UniqueScope, fn func(a *r
 		}()
 		if window(u, before) == window(u, storeNow(t, st)) {
 			if soft.failed {
-				t.Fatalf("within one window of %s: %s", u.Period, soft.msg)
+				t.Fatal(soft.msg)
 			}
 			return
 		}
