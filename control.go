@@ -81,11 +81,8 @@ func (s *Scheduler) Resume(ctx context.Context, id uuid.UUID) (*JobRecord, error
 
 // RunNow makes a scheduled, retrying or paused job due at once. A dead or
 // cancelled job is scheduled again with its attempts reset (its error
-// history kept): this is how a dead letter is retried by hand. Such a job
-// takes its unique key back; if it gave the key up when it ended (a
-// cancelled job, or a dead one without UniqueWhileFinished or UniqueFor)
-// and another job holds it meanwhile, RunNow returns ErrWrongState and
-// changes nothing. Running and succeeded jobs return ErrWrongState.
+// history kept): this is how a dead letter is retried by hand. Running and
+// succeeded jobs return ErrWrongState.
 func (s *Scheduler) RunNow(ctx context.Context, id uuid.UUID) (*JobRecord, error) {
 	return s.control(ctx, id, store.OpRunNow)
 }

@@ -21,9 +21,12 @@ import (
 //     withdrawn; scheduled, retrying → no change.
 //   - OpRunNow: scheduled, retrying, paused → scheduled, run_at = now; dead,
 //     cancelled → scheduled, run_at = now, Attempt = 0, FinishedAt cleared,
-//     errors kept. A job that gave its unique key up on ending (cancelled,
-//     or dead in a scope that frees finished jobs' keys) takes it back, and
-//     fails with store.ErrWrongState if another job holds it meanwhile.
+//     errors kept. A cancelled job takes its unique key back, and fails with
+//     store.ErrWrongState if another job that is not cancelled holds it.
+//
+// A dead job reopened by OpRunNow takes its unique key back too, when its
+// scope freed the key as the job ended (the default), and likewise fails
+// with store.ErrWrongState if another job holds the key meanwhile.
 //
 // Any other state fails with an error wrapping store.ErrWrongState, an
 // unknown ID with store.ErrNotFound, an unknown op with
