@@ -290,13 +290,8 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 			inserted[i] = true
 		}
 	}
-	for attempt := 0; len(keyed) > 0; attempt++ {
-		if attempt == maxInsertRetries {
-			return nil, errHolderVanished
-		}
-		var err error
-		keyed, err = s.insertKeyed(ctx, tx, params, keys, keyed, runAt, meta, res, inserted)
-		if err != nil {
+	if len(keyed) > 0 {
+		if err := s.insertAllKeyed(ctx, tx, params, keys, keyed, runAt, meta, res, inserted); err != nil {
 			return nil, err
 		}
 	}
@@ -325,6 +320,41 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 		}
 	}
 	return res, nil
+}
+
+// insertAllKeyed inserts the rows at indexes keyed, in key order, and
+// records their results. A row whose key's holder could not be found (it
+// gave the key up between the insert's conflict and the lookup) must be
+// inserted again; but the statement's other rows hold their keys, some of
+// them after the row's key, and taking a key out of order while another
+// insert waits for one this call holds is a deadlock. So the rows go in
+// under a savepoint, and a statement that leaves rows to try again is
+// rolled back to it, releasing every key it took, and run again whole,
+// in order.
+func (s *Store) insertAllKeyed(ctx context.Context, tx querier, params []store.InsertParams, keys []scopedKey, keyed []int,
+	runAt []time.Time, meta [][]byte, res []store.InsertResult, inserted []bool) error {
+	for range maxInsertRetries {
+		if _, err := tx.Exec(ctx, `SAVEPOINT ax_insert_keyed`); err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+		again, err := s.insertKeyed(ctx, tx, params, keys, keyed, runAt, meta, res, inserted)
+		if err != nil {
+			return err
+		}
+		if len(again) == 0 {
+			if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT ax_insert_keyed`); err != nil {
+				return fmt.Errorf("insert jobs: %w", err)
+			}
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT ax_insert_keyed; RELEASE SAVEPOINT ax_insert_keyed`); err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+		for _, i := range keyed {
+			inserted[i], res[i] = false, store.InsertResult{ID: params[i].ID}
+		}
+	}
+	return errHolderVanished
 }
 
 // insertKeyed inserts the rows at indexes keyed (each with a distinct
