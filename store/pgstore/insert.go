@@ -34,12 +34,13 @@ var errHolderVanished = errors.New("pgstore: unique key holder vanished")
 // (a single statement inserting the row, or finding the holder of its
 // unique key, and notifying listeners). Several jobs are written in one
 // transaction: rows without a unique key through COPY, rows with one through
-// a multi-row INSERT … ON CONFLICT DO NOTHING. Listeners get one
-// notification per kind, with the earliest run_at, when it commits. Each
-// job's ScheduledAt is the run_at it is inserted with, and its payload is
-// stored as the text given (a json column). Rows that
-// InsertParams.Validate refuses, or that PostgreSQL refuses as data,
-// fail the call with an error wrapping store.ErrInvalidParams.
+// a multi-row INSERT … ON CONFLICT DO NOTHING in key order, under a
+// savepoint (two more short round trips; see insertAllKeyed). Listeners
+// get one notification per kind, with the earliest run_at, when it
+// commits. Each job's ScheduledAt is the run_at it is inserted with, and
+// its payload is stored as the text given (a json column). Rows that
+// InsertParams.Validate refuses, or that PostgreSQL refuses as data, fail
+// the call with an error wrapping store.ErrInvalidParams.
 //
 // Unique keys hold in their store.UniqueScope through one unique partial
 // index, jobs_unique_scope_idx (migration 0004), keyed on where the key
