@@ -54,8 +54,8 @@ func MatchAll() BulkOption {
 // jobs are resumed, and scheduled or retrying jobs not yet due are
 // brought forward. This is how failures are retried by hand, in bulk
 // (RunNow does it for one job). Running, succeeded and already due jobs
-// are left alone, and so is a cancelled job whose unique key another job
-// took meanwhile. It returns how many jobs it changed.
+// are left alone, and so is a dead or cancelled job whose unique key
+// another job took meanwhile. It returns how many jobs it changed.
 //
 // The change is made in batches (BatchSize), each one atomic, until a
 // batch changes fewer jobs than its size, so it never holds many rows at

@@ -196,10 +196,12 @@ func At(t time.Time) ScheduleOption {
 // same kind while it is scheduled, retrying, paused or running (a finished
 // job frees it); UniqueGlobal, UniqueWhileFinished and UniqueFor widen
 // that. A cancelled job never holds its key. The check is an index in the
-// store, safe across hosts. The key must be
-// valid UTF-8 without NUL bytes, 1 to store.MaxUniqueKeyLength bytes, and
-// must not start with "periodic:", the prefix of periodic jobs' keys;
-// otherwise it is an error wrapping ErrInvalidOption.
+// store, safe across hosts. RunNow of a dead or cancelled job that gave its
+// key up on ending returns ErrWrongState, changing nothing, when another
+// job holds the key meanwhile (RetryJobs leaves such a job alone). The key
+// must be valid UTF-8 without NUL bytes, 1 to store.MaxUniqueKeyLength
+// bytes, and must not start with "periodic:", the prefix of periodic
+// jobs' keys; otherwise it is an error wrapping ErrInvalidOption.
 func UniqueKey(key string) ScheduleOption {
 	return scheduleOptionFunc(func(s *scheduleSettings) error {
 		switch {

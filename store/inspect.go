@@ -208,8 +208,9 @@ const (
 	// OpRunNow does for one job (dead and cancelled ones get their
 	// attempts reset, errors kept). Others are left alone: running and
 	// succeeded jobs, scheduled and retrying jobs already due (run_at at
-	// or before store now: there is nothing to make due), and cancelled
-	// jobs whose unique key another job holds meanwhile. Since a changed
+	// or before store now: there is nothing to make due), and dead and
+	// cancelled jobs whose unique key another job holds meanwhile (see
+	// OpRunNow). Since a changed
 	// job is then due, it is left alone by the next call, so repeated
 	// calls drain.
 	BulkRunNow BulkOp = iota + 1

@@ -61,6 +61,12 @@ type InsertParams struct {
 // Whatever the scope, a cancelled job never holds its key. Stores enforce
 // the scope atomically (an index or an equivalent), never by reading
 // before writing.
+//
+// OpRunNow of a dead or cancelled job makes it live, so it holds its key
+// again: when it gave the key up on ending (cancelled, or dead in a scope
+// that frees finished jobs' keys) and another job holds the key
+// meanwhile, nothing changes and the operation fails with ErrWrongState
+// (BulkRunNow leaves such a job alone).
 type UniqueScope struct {
 	// Global makes the key unique across all kinds, not only among jobs of
 	// the same kind.

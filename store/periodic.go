@@ -10,7 +10,8 @@ import (
 // schedules: per schedule name, the last tick fired. That stored tick is
 // the guard that makes a schedule yield at most one job per tick, however
 // many hosts declare it, whatever their clocks say, and long after the
-// tick's job was pruned (a unique key only guards while its job exists).
+// tick's job ended (a periodic job's unique key has the default scope: it
+// guards only while the job is live).
 //
 // A schedule's state moves only forward:
 //

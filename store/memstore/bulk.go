@@ -64,7 +64,6 @@ func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error)
 	})
 	for _, j := range deleted {
 		s.unindex(j)
-		s.releaseKey(j)
 		delete(s.jobs, j.rec.ID)
 		s.ids.removed++
 	}
@@ -82,8 +81,8 @@ func (s *Store) bulkRunNow(j *job, now time.Time, ns *notes) bool {
 	case st.Claimable() && !j.rec.RunAt.After(now):
 		return false // already due
 	case st.Claimable(), st == store.StatePaused, st == store.StateDead, st == store.StateCancelled:
-		// Control refuses a cancelled job whose key another job holds
-		// meanwhile: that job is left alone.
+		// Control refuses a dead or cancelled job whose key another job
+		// holds meanwhile: that job is left alone.
 		changed, err := s.control(j, store.OpRunNow, ns)
 		return err == nil && changed
 	}

@@ -13,7 +13,7 @@ import (
 // store.OpCancel, store.OpPause, store.OpResume and store.OpRunNow:
 //
 //   - OpCancel: scheduled, retrying, paused → cancelled (FinishedAt = now,
-//     unique key released); running → CancelRequested; cancelled → no change.
+//     unique key freed); running → CancelRequested; cancelled → no change.
 //   - OpPause: scheduled, retrying → paused; paused → no change; running →
 //     PauseRequested (the attempt runs on; Finish or RescueExpired pauses
 //     the job when the attempt ends in a way that would reschedule it).
@@ -23,6 +23,10 @@ import (
 //     cancelled → scheduled, run_at = now, FinishedAt cleared, errors and
 //     Attempt kept, MaxAttempts raised to Attempt+1 if it was lower. A cancelled job takes its unique key back, and fails with
 //     store.ErrWrongState if another job that is not cancelled holds it.
+//
+// A dead job reopened by OpRunNow takes its unique key back too, when its
+// scope freed the key as the job ended (the default), and likewise fails
+// with store.ErrWrongState if another job holds the key meanwhile.
 //
 // Any other state fails with an error wrapping store.ErrWrongState, an
 // unknown ID with store.ErrNotFound, an unknown op with
@@ -76,7 +80,6 @@ func (s *Store) control(j *job, op store.ControlOp, ns *notes) (changed bool, er
 			s.unindex(j)
 			now := s.clock()
 			r.State, r.FinishedAt = store.StateCancelled, now
-			s.releaseKey(j)
 			s.index(j)
 			s.finalized(j, now, ns)
 			return true, nil
@@ -119,11 +122,10 @@ func (s *Store) control(j *job, op store.ControlOp, ns *notes) (changed bool, er
 			s.index(j)
 			return true, nil
 		case st == store.StateDead || st == store.StateCancelled:
-			if st == store.StateCancelled && r.UniqueKey != "" {
-				if h := s.unique[r.UniqueKey]; h != nil {
-					return false, fmt.Errorf("%w: unique key %q is held by job %s", store.ErrWrongState, r.UniqueKey, h.rec.ID)
-				}
-				s.unique[r.UniqueKey] = j
+			// Reopened, j holds its key again; if it gave the key up on
+			// ending and another job took it since, j must stay final.
+			if h := s.holder(j.ukey); j.hasKey && h != nil && h != j {
+				return false, fmt.Errorf("%w: unique key %q is held by job %s", store.ErrWrongState, r.UniqueKey, h.rec.ID)
 			}
 			s.unindex(j)
 			r.State, r.RunAt = store.StateScheduled, s.clock()

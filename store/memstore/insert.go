@@ -19,9 +19,11 @@ var nullJSON = []byte("null")
 // Store can keep), or an ID that is already taken (by a job in the store or
 // an earlier inserted row of the call). A nil payload is stored as JSON
 // null; any other is kept byte for byte. Payload and metadata are copied. A
-// row whose unique key is held by a job that is not cancelled (in the store
-// or earlier in the call) is not inserted: its result carries the holder's
-// ID and Duplicate = true. A row with a zero RunAt is due Delay after the
+// row whose unique key is held in its scope (store.UniqueScope) by another
+// job (in the store or earlier in the call) is not inserted: its result
+// carries the holder's ID and Duplicate = true. A Period window is that of
+// the store's now at the call; the holders are kept in a map that every
+// transition updates, so the check costs O(1) a row. A row with a zero RunAt is due Delay after the
 // store's now; that run_at is also its ScheduledAt, which nothing changes
 // afterwards. Subscribers are notified once per kind with the earliest
 // run_at inserted.
@@ -58,6 +60,15 @@ func (s *Store) insert(ctx context.Context, params []store.InsertParams, bounded
 	return results, nil
 }
 
+// scopeOf returns the scope a job records: p's, or the zero scope for a
+// job without a key.
+func scopeOf(p *store.InsertParams) store.UniqueScope {
+	if p.UniqueKey == "" {
+		return store.UniqueScope{}
+	}
+	return p.Unique
+}
+
 // prepare checks every row and copies it into a job, outside the lock.
 // Each job is its own allocation, so a pruned job frees its memory
 // whatever happens to the rest of its batch.
@@ -85,6 +96,7 @@ func prepare(params []store.InsertParams) ([]*job, error) {
 			Priority:    p.Priority,
 			MaxAttempts: p.MaxAttempts,
 			UniqueKey:   p.UniqueKey,
+			Unique:      scopeOf(p),
 			FollowUps:   cloneFollowUps(p.FollowUps),
 			SequenceKey: p.SequenceKey,
 		})
@@ -108,26 +120,30 @@ func (s *Store) insertLocked(params []store.InsertParams, fresh []*job, batch uu
 		}
 		j.rec.PartitionKey = key
 	}
+	// The store's now decides the Period windows of the whole call.
+	now := s.clock()
 	results := make([]store.InsertResult, len(params))
-	var batchKeys map[string]uuid.UUID
+	var batchKeys map[uniqueKey]uuid.UUID
 	var batchIDs map[uuid.UUID]struct{}
 	if len(params) > 1 {
-		batchKeys = make(map[string]uuid.UUID)
+		batchKeys = make(map[uniqueKey]uuid.UUID)
 		batchIDs = make(map[uuid.UUID]struct{}, len(params))
 	}
 	for i := range params {
-		p := &params[i]
+		p, j := &params[i], fresh[i]
 		if p.UniqueKey != "" {
-			if h := s.unique[p.UniqueKey]; h != nil {
+			j.ukey, j.keepKey = scopedKey(p, now)
+			j.hasKey = true
+			if h := s.holder(j.ukey); h != nil {
 				results[i] = store.InsertResult{ID: h.rec.ID, Duplicate: true}
 				continue
 			}
-			if id, ok := batchKeys[p.UniqueKey]; ok {
+			if id, ok := batchKeys[j.ukey]; ok {
 				results[i] = store.InsertResult{ID: id, Duplicate: true}
 				continue
 			}
 			if batchKeys != nil {
-				batchKeys[p.UniqueKey] = p.ID
+				batchKeys[j.ukey] = p.ID
 			}
 		}
 		_, taken := s.jobs[p.ID]
@@ -140,7 +156,6 @@ func (s *Store) insertLocked(params []store.InsertParams, fresh []*job, batch uu
 		results[i] = store.InsertResult{ID: p.ID}
 	}
 
-	now := s.clock()
 	notify := s.subs.any()
 	for i := range params {
 		if results[i].Duplicate {
@@ -156,9 +171,6 @@ func (s *Store) insertLocked(params []store.InsertParams, fresh []*job, batch uu
 		j.rec.ScheduledAt = j.rec.RunAt
 		j.kind = s.kind(p.Kind)
 		s.jobs[p.ID] = j
-		if p.UniqueKey != "" {
-			s.unique[p.UniqueKey] = j
-		}
 		s.ids.add(p.ID)
 		s.index(j)
 		if notify {

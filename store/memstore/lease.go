@@ -136,7 +136,6 @@ func (s *Store) finish(ctx context.Context, params []store.FinishParams) ([]bool
 			r.Attempt = max(r.Attempt-1, 0)
 		case store.OutcomeCancelled:
 			r.State, r.FinishedAt = store.StateCancelled, now
-			s.releaseKey(j)
 		}
 		if paused && !r.State.Final() {
 			// The outcome set run_at and attempt; the pause holds the job

@@ -46,7 +46,6 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 		case cancelRequested:
 			// The user asked to cancel; a dead owner must not undo that.
 			r.State, r.FinishedAt = store.StateCancelled, now
-			s.releaseKey(j)
 		case r.Attempt < r.MaxAttempts && pauseRequested:
 			// Likewise a pause: the job waits for a resume, not for a
 			// claimer.
@@ -105,7 +104,6 @@ func (s *Store) Prune(ctx context.Context, params *store.PruneParams) (int, erro
 			break
 		}
 		s.unindex(j)
-		s.releaseKey(j)
 		delete(s.jobs, j.rec.ID)
 		s.ids.removed++
 	}

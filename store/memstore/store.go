@@ -48,9 +48,9 @@ type Store struct {
 	closed bool
 	jobs   map[uuid.UUID]*job
 	kinds  map[string]*kindIndex
-	// unique maps a unique key to the job holding it: the one job with
-	// that key that is not cancelled.
-	unique   map[string]*job
+	// unique maps a unique key in its scope to the job holding it (see
+	// holdsKey); index and unindex keep it.
+	unique   map[uniqueKey]*job
 	leases   jobHeap // running jobs by lease expiry
 	finished jobHeap // final jobs by finish time
 	ids      idIndex // every job's ID, for List
@@ -83,6 +83,11 @@ type job struct {
 	part *partIndex // while indexed
 	seq  *seqIndex  // while live with a sequence key
 	pos  [numSlots]int
+	// ukey is the job's unique key in its scope, when hasKey; keepKey
+	// says whether a succeeded or dead job still holds it (holdsKey).
+	ukey    uniqueKey
+	hasKey  bool
+	keepKey bool
 }
 
 // newJob returns an unindexed job holding rec.
@@ -162,7 +167,7 @@ func New(opts ...Option) *Store {
 		now:         time.Now,
 		jobs:        make(map[uuid.UUID]*job),
 		kinds:       make(map[string]*kindIndex),
-		unique:      make(map[string]*job),
+		unique:      make(map[uniqueKey]*job),
 		leases:      jobHeap{slot: leaseSlot},
 		finished:    jobHeap{slot: finishedSlot},
 		batches:     make(map[uuid.UUID]*batch),
@@ -249,6 +254,7 @@ func (s *Store) index(j *job) {
 	k := j.kind
 	st := j.rec.State
 	k.counts[stateIndex(st)]++
+	s.takeKey(j)
 	switch {
 	case st.Claimable():
 		s.pending++
@@ -278,6 +284,7 @@ func (s *Store) unindex(j *job) {
 	k := j.kind
 	st := j.rec.State
 	k.counts[stateIndex(st)]--
+	s.dropKey(j)
 	switch {
 	case st.Claimable():
 		s.pending--
@@ -392,14 +399,6 @@ func leaveRunning(r *store.JobRecord) {
 	r.LeaseExpiresAt = time.Time{}
 	r.CancelRequested = false
 	r.PauseRequested = false
-}
-
-// releaseKey frees j's unique key if j holds it (j is being cancelled or
-// deleted).
-func (s *Store) releaseKey(j *job) {
-	if j.rec.UniqueKey != "" && s.unique[j.rec.UniqueKey] == j {
-		delete(s.unique, j.rec.UniqueKey)
-	}
 }
 
 // copyRecord returns a deep copy of r.

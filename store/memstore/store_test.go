@@ -300,30 +300,39 @@ func TestClaimLimits(t *testing.T) {
 	}
 }
 
+// TestUniqueKeyRelease checks when a job holds its unique key, by scope,
+// with the store's clock moved by hand.
 func TestUniqueKeyRelease(t *testing.T) {
 	ctx := context.Background()
+	var (
+		perKind  = store.UniqueScope{}
+		finished = store.UniqueScope{Finished: true}
+		hourly   = store.UniqueScope{Period: time.Hour}
+	)
+	succeed := func(t *testing.T, st *memstore.Store, _ *fakeClock, _ uuid.UUID) {
+		finish(t, st, claim(t, st, 1, "k").Jobs[0], store.OutcomeSucceeded)
+	}
 	tests := []struct {
-		name string
+		name  string
+		scope store.UniqueScope
 		// end moves the first job holding "key" to some state.
 		end           func(t *testing.T, st *memstore.Store, clk *fakeClock, id uuid.UUID)
 		wantDuplicate bool
 	}{
-		{"Scheduled", func(*testing.T, *memstore.Store, *fakeClock, uuid.UUID) {}, true},
-		{"Paused", func(t *testing.T, st *memstore.Store, _ *fakeClock, id uuid.UUID) {
+		{"Scheduled", perKind, func(*testing.T, *memstore.Store, *fakeClock, uuid.UUID) {}, true},
+		{"Paused", perKind, func(t *testing.T, st *memstore.Store, _ *fakeClock, id uuid.UUID) {
 			_, err := st.Control(ctx, id, store.OpPause)
 			require.NoError(t, err)
 		}, true},
-		{"Succeeded", func(t *testing.T, st *memstore.Store, _ *fakeClock, id uuid.UUID) {
-			finish(t, st, claim(t, st, 1, "k").Jobs[0], store.OutcomeSucceeded)
-		}, true},
-		{"Dead", func(t *testing.T, st *memstore.Store, _ *fakeClock, id uuid.UUID) {
+		{"Succeeded", perKind, succeed, false},
+		{"Dead", perKind, func(t *testing.T, st *memstore.Store, _ *fakeClock, id uuid.UUID) {
 			finish(t, st, claim(t, st, 1, "k").Jobs[0], store.OutcomeDead)
-		}, true},
-		{"CancelledByControl", func(t *testing.T, st *memstore.Store, _ *fakeClock, id uuid.UUID) {
+		}, false},
+		{"CancelledByControl", perKind, func(t *testing.T, st *memstore.Store, _ *fakeClock, id uuid.UUID) {
 			_, err := st.Control(ctx, id, store.OpCancel)
 			require.NoError(t, err)
 		}, false},
-		{"CancelledByFinish", func(t *testing.T, st *memstore.Store, _ *fakeClock, id uuid.UUID) {
+		{"CancelledByFinish", perKind, func(t *testing.T, st *memstore.Store, _ *fakeClock, id uuid.UUID) {
 			j := claim(t, st, 1, "k").Jobs[0]
 			_, err := st.Control(ctx, id, store.OpCancel)
 			require.NoError(t, err)
@@ -332,31 +341,41 @@ func TestUniqueKeyRelease(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, store.StateCancelled, got.State)
 		}, false},
-		{"SucceededAndPruned", func(t *testing.T, st *memstore.Store, clk *fakeClock, id uuid.UUID) {
-			finish(t, st, claim(t, st, 1, "k").Jobs[0], store.OutcomeSucceeded)
+		{"FinishedSucceeded", finished, succeed, true},
+		{"FinishedSucceededAndPruned", finished, func(t *testing.T, st *memstore.Store, clk *fakeClock, id uuid.UUID) {
+			succeed(t, st, clk, id)
 			clk.Add(2 * time.Hour)
 			n, err := st.Prune(ctx, &store.PruneParams{Retention: time.Hour, Limit: 10})
 			require.NoError(t, err)
 			require.Equal(t, 1, n)
 		}, false},
-		{"SucceededNotYetPrunable", func(t *testing.T, st *memstore.Store, clk *fakeClock, id uuid.UUID) {
-			finish(t, st, claim(t, st, 1, "k").Jobs[0], store.OutcomeSucceeded)
+		{"FinishedSucceededNotYetPrunable", finished, func(t *testing.T, st *memstore.Store, clk *fakeClock, id uuid.UUID) {
+			succeed(t, st, clk, id)
 			clk.Add(time.Hour)
 			n, err := st.Prune(ctx, &store.PruneParams{Retention: time.Hour, Limit: 10})
 			require.NoError(t, err)
 			require.Equal(t, 0, n)
 		}, true},
+		{"PeriodSucceededSameWindow", hourly, func(t *testing.T, st *memstore.Store, clk *fakeClock, id uuid.UUID) {
+			succeed(t, st, clk, id)
+			clk.Add(time.Hour - time.Second) // still in the window
+		}, true},
+		{"PeriodNextWindow", hourly, func(t *testing.T, st *memstore.Store, clk *fakeClock, id uuid.UUID) {
+			clk.Add(time.Hour)
+		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st, clk := newStore(t)
+			// Start on a whole hour, so that the hourly window is known.
+			clk.Add(clk.Now().Truncate(time.Hour).Add(time.Hour).Sub(clk.Now()))
 			first := params("k")
-			first.UniqueKey = "key"
+			first.UniqueKey, first.Unique = "key", tt.scope
 			insert(t, st, first)
 			tt.end(t, st, clk, first.ID)
 
 			second := params("k")
-			second.UniqueKey = "key"
+			second.UniqueKey, second.Unique = "key", tt.scope
 			res := insert(t, st, second)
 			want := store.InsertResult{ID: second.ID}
 			if tt.wantDuplicate {

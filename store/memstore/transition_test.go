@@ -138,24 +138,24 @@ func TestFinishOutcomes(t *testing.T) {
 		wantAttempt    int
 		wantRunAtDelay time.Duration // run_at - now, for claimable and paused results
 		wantErrors     int
-		wantKeyHeld    bool
+		wantKeyHeld    bool // in the default scope: only while live
 	}{
-		{"Succeeded", store.OutcomeSucceeded, nil, store.StateSucceeded, 1, 0, 0, true},
+		{"Succeeded", store.OutcomeSucceeded, nil, store.StateSucceeded, 1, 0, 0, false},
 		{"Retry", store.OutcomeRetry, nil, store.StateRetrying, 1, delay, 1, true},
-		{"Dead", store.OutcomeDead, nil, store.StateDead, 1, 0, 1, true},
+		{"Dead", store.OutcomeDead, nil, store.StateDead, 1, 0, 1, false},
 		{"Snooze", store.OutcomeSnooze, nil, store.StateScheduled, 0, delay, 0, true},
 		{"Release", store.OutcomeRelease, nil, store.StateScheduled, 0, 0, 0, true},
 		{"Cancelled", store.OutcomeCancelled, nil, store.StateCancelled, 1, 0, 1, false},
 		{"RetryCancelRequested", store.OutcomeRetry, []store.ControlOp{store.OpCancel}, store.StateCancelled, 1, 0, 1, false},
 		{"SnoozeCancelRequested", store.OutcomeSnooze, []store.ControlOp{store.OpCancel}, store.StateCancelled, 1, 0, 0, false},
 		{"ReleaseCancelRequested", store.OutcomeRelease, []store.ControlOp{store.OpCancel}, store.StateCancelled, 1, 0, 0, false},
-		{"SucceededCancelRequested", store.OutcomeSucceeded, []store.ControlOp{store.OpCancel}, store.StateSucceeded, 1, 0, 0, true},
-		{"DeadCancelRequested", store.OutcomeDead, []store.ControlOp{store.OpCancel}, store.StateDead, 1, 0, 1, true},
+		{"SucceededCancelRequested", store.OutcomeSucceeded, []store.ControlOp{store.OpCancel}, store.StateSucceeded, 1, 0, 0, false},
+		{"DeadCancelRequested", store.OutcomeDead, []store.ControlOp{store.OpCancel}, store.StateDead, 1, 0, 1, false},
 		{"RetryPauseRequested", store.OutcomeRetry, []store.ControlOp{store.OpPause}, store.StatePaused, 1, delay, 1, true},
 		{"SnoozePauseRequested", store.OutcomeSnooze, []store.ControlOp{store.OpPause}, store.StatePaused, 0, delay, 0, true},
 		{"ReleasePauseRequested", store.OutcomeRelease, []store.ControlOp{store.OpPause}, store.StatePaused, 0, 0, 0, true},
-		{"SucceededPauseRequested", store.OutcomeSucceeded, []store.ControlOp{store.OpPause}, store.StateSucceeded, 1, 0, 0, true},
-		{"DeadPauseRequested", store.OutcomeDead, []store.ControlOp{store.OpPause}, store.StateDead, 1, 0, 1, true},
+		{"SucceededPauseRequested", store.OutcomeSucceeded, []store.ControlOp{store.OpPause}, store.StateSucceeded, 1, 0, 0, false},
+		{"DeadPauseRequested", store.OutcomeDead, []store.ControlOp{store.OpPause}, store.StateDead, 1, 0, 1, false},
 		{"CancelledPauseRequested", store.OutcomeCancelled, []store.ControlOp{store.OpPause}, store.StateCancelled, 1, 0, 1, false},
 		{"RetryBothRequested", store.OutcomeRetry, []store.ControlOp{store.OpCancel, store.OpPause}, store.StateCancelled, 1, 0, 1, false},
 	}

@@ -67,8 +67,12 @@ func (s *Store) controlRule(op store.ControlOp) (controlRule, bool) {
 // as store.Store requires. Pausing a running job sets its pause_requested,
 // which the end of its attempt acts on (see Finish and RescueExpired);
 // resuming it withdraws the request. Resume of a paused job and RunNow
-// notify listeners. RunNow on a cancelled job whose unique key another live
-// job has taken since returns an error wrapping store.ErrWrongState.
+// notify listeners. RunNow of a dead or cancelled job makes it live, so it
+// takes its unique key back (jobs_unique_scope_idx holds live jobs' keys):
+// when the job gave the key up on ending (cancelled, or dead in a scope
+// that frees finished jobs' keys) and another job holds it since, the
+// index refuses the update and Control returns an error wrapping
+// store.ErrWrongState, changing nothing.
 func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (*store.JobRecord, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -89,7 +93,7 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 		jobs, err := collectJobs(rows)
 		switch {
 		case isUniqueViolation(err):
-			return nil, fmt.Errorf("pgstore: %s job %s: another live job holds its unique key: %w", op, id, store.ErrWrongState)
+			return nil, fmt.Errorf("pgstore: %s job %s: another job holds its unique key: %w", op, id, store.ErrWrongState)
 		case err != nil:
 			return nil, fmt.Errorf("pgstore: %s job %s: %w", op, id, err)
 		case len(jobs) == 1:

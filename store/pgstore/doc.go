@@ -67,7 +67,8 @@
 // ones:
 //
 //	jobs_claim_idx      (kind, priority, run_at) WHERE state IN ('scheduled', 'retrying')
-//	jobs_unique_key_idx UNIQUE (unique_key) WHERE unique_key IS NOT NULL AND state <> 'cancelled'
+//	jobs_unique_scope_idx UNIQUE (kind or '' if global, unique_period, unique_window, unique_key)
+//	                    WHERE the job holds its key: live, or finished (not cancelled) when its scope keeps it
 //	jobs_lease_idx      (lease_expires_at) WHERE state = 'running'            -- RescueExpired
 //	jobs_finished_idx   (finished_at) WHERE state IN ('succeeded', 'dead', 'cancelled') -- Prune
 //	jobs_paused_idx     (kind) WHERE state = 'paused'                         -- CountJobs

@@ -34,12 +34,25 @@ var errHolderVanished = errors.New("pgstore: unique key holder vanished")
 // (a single statement inserting the row, or finding the holder of its
 // unique key, and notifying listeners). Several jobs are written in one
 // transaction: rows without a unique key through COPY, rows with one through
-// a multi-row INSERT … ON CONFLICT DO NOTHING. Listeners get one
-// notification per kind, with the earliest run_at, when it commits. Each
-// job's ScheduledAt is the run_at it is inserted with, and its payload is
-// stored as the text given (a json column). Rows that
-// InsertParams.Validate refuses, or that PostgreSQL refuses as data,
-// fail the call with an error wrapping store.ErrInvalidParams.
+// a multi-row INSERT … ON CONFLICT DO NOTHING in key order, under a
+// savepoint (two more short round trips; see insertAllKeyed). Listeners
+// get one notification per kind, with the earliest run_at, when it
+// commits. Each job's ScheduledAt is the run_at it is inserted with, and
+// its payload is stored as the text given (a json column). Rows that
+// InsertParams.Validate refuses, or that PostgreSQL refuses as data, fail
+// the call with an error wrapping store.ErrInvalidParams.
+//
+// Unique keys hold in their store.UniqueScope through one unique partial
+// index, jobs_unique_scope_idx (migration 0004), keyed on where the key
+// holds (the kind, or the empty text for a global key; the Period and its
+// window; the key) over the rows that hold their key (live jobs, and
+// succeeded or dead ones whose scope keeps it). An insert that would take
+// a held key does nothing and returns the holder (ON CONFLICT DO NOTHING,
+// then a lookup on the same index, tried again if the holder gave the key
+// up in between). A Period window is that of the store clock
+// (statement_timestamp(), as Store.Now) at the insert, not of the
+// transaction's start: in InsertTx, late in a long transaction, a job
+// lands in the window of its insert.
 func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]store.InsertResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -145,6 +158,58 @@ func nullable(s string) *string {
 	return &s
 }
 
+// scopeOf returns the scope to store for p: its own, or the zero scope
+// for a job without a key.
+func scopeOf(p *store.InsertParams) store.UniqueScope {
+	if p.UniqueKey == "" {
+		return store.UniqueScope{}
+	}
+	return p.Unique
+}
+
+// periodSeconds returns u's Period in seconds (Validate allows only whole
+// seconds, at most store.MaxUniquePeriod: an int32).
+func periodSeconds(u store.UniqueScope) int32 {
+	return int32(u.Period / time.Second)
+}
+
+// scopedKey is a unique key where it holds: space is the kind, or "" for
+// a global key, and window the Period window of the insert (0 without a
+// Period), as jobs_unique_scope_idx keys it.
+type scopedKey struct {
+	space  string
+	period int32
+	window int64
+	key    string
+}
+
+// scopedKeyOf returns p's key in its scope, for an insert at now (the
+// store clock).
+func scopedKeyOf(p *store.InsertParams, now time.Time) scopedKey {
+	k := scopedKey{space: p.Kind, period: periodSeconds(p.Unique), key: p.UniqueKey}
+	if p.Unique.Global {
+		k.space = ""
+	}
+	if k.period > 0 {
+		k.window = now.Unix() / int64(k.period) // now is after 1970: the same as floor
+	}
+	return k
+}
+
+// less orders keys as jobs_unique_scope_idx does, near enough to give
+// concurrent calls one order in which to wait on each other's keys.
+func (k scopedKey) less(o scopedKey) bool {
+	switch {
+	case k.space != o.space:
+		return k.space < o.space
+	case k.period != o.period:
+		return k.period < o.period
+	case k.window != o.window:
+		return k.window < o.window
+	}
+	return k.key < o.key
+}
+
 func (s *Store) insertOne(ctx context.Context, q querier, p *store.InsertParams) (store.InsertResult, error) {
 	meta, err := metadataJSON(p.Metadata)
 	if err != nil {
@@ -159,8 +224,10 @@ func (s *Store) insertOne(ctx context.Context, q querier, p *store.InsertParams)
 			res store.InsertResult
 			n   int64
 		)
+		u := scopeOf(p)
 		err := q.QueryRow(ctx, s.q.insertOne, p.ID, p.Kind, payloadJSON(p.Payload), meta, p.Priority, runAt,
-			micros(p.Delay), p.MaxAttempts, nullable(p.UniqueKey), s.channel).Scan(&res.ID, &res.Duplicate, &n)
+			micros(p.Delay), p.MaxAttempts, nullable(p.UniqueKey), s.channel,
+			u.Global, u.Finished, periodSeconds(u)).Scan(&res.ID, &res.Duplicate, &n)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // the holder changed under us: try again
 		}
@@ -171,16 +238,21 @@ func (s *Store) insertOne(ctx context.Context, q querier, p *store.InsertParams)
 
 // insertMany runs in a transaction.
 func (s *Store) insertMany(ctx context.Context, tx querier, params []store.InsertParams) ([]store.InsertResult, error) {
-	var now time.Time
-	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+	// now() is the transaction's start, from which delays count (as in
+	// insertOne); clock is the store clock at this call, which places the
+	// keys with a Period in their windows, once for all rows, so that the
+	// insert and the holders lookup agree.
+	var now, clock time.Time
+	if err := tx.QueryRow(ctx, `SELECT now(), statement_timestamp()`).Scan(&now, &clock); err != nil {
 		return nil, err
 	}
 	res := make([]store.InsertResult, len(params))
 	runAt := make([]time.Time, len(params)) // each row's run_at, and so its scheduled_at
 	meta := make([][]byte, len(params))
-	var plain, keyed []int      // indexes into params
-	firstOf := map[string]int{} // unique key → index of its first row
-	dupOf := map[int]int{}      // later row → first row with its key
+	var plain, keyed []int // indexes into params
+	keys := make([]scopedKey, len(params))
+	firstOf := map[scopedKey]int{} // unique key in its scope → index of its first row
+	dupOf := map[int]int{}         // later row → first row with its key
 	for i := range params {
 		p := &params[i]
 		if p.RunAt.IsZero() {
@@ -194,19 +266,21 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 		}
 		meta[i] = m
 		res[i].ID = p.ID
-		switch first, seen := firstOf[p.UniqueKey]; {
-		case p.UniqueKey == "":
+		if p.UniqueKey == "" {
 			plain = append(plain, i)
-		case seen:
-			dupOf[i] = first
-		default:
-			firstOf[p.UniqueKey] = i
-			keyed = append(keyed, i)
+			continue
 		}
+		keys[i] = scopedKeyOf(p, clock)
+		if first, seen := firstOf[keys[i]]; seen {
+			dupOf[i] = first
+			continue
+		}
+		firstOf[keys[i]] = i
+		keyed = append(keyed, i)
 	}
 	// Insert keyed rows in key order, so that concurrent batches wait on
 	// each other's keys in one order and cannot deadlock.
-	sort.Slice(keyed, func(a, b int) bool { return params[keyed[a]].UniqueKey < params[keyed[b]].UniqueKey })
+	sort.Slice(keyed, func(a, b int) bool { return keys[keyed[a]].less(keys[keyed[b]]) })
 	inserted := make([]bool, len(params))
 	if len(plain) > 0 {
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"},
@@ -223,13 +297,8 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 			inserted[i] = true
 		}
 	}
-	for attempt := 0; len(keyed) > 0; attempt++ {
-		if attempt == maxInsertRetries {
-			return nil, errHolderVanished
-		}
-		var err error
-		keyed, err = s.insertKeyed(ctx, tx, params, keyed, runAt, meta, res, inserted)
-		if err != nil {
+	if len(keyed) > 0 {
+		if err := s.insertAllKeyed(ctx, tx, params, keys, keyed, runAt, meta, res, inserted); err != nil {
 			return nil, err
 		}
 	}
@@ -260,10 +329,46 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 	return res, nil
 }
 
-// insertKeyed inserts the rows at indexes keyed (each with a distinct unique
-// key), records results, and returns the rows to try again: duplicates
-// whose holder could not be found because it was cancelled meanwhile.
-func (s *Store) insertKeyed(ctx context.Context, tx querier, params []store.InsertParams, keyed []int,
+// insertAllKeyed inserts the rows at indexes keyed, in key order, and
+// records their results. A row whose key's holder could not be found (it
+// gave the key up between the insert's conflict and the lookup) must be
+// inserted again; but the statement's other rows hold their keys, some of
+// them after the row's key, and taking a key out of order while another
+// insert waits for one this call holds is a deadlock. So the rows go in
+// under a savepoint, and a statement that leaves rows to try again is
+// rolled back to it, releasing every key it took, and run again whole,
+// in order.
+func (s *Store) insertAllKeyed(ctx context.Context, tx querier, params []store.InsertParams, keys []scopedKey, keyed []int,
+	runAt []time.Time, meta [][]byte, res []store.InsertResult, inserted []bool) error {
+	for range maxInsertRetries {
+		if _, err := tx.Exec(ctx, `SAVEPOINT ax_insert_keyed`); err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+		again, err := s.insertKeyed(ctx, tx, params, keys, keyed, runAt, meta, res, inserted)
+		if err != nil {
+			return err
+		}
+		if len(again) == 0 {
+			if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT ax_insert_keyed`); err != nil {
+				return fmt.Errorf("insert jobs: %w", err)
+			}
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT ax_insert_keyed; RELEASE SAVEPOINT ax_insert_keyed`); err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+		for _, i := range keyed {
+			inserted[i], res[i] = false, store.InsertResult{ID: params[i].ID}
+		}
+	}
+	return errHolderVanished
+}
+
+// insertKeyed inserts the rows at indexes keyed (each with a distinct
+// unique key in its scope, keys[i]), records results, and returns the rows
+// to try again: duplicates whose holder could not be found because it gave
+// the key up meanwhile (cancelled, or finished in a scope that frees it).
+func (s *Store) insertKeyed(ctx context.Context, tx querier, params []store.InsertParams, keys []scopedKey, keyed []int,
 	runAt []time.Time, meta [][]byte, res []store.InsertResult, inserted []bool) ([]int, error) {
 	n := len(keyed)
 	ids := make([]uuid.UUID, n)
@@ -273,13 +378,19 @@ func (s *Store) insertKeyed(ctx context.Context, tx querier, params []store.Inse
 	prios := make([]int16, n)
 	runAts := make([]time.Time, n)
 	maxes := make([]int32, n)
-	keys := make([]string, n)
+	ukeys := make([]string, n)
+	globals := make([]bool, n)
+	finisheds := make([]bool, n)
+	periods := make([]int32, n)
+	windows := make([]int64, n)
 	for k, i := range keyed {
 		p := &params[i]
 		ids[k], kinds[k], payloads[k], metas[k] = p.ID, p.Kind, payloadJSON(p.Payload), meta[i]
-		prios[k], runAts[k], maxes[k], keys[k] = int16(p.Priority), runAt[i], int32(p.MaxAttempts), p.UniqueKey
+		prios[k], runAts[k], maxes[k], ukeys[k] = int16(p.Priority), runAt[i], int32(p.MaxAttempts), p.UniqueKey
+		globals[k], finisheds[k], periods[k], windows[k] = p.Unique.Global, p.Unique.Finished, keys[i].period, keys[i].window
 	}
-	rows, _ := tx.Query(ctx, s.q.insertMany, ids, kinds, payloads, metas, prios, runAts, maxes, keys)
+	rows, _ := tx.Query(ctx, s.q.insertMany, ids, kinds, payloads, metas, prios, runAts, maxes, ukeys,
+		globals, finisheds, periods, windows)
 	got, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
@@ -288,35 +399,41 @@ func (s *Store) insertKeyed(ctx context.Context, tx querier, params []store.Inse
 	for _, id := range got {
 		done[id] = true
 	}
-	var lookup []string
-	var pending []int
+	var (
+		pending        []int
+		spaces, lookup []string
+		lookPeriods    []int32
+		lookWindows    []int64
+	)
 	for _, i := range keyed {
 		if done[params[i].ID] {
 			inserted[i] = true
 			continue
 		}
-		lookup = append(lookup, params[i].UniqueKey)
+		k := keys[i]
 		pending = append(pending, i)
+		spaces, lookPeriods, lookWindows, lookup = append(spaces, k.space), append(lookPeriods, k.period),
+			append(lookWindows, k.window), append(lookup, k.key)
 	}
 	if len(pending) == 0 {
 		return nil, nil
 	}
-	rows, _ = tx.Query(ctx, s.q.holders, lookup)
-	holder := map[string]uuid.UUID{}
+	rows, _ = tx.Query(ctx, s.q.holders, spaces, lookPeriods, lookWindows, lookup)
+	holder := map[int]uuid.UUID{} // position in pending → holder
 	var (
-		key string
+		pos int64 // 1-based, from WITH ORDINALITY
 		id  uuid.UUID
 	)
-	_, err = pgx.ForEachRow(rows, []any{&key, &id}, func() error {
-		holder[key] = id
+	_, err = pgx.ForEachRow(rows, []any{&pos, &id}, func() error {
+		holder[int(pos-1)] = id
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("find unique key holders: %w", err)
 	}
 	var again []int
-	for _, i := range pending {
-		h, ok := holder[params[i].UniqueKey]
+	for k, i := range pending {
+		h, ok := holder[k]
 		if !ok {
 			again = append(again, i)
 			continue

@@ -61,7 +61,7 @@ func schemaDump(t *testing.T, pool *pgxpool.Pool) string {
 func TestMigrateIdempotentAndConcurrent(t *testing.T) {
 	// The reference: the migrated template.
 	want := schemaDump(t, pgtest.Pool(t))
-	for _, idx := range []string{"jobs_claim_idx", "jobs_unique_key_idx", "jobs_lease_idx", "jobs_finished_idx",
+	for _, idx := range []string{"jobs_claim_idx", "jobs_unique_scope_idx", "jobs_lease_idx", "jobs_finished_idx",
 		"autovacuum_vacuum_scale_factor", "ax.leader", "ax.nodes", "ax.periodic"} {
 		if !strings.Contains(want, idx) {
 			t.Fatalf("schema lacks %s:\n%s", idx, want)
@@ -306,6 +306,7 @@ func TestMigrateFrom0001KeepsJobs(t *testing.T) {
 			{"errors", len(got.Errors) == 0, j.errors == `[]`},
 			{"finished", !got.FinishedAt.IsZero(), j.final},
 			{"unique key", got.UniqueKey, "key-" + j.state + ids[i].String()},
+			{"unique scope", got.Unique, store.UniqueScope{Finished: true}},
 		}
 		for _, c := range checks {
 			if !reflect.DeepEqual(c.got, c.want) {
@@ -327,6 +328,29 @@ func TestMigrateFrom0001KeepsJobs(t *testing.T) {
 	}
 	if len(res.Jobs) != 1 || res.Jobs[0].Fence != 1 || !res.Jobs[0].ScheduledAt.Equal(runAt) {
 		t.Fatalf("claim after the upgrade: %+v", res.Jobs)
+	}
+
+	// Migration 0004 made the old keys per kind and held until pruned:
+	// each non-cancelled job holds its key against a new job of its kind
+	// in the default scope, finished ones included; a cancelled job, or a
+	// job of another kind, does not.
+	for i, j := range jobs {
+		key := "key-" + j.state + ids[i].String()
+		for _, kind := range []string{"old." + j.state, "new"} {
+			p := job(kind)
+			p.UniqueKey = key
+			res, err := st.Insert(ctx, []store.InsertParams{p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := store.InsertResult{ID: p.ID}
+			if kind != "new" && j.state != "cancelled" {
+				want = store.InsertResult{ID: ids[i], Duplicate: true}
+			}
+			if res[0] != want {
+				t.Errorf("%s job's key, inserted for kind %s: %+v, want %+v", j.state, kind, res[0], want)
+			}
+		}
 	}
 
 	if got, want := schemaDump(t, pool), schemaDump(t, pgtest.Pool(t)); got != want {

@@ -53,32 +53,51 @@ func buildQueries(jobs string) queries {
 		get: `SELECT {cols} FROM {jobs} WHERE id = $1`,
 
 		// One round trip for one job: insert, or find the holder of the
-		// unique key. A holder committed after this statement's snapshot,
-		// or cancelled meanwhile, yields no row; the caller retries. The
-		// run_at expression is written twice, for run_at and scheduled_at:
-		// now() is the transaction's start, so both get the same value.
+		// unique key in its scope. A holder committed after this
+		// statement's snapshot, or that gave the key up meanwhile, yields
+		// no row; the caller retries. The run_at expression is written
+		// twice, for run_at and scheduled_at: now() is the transaction's
+		// start, so both get the same value. The Period window is that of
+		// statement_timestamp(), the store clock (Store.Now), which is one
+		// value for the whole statement: the insert and the lookup agree.
 		insertOne: `WITH ins AS (
-	INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key)
-	VALUES ($1, $2, $3, $4, $5, ` + insertRunAtSQL + `, ` + insertRunAtSQL + `, $8, $9)
-	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state <> 'cancelled' DO NOTHING
+	INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key,
+		unique_global, unique_finished, unique_period, unique_window)
+	VALUES ($1, $2, $3, $4, $5, ` + insertRunAtSQL + `, ` + insertRunAtSQL + `, $8, $9,
+		$11, $12, $13, ` + uniqueWindowSQL("$13::int") + `)
+	ON CONFLICT ` + uniqueIndexSQL + ` DO NOTHING
 	RETURNING id, kind, run_at, state
 ), changed AS (SELECT * FROM ins
 ), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$10") + `)
 SELECT id, false, (SELECT count(*) FROM notified) FROM ins
 UNION ALL
 SELECT id, true, 0 FROM {jobs}
-WHERE unique_key = $9 AND state <> 'cancelled' AND NOT EXISTS (SELECT 1 FROM ins)`,
+WHERE ` + uniqueSpaceSQL + ` = (CASE WHEN $11 THEN '' ELSE $2 END) AND unique_period = $13
+	AND unique_window = ` + uniqueWindowSQL("$13::int") + ` AND unique_key = $9
+	AND ` + uniqueHeldSQL("") + ` AND NOT EXISTS (SELECT 1 FROM ins)`,
 
 		// Payloads travel as json, which PostgreSQL keeps as the text sent.
-		insertMany: `INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key)
-SELECT id, kind, payload, metadata, priority, run_at, run_at, max_attempts, unique_key
+		// The caller computes the windows ($12) from one reading of the
+		// store clock, so that holders can look the same keys up.
+		insertMany: `INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key,
+	unique_global, unique_finished, unique_period, unique_window)
+SELECT id, kind, payload, metadata, priority, run_at, run_at, max_attempts, unique_key,
+	unique_global, unique_finished, unique_period, unique_window
 FROM unnest($1::uuid[], $2::text[], $3::json[], $4::jsonb[], $5::smallint[],
-	$6::timestamptz[], $7::int[], $8::text[])
-	AS u(id, kind, payload, metadata, priority, run_at, max_attempts, unique_key)
-ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state <> 'cancelled' DO NOTHING
+	$6::timestamptz[], $7::int[], $8::text[], $9::boolean[], $10::boolean[], $11::int[], $12::bigint[])
+	AS u(id, kind, payload, metadata, priority, run_at, max_attempts, unique_key,
+		unique_global, unique_finished, unique_period, unique_window)
+ON CONFLICT ` + uniqueIndexSQL + ` DO NOTHING
 RETURNING id`,
 
-		holders: `SELECT unique_key, id FROM {jobs} WHERE unique_key = ANY($1::text[]) AND state <> 'cancelled'`,
+		// The holders of keys in their scopes ($1 the kind, or '' for a
+		// global key), by position in the arrays, through
+		// jobs_unique_scope_idx.
+		holders: `SELECT u.i, j.id
+FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[]) WITH ORDINALITY AS u(space, period, win, key, i)
+JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
+	AND j.unique_period = u.period AND j.unique_window = u.win AND j.unique_key = u.key
+	AND ` + uniqueHeldSQL("j.") + ``,
 
 		notify: `SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n`,
 
@@ -292,6 +311,32 @@ WHERE state IN ` + finalSQL + ` GROUP BY kind, state`,
 		*p = r.Replace(*p)
 	}
 	return q
+}
+
+// uniqueSpaceSQL names where a job's unique key holds (migration 0004):
+// its kind, or the empty text for a global key. With the Period, the
+// window and the key, it is the key of jobs_unique_scope_idx, over the
+// rows uniqueHeldSQL selects.
+const uniqueSpaceSQL = `(CASE WHEN unique_global THEN '' ELSE kind END)`
+
+// uniqueIndexSQL is jobs_unique_scope_idx as an ON CONFLICT target, which
+// must spell the index's expression and predicate as the index does.
+var uniqueIndexSQL = `(` + uniqueSpaceSQL + `, unique_period, unique_window, unique_key) WHERE ` + uniqueHeldSQL("")
+
+// uniqueHeldSQL is jobs_unique_scope_idx's predicate on the columns of
+// alias (such as "j.", or "" for none): the rows that hold their key, a
+// live job, or a succeeded or dead one whose scope keeps its key.
+func uniqueHeldSQL(alias string) string {
+	return strings.NewReplacer("$", alias).Replace(`$unique_key IS NOT NULL
+	AND ($state IN ('scheduled', 'retrying', 'paused', 'running')
+		OR (($unique_finished OR $unique_period > 0) AND $state <> 'cancelled'))`)
+}
+
+// uniqueWindowSQL is the window of the store clock (statement_timestamp())
+// for a Period of period seconds, 0 without one: windows are counted from
+// the Unix epoch, and the clock is after it, so floor rounds down.
+func uniqueWindowSQL(period string) string {
+	return `(CASE WHEN ` + period + ` > 0 THEN floor(extract(epoch FROM statement_timestamp()) / ` + period + `)::bigint ELSE 0 END)`
 }
 
 // insertRunAtSQL is an inserted job's run_at (and scheduled_at): $6 when

@@ -135,7 +135,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*store.JobRecord, error)
 // jobColumns are the columns scanJob reads, in order.
 const jobColumns = `id, kind, payload, metadata, state, priority, run_at, scheduled_at, attempt,
 	max_attempts, unique_key, errors, lease_token, lease_expires_at, owner, cancel_requested,
-	pause_requested, fence, created_at, attempted_at, finished_at, ` + followUpColumns
+	pause_requested, fence, created_at, attempted_at, finished_at, unique_global, unique_finished, unique_period, ` + followUpColumns
 
 // prefixed returns jobColumns qualified by alias.
 func prefixed(alias string) string {
@@ -163,6 +163,9 @@ type jobScan struct {
 	leaseExp   *time.Time
 	attempted  *time.Time
 	finished   *time.Time
+	uGlobal    bool
+	uFinished  bool
+	uPeriod    int32    // seconds
 	x          jobExtra // followUpColumns
 }
 
@@ -171,7 +174,7 @@ func (js *jobScan) dest() []any {
 	return append([]any{&j.ID, &j.Kind, &js.payload, &j.Metadata, &js.state, &j.Priority, &j.RunAt,
 		&j.ScheduledAt, &j.Attempt, &j.MaxAttempts, &js.uniqueKey, &js.errors, &js.leaseToken,
 		&js.leaseExp, &j.Owner, &j.CancelRequested, &j.PauseRequested, &j.Fence, &j.CreatedAt,
-		&js.attempted, &js.finished}, js.x.dest()...)
+		&js.attempted, &js.finished, &js.uGlobal, &js.uFinished, &js.uPeriod}, js.x.dest()...)
 }
 
 func (js *jobScan) record() (*store.JobRecord, error) {
@@ -180,6 +183,7 @@ func (js *jobScan) record() (*store.JobRecord, error) {
 	j.State = store.State(js.state)
 	if js.uniqueKey != nil {
 		j.UniqueKey = *js.uniqueKey
+		j.Unique = store.UniqueScope{Global: js.uGlobal, Finished: js.uFinished, Period: time.Duration(js.uPeriod) * time.Second}
 	}
 	if js.leaseToken != nil {
 		j.LeaseToken = *js.leaseToken

@@ -86,6 +86,13 @@ var bulkSubjects = func() []bulkSubject {
 			insertOne(t, st, kind, notDue, withUniqueKey("bulk-key-"+kind))
 			return get(t, st, j.ID)
 		}},
+		// A dead job gives its key up in the default scope; a job taking
+		// it meanwhile keeps run-now from reopening the dead one.
+		bulkSubject{"dead-key-taken", func(t *testing.T, st store.Store, kind string) *store.JobRecord {
+			j := makeJob(t, st, store.StateDead, kind, withUniqueKey("bulk-dead-key-"+kind))
+			insertOne(t, st, kind, notDue, withUniqueKey("bulk-dead-key-"+kind))
+			return get(t, st, j.ID)
+		}},
 		// Last: the makers of running jobs claim every due job of the kind.
 		bulkSubject{"scheduled-due", func(t *testing.T, st store.Store, kind string) *store.JobRecord {
 			return get(t, st, insertOne(t, st, kind, withRunAt(storeNow(t, st).Add(-time.Minute))))
@@ -121,6 +128,7 @@ func testBulk(t *testing.T, newStore NewStoreFunc) {
 			"dead":                bulkDeleted,
 			"cancelled":           bulkDeleted,
 			"cancelled-key-taken": bulkDeleted,
+			"dead-key-taken":      bulkDeleted,
 		}},
 	}
 	for _, c := range cases {

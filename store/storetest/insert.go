@@ -183,11 +183,9 @@ func testInsert(t *testing.T, newStore NewStoreFunc) {
 			requireNotFound(t, st, c.ID)
 		})
 
-		// A key stays held in every state but cancelled.
-		heldIn := []store.State{
-			store.StateScheduled, store.StateRunning, store.StateRetrying, store.StatePaused,
-			store.StateSucceeded, store.StateDead,
-		}
+		// In the default scope a key is held while its job is live; the
+		// UniqueScope area covers the other scopes and the final states.
+		heldIn := []store.State{store.StateScheduled, store.StateRunning, store.StateRetrying, store.StatePaused}
 		for _, state := range heldIn {
 			t.Run("HeldWhen"+stateName(state), func(t *testing.T) {
 				st := newStore(t)
@@ -198,6 +196,18 @@ func testInsert(t *testing.T, newStore NewStoreFunc) {
 				require.Equal(t, []store.InsertResult{{ID: holder.ID, Duplicate: true}}, res)
 				requireNotFound(t, st, dup.ID)
 				requireUnchanged(t, st, holder)
+			})
+		}
+
+		// A finished job frees its key by default (UniqueScope.Finished
+		// keeps it held).
+		for _, state := range []store.State{store.StateSucceeded, store.StateDead} {
+			t.Run("FreedWhen"+stateName(state), func(t *testing.T) {
+				st := newStore(t)
+				old := makeJob(t, st, state, "unique", withUniqueKey("k"))
+				id := insertOne(t, st, "unique", withUniqueKey("k"))
+				require.NotEqual(t, old.ID, id)
+				requireUnchanged(t, st, old)
 			})
 		}
 

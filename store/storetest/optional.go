@@ -161,7 +161,7 @@ func testPruner(t *testing.T, newStore NewStoreFunc) {
 		p := as[store.Pruner](t, st)
 		var final, live []*store.JobRecord
 		for _, s := range []store.State{store.StateSucceeded, store.StateDead, store.StateCancelled} {
-			final = append(final, makeJob(t, st, s, "prune."+string(s), withUniqueKey("key-"+string(s))))
+			final = append(final, makeJob(t, st, s, "prune."+string(s), withUnique("key", finished)))
 		}
 		for _, s := range []store.State{store.StateScheduled, store.StateRetrying, store.StatePaused, store.StateRunning} {
 			live = append(live, makeJob(t, st, s, "prune."+string(s)))
@@ -188,8 +188,9 @@ func testPruner(t *testing.T, newStore NewStoreFunc) {
 		for _, j := range live {
 			requireUnchanged(t, st, j)
 		}
-		// The pruned jobs no longer hold their unique keys.
-		insert(t, st, params(t, "prune", withUniqueKey("key-succeeded")), params(t, "prune", withUniqueKey("key-dead")))
+		// The pruned jobs no longer hold their unique keys (which their
+		// scope kept held while they existed).
+		insert(t, st, params(t, "prune.succeeded", withUnique("key", finished)), params(t, "prune.dead", withUnique("key", finished)))
 	})
 
 	t.Run("Limit", func(t *testing.T) {

@@ -165,11 +165,16 @@ func testPeriodic(t *testing.T, newStore NewStoreFunc) {
 	})
 
 	t.Run("HeldUniqueKey", func(t *testing.T) {
+		// The tick's job has the default scope: a job of the schedule's
+		// kind holding the key makes it a duplicate, one of another kind
+		// does not.
 		st := newStore(t)
 		ps := as[store.PeriodicStore](t, st)
 		tick := storeNow(t, st).Truncate(time.Second).Add(-time.Minute)
 		p := fireParams(t, "held", tick)
-		holder := insertOne(t, st, "other", withUniqueKey(p.Ticks[0].Job.UniqueKey))
+		key := p.Ticks[0].Job.UniqueKey
+		insertOne(t, st, "other", notDue, withUniqueKey(key))
+		holder := insertOne(t, st, "held", notDue, withUniqueKey(key))
 		res, err := ps.FirePeriodic(t.Context(), p)
 		require.NoError(t, err)
 		require.Equal(t, []bool{true}, res.Applied)

@@ -11,7 +11,7 @@
 //
 // The suite exercises the contract documented in package store: the job
 // state machine (pauses of running jobs included), leases and fencing
-// tokens, claims, unique keys, the fixed ScheduledAt, validation at the
+// tokens, claims, unique keys in their scopes (concurrently), the fixed ScheduledAt, validation at the
 // store boundary, byte-exact payloads, and the optional Notifier, Pruner,
 // Lister, Counter, PeriodicStore, Leaser and NodeRegistry interfaces when
 // implemented, as well as the operator's (JobInspector, BulkController,
@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}{
 		{"Now", testNow},
 		{"Insert", testInsert},
+		{"UniqueScope", testUniqueScope},
 		{"Claim", testClaim},
 		{"Finish", testFinish},
 		{"Lease", testLease},

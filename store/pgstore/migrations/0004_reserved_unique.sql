@@ -1,3 +1,0 @@
--- 0004: reserved for the parallel unique branch, which owns this version
--- number. The loader wants versions without gaps, so this branch keeps an
--- empty placeholder; delete it when that branch's 0004 merges.
