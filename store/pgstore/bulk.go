@@ -1,0 +1,207 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+var _ store.BulkController = (*Store)(nil)
+
+// bulkTargetSQL is, per operation, the rows it applies to, as a term on
+// the jobs table. It mirrors the guards of Control's statements (see
+// control.go): a job Bulk selects is one Control would change.
+var bulkTargetSQL = map[store.BulkOp]string{
+	// Scheduled and retrying jobs already due have nothing to make due.
+	store.BulkRunNow: `state IN ('paused', 'dead', 'cancelled') OR (state IN ` + claimableSQL + ` AND run_at > now())`,
+	// A running job already asked to stop is left alone, so that
+	// repeated calls drain.
+	store.BulkCancel: `state IN ('scheduled', 'retrying', 'paused') OR (state = 'running' AND NOT cancel_requested)`,
+	store.BulkDelete: `state IN ` + finalSQL,
+}
+
+// bulkApplySQL is, per operation, the change applied to the locked rows
+// whose IDs are $1, as Control's statement for one job makes it. Jobs made
+// claimable by run-now notify listeners (one notification per kind, on
+// commit); $2 is the channel.
+var bulkApplySQL = map[store.BulkOp]string{
+	store.BulkRunNow: `WITH changed AS (
+	UPDATE {jobs} SET
+		state = 'scheduled',
+		run_at = now(),
+		attempt = CASE WHEN state IN ('dead', 'cancelled') THEN 0 ELSE attempt END,
+		finished_at = NULL,
+		cancel_requested = false
+	WHERE id = ANY($1::uuid[])
+	RETURNING id, kind, state, run_at
+), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$2") + `)
+SELECT count(*) FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
+
+	store.BulkCancel: `WITH changed AS (
+	UPDATE {jobs} SET
+		state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
+		cancel_requested = (state = 'running'),
+		finished_at = CASE WHEN state = 'running' THEN finished_at ELSE now() END
+	WHERE id = ANY($1::uuid[])
+	RETURNING id
+)
+SELECT count(*) FROM changed`,
+
+	store.BulkDelete: `WITH changed AS (DELETE FROM {jobs} WHERE id = ANY($1::uuid[]) RETURNING id)
+SELECT count(*) FROM changed`,
+}
+
+// Bulk applies params.Op to at most params.Limit jobs matching
+// params.Filter to which it applies, oldest (lowest ID) first, in one
+// transaction, and returns how many it changed; see store.BulkController
+// and the BulkOp constants for which jobs each operation changes and how
+// (Control's transitions). Invalid params fail with an error wrapping
+// store.ErrInvalidParams and change nothing.
+//
+// Candidates are selected with the filter and the operation's states in
+// one statement, in ID order, locked FOR UPDATE SKIP LOCKED (a job that a
+// finishing host or another operator holds is skipped, never waited for),
+// and changed by one set-based statement. A run-now of a cancelled job with
+// a unique key can collide with the job that took the key since: such
+// candidates are changed one at a time under a savepoint, and one whose
+// key is held is left alone; when some are left alone, more candidates are
+// read until Limit jobs changed or none is left. Run-now notifies
+// listeners once per kind on commit.
+func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	if params == nil {
+		return 0, fmt.Errorf("pgstore: bulk: %w: nil params", store.ErrInvalidParams)
+	}
+	if err := params.Validate(); err != nil {
+		return 0, fmt.Errorf("pgstore: bulk %s: %w", params.Op, err)
+	}
+	var a sqlArgs
+	terms, err := filterTerms(&params.Filter, &a, filterParts{})
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: bulk %s: %w", params.Op, err)
+	}
+	terms = append(terms, bulkTargetSQL[params.Op])
+	after, limit := a.add(uuid.Nil), a.add(0)
+	// risky: a run-now that may take a unique key another job holds.
+	pick := `SELECT id, state = 'cancelled' AND unique_key IS NOT NULL AS risky FROM ` + s.jobsTable() +
+		` WHERE ` + whereSQL(append(terms, "id > "+after)) + ` ORDER BY id LIMIT ` + limit + ` FOR UPDATE SKIP LOCKED`
+	apply := strings.ReplaceAll(bulkApplySQL[params.Op], "{jobs}", s.jobsTable())
+
+	channel := ""
+	if params.Op == store.BulkRunNow {
+		channel = s.channel
+	}
+	changed := 0
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		changed = 0
+		a[len(a)-2] = uuid.Nil
+		for changed < params.Limit {
+			want := params.Limit - changed
+			a[len(a)-1] = want
+			ids, risky, err := pickBulk(ctx, tx, pick, a)
+			if err != nil {
+				return err
+			}
+			n, err := applyBulk(ctx, tx, apply, channel, ids, risky)
+			if err != nil {
+				return err
+			}
+			changed += n
+			if len(ids) < want {
+				return nil // no candidate left
+			}
+			a[len(a)-2] = ids[len(ids)-1]
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: bulk %s: %w", params.Op, err)
+	}
+	return changed, nil
+}
+
+// pickBulk runs the candidates' statement and returns their IDs, in order,
+// and which of them are risky.
+func pickBulk(ctx context.Context, tx pgx.Tx, pick string, args []any) ([]uuid.UUID, []bool, error) {
+	rows, _ := tx.Query(ctx, pick, args...)
+	var (
+		ids   []uuid.UUID
+		risky []bool
+		id    uuid.UUID
+		r     bool
+	)
+	_, err := pgx.ForEachRow(rows, []any{&id, &r}, func() error {
+		ids, risky = append(ids, id), append(risky, r)
+		return nil
+	})
+	return ids, risky, err
+}
+
+// applyBulk applies the operation's statement to ids (locked by this
+// transaction): the safe ones at once, the risky ones each under a
+// savepoint, a unique violation leaving that one alone. It returns how
+// many changed.
+func applyBulk(ctx context.Context, tx pgx.Tx, apply, channel string, ids []uuid.UUID, risky []bool) (int, error) {
+	var safe, one []uuid.UUID
+	for i, id := range ids {
+		if !risky[i] {
+			safe = append(safe, id)
+		} else {
+			one = append(one, id)
+		}
+	}
+	changed := 0
+	if len(safe) > 0 {
+		n, err := bulkExec(ctx, tx, apply, safe, channel)
+		if err != nil {
+			return 0, err
+		}
+		changed += n
+	}
+	for _, id := range one {
+		n, err := bulkOne(ctx, tx, apply, id, channel)
+		if err != nil {
+			return 0, err
+		}
+		changed += n
+	}
+	return changed, nil
+}
+
+// bulkOne applies the statement to one job under a savepoint; a unique
+// violation (its key is held by another job) rolls back to it and counts
+// nothing.
+func bulkOne(ctx context.Context, tx pgx.Tx, apply string, id uuid.UUID, channel string) (int, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, err := bulkExec(ctx, sp, apply, []uuid.UUID{id}, channel)
+	if isUniqueViolation(err) {
+		return 0, sp.Rollback(ctx)
+	}
+	if err != nil {
+		_ = sp.Rollback(ctx)
+		return 0, err
+	}
+	return n, sp.Commit(ctx)
+}
+
+// bulkExec runs the statement on ids and returns the rows it changed. A
+// statement that notifies takes the channel as $2.
+func bulkExec(ctx context.Context, tx pgx.Tx, apply string, ids []uuid.UUID, channel string) (int, error) {
+	args := []any{ids}
+	if channel != "" {
+		args = append(args, channel)
+	}
+	var n int
+	err := tx.QueryRow(ctx, apply, args...).Scan(&n)
+	return n, err
+}
