@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/axsched/ax/store"
 )
 
@@ -131,4 +133,10 @@ func whereSQL(terms []string) string {
 		return "true"
 	}
 	return "(" + strings.Join(terms, ") AND (") + ")"
+}
+
+// replaceTable substitutes the schema-qualified, quoted table for
+// placeholder in q.
+func replaceTable(q, placeholder, schema, table string) string {
+	return strings.ReplaceAll(q, placeholder, pgx.Identifier{schema, table}.Sanitize())
 }
