@@ -14,7 +14,7 @@ import (
 var _ store.LeaderReader = (*Store)(nil)
 
 // readLeaderSQL reads a leadership lease against the database's clock. A
-// released lease keeps its row (holder ”, term kept), and an expired one
+// released lease keeps its row (empty holder, term kept), and an expired one
 // keeps its last holder: both read as not held.
 const readLeaderSQL = `SELECT holder, term, expires_at, holder <> '' AND expires_at > now() FROM {leader} WHERE name = $1`
 
