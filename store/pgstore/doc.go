@@ -1,7 +1,8 @@
 // Package pgstore is the PostgreSQL store.Store of AX, on pgx v5 and
 // pgxpool. It also implements store.Notifier (LISTEN/NOTIFY), store.Pruner,
-// store.Lister, store.Counter and store.Closer, and adds InsertTx to insert
-// jobs inside a transaction of the caller's.
+// store.Lister, store.Counter and store.Closer, the operator's interfaces
+// (see Operator API below), and adds InsertTx to insert jobs inside a
+// transaction of the caller's.
 //
 // # Usage
 //
@@ -30,8 +31,9 @@
 // changing nothing) a schema migrated by a newer version of this package.
 //
 // The tables: jobs; leader (the cluster leader's lease row), nodes (node
-// registrations and heartbeats) and periodic (the last fired tick of each
-// periodic schedule).
+// registrations and heartbeats), periodic (the last fired tick of each
+// periodic schedule, its pause and job template), kind_states (paused
+// kinds) and nonces (the HTTP API's request nonces).
 //
 // Migration 0002 adds scheduled_at, fence and pause_requested to jobs and
 // turns payload from jsonb into json. Changing the type rewrites the table
@@ -104,6 +106,41 @@
 // The jobs table gets aggressive autovacuum settings (vacuum after 2% of
 // rows change, fillfactor 85 for HOT updates): it is a queue whose rows are
 // updated several times and then deleted by Prune.
+//
+// # Operator API
+//
+// The Store implements store.JobInspector, store.BulkController,
+// store.KindPauser, store.PeriodicController, store.LeaderReader,
+// store.DueInspector and store.NonceKeeper, so ax.Admin, the ax CLI and
+// axhttp work on PostgreSQL as on the other stores. Migration 0005 adds
+// what they need: the kind_states and nonces tables, the periodic table's
+// paused and job_template columns (json, so a template's payload comes
+// back byte for byte), and two partial indexes for listings:
+//
+//	jobs_final_list_idx      (state, id)       WHERE state IN ('succeeded', 'dead', 'cancelled')
+//	jobs_final_kind_list_idx (kind, state, id) WHERE state IN ('succeeded', 'dead', 'cancelled')
+//
+// They hold final jobs only, so each costs one entry per job, written
+// when it finishes: claims, heartbeats and retries never touch them.
+// ListJobs orders by ID and splits a filter on states into one branch per
+// state (and per kind, when kinds are filtered too), each walking its
+// index range from the cursor and stopping after the page, LIMIT n+1; the
+// branches are merged. A page of 100 dead jobs among 2,000,000 finished
+// ones takes about a millisecond (TestListOnLargeHistory, AX_LIST_ROWS for
+// other sizes). Live jobs are few and listed along the primary key.
+// Filters no index serves (error text, metadata, node) skip rows along
+// the way; listings and counts run in read-only transactions whose
+// statements give up after 30 seconds, and take no lock a claim waits
+// for.
+//
+// Bulk selects at most Limit matching jobs, oldest first, FOR UPDATE SKIP
+// LOCKED, and changes them with one statement as Control would; a run-now
+// of a cancelled job whose unique key another job has taken meanwhile is
+// left alone. A kind's resume and a bulk run-now notify listeners (a
+// resume with an empty kind: every host re-reads the paused kinds).
+// OldestDue is a loose index scan of jobs_claim_idx: a few probes per
+// kind, whatever the backlog. RememberNonce is one upsert that also deletes
+// up to 100 expired nonces.
 //
 // # Notifications
 //

@@ -184,18 +184,24 @@ func explainList(t *testing.T, ctx context.Context, pool *pgxpool.Pool, s *pgsto
 	return explain(t, ctx, pool, q, args...)
 }
 
-// explain returns the plan, with buffers, of q run with args.
+// explain returns the plan, with buffers, of q run with args, without
+// parallel workers (as ListJobs runs).
 func explain(t *testing.T, ctx context.Context, pool *pgxpool.Pool, q string, args ...any) string {
 	t.Helper()
-	rows, _ := pool.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+q, args...)
-	var (
-		b    strings.Builder
-		line string
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&line}, func() error {
-		b.WriteString(line + "\n")
-		return nil
-	}); err != nil {
+	var b strings.Builder
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
+			return err
+		}
+		rows, _ := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+q, args...)
+		var line string
+		_, err := pgx.ForEachRow(rows, []any{&line}, func() error {
+			b.WriteString(line + "\n")
+			return nil
+		})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
