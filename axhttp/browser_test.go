@@ -130,16 +130,16 @@ func TestBrowserDashboard(t *testing.T) {
 	browserScenario(t, ctx, nil)
 }
 
-// TestBrowserDashboardPostgres runs the same scenario on PostgreSQL once
-// pgstore implements the operator interfaces.
+// The dashboard's scenario needs these of pgstore.
+var (
+	_ store.JobInspector       = (*pgstore.Store)(nil)
+	_ store.BulkController     = (*pgstore.Store)(nil)
+	_ store.KindPauser         = (*pgstore.Store)(nil)
+	_ store.PeriodicController = (*pgstore.Store)(nil)
+)
+
+// TestBrowserDashboardPostgres runs the same scenario on PostgreSQL.
 func TestBrowserDashboardPostgres(t *testing.T) {
-	var pg store.Store = (*pgstore.Store)(nil)
-	_, inspects := pg.(store.JobInspector)
-	_, bulk := pg.(store.BulkController)
-	_, pauses := pg.(store.KindPauser)
-	if !inspects || !bulk || !pauses {
-		t.Skip("pgstore does not implement the operator interfaces yet (store.JobInspector, store.BulkController, store.KindPauser): the scenario runs on memstore (TestBrowserDashboard) until it does")
-	}
 	ctx := newBrowser(t)
 	st, _ := axtest.Postgres(t)
 	browserScenario(t, ctx, st)
