@@ -71,7 +71,8 @@ SELECT count(*) FROM changed`,
 // candidates are changed one at a time under a savepoint, and one whose
 // key is held is left alone; when some are left alone, more candidates are
 // read until Limit jobs changed or none is left. Run-now notifies
-// listeners once per kind on commit.
+// listeners once per kind on commit. Each statement gives up after 30
+// seconds (and the whole call then changes nothing).
 func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, err
@@ -100,6 +101,12 @@ func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error)
 	}
 	changed := 0
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// A filter no index serves may walk much of the table; a bound
+		// keeps the transaction, and the rows it has locked, short.
+		if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`,
+			fmt.Sprint(inspectTimeout.Milliseconds())); err != nil {
+			return err
+		}
 		changed = 0
 		a[len(a)-2] = uuid.Nil
 		for changed < params.Limit {
