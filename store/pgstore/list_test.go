@@ -112,6 +112,27 @@ func TestListOnLargeHistory(t *testing.T) {
 			t.Errorf("OldestDue found %d kinds, want 10", len(rep.Kinds))
 		}
 	})
+
+	// Last, since they change jobs: a count and a bulk retry of the dead
+	// jobs of one kind, timed (logged, not asserted: they are not pages).
+	t.Run("CountAndBulk", func(t *testing.T) {
+		f := store.JobFilter{States: dead, Kinds: []string{"k7"}}
+		start := time.Now()
+		n, err := s.CountMatching(ctx, &f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("CountMatching (dead of one kind): %d in %s", n, time.Since(start))
+		start = time.Now()
+		changed, err := s.Bulk(ctx, &store.BulkParams{Op: store.BulkRunNow, Filter: f, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("Bulk run-now of 1,000 of them in %s", time.Since(start))
+		if changed != 1000 {
+			t.Errorf("Bulk changed %d jobs, want 1000", changed)
+		}
+	})
 }
 
 // fillHistory inserts n finished jobs (IDs in creation order, as UUIDv7
