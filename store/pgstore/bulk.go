@@ -83,16 +83,10 @@ func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error)
 	if err := params.Validate(); err != nil {
 		return 0, fmt.Errorf("pgstore: bulk %s: %w", params.Op, err)
 	}
-	var a sqlArgs
-	terms, err := filterTerms(&params.Filter, &a, filterParts{})
+	pick, a, err := s.bulkPickSQL(params)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: bulk %s: %w", params.Op, err)
 	}
-	terms = append(terms, bulkTargetSQL[params.Op])
-	after, limit := a.add(uuid.Nil), a.add(0)
-	// risky: a run-now that may take a unique key another job holds.
-	pick := `SELECT id, state = 'cancelled' AND unique_key IS NOT NULL AS risky FROM ` + s.jobsTable() +
-		` WHERE ` + whereSQL(append(terms, "id > "+after)) + ` ORDER BY id LIMIT ` + limit + ` FOR UPDATE SKIP LOCKED`
 	apply := strings.ReplaceAll(bulkApplySQL[params.Op], "{jobs}", s.jobsTable())
 
 	channel := ""
@@ -132,6 +126,24 @@ func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error)
 		return 0, fmt.Errorf("pgstore: bulk %s: %w", params.Op, err)
 	}
 	return changed, nil
+}
+
+// bulkPickSQL builds the statement selecting and locking the next
+// candidates of params (valid), and its arguments, whose last two are the
+// cursor (the last candidate's ID, uuid.Nil at first) and the limit, to
+// be set before each run. risky marks a run-now that may take a unique
+// key another job holds.
+func (s *Store) bulkPickSQL(params *store.BulkParams) (string, sqlArgs, error) {
+	var a sqlArgs
+	terms, err := filterTerms(&params.Filter, &a, filterParts{})
+	if err != nil {
+		return "", nil, err
+	}
+	terms = append(terms, bulkTargetSQL[params.Op])
+	after, limit := a.add(uuid.Nil), a.add(0)
+	pick := `SELECT id, state = 'cancelled' AND unique_key IS NOT NULL AS risky FROM ` + s.jobsTable() +
+		` WHERE ` + whereSQL(append(terms, "id > "+after)) + ` ORDER BY id LIMIT ` + limit + ` FOR UPDATE SKIP LOCKED`
+	return pick, a, nil
 }
 
 // pickBulk runs the candidates' statement and returns their IDs, in order,

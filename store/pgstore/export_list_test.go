@@ -16,3 +16,13 @@ func (s *Store) ListSQL(params *store.ListJobsParams) (string, []any, error) {
 func (s *Store) OldestDueSQL() string {
 	return strings.ReplaceAll(oldestDueSQL, "{jobs}", s.jobsTable())
 }
+
+// BulkPickSQL returns the statement picking Bulk's candidates, its limit
+// set, and its arguments, for the plan test.
+func (s *Store) BulkPickSQL(params *store.BulkParams) (string, []any, error) {
+	q, a, err := s.bulkPickSQL(params)
+	if err == nil {
+		a[len(a)-1] = params.Limit
+	}
+	return q, a, err
+}

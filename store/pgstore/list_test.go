@@ -123,14 +123,24 @@ func TestListOnLargeHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("CountMatching (dead of one kind): %d in %s", n, time.Since(start))
-		start = time.Now()
-		changed, err := s.Bulk(ctx, &store.BulkParams{Op: store.BulkRunNow, Filter: f, Limit: 1000})
+		bp := store.BulkParams{Op: store.BulkRunNow, Filter: f, Limit: int(min(n, 1000))}
+		q, args, err := s.BulkPickSQL(&bp)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("Bulk run-now of 1,000 of them in %s", time.Since(start))
-		if changed != 1000 {
-			t.Errorf("Bulk changed %d jobs, want 1000", changed)
+		plan := explain(t, ctx, pool, q, args...)
+		t.Logf("plan of the candidates' statement:\n%s", plan)
+		if strings.Contains(plan, "Seq Scan on jobs") {
+			t.Error("Bulk scans jobs sequentially")
+		}
+		start = time.Now()
+		changed, err := s.Bulk(ctx, &bp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("Bulk run-now of %d of them in %s", changed, time.Since(start))
+		if changed != bp.Limit {
+			t.Errorf("Bulk changed %d jobs, want %d", changed, bp.Limit)
 		}
 	})
 }
