@@ -66,10 +66,10 @@ SELECT count(*) FROM changed`,
 // Candidates are selected with the filter and the operation's states in
 // one statement, in ID order, locked FOR UPDATE SKIP LOCKED (a job that a
 // finishing host or another operator holds is skipped, never waited for),
-// and changed by one set-based statement. A run-now of a cancelled job with
-// a unique key can collide with the job that took the key since: such
-// candidates are changed one at a time under a savepoint, and one whose
-// key is held is left alone; when some are left alone, more candidates are
+// and changed by one set-based statement. A run-now of a dead or cancelled
+// job with a unique key can collide with a job that took the key since:
+// such candidates are changed one at a time under a savepoint, and one
+// whose key is held is left alone; when some are left alone, more candidates are
 // read until Limit jobs changed or none is left. Run-now notifies
 // listeners once per kind on commit. Each statement gives up after 30
 // seconds (and the whole call then changes nothing).
@@ -132,7 +132,9 @@ func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error)
 // candidates of params (valid), and its arguments, whose last two are the
 // cursor (the last candidate's ID, uuid.Nil at first) and the limit, to
 // be set before each run. risky marks a run-now that may take a unique
-// key another job holds.
+// key another job holds: a cancelled job never holds its key, and a dead
+// one holds it only in some scopes (store.UniqueScope), so either may
+// find it taken.
 func (s *Store) bulkPickSQL(params *store.BulkParams) (string, sqlArgs, error) {
 	var a sqlArgs
 	terms, err := filterTerms(&params.Filter, &a, filterParts{})
@@ -141,7 +143,7 @@ func (s *Store) bulkPickSQL(params *store.BulkParams) (string, sqlArgs, error) {
 	}
 	terms = append(terms, bulkTargetSQL[params.Op])
 	after, limit := a.add(uuid.Nil), a.add(0)
-	pick := `SELECT id, state = 'cancelled' AND unique_key IS NOT NULL AS risky FROM ` + s.jobsTable() +
+	pick := `SELECT id, state IN ('dead', 'cancelled') AND unique_key IS NOT NULL AS risky FROM ` + s.jobsTable() +
 		` WHERE ` + whereSQL(append(terms, "id > "+after)) + ` ORDER BY id LIMIT ` + limit + ` FOR UPDATE SKIP LOCKED`
 	return pick, a, nil
 }

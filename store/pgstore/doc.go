@@ -122,6 +122,10 @@
 //
 // They hold final jobs only, so each costs one entry per job, written
 // when it finishes: claims, heartbeats and retries never touch them.
+// Migrate builds them in its transaction, holding a SHARE lock on jobs
+// (inserts, claims and finishes wait) for about as long as a scan of the
+// finished rows takes: migrate a large table at a quiet time, or prune it
+// first.
 // ListJobs orders by ID and splits a filter on states into one branch per
 // state (and per kind, when kinds are filtered too), each walking its
 // index range from the cursor and stopping after the page, LIMIT n+1; the
@@ -138,8 +142,8 @@
 //
 // Bulk selects at most Limit matching jobs, oldest first, FOR UPDATE SKIP
 // LOCKED, and changes them with one statement as Control would; a run-now
-// of a cancelled job whose unique key another job has taken meanwhile is
-// left alone. A kind's resume and a bulk run-now notify listeners (a
+// of a dead or cancelled job whose unique key another job has taken
+// meanwhile is left alone (each such job is tried under a savepoint). A kind's resume and a bulk run-now notify listeners (a
 // resume with an empty kind: every host re-reads the paused kinds).
 // OldestDue is a loose index scan of jobs_claim_idx: a few probes per
 // kind, whatever the backlog. RememberNonce is one upsert that also deletes
