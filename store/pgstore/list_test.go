@@ -34,23 +34,9 @@ func TestListOnLargeHistory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads millions of rows")
 	}
-	rows := 2_000_000
-	if v := os.Getenv("AX_LIST_ROWS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 10_000 {
-			t.Fatalf("AX_LIST_ROWS=%q: want a number >= 10000", v)
-		}
-		rows = n
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	pool := pgtest.Pool(t)
-	s, err := pgstore.New(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	fillHistory(t, ctx, pool, rows)
+	pool, s, rows := newHistory(t, ctx)
 
 	dead := []store.State{store.StateDead}
 	cases := []struct {
@@ -145,9 +131,49 @@ func TestListOnLargeHistory(t *testing.T) {
 	})
 }
 
+// newHistory returns a Store on a fresh database filled by fillHistory
+// with AX_LIST_ROWS (default 2,000,000) finished jobs, and that number.
+func newHistory(t testing.TB, ctx context.Context) (*pgxpool.Pool, *pgstore.Store, int) {
+	t.Helper()
+	rows := 2_000_000
+	if v := os.Getenv("AX_LIST_ROWS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 10_000 {
+			t.Fatalf("AX_LIST_ROWS=%q: want a number >= 10000", v)
+		}
+		rows = n
+	}
+	pool := pgtest.Pool(t)
+	s, err := pgstore.New(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	fillHistory(t, ctx, pool, rows)
+	return pool, s, rows
+}
+
+// BenchmarkListDeadPage lists pages of 100 dead jobs, newest first, each
+// from the previous page's cursor (starting over at the end), among
+// AX_LIST_ROWS finished jobs (2,000,000 by default; filled once, which
+// takes a while).
+func BenchmarkListDeadPage(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	_, s, _ := newHistory(b, ctx)
+	p := store.ListJobsParams{Filter: store.JobFilter{States: []store.State{store.StateDead}}, Limit: 100}
+	for b.Loop() {
+		page, err := s.ListJobs(ctx, &p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.After = page.Next
+	}
+}
+
 // fillHistory inserts n finished jobs (IDs in creation order, as UUIDv7
 // makes them) and 10,000 due scheduled ones, then vacuums and analyzes.
-func fillHistory(t *testing.T, ctx context.Context, pool *pgxpool.Pool, n int) {
+func fillHistory(t testing.TB, ctx context.Context, pool *pgxpool.Pool, n int) {
 	t.Helper()
 	start := time.Now()
 	// One statement per million rows keeps each transaction's WAL and
