@@ -37,12 +37,13 @@ const maxListBranches = 64
 // by ID (UUIDv7: creation order). A filter on states is split into one
 // branch per state (and per kind, when kinds are filtered too), each
 // walking its range of an index in ID order from the cursor and stopping
-// after the page; the branches are merged. Final states have the partial
-// indexes jobs_final_list_idx (state, id) and jobs_final_kind_list_idx
-// (kind, state, id); other states and filters without states walk the
-// primary key and skip the jobs the filter rejects, which is quick while
-// matching jobs are common among recent ones, and bounded by the timeout
-// otherwise.
+// after the page; the branches are merged. Dead and cancelled jobs have
+// the partial indexes jobs_failed_list_idx (state, id) and
+// jobs_failed_kind_list_idx (kind, state, id); other states (succeeded
+// jobs, most of the table; live jobs, few) and filters without states
+// walk the primary key and skip the jobs the filter rejects, which is
+// quick while matching jobs are common among recent ones, and bounded by
+// the timeout otherwise.
 func (s *Store) ListJobs(ctx context.Context, params *store.ListJobsParams) (*store.JobPage, error) {
 	if err := s.check(); err != nil {
 		return nil, err

@@ -9,20 +9,21 @@
 -- scan of the finished rows takes (several seconds per million). Migrate a
 -- large table at a quiet time, or prune it first.
 
--- Listing final jobs, newest or oldest first. Operators mostly list what
--- ended (dead letters, cancelled jobs, recent successes), and final rows
--- are most of the table, so these are the listings that need an index to
--- stay fast: a page of dead jobs walks (state, id) from the cursor and
--- stops after the page. Both indexes are partial on the final states, so
--- they cost one entry per job, written once when it finishes; claims,
--- lease extensions and retries never touch them. Live jobs are few and
--- listed by walking the primary key.
-CREATE INDEX jobs_final_list_idx ON jobs (state, id)
-    WHERE state IN ('succeeded', 'dead', 'cancelled');
+-- Listing failed jobs (dead or cancelled), newest or oldest first: the
+-- dead letters operators look for among a long history of successes. A
+-- page of dead jobs walks (state, id) from the cursor and stops after the
+-- page. Both indexes are partial on dead and cancelled jobs only, so the
+-- hot path pays nothing for them: claims, lease extensions, retries and
+-- successes (most finishes) never write them; a job that dies or is
+-- cancelled adds one entry to each. Succeeded jobs are most of the table,
+-- and live jobs are few, so listings of those walk the primary key and
+-- find their page quickly.
+CREATE INDEX jobs_failed_list_idx ON jobs (state, id)
+    WHERE state IN ('dead', 'cancelled');
 
 -- The same for one kind: "dead jobs of kind k" walks (kind, state, id).
-CREATE INDEX jobs_final_kind_list_idx ON jobs (kind, state, id)
-    WHERE state IN ('succeeded', 'dead', 'cancelled');
+CREATE INDEX jobs_failed_kind_list_idx ON jobs (kind, state, id)
+    WHERE state IN ('dead', 'cancelled');
 
 -- Kinds an operator paused (or paused and resumed): hosts read the paused
 -- ones at every heartbeat and leave them out of their claims.
