@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -13,16 +14,49 @@ import (
 
 var _ store.BulkController = (*Store)(nil)
 
-// bulkTargetSQL is, per operation, the rows it applies to, as a term on
-// the jobs table. It mirrors the guards of Control's statements (see
-// control.go): a job Bulk selects is one Control would change.
-var bulkTargetSQL = map[store.BulkOp]string{
+// bulkTargets is, per operation, the states of the rows it applies to,
+// each with the extra condition a row of that state must meet ("" for
+// none). It mirrors the guards of Control's statements (see control.go):
+// a job Bulk selects is one Control would change.
+var bulkTargets = map[store.BulkOp][]struct {
+	state store.State
+	cond  string
+}{
 	// Scheduled and retrying jobs already due have nothing to make due.
-	store.BulkRunNow: `state IN ('paused', 'dead', 'cancelled') OR (state IN ` + claimableSQL + ` AND run_at > now())`,
+	store.BulkRunNow: {
+		{store.StateScheduled, "run_at > now()"}, {store.StateRetrying, "run_at > now()"},
+		{store.StatePaused, ""}, {store.StateDead, ""}, {store.StateCancelled, ""},
+	},
 	// A running job already asked to stop is left alone, so that
 	// repeated calls drain.
-	store.BulkCancel: `state IN ('scheduled', 'retrying', 'paused') OR (state = 'running' AND NOT cancel_requested)`,
-	store.BulkDelete: `state IN ` + finalSQL,
+	store.BulkCancel: {
+		{store.StateScheduled, ""}, {store.StateRetrying, ""}, {store.StatePaused, ""},
+		{store.StateRunning, "NOT cancel_requested"},
+	},
+	store.BulkDelete: {{store.StateSucceeded, ""}, {store.StateDead, ""}, {store.StateCancelled, ""}},
+}
+
+// bulkTargetSQL returns the term selecting the rows op applies to among
+// those in states (all states when empty). States are literals, one
+// equality per state, so that a filter on one state (dead jobs to retry,
+// say) makes a plain equality the planner can walk an index with in ID
+// order, reading no more rows than it locks.
+func bulkTargetSQL(op store.BulkOp, states []store.State) string {
+	var terms []string
+	for _, t := range bulkTargets[op] {
+		if len(states) > 0 && !slices.Contains(states, t.state) {
+			continue
+		}
+		term := "state = " + stateLiteral(t.state)
+		if t.cond != "" {
+			term += " AND " + t.cond
+		}
+		terms = append(terms, term)
+	}
+	if len(terms) == 0 {
+		return "false"
+	}
+	return "(" + strings.Join(terms, ") OR (") + ")"
 }
 
 // bulkApplySQL is, per operation, the change applied to the locked rows
@@ -137,11 +171,11 @@ func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error)
 // find it taken.
 func (s *Store) bulkPickSQL(params *store.BulkParams) (string, sqlArgs, error) {
 	var a sqlArgs
-	terms, err := filterTerms(&params.Filter, &a, filterParts{})
+	terms, err := filterTerms(&params.Filter, &a, filterParts{noStates: len(params.Filter.States) > 0})
 	if err != nil {
 		return "", nil, err
 	}
-	terms = append(terms, bulkTargetSQL[params.Op])
+	terms = append(terms, bulkTargetSQL(params.Op, params.Filter.States))
 	after, limit := a.add(uuid.Nil), a.add(0)
 	pick := `SELECT id, state IN ('dead', 'cancelled') AND unique_key IS NOT NULL AS risky FROM ` + s.jobsTable() +
 		` WHERE ` + whereSQL(append(terms, "id > "+after)) + ` ORDER BY id LIMIT ` + limit + ` FOR UPDATE SKIP LOCKED`

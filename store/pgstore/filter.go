@@ -52,7 +52,13 @@ func filterTerms(f *store.JobFilter, a *sqlArgs, parts filterParts) ([]string, e
 	if len(f.IDs) > 0 {
 		terms = append(terms, "id = ANY("+a.add(f.IDs)+"::uuid[])")
 	}
-	if len(f.Kinds) > 0 && !parts.noKinds {
+	switch {
+	case parts.noKinds:
+	case len(f.Kinds) == 1:
+		// An equality, not ANY: the planner can then walk an index on
+		// (kind, state, id) in ID order.
+		terms = append(terms, "kind = "+a.add(f.Kinds[0]))
+	case len(f.Kinds) > 1:
 		terms = append(terms, "kind = ANY("+a.add(f.Kinds)+"::text[])")
 	}
 	if len(f.States) > 0 && !parts.noStates {
