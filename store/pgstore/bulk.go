@@ -59,23 +59,11 @@ func bulkTargetSQL(op store.BulkOp, states []store.State) string {
 	return "(" + strings.Join(terms, ") OR (") + ")"
 }
 
-// bulkApplySQL is, per operation, the change applied to the locked rows
-// whose IDs are $1, as Control's statement for one job makes it. Jobs made
-// claimable by run-now notify listeners (one notification per kind, on
-// commit); $2 is the channel.
+// bulkApplySQL is, per operation but run-now, the change applied to the
+// locked rows whose IDs are $1, as Control's statement for one job makes
+// it (a job's end inserts its follow-ups through the jobs table's
+// triggers, whichever statement ends it).
 var bulkApplySQL = map[store.BulkOp]string{
-	store.BulkRunNow: `WITH changed AS (
-	UPDATE {jobs} SET
-		state = 'scheduled',
-		run_at = now(),
-		attempt = CASE WHEN state IN ('dead', 'cancelled') THEN 0 ELSE attempt END,
-		finished_at = NULL,
-		cancel_requested = false
-	WHERE id = ANY($1::uuid[])
-	RETURNING id, kind, state, run_at
-), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$2") + `)
-SELECT count(*) FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
-
 	store.BulkCancel: `WITH changed AS (
 	UPDATE {jobs} SET
 		state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
@@ -100,13 +88,13 @@ SELECT count(*) FROM changed`,
 // Candidates are selected with the filter and the operation's states in
 // one statement, in ID order, locked FOR UPDATE SKIP LOCKED (a job that a
 // finishing host or another operator holds is skipped, never waited for),
-// and changed by one set-based statement. A run-now of a dead or cancelled
-// job with a unique key can collide with a job that took the key since:
-// such candidates are changed one at a time under a savepoint, and one
-// whose key is held is left alone; when some are left alone, more candidates are
-// read until Limit jobs changed or none is left. Run-now notifies
-// listeners once per kind on commit. Each statement gives up after 30
-// seconds (and the whole call then changes nothing).
+// and changed in one round trip (see bulkApplier). A run-now of a dead or
+// cancelled job with a unique key can collide with a job that took the
+// key since: such candidates are changed one at a time under a savepoint,
+// and one whose key is held is left alone; when some are left alone, more
+// candidates are read until Limit jobs changed or none is left. Run-now
+// notifies listeners once per kind on commit. Each statement gives up
+// after 30 seconds (and the whole call then changes nothing).
 func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, err
@@ -121,12 +109,8 @@ func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: bulk %s: %w", params.Op, err)
 	}
-	apply := strings.ReplaceAll(bulkApplySQL[params.Op], "{jobs}", s.jobsTable())
+	apply := s.bulkApplier(params.Op)
 
-	channel := ""
-	if params.Op == store.BulkRunNow {
-		channel = s.channel
-	}
 	changed := 0
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// A filter no index serves may walk much of the table; a bound
@@ -144,7 +128,7 @@ func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error)
 			if err != nil {
 				return err
 			}
-			n, err := applyBulk(ctx, tx, apply, channel, ids, risky)
+			n, err := applyBulk(ctx, tx, apply, ids, risky)
 			if err != nil {
 				return err
 			}
@@ -199,11 +183,73 @@ func pickBulk(ctx context.Context, tx pgx.Tx, pick string, args []any) ([]uuid.U
 	return ids, risky, err
 }
 
-// applyBulk applies the operation's statement to ids (locked by this
-// transaction): the safe ones at once, the risky ones each under a
-// savepoint, a unique violation leaving that one alone. It returns how
-// many changed.
-func applyBulk(ctx context.Context, tx pgx.Tx, apply, channel string, ids []uuid.UUID, risky []bool) (int, error) {
+// bulkApply changes the jobs ids, locked by tx, and returns how many it
+// changed.
+type bulkApply func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (int, error)
+
+// runNowOneGuard is how Control's run-now statement (queries.go) selects
+// its job; runNowSetGuard selects every job of an array instead.
+const (
+	runNowOneGuard = "WHERE id = $1 AND"
+	runNowSetGuard = "WHERE id = ANY($1::uuid[]) AND"
+)
+
+// bulkApplier returns how op changes the jobs it picked. Run-now runs
+// Control's own statement, so that a bulk retry makes exactly the change a
+// retry of one job makes (attempt numbering included) and notifies as it
+// does (the notifications of one kind in one transaction are identical,
+// and PostgreSQL delivers them once): on all the jobs at once, its guard
+// on one ID widened to an array, or, should that statement no longer have
+// the guard this code knows, once per job, every run queued in one round
+// trip (several times slower). Cancel and delete are one set-based
+// statement each.
+func (s *Store) bulkApplier(op store.BulkOp) bulkApply {
+	if set := s.runNowSetSQL(); op == store.BulkRunNow && set != "" {
+		return func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (int, error) {
+			tag, err := tx.Exec(ctx, set, ids, s.channel)
+			return int(tag.RowsAffected()), err
+		}
+	}
+	if op == store.BulkRunNow {
+		return func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (int, error) {
+			b := &pgx.Batch{}
+			for _, id := range ids {
+				b.Queue(s.q.runNow, id, s.channel)
+			}
+			br := tx.SendBatch(ctx, b)
+			defer br.Close()
+			n := 0
+			for range ids {
+				tag, err := br.Exec()
+				if err != nil {
+					return 0, err
+				}
+				n += int(tag.RowsAffected())
+			}
+			return n, br.Close()
+		}
+	}
+	q := strings.ReplaceAll(bulkApplySQL[op], "{jobs}", s.jobsTable())
+	return func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (int, error) {
+		var n int
+		err := tx.QueryRow(ctx, q, ids).Scan(&n)
+		return n, err
+	}
+}
+
+// runNowSetSQL returns Control's run-now statement applied to the array
+// of IDs $1, or "" when its guard is not runNowOneGuard.
+func (s *Store) runNowSetSQL() string {
+	if strings.Count(s.q.runNow, runNowOneGuard) != 1 {
+		return ""
+	}
+	return strings.Replace(s.q.runNow, runNowOneGuard, runNowSetGuard, 1)
+}
+
+// applyBulk applies apply to ids (locked by this transaction): the safe
+// ones at once, the risky ones each under a savepoint, a unique violation
+// leaving that one alone. It returns how many changed.
+func applyBulk(ctx context.Context, tx pgx.Tx, apply bulkApply, ids []uuid.UUID, risky []bool) (int, error) {
 	var safe, one []uuid.UUID
 	for i, id := range ids {
 		if !risky[i] {
@@ -214,14 +260,14 @@ func applyBulk(ctx context.Context, tx pgx.Tx, apply, channel string, ids []uuid
 	}
 	changed := 0
 	if len(safe) > 0 {
-		n, err := bulkExec(ctx, tx, apply, safe, channel)
+		n, err := apply(ctx, tx, safe)
 		if err != nil {
 			return 0, err
 		}
 		changed += n
 	}
 	for _, id := range one {
-		n, err := bulkOne(ctx, tx, apply, id, channel)
+		n, err := bulkOne(ctx, tx, apply, id)
 		if err != nil {
 			return 0, err
 		}
@@ -230,15 +276,14 @@ func applyBulk(ctx context.Context, tx pgx.Tx, apply, channel string, ids []uuid
 	return changed, nil
 }
 
-// bulkOne applies the statement to one job under a savepoint; a unique
-// violation (its key is held by another job) rolls back to it and counts
-// nothing.
-func bulkOne(ctx context.Context, tx pgx.Tx, apply string, id uuid.UUID, channel string) (int, error) {
+// bulkOne applies apply to one job under a savepoint; a unique violation
+// (its key is held by another job) rolls back to it and counts nothing.
+func bulkOne(ctx context.Context, tx pgx.Tx, apply bulkApply, id uuid.UUID) (int, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return 0, err
 	}
-	n, err := bulkExec(ctx, sp, apply, []uuid.UUID{id}, channel)
+	n, err := apply(ctx, sp, []uuid.UUID{id})
 	if isUniqueViolation(err) {
 		return 0, sp.Rollback(ctx)
 	}
@@ -247,16 +292,4 @@ func bulkOne(ctx context.Context, tx pgx.Tx, apply string, id uuid.UUID, channel
 		return 0, err
 	}
 	return n, sp.Commit(ctx)
-}
-
-// bulkExec runs the statement on ids and returns the rows it changed. A
-// statement that notifies takes the channel as $2.
-func bulkExec(ctx context.Context, tx pgx.Tx, apply string, ids []uuid.UUID, channel string) (int, error) {
-	args := []any{ids}
-	if channel != "" {
-		args = append(args, channel)
-	}
-	var n int
-	err := tx.QueryRow(ctx, apply, args...).Scan(&n)
-	return n, err
 }

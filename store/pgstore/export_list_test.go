@@ -26,3 +26,7 @@ func (s *Store) BulkPickSQL(params *store.BulkParams) (string, []any, error) {
 	}
 	return q, a, err
 }
+
+// BulkRunNowIsSetBased reports whether Bulk's run-now runs Control's
+// statement on all its jobs at once (not once per job).
+func (s *Store) BulkRunNowIsSetBased() bool { return s.runNowSetSQL() != "" }
