@@ -212,6 +212,10 @@ func browserScenario(t *testing.T, ctx context.Context, st store.Store) {
 		chromedp.SetValue(chromedp.CSS("#f-state"), "dead"),
 		chromedp.Click(chromedp.CSS("#apply-filters")),
 		chromedp.WaitVisible(chromedp.CSS("#job-count")))
+	// #job-count is on the unfiltered page too: wait for the filtered one
+	// (a loaded machine may not have navigated yet).
+	get(t, ctx, chromedp.Poll[bool](`location.search.includes("state=dead")`))
+	run(t, ctx, "wait for the filtered list", chromedp.WaitVisible(chromedp.CSS("#job-count")))
 	var rows, deadRows int
 	var url string
 	url = get(t, ctx, chromedp.Location())
