@@ -96,6 +96,12 @@ SELECT count(*) FROM changed`,
 // notifies listeners once per kind on commit. Each statement gives up
 // after 30 seconds (and the whole call then changes nothing).
 func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error) {
+	return s.bulk(ctx, params, s.bulkApplier)
+}
+
+// bulk is Bulk with the way the picked jobs are changed (the per-job
+// fallback of run-now in its test).
+func (s *Store) bulk(ctx context.Context, params *store.BulkParams, applier func(store.BulkOp) bulkApply) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
@@ -109,7 +115,7 @@ func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: bulk %s: %w", params.Op, err)
 	}
-	apply := s.bulkApplier(params.Op)
+	apply := applier(params.Op)
 
 	changed := 0
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -211,23 +217,7 @@ func (s *Store) bulkApplier(op store.BulkOp) bulkApply {
 		}
 	}
 	if op == store.BulkRunNow {
-		return func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (int, error) {
-			b := &pgx.Batch{}
-			for _, id := range ids {
-				b.Queue(s.q.runNow, id, s.channel)
-			}
-			br := tx.SendBatch(ctx, b)
-			defer br.Close()
-			n := 0
-			for range ids {
-				tag, err := br.Exec()
-				if err != nil {
-					return 0, err
-				}
-				n += int(tag.RowsAffected())
-			}
-			return n, br.Close()
-		}
+		return s.runNowEach
 	}
 	q := strings.ReplaceAll(bulkApplySQL[op], "{jobs}", s.jobsTable())
 	return func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (int, error) {
@@ -235,6 +225,26 @@ func (s *Store) bulkApplier(op store.BulkOp) bulkApply {
 		err := tx.QueryRow(ctx, q, ids).Scan(&n)
 		return n, err
 	}
+}
+
+// runNowEach runs Control's run-now statement once per job of ids, every
+// run queued in one round trip.
+func (s *Store) runNowEach(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (int, error) {
+	b := &pgx.Batch{}
+	for _, id := range ids {
+		b.Queue(s.q.runNow, id, s.channel)
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	n := 0
+	for range ids {
+		tag, err := br.Exec()
+		if err != nil {
+			return 0, err
+		}
+		n += int(tag.RowsAffected())
+	}
+	return n, br.Close()
 }
 
 // runNowSetSQL returns Control's run-now statement applied to the array

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"strings"
 
 	"github.com/axsched/ax/store"
@@ -30,3 +31,13 @@ func (s *Store) BulkPickSQL(params *store.BulkParams) (string, []any, error) {
 // BulkRunNowIsSetBased reports whether Bulk's run-now runs Control's
 // statement on all its jobs at once (not once per job).
 func (s *Store) BulkRunNowIsSetBased() bool { return s.runNowSetSQL() != "" }
+
+// BulkRunNowEach is Bulk with run-now's per-job fallback.
+func (s *Store) BulkRunNowEach(ctx context.Context, params *store.BulkParams) (int, error) {
+	return s.bulk(ctx, params, func(op store.BulkOp) bulkApply {
+		if op == store.BulkRunNow {
+			return s.runNowEach
+		}
+		return s.bulkApplier(op)
+	})
+}
