@@ -99,8 +99,8 @@ func (s *Store) Bulk(ctx context.Context, params *store.BulkParams) (int, error)
 	return s.bulk(ctx, params, s.bulkApplier)
 }
 
-// bulk is Bulk with the way the picked jobs are changed (the per-job
-// fallback of run-now in its test).
+// bulk is Bulk, with applier choosing how the picked jobs are changed
+// (a test passes run-now's per-job fallback).
 func (s *Store) bulk(ctx context.Context, params *store.BulkParams, applier func(store.BulkOp) bulkApply) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, err
