@@ -88,7 +88,7 @@ func TestPostgresMigrate(t *testing.T) {
 			"schema billing: database at version 0", ""},
 		{"BadSchemaName", cli, []string{"migrate", "up", "--schema", "Bad-Name", "--database-url", dsn}, exitUsage, "", "schema name"},
 		{"StatsAfter", cli, []string{"stats", "--database-url", dsn}, exitOK, "(no jobs)", ""},
-		{"NodesAfter", cli, []string{"nodes", "--database-url", dsn}, exitOK, "maintenance leader:", ""},
+		{"NodesAfter", cli, []string{"nodes", "--database-url", dsn}, exitOK, "no maintenance leader right now", ""}, // pgstore reads the leader (store.LeaderReader): none runs here
 		{"Unreachable", cli, []string{"stats", "--timeout", "5s", "--database-url", "postgres://postgres@127.0.0.1:1/none?sslmode=disable"}, exitError, "", "connect to PostgreSQL"},
 	}
 	for _, s := range steps {
@@ -108,18 +108,14 @@ func TestPostgresMigrate(t *testing.T) {
 // TestPostgresOperate runs the operator scenario (operateScenario) with
 // the built binary against PostgreSQL: jobs that die, listed with
 // filters, retried in bulk, succeeding; a kind paused while its jobs are
-// due and running. It skips, saying why, until pgstore implements the
-// operator interfaces (another branch redesigns pgstore), and then runs
-// as is.
+// due and running.
 func TestPostgresOperate(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	pool := pgtest.PoolFor(t, dsn)
 	st, err := pgstore.New(t.Context(), pool)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	if missing := operatorInterfaces(st); len(missing) > 0 {
-		t.Skipf("pgstore does not implement %s yet: the CLI's PostgreSQL end-to-end test runs once it does", strings.Join(missing, ", "))
-	}
+	require.Empty(t, operatorInterfaces(st), "pgstore lacks operator interfaces")
 	bin := buildCLI(t)
 	cli := binaryCLI(bin)
 	operateScenario(t, st, func(t *testing.T, args ...string) (string, string, int) {

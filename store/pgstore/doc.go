@@ -3,7 +3,8 @@
 // store.Lister, store.Counter, store.FollowUpStore, store.BatchStore and
 // store.Closer, and adds InsertTx, InsertBatchTx and CompleteTx to insert
 // jobs, insert a batch and end a job inside a transaction of the
-// caller's.
+// caller's. It also implements the operator's interfaces (see Operator
+// API below).
 //
 // # Usage
 //
@@ -32,8 +33,9 @@
 // changing nothing) a schema migrated by a newer version of this package.
 //
 // The tables: jobs; leader (the cluster leader's lease row), nodes (node
-// registrations and heartbeats) and periodic (the last fired tick of each
-// periodic schedule).
+// registrations and heartbeats), periodic (the last fired tick of each
+// periodic schedule, its pause and job template), kind_states (paused
+// kinds) and nonces (the HTTP API's request nonces).
 //
 // Migration 0002 adds scheduled_at, fence and pause_requested to jobs and
 // turns payload from jsonb into json. Changing the type rewrites the table
@@ -156,6 +158,52 @@
 // children; batch rows are not pruned. FollowUps reads jobs_parent_idx
 // (parent, created_at), BatchChildren and CancelBatch jobs_batch_idx
 // (batch_id, id), both partial on a non-NULL key.
+//
+// # Operator API
+//
+// The Store implements store.JobInspector, store.BulkController,
+// store.KindPauser, store.PeriodicController, store.LeaderReader,
+// store.DueInspector and store.NonceKeeper, so ax.Admin, the ax CLI and
+// axhttp work on PostgreSQL as on the other stores. Migration 0005 adds
+// what they need: the kind_states and nonces tables, the periodic table's
+// paused and job_template columns (json, so a template's payload comes
+// back byte for byte), and two partial indexes for listings of dead
+// letters:
+//
+//	jobs_failed_list_idx      (state, id)       WHERE state IN ('dead', 'cancelled')
+//	jobs_failed_kind_list_idx (kind, state, id) WHERE state IN ('dead', 'cancelled')
+//
+// They hold dead and cancelled jobs only, so the hot path never writes
+// them: claims, heartbeats, retries and successes (most finishes) add no
+// entry; a job that dies or is cancelled adds one to each. Migrate builds
+// them in its transaction, holding a SHARE lock on jobs (inserts, claims
+// and finishes wait) for about as long as a scan of the table takes:
+// migrate a large table at a quiet time, or prune it first.
+//
+// ListJobs orders by ID and splits a filter on states into one branch per
+// state (and per kind, when kinds are filtered too), each walking its
+// index range from the cursor and stopping after the page, LIMIT n+1; the
+// branches are merged. A page of 100 dead jobs among 10,000,000 finished
+// ones reads about 107 buffers and takes about 1 ms, the next page from
+// its cursor too (TestListOnLargeHistory with AX_LIST_ROWS=10000000, on a
+// shared 2-core machine; 2,000,000 rows by default). Succeeded jobs (most
+// of a history) and live jobs (few) are listed along the primary key,
+// which finds a page of them quickly, without parallel workers, whose
+// start alone would cost 20 ms. Filters no index serves (error text,
+// metadata, node, a rare kind of succeeded jobs) skip rows along the way;
+// listings and counts run in read-only transactions whose statements give
+// up after 30 seconds, and take no lock a claim waits for.
+//
+// Bulk selects at most Limit matching jobs, oldest first, FOR UPDATE SKIP
+// LOCKED, and changes them with one statement as Control would; a run-now
+// of a dead or cancelled job whose unique key another job has taken
+// meanwhile is left alone (each such job is tried under a savepoint). A
+// kind's resume and a bulk run-now notify listeners (a resume with an
+// empty kind: every host re-reads the paused kinds).
+//
+// OldestDue is a loose index scan of jobs_claim_idx: a few probes per
+// kind, whatever the backlog. RememberNonce is one upsert that also deletes
+// up to 100 expired nonces.
 //
 // # Notifications
 //

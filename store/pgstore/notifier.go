@@ -184,7 +184,12 @@ func (s *Store) listenOnce(ctx context.Context, l *listener, resumed bool) (list
 			return true, err
 		}
 		var n notification
-		if json.Unmarshal([]byte(pn.Payload), &n) != nil || n.Kind == "" {
+		if json.Unmarshal([]byte(pn.Payload), &n) != nil {
+			continue
+		}
+		if n.Kind == "" {
+			// A kind resumed (SetKindPaused): hosts re-check.
+			l.deliver(store.Notification{})
 			continue
 		}
 		l.deliver(store.Notification{Kind: n.Kind, RunAt: n.RunAt})

@@ -22,8 +22,11 @@ func (s *Store) periodicSQL(query string) string {
 
 // DeclarePeriodic implements store.PeriodicStore in one statement: an
 // unknown name is inserted with last_tick = now(); a known one gets spec
-// recorded (updated_at moves only when the spec changes). A name or spec
-// PostgreSQL refuses as text fails with an error wrapping
+// recorded (updated_at moves only when the spec changes) and keeps its
+// last tick and pause. params.Job, when not nil, is recorded as the
+// schedule's job template (without ID, RunAt, Delay and UniqueKey, payload
+// byte for byte); a nil one keeps the template recorded before. A name or
+// spec PostgreSQL refuses as text fails with an error wrapping
 // store.ErrInvalidParams.
 func (s *Store) DeclarePeriodic(ctx context.Context, params *store.DeclarePeriodicParams) (*store.PeriodicDeclaration, error) {
 	if params == nil {
@@ -39,20 +42,37 @@ func (s *Store) DeclarePeriodic(ctx context.Context, params *store.DeclarePeriod
 	if name == "" {
 		return nil, fmt.Errorf("pgstore: declare periodic schedule: %w: empty name", store.ErrInvalidParams)
 	}
+	var tmpl *string
+	if params.Job != nil {
+		enc, err := encodePeriodicTemplate(params.Job)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: declare periodic schedule %q: %w: job template: %w", name, store.ErrInvalidParams, err)
+		}
+		tmpl = &enc
+	}
 	// prev reads the row as of the statement's snapshot, for the previous
 	// spec; xmax = 0 tells a fresh insert from an update.
 	const q = `WITH prev AS (SELECT spec FROM {periodic} WHERE name = $1)
-INSERT INTO {periodic} AS p (name, spec, last_tick, updated_at) VALUES ($1, $2, now(), now())
+INSERT INTO {periodic} AS p (name, spec, last_tick, updated_at, job_template) VALUES ($1, $2, now(), now(), $3::json)
 ON CONFLICT (name) DO UPDATE SET
 	spec = EXCLUDED.spec,
 	last_tick = coalesce(p.last_tick, now()),
-	updated_at = CASE WHEN p.spec = EXCLUDED.spec THEN p.updated_at ELSE now() END
-RETURNING p.spec, p.last_tick, p.updated_at, coalesce((SELECT spec FROM prev), ''), p.xmax = 0, now()`
+	updated_at = CASE WHEN p.spec = EXCLUDED.spec THEN p.updated_at ELSE now() END,
+	job_template = coalesce(EXCLUDED.job_template, p.job_template)
+RETURNING p.spec, p.last_tick, p.updated_at, coalesce((SELECT spec FROM prev), ''), p.xmax = 0, now(),
+	p.paused, p.job_template`
 	d := &store.PeriodicDeclaration{State: store.PeriodicState{Name: name}}
-	err := s.pool.QueryRow(ctx, s.periodicSQL(q), name, spec).Scan(
-		&d.State.Spec, &d.State.LastTick, &d.State.UpdatedAt, &d.PreviousSpec, &d.Created, &d.Now)
+	var stored []byte
+	err := s.pool.QueryRow(ctx, s.periodicSQL(q), name, spec, tmpl).Scan(
+		&d.State.Spec, &d.State.LastTick, &d.State.UpdatedAt, &d.PreviousSpec, &d.Created, &d.Now,
+		&d.State.Paused, &stored)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: declare periodic schedule %q: %w", name, invalidData(err))
+	}
+	if stored != nil {
+		if d.State.Job, err = decodePeriodicTemplate(stored); err != nil {
+			return nil, fmt.Errorf("pgstore: declare periodic schedule %q: decode job template: %w", name, err)
+		}
 	}
 	if d.Created {
 		d.PreviousSpec = ""
@@ -96,15 +116,16 @@ var errNothingApplied = errors.New("pgstore: no tick applied")
 
 func (s *Store) firePeriodic(ctx context.Context, tx pgx.Tx, params *store.FirePeriodicParams) (*store.FirePeriodicResult, error) {
 	const (
-		lock   = `SELECT last_tick, now() FROM {periodic} WHERE name = $1 FOR UPDATE`
+		lock   = `SELECT last_tick, now(), paused FROM {periodic} WHERE name = $1 FOR UPDATE`
 		create = `INSERT INTO {periodic} (name, spec) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`
 		update = `UPDATE {periodic} SET spec = $2, last_tick = $3, updated_at = now() WHERE name = $1`
 	)
 	var (
-		last *time.Time
-		now  time.Time
+		last   *time.Time
+		now    time.Time
+		paused bool
 	)
-	err := tx.QueryRow(ctx, s.periodicSQL(lock), params.Name).Scan(&last, &now)
+	err := tx.QueryRow(ctx, s.periodicSQL(lock), params.Name).Scan(&last, &now, &paused)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// First fire of an undeclared schedule. A racing creator makes
 		// the insert a no-op after waiting for it; either way the row
@@ -112,7 +133,7 @@ func (s *Store) firePeriodic(ctx context.Context, tx pgx.Tx, params *store.FireP
 		if _, err = tx.Exec(ctx, s.periodicSQL(create), params.Name, params.Spec); err != nil {
 			return nil, err
 		}
-		err = tx.QueryRow(ctx, s.periodicSQL(lock), params.Name).Scan(&last, &now)
+		err = tx.QueryRow(ctx, s.periodicSQL(lock), params.Name).Scan(&last, &now, &paused)
 	}
 	if err != nil {
 		return nil, err
@@ -137,7 +158,7 @@ func (s *Store) firePeriodic(ctx context.Context, tx pgx.Tx, params *store.FireP
 			continue
 		}
 		res.Applied[i], latest, applied = true, at, true
-		if tk.Job != nil {
+		if tk.Job != nil && !paused { // a paused schedule's ticks pass without jobs
 			jobs = append(jobs, *tk.Job)
 			jobOf = append(jobOf, i)
 		}
@@ -161,15 +182,15 @@ func (s *Store) firePeriodic(ctx context.Context, tx pgx.Tx, params *store.FireP
 	return res, nil
 }
 
-// PeriodicState implements store.PeriodicStore. A name PostgreSQL refuses
-// as text fails with an error wrapping store.ErrInvalidParams.
+// PeriodicState implements store.PeriodicStore, with the schedule's pause
+// and job template. A name PostgreSQL refuses as text fails with an error
+// wrapping store.ErrInvalidParams.
 func (s *Store) PeriodicState(ctx context.Context, name string) (*store.PeriodicState, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	const q = `SELECT spec, last_tick, updated_at FROM {periodic} WHERE name = $1 AND last_tick IS NOT NULL`
-	st := &store.PeriodicState{Name: name}
-	err := s.pool.QueryRow(ctx, s.periodicSQL(q), name).Scan(&st.Spec, &st.LastTick, &st.UpdatedAt)
+	const q = `SELECT ` + periodicColumns + ` FROM {periodic} WHERE name = $1 AND last_tick IS NOT NULL`
+	st, err := scanPeriodic(s.pool.QueryRow(ctx, s.periodicSQL(q), name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("pgstore: periodic schedule %q: %w", name, store.ErrNotFound)
 	}

@@ -1,3 +1,0 @@
--- 0005: reserved for the parallel operate branch, which owns this version
--- number. The loader wants versions without gaps, so this branch keeps an
--- empty placeholder; delete it when that branch's 0005 merges.
