@@ -1,0 +1,297 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/axsched/ax/internal/pgtest"
+	"github.com/axsched/ax/store/pgstore"
+)
+
+// planRows is how many rows of each kind of job the plans test puts in the
+// table: due, running (with expired leases) and finished.
+const planRows = 3000
+
+// TestGenericPlansAreLinear runs every batched statement of the Store on
+// one connection with plan_cache_mode = force_generic_plan (the plan pgx's
+// cached prepared statements get after five executions), at batches of 100
+// and 1,000 rows, on a table of 9,000 jobs, and reads each execution's plan
+// with auto_explain (ANALYZE, JSON, sent back as a notice). A statement is
+// linear when its work, the rows every plan node produced or threw away
+// summed over its loops, grows at most 15 times from 100 to 1,000 rows,
+// and no join filter at 1,000 rows threw away more than 10 rows per input
+// row. A nested loop comparing every input row with every other, as the
+// Finish statement's generic plan once did (Rows Removed by Join Filter:
+// 999,000 at 1,000 rows), fails both. Each execution is rolled back.
+func TestGenericPlansAreLinear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a table and runs 12 statements under EXPLAIN ANALYZE")
+	}
+	ctx := ctxT(t)
+	dsn := pgtest.DSN(t)
+	pool := pgtest.PoolFor(t, dsn)
+	s, err := pgstore.New(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fillForPlans(ctx, t, pool.Exec)
+
+	var (
+		mu      sync.Mutex
+		notices []string
+	)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		notices = append(notices, n.Message)
+		mu.Unlock()
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, q := range []string{
+		`LOAD 'auto_explain'`,
+		`SET auto_explain.log_min_duration = 0`,
+		`SET auto_explain.log_analyze = on`,
+		`SET auto_explain.log_timing = off`,
+		`SET auto_explain.log_format = json`,
+		`SET auto_explain.log_level = notice`,
+		`SET plan_cache_mode = force_generic_plan`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+
+	sqls := s.BatchSQL()
+	for _, c := range planCases() {
+		t.Run(c.name, func(t *testing.T) {
+			sql := sqls[c.name]
+			work := map[int]planWork{}
+			for _, n := range []int{100, 1000} {
+				args := c.args(ctx, t, conn, n)
+				mu.Lock()
+				notices = nil
+				mu.Unlock()
+				err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+					rows, _ := tx.Query(ctx, sql, args...)
+					rows.Close()
+					if err := rows.Err(); err != nil {
+						return err
+					}
+					return errRollback
+				})
+				if err != errRollback {
+					t.Fatalf("n=%d: %v", n, err)
+				}
+				mu.Lock()
+				plan := planOf(t, notices, sql)
+				mu.Unlock()
+				work[n] = measure(plan)
+				t.Logf("n=%d: work %d, largest join filter %d; plan:\n%s", n, work[n].total, work[n].joinFiltered, indentPlan(plan))
+			}
+			var generic int64
+			err := conn.QueryRow(ctx, `SELECT coalesce(max(generic_plans), 0) FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&generic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if generic < 2 {
+				t.Fatalf("%d generic plans, want 2: the statement was not planned generically", generic)
+			}
+			if w := work[1000].joinFiltered; w > 10*1000 {
+				t.Errorf("at 1000 rows a join filter removed %d rows (> 10 per row): a nested loop over the batch", w)
+			}
+			if r := float64(work[1000].total) / float64(max(work[100].total, 1)); r > 15 {
+				t.Errorf("work grew %.1f× from 100 to 1000 rows (%d → %d), want ≤ 15×", r, work[100].total, work[1000].total)
+			}
+		})
+	}
+}
+
+type planCase struct {
+	name string
+	args func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any
+}
+
+func planCases() []planCase {
+	leases := func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) ([][16]byte, [][16]byte) {
+		rows, _ := conn.Query(ctx, `SELECT id, lease_token FROM ax.jobs WHERE state = 'running' ORDER BY id LIMIT $1`, n)
+		var ids, tokens [][16]byte
+		var id, token [16]byte
+		_, err := pgx.ForEachRow(rows, []any{&id, &token}, func() error {
+			ids, tokens = append(ids, id), append(tokens, token)
+			return nil
+		})
+		if err != nil || len(ids) != n {
+			t.Fatalf("leases: %d of %d: %v", len(ids), n, err)
+		}
+		return ids, tokens
+	}
+	return []planCase{
+		{"claim", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+			return []any{[]string{"due"}, []int32{int32(n)}, int32(n), "plans", int64(60e6)}
+		}},
+		{"finish", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			ids, tokens := leases(ctx, t, conn, n)
+			outcomes := make([]int32, n)
+			delays := make([]int64, n)
+			errs := make([]string, n)
+			for i := range outcomes {
+				outcomes[i] = []int32{1, 2, 4}[i%3] // succeeded, retry, snooze
+				if outcomes[i] == 2 {
+					errs[i] = "boom"
+				}
+			}
+			return []any{ids, tokens, outcomes, delays, errs, "ax"}
+		}},
+		{"extend", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			ids, tokens := leases(ctx, t, conn, n)
+			return []any{ids, tokens, int64(60e6)}
+		}},
+		{"insertMany", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+			ids := make([]uuid.UUID, n)
+			kinds := make([]string, n)
+			payloads := make([][]byte, n)
+			metas := make([][]byte, n)
+			prios := make([]int16, n)
+			runAts := make([]time.Time, n)
+			maxes := make([]int32, n)
+			keys := make([]string, n)
+			for i := range ids {
+				ids[i], kinds[i], payloads[i], metas[i] = uuid.New(), "new", []byte(`{}`), []byte(`{}`)
+				prios[i], runAts[i], maxes[i], keys[i] = 2, time.Now(), 3, fmt.Sprintf("key-%d-%d", n, i)
+			}
+			return []any{ids, kinds, payloads, metas, prios, runAts, maxes, keys}
+		}},
+		{"rescue", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+			return []any{n, "ax"}
+		}},
+		{"prune", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+			return []any{int64(time.Hour / time.Microsecond), n}
+		}},
+	}
+}
+
+// fillForPlans puts planRows due jobs, planRows running jobs whose leases
+// expired a minute ago, and planRows jobs that succeeded a day ago in the
+// table, each with a unique key, and analyzes it so the generic plans are
+// costed on real statistics.
+func fillForPlans(ctx context.Context, t *testing.T, exec func(context.Context, string, ...any) (pgconn.CommandTag, error)) {
+	t.Helper()
+	for _, q := range []string{
+		`INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts, unique_key)
+		 SELECT gen_random_uuid(), 'due', '{}', 2, t, t, 3, 'due-' || i
+		 FROM generate_series(1, $1::int) i, LATERAL (SELECT now() - i * interval '1 millisecond' AS t) r`,
+		`INSERT INTO ax.jobs (id, kind, payload, state, priority, run_at, scheduled_at, max_attempts, attempt, fence,
+		                      lease_token, lease_expires_at, owner, attempted_at, unique_key)
+		 SELECT gen_random_uuid(), 'run', '{}', 'running', 2, now(), now(), 3, 1, 1,
+		        gen_random_uuid(), now() - interval '1 minute' - i * interval '1 millisecond', 'plans', now(), 'run-' || i
+		 FROM generate_series(1, $1::int) i`,
+		`INSERT INTO ax.jobs (id, kind, payload, state, priority, run_at, scheduled_at, max_attempts, attempt, fence,
+		                      finished_at, unique_key)
+		 SELECT gen_random_uuid(), 'done', '{}', 'succeeded', 2, now(), now(), 3, 1, 1,
+		        now() - interval '1 day' - i * interval '1 millisecond', 'done-' || i
+		 FROM generate_series(1, $1::int) i`,
+	} {
+		if _, err := exec(ctx, q, planRows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := exec(ctx, `VACUUM ANALYZE ax.jobs`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// planOf finds the auto_explain notice of sql among notices and returns its
+// top plan node.
+func planOf(t *testing.T, notices []string, sql string) map[string]any {
+	t.Helper()
+	for _, n := range notices {
+		i := strings.Index(n, "{")
+		if i < 0 {
+			continue
+		}
+		var doc struct {
+			QueryText string         `json:"Query Text"`
+			Plan      map[string]any `json:"Plan"`
+		}
+		if err := json.Unmarshal([]byte(n[i:]), &doc); err != nil {
+			t.Fatalf("auto_explain notice: %v\n%s", err, n)
+		}
+		if doc.QueryText == sql {
+			return doc.Plan
+		}
+	}
+	t.Fatalf("no auto_explain plan among %d notices", len(notices))
+	return nil
+}
+
+// planWork is what a plan did: total is the sum over its nodes of the rows
+// each produced and removed (by filters and join filters), times its loops;
+// joinFiltered is the most rows one node's join filter removed.
+type planWork struct {
+	total, joinFiltered int64
+}
+
+func measure(node map[string]any) planWork {
+	num := func(k string) int64 {
+		f, _ := node[k].(float64)
+		return int64(f)
+	}
+	loops := max(num("Actual Loops"), 1)
+	jf := num("Rows Removed by Join Filter") * loops
+	w := planWork{
+		total:        (num("Actual Rows")+num("Rows Removed by Filter")+num("Rows Removed by Index Recheck"))*loops + jf,
+		joinFiltered: jf,
+	}
+	children, _ := node["Plans"].([]any)
+	for _, c := range children {
+		m, _ := c.(map[string]any)
+		cw := measure(m)
+		w.total += cw.total
+		w.joinFiltered = max(w.joinFiltered, cw.joinFiltered)
+	}
+	return w
+}
+
+// indentPlan renders a plan as one line per node, for the test log.
+func indentPlan(node map[string]any) string {
+	var b strings.Builder
+	var walk func(n map[string]any, depth int)
+	walk = func(n map[string]any, depth int) {
+		fmt.Fprintf(&b, "%s%v", strings.Repeat("  ", depth), n["Node Type"])
+		for _, k := range []string{"Relation Name", "Index Name", "CTE Name", "Join Type", "Parent Relationship", "Subplan Name"} {
+			if v, ok := n[k]; ok {
+				fmt.Fprintf(&b, " %s=%v", k, v)
+			}
+		}
+		for _, k := range []string{"Actual Rows", "Actual Loops", "Rows Removed by Filter", "Rows Removed by Join Filter"} {
+			if v, ok := n[k]; ok {
+				fmt.Fprintf(&b, " %s=%v", strings.TrimPrefix(k, "Actual "), v)
+			}
+		}
+		b.WriteString("\n")
+		children, _ := n["Plans"].([]any)
+		for _, c := range children {
+			m, _ := c.(map[string]any)
+			walk(m, depth+1)
+		}
+	}
+	walk(node, 0)
+	return b.String()
+}
