@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/axsched/ax/internal/pgtest"
+	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 )
 
@@ -294,4 +295,87 @@ func indentPlan(node map[string]any) string {
 	}
 	walk(node, 0)
 	return b.String()
+}
+
+// TestClaimLocksOnlyWhatItTakes fills nine (kind, priority) ranges with due
+// jobs and claims 10 inside an open transaction: another connection then
+// finds exactly the 10 claimed rows locked, where a claim that locked each
+// range's candidates before picking would hold up to 90. A second claim
+// meanwhile skips the held rows and still takes 10 others, through its
+// second round.
+func TestClaimLocksOnlyWhatItTakes(t *testing.T) {
+	ctx := ctxT(t)
+	pool := pgtest.Pool(t)
+	s, err := pgstore.New(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = pool.Exec(ctx, `INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts)
+		SELECT gen_random_uuid(), k, '{}', p, t, t, 3
+		FROM unnest('{a,b,c}'::text[]) k, generate_series(1, 3) p, generate_series(1, 100) i,
+		     LATERAL (SELECT now() - i * interval '1 millisecond' AS t) r`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := []store.KindLimit{{Kind: "a", Limit: 10}, {Kind: "b", Limit: 10}, {Kind: "c", Limit: 10}}
+	unlocked := func() int {
+		var n int
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM ax.jobs FOR UPDATE SKIP LOCKED) s`).Scan(&n); err != nil {
+				return err
+			}
+			return errRollback
+		})
+		if err != errRollback {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	rows, _ := tx.Query(ctx, s.ClaimSQL(), []string{"a", "b", "c"}, []int32{10, 10, 10}, int32(10), "holder", int64(60e6))
+	held := map[uuid.UUID]bool{}
+	for rows.Next() {
+		// Columns: now, next, then the job's, id first.
+		v, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, ok := v[2].([16]byte); ok {
+			held[uuid.UUID(b)] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 10 {
+		t.Fatalf("claimed %d jobs, want 10", len(held))
+	}
+	if locked := 900 - unlocked(); locked != len(held) {
+		t.Errorf("the claim holds %d row locks for the %d jobs it took", locked, len(held))
+	}
+
+	res, err := s.Claim(ctx, &store.ClaimParams{Owner: "other", Kinds: kinds, Limit: 10, LeaseDuration: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Jobs) != 10 {
+		t.Errorf("a claim beside the held one took %d jobs, want 10", len(res.Jobs))
+	}
+	for _, j := range res.Jobs {
+		if held[j.ID] {
+			t.Errorf("job %s claimed twice", j.ID)
+		}
+		if j.Priority != store.PriorityHigh {
+			t.Errorf("job %s of priority %d taken while high-priority jobs are due", j.ID, j.Priority)
+		}
+	}
+	if res.NextRunAt.IsZero() || res.NextRunAt.After(res.Now) {
+		t.Errorf("NextRunAt %s with due jobs left (now %s)", res.NextRunAt, res.Now)
+	}
 }
