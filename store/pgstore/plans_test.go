@@ -70,6 +70,7 @@ func TestGenericPlansAreLinear(t *testing.T) {
 		`SET auto_explain.log_min_duration = 0`,
 		`SET auto_explain.log_analyze = on`,
 		`SET auto_explain.log_timing = off`,
+		`SET auto_explain.log_buffers = on`,
 		`SET auto_explain.log_format = json`,
 		`SET auto_explain.log_level = notice`,
 		`SET plan_cache_mode = force_generic_plan`,
@@ -104,7 +105,8 @@ func TestGenericPlansAreLinear(t *testing.T) {
 				plan := planOf(t, notices, sql)
 				mu.Unlock()
 				work[n] = measure(plan)
-				t.Logf("n=%d: work %d, largest join filter %d; plan:\n%s", n, work[n].total, work[n].joinFiltered, indentPlan(plan))
+				t.Logf("n=%d: work %d, largest join filter %d, %v shared buffers hit, %v dirtied; plan:\n%s",
+					n, work[n].total, work[n].joinFiltered, plan["Shared Hit Blocks"], plan["Shared Dirtied Blocks"], indentPlan(plan))
 			}
 			var generic int64
 			err := conn.QueryRow(ctx, `SELECT coalesce(max(generic_plans), 0) FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&generic)
