@@ -61,7 +61,7 @@ func schemaDump(t *testing.T, pool *pgxpool.Pool) string {
 func TestMigrateIdempotentAndConcurrent(t *testing.T) {
 	// The reference: the migrated template.
 	want := schemaDump(t, pgtest.Pool(t))
-	for _, idx := range []string{"jobs_claim_idx", "jobs_unique_scope_idx", "jobs_lease_idx", "jobs_finished_idx",
+	for _, idx := range []string{"jobs_claim_idx", "jobs_unique_scope_idx", "jobs_busy_idx", "jobs_finished_idx",
 		"autovacuum_vacuum_scale_factor", "ax.leader", "ax.nodes", "ax.periodic"} {
 		if !strings.Contains(want, idx) {
 			t.Fatalf("schema lacks %s:\n%s", idx, want)

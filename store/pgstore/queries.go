@@ -101,37 +101,101 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 
 		notify: `SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n`,
 
-		// The claim. For each requested (kind, priority) pair, a range scan
-		// of jobs_claim_idx takes the earliest due rows, locking them with
-		// SKIP LOCKED so concurrent claimers take disjoint sets. Per-kind
-		// limits cut each kind's candidates (across priorities, in claim
-		// order), then the total limit cuts all of them in strict
-		// priority, run_at order. Candidates locked but not picked are
-		// released at commit. next probes the same index for the earliest
-		// claimable run_at left behind.
-		claim: `WITH cand AS (
-	SELECT c.id, c.kind, c.priority, c.run_at, k.lim
+		// The claim, in three steps, so that it locks only the rows it
+		// takes and scans each range of jobs_claim_idx once.
+		//
+		// cand chooses without locking: for each requested (kind,
+		// priority), a range scan of jobs_claim_idx in run_at order takes
+		// the due rows, up to a quarter more than the claim could take
+		// from the range (slack for rows another claimer holds), and, when
+		// fewer are due, the first future row, from a second descent that
+		// starts at now() rather than at the range's start, where the dead
+		// entries of claimed rows gather while a snapshot holds back
+		// vacuum. The Limit above the UNION ALL stops before that second
+		// descent when the first branch filled it.
+		//
+		// ranked applies per-kind limits (across priorities, in claim
+		// order) and then the total limit, in strict priority, run_at
+		// order; locked1 locks exactly those rows, by primary key, with
+		// SKIP LOCKED, re-checking that each is still claimable and due.
+		// Only when some were skipped (another claimer holds or took them)
+		// does second rank the remaining candidates behind the rows
+		// already locked and locked2 lock the ones that fit.
+		//
+		// NextRunAt is the earliest candidate not claimed: each range
+		// fetched more rows than it can give, or all it had, so the
+		// earliest row it leaves behind is among its candidates.
+		//
+		// Every join is a lateral probe by primary key, a window over a
+		// sort, or a hashed NOT IN: nothing compares rows pairwise, so
+		// generic plans stay linear (TestGenericPlansAreLinear).
+		//
+		// (state IN …) IS TRUE, here and in finish and extend, means the
+		// same as the bare test in a WHERE clause, but PostgreSQL cannot
+		// prove a partial index's predicate from it. A probe by id thus
+		// has only the primary key to use: with the bare test, statistics
+		// taken while no job was live make jobs_claim_idx or
+		// jobs_busy_idx look empty, and the planner scans the whole
+		// partial index once per probe instead (found by axbench
+		// heldxmin, where lease extensions then timed out).
+		claim: `WITH cand AS MATERIALIZED (
+	SELECT c.id, k.kind, p.priority, c.run_at, k.lim, c.run_at <= now() AS due
 	FROM unnest($1::text[], $2::int[]) AS k(kind, lim)
 	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
 	CROSS JOIN LATERAL (
-		SELECT j.id, j.kind, j.priority, j.run_at
-		FROM {jobs} j
-		WHERE j.kind = k.kind AND j.priority = p.priority
-		  AND j.state IN ` + claimableSQL + ` AND j.run_at <= now()
-		ORDER BY j.run_at
-		LIMIT least(k.lim, $3)
-		FOR UPDATE SKIP LOCKED
+		SELECT * FROM (
+			(SELECT j.id, j.run_at FROM {jobs} j
+			WHERE j.kind = k.kind AND j.priority = p.priority
+			  AND j.state IN ` + claimableSQL + ` AND j.run_at <= now()
+			ORDER BY j.run_at
+			LIMIT least(k.lim, $3) + least(k.lim, $3) / 4 + 1)
+			UNION ALL
+			(SELECT j.id, j.run_at FROM {jobs} j
+			WHERE j.kind = k.kind AND j.priority = p.priority
+			  AND j.state IN ` + claimableSQL + ` AND j.run_at > now()
+			ORDER BY j.run_at
+			LIMIT 1)
+		) u
+		LIMIT least(k.lim, $3) + least(k.lim, $3) / 4 + 1
 	) c
-), picked AS MATERIALIZED (
-	SELECT id FROM (
-		SELECT id, priority, run_at, lim,
-		       row_number() OVER (PARTITION BY kind ORDER BY priority, run_at, id) AS rn
-		FROM cand
+), ranked AS MATERIALIZED (
+	SELECT id, kind, priority, run_at, lim,
+	       krn <= lim AND count(*) FILTER (WHERE krn <= lim) OVER (ORDER BY priority, run_at, id) <= $3 AS first
+	FROM (
+		SELECT *, row_number() OVER (PARTITION BY kind ORDER BY priority, run_at, id) AS krn
+		FROM cand WHERE due
 	) r
-	WHERE rn <= lim
-	ORDER BY priority, run_at, id
-	LIMIT $3
+), locked1 AS MATERIALIZED (
+	SELECT r.id, r.kind, r.priority, r.run_at, r.lim
+	FROM ranked r
+	CROSS JOIN LATERAL (
+		SELECT 1 FROM {jobs} j
+		WHERE j.id = r.id AND (j.state IN ` + claimableSQL + `) IS TRUE AND j.run_at <= now()
+		FOR UPDATE SKIP LOCKED
+	) l
+	WHERE r.first
+), second AS MATERIALIZED (
+	SELECT id, src, krn, lim, count(*) FILTER (WHERE krn <= lim) OVER (ORDER BY src, priority, run_at, id) AS n
+	FROM (
+		SELECT u.*, row_number() OVER (PARTITION BY kind ORDER BY src, priority, run_at, id) AS krn
+		FROM (
+			SELECT id, kind, priority, run_at, lim, 0 AS src FROM locked1
+			UNION ALL
+			SELECT id, kind, priority, run_at, lim, 1 FROM ranked WHERE NOT first
+		) u
+	) r
+	WHERE (SELECT count(*) FROM locked1) < (SELECT count(*) FROM ranked WHERE first)
+), locked2 AS MATERIALIZED (
+	SELECT s.id
+	FROM second s
+	CROSS JOIN LATERAL (
+		SELECT 1 FROM {jobs} j
+		WHERE j.id = s.id AND (j.state IN ` + claimableSQL + `) IS TRUE AND j.run_at <= now()
+		FOR UPDATE SKIP LOCKED
+	) l
+	WHERE s.src = 1 AND s.krn <= s.lim AND s.n <= $3
 ), claimed AS (
+	-- No state test: locked1 and locked2 checked it on the rows they hold.
 	UPDATE {jobs} j SET
 		state = 'running',
 		owner = $4,
@@ -140,20 +204,11 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		fence = j.fence + 1,
 		lease_expires_at = now() + $5::bigint * interval '1 microsecond',
 		attempted_at = now()
-	FROM picked
-	WHERE j.id = picked.id AND j.state IN ` + claimableSQL + `
+	WHERE j.id = ANY (ARRAY(SELECT id FROM locked1 UNION ALL SELECT id FROM locked2))
 	RETURNING {jcols}
 ), next AS (
-	SELECT min(n.run_at) AS run_at
-	FROM unnest($1::text[]) AS k(kind)
-	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
-	CROSS JOIN LATERAL (
-		SELECT j.run_at FROM {jobs} j
-		WHERE j.kind = k.kind AND j.priority = p.priority AND j.state IN ` + claimableSQL + `
-		  AND j.id NOT IN (SELECT id FROM picked) -- a hashed subplan
-		ORDER BY j.run_at
-		LIMIT 1
-	) n
+	SELECT min(run_at) AS run_at FROM cand
+	WHERE id NOT IN (SELECT id FROM locked1 UNION ALL SELECT id FROM locked2) -- a hashed subplan
 )
 SELECT now(), (SELECT run_at FROM next), c.*
 FROM (SELECT 1) AS one LEFT JOIN claimed c ON true
@@ -161,21 +216,33 @@ ORDER BY c.priority, c.run_at, c.id`,
 
 		// Finish: every row guarded by its lease token. Outcomes:
 		// 1 succeeded, 2 retry, 3 dead, 4 snooze, 5 release, 6 cancelled.
-		// input keeps the first row of a lease listed twice. A job may
-		// come with two leases, a zombie's and the current holder's; rows
-		// are matched on (id, token) throughout, so only the current one
-		// applies. Rows are locked in id order first (as in extend), so a
-		// finish and a heartbeat over the same jobs cannot deadlock.
-		finish: `WITH input AS (
-	SELECT DISTINCT ON (id, token) id, token, outcome, delay_us, err
-	FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[]) WITH ORDINALITY
-		AS i(id, token, outcome, delay_us, err, ord)
-	ORDER BY id, token, ord
-), locked AS MATERIALIZED (
-	SELECT j.id, j.lease_token AS token FROM {jobs} j JOIN input i ON j.id = i.id AND j.lease_token = i.token
-	WHERE j.state = 'running'
-	ORDER BY j.id
-	FOR UPDATE OF j
+		// The input keeps the first row of a lease listed twice. A job may
+		// come with two leases, a zombie's and the current holder's; each
+		// input row is a lateral probe of jobs by primary key that locks
+		// the job only when the token is the current one and it runs, so
+		// only the current lease applies and locked holds at most one row
+		// per job, carrying its outcome. The probes run in id order (the
+		// input's sort), as in extend, so a finish and a heartbeat over the
+		// same jobs cannot deadlock. The UPDATE then joins locked to jobs
+		// on the primary key alone.
+		//
+		// Linear by construction: an earlier form joined locked back to the
+		// input on (id, token); under a generic plan that became a nested
+		// loop over two CTE scans comparing every outcome with every other
+		// (Rows Removed by Join Filter: 999,000 at 1,000 rows).
+		finish: `WITH locked AS MATERIALIZED (
+	SELECT j.id, i.token, i.outcome, i.delay_us, i.err
+	FROM (
+		SELECT DISTINCT ON (id, token) id, token, outcome, delay_us, err
+		FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[]) WITH ORDINALITY
+			AS u(id, token, outcome, delay_us, err, ord)
+		ORDER BY id, token, ord
+	) i
+	CROSS JOIN LATERAL (
+		SELECT j.id FROM {jobs} j
+		WHERE j.id = i.id AND j.lease_token = i.token AND (j.state = 'running') IS TRUE
+		FOR UPDATE
+	) j
 ), changed AS (
 	UPDATE {jobs} j SET
 		state = ` + finishStateSQL + `,
@@ -189,22 +256,30 @@ ORDER BY c.priority, c.run_at, c.id`,
 		cancel_requested = false,
 		pause_requested = false,
 		finished_at = CASE WHEN ` + finishStateSQL + ` IN ` + finalSQL + ` THEN now() END
-	FROM locked l JOIN input i ON i.id = l.id AND i.token = l.token
+	FROM locked i
 	-- No state or token test on j here: locked checked both on the rows
-	-- it holds, and repeating them lets the planner pick the small
-	-- running index and loop over it once per row (O(n·m), 20 ms at 1000
-	-- rows).
-	WHERE j.id = l.id
+	-- it holds, and repeating them would let the planner reach jobs
+	-- through another index than the primary key.
+	WHERE j.id = i.id
 	RETURNING j.id, i.token, j.kind, j.state, j.run_at
 ), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `)
 SELECT id, token FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 
+		// Extend: as in finish, a lateral probe by primary key per lease,
+		// in id order, locks the jobs still held under their tokens; the
+		// UPDATE joins them on the primary key alone.
 		extend: `WITH locked AS MATERIALIZED (
-	SELECT j.id FROM {jobs} j JOIN unnest($1::uuid[], $2::uuid[]) AS l(id, token)
-		ON j.id = l.id AND j.lease_token = l.token
-	WHERE j.state = 'running'
-	ORDER BY j.id
-	FOR UPDATE OF j
+	SELECT j.id
+	FROM (
+		SELECT DISTINCT ON (id, token) id, token
+		FROM unnest($1::uuid[], $2::uuid[]) AS u(id, token)
+		ORDER BY id, token
+	) l
+	CROSS JOIN LATERAL (
+		SELECT j.id FROM {jobs} j
+		WHERE j.id = l.id AND j.lease_token = l.token AND (j.state = 'running') IS TRUE
+		FOR UPDATE
+	) j
 )
 UPDATE {jobs} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond'
 FROM locked
@@ -212,10 +287,14 @@ WHERE j.id = locked.id -- locked checked state and token on the rows it holds
 RETURNING j.id, j.lease_token, j.cancel_requested`,
 
 		// Rescue: expired leases, oldest first, skipping rows another
-		// rescuer (or a late Finish) holds. A job whose cancel was
+		// rescuer (or a late Finish) holds. The running jobs are read
+		// through jobs_busy_idx and sorted by expiry: there are at most as
+		// many as the cluster's workers, and not indexing lease_expires_at
+		// lets lease extensions be HOT updates. The UPDATE finds the
+		// locked rows by primary key (= ANY of an array, never a join). A job whose cancel was
 		// requested is cancelled, and one whose pause was requested is
 		// paused while attempts remain, as Finish would have done.
-		rescue: `WITH expired AS (
+		rescue: `WITH expired AS MATERIALIZED (
 	SELECT id FROM {jobs}
 	WHERE state = 'running' AND lease_expires_at < now()
 	ORDER BY lease_expires_at
@@ -231,19 +310,23 @@ RETURNING j.id, j.lease_token, j.cancel_requested`,
 		cancel_requested = false,
 		pause_requested = false,
 		finished_at = CASE WHEN ` + rescueStateSQL + ` IN ('retrying', 'paused') THEN NULL ELSE now() END
-	FROM expired
-	WHERE j.id = expired.id AND j.state = 'running'
+	-- No state test: expired checked it on the rows it holds.
+	WHERE j.id = ANY (ARRAY(SELECT id FROM expired))
 	RETURNING j.id, j.kind, j.state, j.run_at, j.owner, j.attempt
 ), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$2") + `)
 SELECT id, kind, owner, attempt, state FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 
-		prune: `DELETE FROM {jobs} WHERE id IN (
+		// Prune: the oldest final rows from jobs_finished_idx, locked
+		// with SKIP LOCKED, then deleted by primary key (= ANY of an
+		// array: a join here let a generic plan hash-join against a
+		// sequential scan of the whole table).
+		prune: `DELETE FROM {jobs} WHERE id = ANY (ARRAY(
 	SELECT id FROM {jobs}
 	WHERE state IN ` + finalSQL + ` AND finished_at < now() - $1::bigint * interval '1 microsecond'
 	ORDER BY finished_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
-)`,
+))`,
 
 		list: `SELECT {cols} FROM {jobs}
 WHERE ($1 = '' OR kind = $1) AND (cardinality($2::text[]) = 0 OR state = ANY($2::text[])) AND id > $3

@@ -1,3 +1,0 @@
--- 0003: reserved for the parallel claim branch, which owns this version
--- number. The loader wants versions without gaps, so this branch keeps an
--- empty placeholder; delete it when that branch's 0003 merges.
