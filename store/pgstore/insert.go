@@ -47,6 +47,9 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 	if err := validateInserts(params); err != nil {
 		return nil, err
 	}
+	if len(params) > 0 && s.flowInserts(ctx, params) { // partitions, sequences, pending bounds: insertflow.go
+		return s.insertFlow(ctx, nil, params)
+	}
 	switch len(params) {
 	case 0:
 		return []store.InsertResult{}, nil
@@ -83,6 +86,9 @@ func (s *Store) InsertTx(ctx context.Context, tx pgx.Tx, params []store.InsertPa
 	}
 	if err := validateInserts(params); err != nil {
 		return nil, err
+	}
+	if len(params) > 0 && s.flowInserts(ctx, params) { // partitions, sequences, pending bounds: insertflow.go
+		return s.insertFlow(ctx, tx, params)
 	}
 	var (
 		res []store.InsertResult

@@ -29,6 +29,8 @@ type Store struct {
 
 	lmu      sync.Mutex // guards listener lifecycle
 	listener *listener
+
+	flow flowCache // flow control (flow.go)
 }
 
 var (
@@ -135,7 +137,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*store.JobRecord, error)
 // jobColumns are the columns scanJob reads, in order.
 const jobColumns = `id, kind, payload, metadata, state, priority, run_at, scheduled_at, attempt,
 	max_attempts, unique_key, errors, lease_token, lease_expires_at, owner, cancel_requested,
-	pause_requested, fence, created_at, attempted_at, finished_at`
+	pause_requested, fence, created_at, attempted_at, finished_at, partition_key, sequence_key`
 
 // prefixed returns jobColumns qualified by alias.
 func prefixed(alias string) string {
@@ -163,6 +165,7 @@ type jobScan struct {
 	leaseExp   *time.Time
 	attempted  *time.Time
 	finished   *time.Time
+	sequence   *string
 }
 
 func (js *jobScan) dest() []any {
@@ -170,7 +173,7 @@ func (js *jobScan) dest() []any {
 	return []any{&j.ID, &j.Kind, &js.payload, &j.Metadata, &js.state, &j.Priority, &j.RunAt,
 		&j.ScheduledAt, &j.Attempt, &j.MaxAttempts, &js.uniqueKey, &js.errors, &js.leaseToken,
 		&js.leaseExp, &j.Owner, &j.CancelRequested, &j.PauseRequested, &j.Fence, &j.CreatedAt,
-		&js.attempted, &js.finished}
+		&js.attempted, &js.finished, &j.PartitionKey, &js.sequence}
 }
 
 func (js *jobScan) record() (*store.JobRecord, error) {
@@ -191,6 +194,9 @@ func (js *jobScan) record() (*store.JobRecord, error) {
 	}
 	if js.finished != nil {
 		j.FinishedAt = *js.finished
+	}
+	if js.sequence != nil {
+		j.SequenceKey = *js.sequence
 	}
 	if len(j.Metadata) == 0 {
 		j.Metadata = nil
