@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,15 +13,21 @@ import (
 
 // FinishFlow is Finish, also reporting the breaker transitions the
 // outcomes made, as store.FlowStore documents. Rows are applied as Finish
-// applies them (lease-guarded, a lease listed twice applied once). When
-// jobs of kinds with a breaker are among them, it runs in one transaction
-// that first locks those kinds' flows rows (in kind order, as claims do),
-// then feeds each applied row's outcome to its kind's breaker in the
-// call's order and writes the breakers back; otherwise it is one
-// statement. Listeners are told of kinds with a concurrency limit or a
-// breaker whose jobs left running, so that hosts waiting for a slot or a
-// probe claim again. Invalid rows fail the call with an error wrapping
+// applies them (lease-guarded, a lease listed twice applied once), and
+// their outcomes fed to their kinds' breakers in the call's order.
+// Listeners are told of kinds with a concurrency limit or a breaker whose
+// jobs left running, so that hosts waiting for a slot or a probe claim
+// again. Invalid rows fail the call with an error wrapping
 // store.ErrInvalidParams.
+//
+// Most finishes leave a breaker as it is (successes while it is closed
+// with no failure counted, anything while it is open), so the breakers
+// are first read without a lock, in the finish's transaction: when the
+// outcomes change none of them, the finish commits without taking the
+// kinds' rows, and does not queue behind claims. Otherwise the rows are
+// locked (kind order, as claims do), read again and the outcomes applied
+// to what they hold then. The no-lock path is linearizable: its outcomes
+// change nothing in the state it read, which was the committed one.
 func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*store.FinishResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -47,41 +54,50 @@ func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*s
 		breakers = breakers || !cfg.Breaker.IsZero()
 	}
 	if !breakers {
-		if err := s.finishRows(ctx, s.pool, params, limited, res.OK, nil); err != nil {
+		if _, err := s.finishRows(ctx, s.pool, params, limited, res.OK); err != nil {
 			return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
 		}
 		return res, nil
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		locked, now, err := s.lockBreakers(ctx, tx, params)
+		verdicts, err := s.finishRows(ctx, tx, params, limited, res.OK)
+		if err != nil || len(verdicts) == 0 {
+			return err
+		}
+		kinds := make([]string, 0, len(verdicts))
+		for _, v := range verdicts {
+			if !slices.Contains(kinds, v.kind) {
+				kinds = append(kinds, v.kind)
+			}
+		}
+		q := s.flowQ()
+		rows, err := readBreakers(ctx, tx, q.breakers, kinds)
+		if err != nil {
+			return err
+		}
+		if !changesBreakers(rows, verdicts) {
+			return nil
+		}
+		if rows, err = readBreakers(ctx, tx, q.lockBreakers, kinds); err != nil {
+			return err
+		}
+		now, err := clockAfterLock(ctx, tx)
 		if err != nil {
 			return err
 		}
 		changed := map[string]bool{}
-		observe := func(kind string, out store.Outcome) {
-			f := locked[kind]
-			if f == nil || f.cfg.Breaker.IsZero() {
-				return
+		for _, v := range verdicts {
+			f := rows[v.kind]
+			if f == nil {
+				continue
 			}
-			var t *store.BreakerTransition
-			switch out {
-			case store.OutcomeSucceeded:
-				t = f.breaker.Observe(&f.cfg.Breaker, kind, false, now)
-			case store.OutcomeRetry, store.OutcomeDead:
-				t = f.breaker.Observe(&f.cfg.Breaker, kind, true, now)
-			default:
-				return // snoozes, hand-backs and cancellations are no verdict
-			}
-			changed[kind] = true
-			if t != nil {
+			changed[v.kind] = true
+			if t := f.breaker.Observe(&f.cfg.Breaker, v.kind, v.failed, now); t != nil {
 				res.Breakers = append(res.Breakers, *t)
 			}
 		}
-		if err := s.finishRows(ctx, tx, params, limited, res.OK, observe); err != nil {
-			return err
-		}
 		for kind := range changed {
-			if err := writeBreaker(ctx, tx, s.flowQ(), kind, &locked[kind].breaker); err != nil {
+			if err := writeBreaker(ctx, tx, q, kind, &rows[kind].breaker); err != nil {
 				return err
 			}
 		}
@@ -93,50 +109,62 @@ func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*s
 	return res, nil
 }
 
-// lockBreakers locks the flows rows of the kinds with a breaker among the
-// jobs of params, and returns them and the clock read once they are held.
-func (s *Store) lockBreakers(ctx context.Context, tx pgx.Tx, params []store.FinishParams) (map[string]*flowRow, time.Time, error) {
-	ids := make([][16]byte, len(params))
-	for i, p := range params {
-		ids[i] = p.Lease.ID
+// verdict is an applied Finish row that counts for its kind's breaker.
+type verdict struct {
+	kind   string
+	failed bool
+}
+
+// changesBreakers reports whether feeding verdicts, in order, to the
+// breakers in rows would change any of them.
+func changesBreakers(rows map[string]*flowRow, verdicts []verdict) bool {
+	for _, v := range verdicts {
+		f := rows[v.kind]
+		if f == nil {
+			continue
+		}
+		b := &f.breaker
+		switch {
+		case b.State == store.BreakerOpen:
+			// Attempts begun before it opened: no verdict.
+		case b.Closed() && !v.failed && b.Failures == 0 && f.cfg.Breaker.FailureRatio == 0:
+			// A success with no failure in a row counted: nothing to
+			// reset.
+		default:
+			return true
+		}
 	}
-	b := &pgx.Batch{}
-	b.Queue(s.flowQ().lockBreakers, ids)
-	b.Queue(`SELECT clock_timestamp()`)
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
-	rows, err := br.Query()
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("lock breakers: %w", err)
-	}
-	locked := map[string]*flowRow{}
+	return false
+}
+
+// readBreakers runs sql (breakers or lockBreakers) for kinds.
+func readBreakers(ctx context.Context, tx pgx.Tx, sql string, kinds []string) (map[string]*flowRow, error) {
+	rows, _ := tx.Query(ctx, sql, kinds)
+	out := map[string]*flowRow{}
 	var (
 		kind         string
 		cfg, breaker []byte
 		tat          *time.Time
 	)
-	_, err = pgx.ForEachRow(rows, []any{&kind, &cfg, &breaker, &tat}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&kind, &cfg, &breaker, &tat}, func() error {
 		f := &flowRow{tat: tat}
 		if err := f.decode(cfg, breaker); err != nil {
 			return err
 		}
-		locked[kind] = f
+		out[kind] = f
 		return nil
 	})
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("lock breakers: %w", err)
+		return nil, fmt.Errorf("read breakers: %w", err)
 	}
-	var now time.Time
-	if err := br.QueryRow().Scan(&now); err != nil {
-		return nil, time.Time{}, fmt.Errorf("read clock: %w", err)
-	}
-	return locked, now, br.Close()
+	return out, nil
 }
 
-// finishRows runs the flow finish statement, sets ok per row and, when
-// observe is not nil, calls it for each applied row in the call's order.
+// finishRows runs the flow finish statement, sets ok per row and returns
+// the applied rows that are verdicts for a breaker (succeeded, retry,
+// dead), in the call's order.
 func (s *Store) finishRows(ctx context.Context, q querier, params []store.FinishParams, limited []string,
-	ok []bool, observe func(kind string, out store.Outcome)) error {
+	ok []bool) ([]verdict, error) {
 	n := len(params)
 	ids := make([][16]byte, n)
 	tokens := make([][16]byte, n)
@@ -155,26 +183,31 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 	rows, _ := q.Query(ctx, s.flowQ().finish, ids, tokens, outcomes, delays, errs, s.channel, limited)
 	applied := make(map[store.Lease]bool, n)
 	var (
-		l       store.Lease
-		kind    string
-		outcome int32
+		l        store.Lease
+		kind     string
+		outcome  int32
+		verdicts []verdict
 	)
 	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &kind, &outcome}, func() error {
 		applied[l] = true
-		if observe != nil {
-			observe(kind, store.Outcome(outcome))
+		switch store.Outcome(outcome) {
+		case store.OutcomeSucceeded:
+			verdicts = append(verdicts, verdict{kind, false})
+		case store.OutcomeRetry, store.OutcomeDead:
+			verdicts = append(verdicts, verdict{kind, true})
 		}
+		// Snoozes, hand-backs and cancellations are no verdict.
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i, p := range params {
 		// A lease listed twice is applied once: report the first.
 		ok[i] = applied[p.Lease]
 		applied[p.Lease] = false
 	}
-	return nil
+	return verdicts, nil
 }
 
 // finishThroughFlow is Finish of a Store with flow-controlled kinds: the

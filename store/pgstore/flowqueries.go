@@ -23,6 +23,7 @@ type flowQueries struct {
 	claim          string
 	next           string
 	finish         string
+	breakers       string
 	lockBreakers   string
 	pending        string
 	pendingAll     string
@@ -241,11 +242,12 @@ CROSS JOIN LATERAL (
 ) n
 GROUP BY k.kind, k.parted, pk.key`,
 
-		// The flows rows of the kinds with a breaker among the jobs of
-		// Finish rows, locked in kind order before the jobs are.
-		lockBreakers: `SELECT kind, config, breaker, rate_tat FROM {flows}
-WHERE kind IN (SELECT kind FROM {jobs} WHERE id = ANY($1::uuid[])) AND config -> 'breaker' IS NOT NULL
-ORDER BY kind FOR UPDATE`,
+		// The breakers of the given kinds, read without a lock to see
+		// whether a finish changes them (lockBreakers: the same, locked
+		// in kind order, when it does).
+		breakers: `SELECT kind, config, breaker, rate_tat FROM {flows}
+WHERE kind = ANY($1::text[]) AND config -> 'breaker' IS NOT NULL
+ORDER BY kind`,
 
 		// Finish, as the plain one (see queries.go), returning each
 		// applied row's kind and the outcome it applied, in the call's
@@ -312,10 +314,14 @@ WHERE kind = $1 RETURNING pending`,
 )
 SELECT kind, count(*) FROM u WHERE pending_counted GROUP BY kind`,
 
+		lockBreakers: `SELECT kind, config, breaker, rate_tat FROM {flows}
+WHERE kind = ANY($1::text[]) AND config -> 'breaker' IS NOT NULL
+ORDER BY kind FOR UPDATE`,
+
 		addSeqKinds: `INSERT INTO {seqkinds} (kind) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`,
 	}
 	for _, p := range []*string{&q.kinds, &q.lockOne, &q.lockMany, &q.deleteFlow, &q.upsertFlow, &q.recountPending,
-		&q.notifyKind, &q.states, &q.setBreaker, &q.setBuckets, &q.claim, &q.next, &q.finish, &q.lockBreakers,
+		&q.notifyKind, &q.states, &q.setBreaker, &q.setBuckets, &q.claim, &q.next, &q.finish, &q.breakers, &q.lockBreakers,
 		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds} {
 		*p = r.Replace(*p)
 	}
