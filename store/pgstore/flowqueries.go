@@ -19,7 +19,6 @@ type flowQueries struct {
 	notifyKind     string
 	states         string
 	setBreaker     string
-	setBuckets     string
 	claim          string
 	next           string
 	finish         string
@@ -109,24 +108,6 @@ FROM {flows} f WHERE $1 = '' OR f.kind = $1 ORDER BY f.kind`,
 
 		setBreaker: `UPDATE {flows} SET breaker = $2 WHERE kind = $1`,
 
-		// After a claim: the kinds' rate buckets and breakers, and the
-		// partitions' buckets ($5, $6: kind and key of each start; $7
-		// and $8: the partition rate's interval per start, per kind).
-		setBuckets: `WITH kinds AS (
-	UPDATE {flows} f SET rate_tat = u.tat, breaker = u.breaker
-	FROM unnest($1::text[], $2::timestamptz[], $3::jsonb[]) AS u(kind, tat, breaker)
-	WHERE f.kind = u.kind
-), starts AS (
-	SELECT s.kind, s.key, count(*) AS n, i.interval_us
-	FROM unnest($5::text[], $6::text[]) AS s(kind, key)
-	JOIN unnest($7::text[], $8::bigint[]) AS i(kind, interval_us) ON i.kind = s.kind
-	GROUP BY s.kind, s.key, i.interval_us
-)
-INSERT INTO {buckets} AS b (kind, partition_key, tat)
-SELECT kind, key, $4::timestamptz + n * interval_us * interval '1 microsecond' FROM starts
-ON CONFLICT (kind, partition_key) DO UPDATE SET
-	tat = greatest(b.tat, $4::timestamptz) + (excluded.tat - $4::timestamptz)`,
-
 		// The flow claim, run while the kinds' rows are locked. Per kind
 		// (k): lim is what the caller, the rate bucket and the breaker
 		// allow ($2), cut by the concurrency room ($3 − running). Kinds
@@ -137,7 +118,11 @@ ON CONFLICT (kind, partition_key) DO UPDATE SET
 		// job of each sequence. The candidates are then cut per
 		// partition, then per kind, then to the total ($8), in claim
 		// order. $11 is the clock read once the locks were held; $12 the
-		// priority aging bound in microseconds (0: none).
+		// priority aging bound in microseconds (0: none). The same
+		// statement draws on the rate buckets (store.RateLimit.Take: $13
+		// the kind's interval in microseconds, 0 without a rate; the
+		// partitions' from k) and, for kinds whose claim starts a probe,
+		// stores the half-open breaker Go computed ($14, NULL: none).
 		claim: `WITH k AS MATERIALIZED (
 	SELECT k.kind, k.parted, k.pconc, k.pburst, k.pint,
 		CASE WHEN k.conc > 0 THEN least(k.lim, greatest(0, k.conc - (
@@ -212,10 +197,29 @@ ON CONFLICT (kind, partition_key) DO UPDATE SET
 	FROM picked
 	WHERE j.id = picked.id AND j.state IN ('scheduled', 'retrying')
 	RETURNING {jcols}
+), taken AS (
+	SELECT kind, count(*) AS n FROM claimed GROUP BY kind
+), kinds_drawn AS (
+	UPDATE {flows} f SET
+		rate_tat = CASE WHEN u.rint > 0
+			THEN greatest(coalesce(f.rate_tat, $11::timestamptz), $11::timestamptz) + t.n * u.rint * interval '1 microsecond'
+			ELSE f.rate_tat END,
+		breaker = coalesce(u.probe, f.breaker)
+	FROM unnest($1::text[], $13::bigint[], $14::jsonb[]) AS u(kind, rint, probe)
+	JOIN taken t ON t.kind = u.kind
+	WHERE f.kind = u.kind AND (u.rint > 0 OR u.probe IS NOT NULL)
+), parts_drawn AS (
+	INSERT INTO {buckets} AS b (kind, partition_key, tat)
+	SELECT c.kind, c.partition_key, $11::timestamptz + count(*) * k.pint * interval '1 microsecond'
+	FROM claimed c JOIN k ON k.kind = c.kind
+	WHERE k.parted AND k.pburst > 0
+	GROUP BY c.kind, c.partition_key, k.pint
+	ON CONFLICT (kind, partition_key) DO UPDATE SET
+		tat = greatest(b.tat, $11::timestamptz) + (excluded.tat - $11::timestamptz)
 )
 SELECT * FROM (SELECT c.*, ` + agedSQL + ` AS aged FROM claimed c) c ORDER BY ` + claimOrderSQL,
 
-		// After a claim (and its bucket updates), what is left: per kind
+		// After a claim (in its transaction), what is left: per kind
 		// and partition (kinds without partition limits: one row, key
 		// ''), the earliest run_at of a job that may start once due
 		// (first of its sequence), the kind's and the partition's running
@@ -321,7 +325,7 @@ ORDER BY kind FOR UPDATE`,
 		addSeqKinds: `INSERT INTO {seqkinds} (kind) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`,
 	}
 	for _, p := range []*string{&q.kinds, &q.lockOne, &q.lockMany, &q.deleteFlow, &q.upsertFlow, &q.recountPending,
-		&q.notifyKind, &q.states, &q.setBreaker, &q.setBuckets, &q.claim, &q.next, &q.finish, &q.breakers, &q.lockBreakers,
+		&q.notifyKind, &q.states, &q.setBreaker, &q.claim, &q.next, &q.finish, &q.breakers, &q.lockBreakers,
 		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds} {
 		*p = r.Replace(*p)
 	}
