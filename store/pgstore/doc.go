@@ -1,7 +1,8 @@
 // Package pgstore is the PostgreSQL store.Store of AX, on pgx v5 and
 // pgxpool. It also implements store.Notifier (LISTEN/NOTIFY), store.Pruner,
-// store.Lister, store.Counter and store.Closer, and adds InsertTx to insert
-// jobs inside a transaction of the caller's.
+// store.Lister, store.Counter, store.Closer and store.FlowStore (flow
+// control across the cluster), and adds InsertTx to insert jobs inside a
+// transaction of the caller's.
 //
 // # Usage
 //
@@ -116,6 +117,70 @@
 // LISTENs, reconnecting with exponential backoff; notifications sent while
 // it is disconnected are lost, which only delays jobs until the
 // scheduler's next poll.
+//
+// # Flow control
+//
+// Migration 0007 adds the flows table (one row per kind with settings: the
+// declared store.FlowConfig, the breaker's store.BreakerStatus, the rate
+// bucket's theoretical arrival time and a pending counter), partition rate
+// buckets, and partition_key and sequence_key columns on jobs with partial
+// indexes: running jobs by (kind, partition_key), claimable jobs with a
+// partition key, and live jobs of a sequence in (scheduled_at, id) order.
+// Kinds without settings keep the one-statement paths above: a Store
+// remembers for a second which kinds have settings or sequences (its own
+// SetFlows and sequenced inserts refresh it at once), and only claims of
+// those kinds, or with ClaimParams.AgeAfter, take the flow path.
+//
+// A flow claim is one transaction of two round trips. The first begins
+// it, locks the kinds' flows rows in kind order (FOR UPDATE: claims of one
+// kind take turns across hosts, which is what makes the limits
+// cluster-wide) and reads clock_timestamp() once they are held, so that a
+// claim that waited never applies a time earlier than its predecessor
+// wrote. Go then cuts each kind's limit by its rate bucket
+// (store.RateLimit.Available) and its breaker (none while open, one probe
+// while none runs once the cool-down passed). The second round trip sends
+// the claim statement, a read of what is left, and COMMIT: the server runs
+// them back to back, so a kind's row is held for little more than the
+// statement. The statement counts the kind's (and each partition's)
+// running jobs through the running index, so a slot frees whatever path
+// the job leaves running by, a rescue included; takes only the first job
+// of each sequence; reads partitioned kinds partition by partition so a
+// busy partition does not starve the others; orders jobs past the aging
+// bound first; and draws on the kind's and the partitions' rate buckets.
+// Its plan is forced generic for the transaction: planning it costs three
+// times running it. NextRunAt counts jobs held by a rate bucket or a
+// breaker's cool-down at the time they are allowed, and leaves out those
+// waiting for a running job to end, which FinishFlow announces (a
+// notification for the kind when a job of a kind with a concurrency limit
+// or a breaker leaves running; a trigger does the same for sequences).
+//
+// FinishFlow applies the outcomes as Finish does and feeds each applied
+// row to its kind's breaker in the call's order. It reads the breakers
+// without a lock first: most outcomes change nothing (a success while the
+// breaker is closed with no failure counted, anything while it is open),
+// and those finishes commit without taking the kinds' rows; the others
+// lock them, read them again and apply the outcomes to what they hold.
+// Finish takes this path whenever some kind has settings.
+//
+// A kind's MaxPending is checked against a counter, never by counting
+// jobs: inserts of the kind lock its flows row, fold in the deltas that a
+// trigger appends when a counted job enters or leaves pending (a claim, a
+// retry, a pause, a resume, a cancel) and add what they insert. Appending
+// rather than updating keeps the trigger free of row locks, so finishes
+// and cancels touching several kinds cannot deadlock on counters; the
+// trigger's WHEN clause makes it free for jobs of other kinds. Producers
+// of one kind take turns and never overshoot. InsertParams.PendingLimit
+// (a bound on all kinds) counts pending jobs up to the bound, an
+// index-only scan, without a lock: racing producers may overshoot it by
+// their rows in flight. Jobs the store inserts itself (periodic ticks,
+// follow-ups) are not counted.
+//
+// Partition keys are derived at insert from the kind's PartitionSource as
+// the Store last read it (store.PartitionKeyOf); jobs inserted before a
+// kind got a source stay in the partition "". A host that has not yet
+// learnt of a kind's new settings (up to a second) claims it the plain
+// way, without its limits; jobs of a sequence are safe meanwhile, since a
+// trigger lets only the flow claim start them.
 //
 // # Poolers
 //
