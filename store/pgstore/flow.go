@@ -217,7 +217,7 @@ func (s *Store) setFlow(ctx context.Context, tx pgx.Tx, q *flowQueries, node str
 		if _, err := tx.Exec(ctx, q.deleteFlow, cfg.Kind); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, q.notifyKind, s.channel, cfg.Kind) // what it held back may start
+		_, err := tx.Exec(ctx, q.notifyKinds, s.channel, []string{cfg.Kind}) // what it held back may start
 		return err
 	}
 	b, err := json.Marshal(cfg)
@@ -233,7 +233,7 @@ func (s *Store) setFlow(ctx context.Context, tx pgx.Tx, q *flowQueries, node str
 			return fmt.Errorf("count pending jobs: %w", err)
 		}
 	}
-	_, err = tx.Exec(ctx, q.notifyKind, s.channel, cfg.Kind) // a limit may have grown
+	_, err = tx.Exec(ctx, q.notifyKinds, s.channel, []string{cfg.Kind}) // a limit may have grown
 	return err
 }
 
@@ -338,7 +338,7 @@ func (s *Store) SetBreaker(ctx context.Context, kind string, open bool) (*store.
 				return err
 			}
 			if !open {
-				if _, err := tx.Exec(ctx, q.notifyKind, s.channel, kind); err != nil {
+				if _, err := tx.Exec(ctx, q.notifyKinds, s.channel, []string{kind}); err != nil {
 					return err
 				}
 			}
@@ -380,4 +380,29 @@ func writeBreaker(ctx context.Context, tx pgx.Tx, q *flowQueries, kind string, b
 		return fmt.Errorf("store breaker: %w", err)
 	}
 	return nil
+}
+
+// flowRescued tells listeners of the kinds with a concurrency limit or a
+// breaker whose running jobs RescueExpired took back: their slots (or
+// probe) are free, whatever state the jobs went to (the rescue itself
+// announces only jobs that became claimable). It is best effort, after the
+// rescue committed: a lost notification only delays hosts until their
+// next poll.
+func (s *Store) flowRescued(ctx context.Context, rescued []store.Rescued) {
+	if len(rescued) == 0 {
+		return
+	}
+	snap, err := s.flowKinds(ctx)
+	if err != nil {
+		return
+	}
+	var kinds []string
+	for _, r := range rescued {
+		if cfg := snap.kinds[r.Kind]; cfg != nil && cfg.Limits() && !slices.Contains(kinds, r.Kind) {
+			kinds = append(kinds, r.Kind)
+		}
+	}
+	if len(kinds) > 0 {
+		_, _ = s.pool.Exec(ctx, s.flowQ().notifyKinds, s.channel, kinds)
+	}
 }

@@ -16,7 +16,7 @@ type flowQueries struct {
 	deleteFlow     string
 	upsertFlow     string
 	recountPending string
-	notifyKind     string
+	notifyKinds    string
 	states         string
 	setBreaker     string
 	claim          string
@@ -100,7 +100,8 @@ ON CONFLICT (kind) DO UPDATE SET
 UPDATE {flows} SET pending = (SELECT count(*) FROM {jobs} WHERE kind = $1 AND state IN ('scheduled', 'retrying'))
 WHERE kind = $1 AND (SELECT count(*) FROM marked) >= 0`,
 
-		notifyKind: `SELECT pg_notify($1, json_build_object('kind', $2::text, 'run_at', clock_timestamp())::text)`,
+		notifyKinds: `SELECT pg_notify($1, json_build_object('kind', k, 'run_at', clock_timestamp())::text)
+FROM unnest($2::text[]) AS k`,
 
 		states: `SELECT f.config, f.declared_by, f.declared_at, f.breaker, f.rate_tat,
 	(SELECT count(*) FROM {jobs} j WHERE j.kind = f.kind AND j.state = 'running'), now()
@@ -325,7 +326,7 @@ ORDER BY kind FOR UPDATE`,
 		addSeqKinds: `INSERT INTO {seqkinds} (kind) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`,
 	}
 	for _, p := range []*string{&q.kinds, &q.lockOne, &q.lockMany, &q.deleteFlow, &q.upsertFlow, &q.recountPending,
-		&q.notifyKind, &q.states, &q.setBreaker, &q.claim, &q.next, &q.finish, &q.breakers, &q.lockBreakers,
+		&q.notifyKinds, &q.states, &q.setBreaker, &q.claim, &q.next, &q.finish, &q.breakers, &q.lockBreakers,
 		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds} {
 		*p = r.Replace(*p)
 	}

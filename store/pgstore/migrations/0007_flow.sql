@@ -95,6 +95,21 @@ CREATE TRIGGER jobs_flow_pending AFTER UPDATE OF state ON jobs
           (OLD.state IN ('scheduled', 'retrying')) <> (NEW.state IN ('scheduled', 'retrying')))
     EXECUTE FUNCTION flow_pending_delta();
 
+-- A counted pending job deleted (by an operator: Prune deletes only final
+-- jobs) leaves pending too.
+CREATE FUNCTION flow_pending_deleted() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO flow_pending_deltas (kind, delta) VALUES (OLD.kind, -1);
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER jobs_flow_pending_deleted AFTER DELETE ON jobs
+    FOR EACH ROW
+    WHEN (OLD.pending_counted AND OLD.state IN ('scheduled', 'retrying'))
+    EXECUTE FUNCTION flow_pending_deleted();
+
 -- A job of a sequence starts only through the flow claim, which sets
 -- ax.flow_claim for its transaction and checks that the job heads its
 -- sequence. Any other claim (a host that has not yet learnt that the kind
