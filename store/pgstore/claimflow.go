@@ -112,8 +112,15 @@ func (s *Store) lockClaimKinds(ctx context.Context, conn *pgx.Conn, q *flowQueri
 	b.Queue(`BEGIN`)
 	// Generic plans: the claim statement takes PostgreSQL longer to
 	// plan (1.5 ms) than to run (0.5 ms), and its plan does not depend
-	// on the values, all of them arrays and limits.
-	b.Queue(`SELECT set_config('ax.flow_claim', 'on', true), set_config('plan_cache_mode', 'force_generic_plan', true)`)
+	// on the values, all of them arrays and limits. No wait for the WAL
+	// flush at commit: the kinds' rows are held until the commit, and
+	// every claim of the kind queues behind it (a rate limit of hundreds
+	// per second is a claim every few milliseconds). A claim lost in a
+	// server crash leaves its jobs claimable; their holders' outcomes are
+	// then refused (lease lost) and the jobs run again, as after a
+	// rescue: at least once, as always.
+	b.Queue(`SELECT set_config('ax.flow_claim', 'on', true), set_config('plan_cache_mode', 'force_generic_plan', true),
+	set_config('synchronous_commit', 'off', true)`)
 	b.Queue(q.lockMany, names)
 	b.Queue(`SELECT clock_timestamp()`)
 	br := conn.SendBatch(ctx, b)
