@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,21 +12,23 @@ import (
 
 // FinishFlow is Finish, also reporting the breaker transitions the
 // outcomes made, as store.FlowStore documents. Rows are applied as Finish
-// applies them (lease-guarded, a lease listed twice applied once), and
-// their outcomes fed to their kinds' breakers in the call's order.
-// Listeners are told of kinds with a concurrency limit or a breaker whose
-// jobs left running, so that hosts waiting for a slot or a probe claim
-// again. Invalid rows fail the call with an error wrapping
+// applies them (lease-guarded, a lease listed twice applied once), in one
+// statement, and their outcomes fed to their kinds' breakers in the
+// call's order. Listeners are told of kinds with a concurrency limit or a
+// breaker whose jobs left running, so that hosts waiting for a slot or a
+// probe claim again. Invalid rows fail the call with an error wrapping
 // store.ErrInvalidParams.
 //
-// Most finishes leave a breaker as it is (successes while it is closed
-// with no failure counted, anything while it is open), so the breakers
-// are first read without a lock, in the finish's transaction: when the
-// outcomes change none of them, the finish commits without taking the
-// kinds' rows, and does not queue behind claims. Otherwise the rows are
-// locked (kind order, as claims do), read again and the outcomes applied
-// to what they hold then. The no-lock path is linearizable: its outcomes
-// change nothing in the state it read, which was the committed one.
+// Most outcomes change no breaker (a success while it is closed with no
+// failure counted, anything while it is open), so the statement also
+// returns the breakers of the kinds it touched as its snapshot saw them,
+// and such a finish is done in that one round trip, without taking the
+// kinds' rows or queueing behind claims: its outcomes change nothing in a
+// state that was the committed one, so they are ordered right there.
+// Otherwise a second transaction locks the kinds' rows (kind order, as
+// claims), reads them again and applies the outcomes to what they hold
+// then; a crash between the two loses those observations, never an
+// outcome.
 func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*store.FinishResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -46,39 +47,26 @@ func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*s
 		return nil, fmt.Errorf("pgstore: finish: %w", err)
 	}
 	var limited []string
-	breakers := false
 	for kind, cfg := range snap.kinds {
 		if cfg.Limits() {
 			limited = append(limited, kind)
 		}
-		breakers = breakers || !cfg.Breaker.IsZero()
 	}
-	if !breakers {
-		if _, err := s.finishRows(ctx, s.pool, params, limited, res.OK); err != nil {
-			return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
-		}
+	verdicts, seen, err := s.finishRows(ctx, s.pool, params, limited, res.OK)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
+	}
+	if !changesBreakers(seen, verdicts) {
 		return res, nil
 	}
+	kinds := make([]string, 0, len(seen))
+	for kind := range seen {
+		kinds = append(kinds, kind)
+	}
+	q := s.flowQ()
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		verdicts, err := s.finishRows(ctx, tx, params, limited, res.OK)
-		if err != nil || len(verdicts) == 0 {
-			return err
-		}
-		kinds := make([]string, 0, len(verdicts))
-		for _, v := range verdicts {
-			if !slices.Contains(kinds, v.kind) {
-				kinds = append(kinds, v.kind)
-			}
-		}
-		q := s.flowQ()
-		rows, err := readBreakers(ctx, tx, q.breakers, kinds)
+		rows, err := readBreakers(ctx, tx, q.lockBreakers, kinds)
 		if err != nil {
-			return err
-		}
-		if !changesBreakers(rows, verdicts) {
-			return nil
-		}
-		if rows, err = readBreakers(ctx, tx, q.lockBreakers, kinds); err != nil {
 			return err
 		}
 		now, err := clockAfterLock(ctx, tx)
@@ -104,7 +92,7 @@ func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*s
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
+		return nil, fmt.Errorf("pgstore: finish: feed breakers: %w", err)
 	}
 	return res, nil
 }
@@ -160,11 +148,12 @@ func readBreakers(ctx context.Context, tx pgx.Tx, sql string, kinds []string) (m
 	return out, nil
 }
 
-// finishRows runs the flow finish statement, sets ok per row and returns
-// the applied rows that are verdicts for a breaker (succeeded, retry,
-// dead), in the call's order.
+// finishRows runs the flow finish statement, sets ok per row, and
+// returns the applied rows that are verdicts for a breaker (succeeded,
+// retry, dead) in the call's order, and the breakers of their kinds as the
+// statement saw them.
 func (s *Store) finishRows(ctx context.Context, q querier, params []store.FinishParams, limited []string,
-	ok []bool) ([]verdict, error) {
+	ok []bool) ([]verdict, map[string]*flowRow, error) {
 	n := len(params)
 	ids := make([][16]byte, n)
 	tokens := make([][16]byte, n)
@@ -182,15 +171,26 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 	}
 	rows, _ := q.Query(ctx, s.flowQ().finish, ids, tokens, outcomes, delays, errs, s.channel, limited)
 	applied := make(map[store.Lease]bool, n)
+	breakers := map[string]*flowRow{}
 	var (
-		l        store.Lease
-		kind     string
-		outcome  int32
-		verdicts []verdict
+		id, token    *[16]byte
+		kind         string
+		outcome      *int32
+		ord          *int64
+		cfg, breaker []byte
+		verdicts     []verdict
 	)
-	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &kind, &outcome}, func() error {
-		applied[l] = true
-		switch store.Outcome(outcome) {
+	_, err := pgx.ForEachRow(rows, []any{&id, &token, &kind, &outcome, &ord, &cfg, &breaker}, func() error {
+		if id == nil { // a breaker
+			f := &flowRow{}
+			if err := f.decode(cfg, breaker); err != nil {
+				return err
+			}
+			breakers[kind] = f
+			return nil
+		}
+		applied[store.Lease{ID: *id, Token: *token}] = true
+		switch store.Outcome(*outcome) {
 		case store.OutcomeSucceeded:
 			verdicts = append(verdicts, verdict{kind, false})
 		case store.OutcomeRetry, store.OutcomeDead:
@@ -200,14 +200,14 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i, p := range params {
 		// A lease listed twice is applied once: report the first.
 		ok[i] = applied[p.Lease]
 		applied[p.Lease] = false
 	}
-	return verdicts, nil
+	return verdicts, breakers, nil
 }
 
 // finishThroughFlow is Finish of a Store with flow-controlled kinds: the

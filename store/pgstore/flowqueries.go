@@ -22,7 +22,6 @@ type flowQueries struct {
 	claim          string
 	next           string
 	finish         string
-	breakers       string
 	lockBreakers   string
 	pending        string
 	pendingAll     string
@@ -247,19 +246,15 @@ CROSS JOIN LATERAL (
 ) n
 GROUP BY k.kind, k.parted, pk.key`,
 
-		// The breakers of the given kinds, read without a lock to see
-		// whether a finish changes them (lockBreakers: the same, locked
-		// in kind order, when it does).
-		breakers: `SELECT kind, config, breaker, rate_tat FROM {flows}
-WHERE kind = ANY($1::text[]) AND config -> 'breaker' IS NOT NULL
-ORDER BY kind`,
-
 		// Finish, as the plain one (see queries.go), returning each
 		// applied row's kind and the outcome it applied, in the call's
 		// order, for the breakers. Listeners hear of kinds whose jobs
 		// became claimable again, and of the kinds listed in $7 (those
 		// with a concurrency limit or a breaker) whose jobs left
-		// running, since a slot or a probe is free.
+		// running, since a slot or a probe is free. After the applied
+		// rows (ordered by the call's order) come the breakers of their
+		// kinds as the statement's snapshot saw them (id NULL), for
+		// FinishFlow to see whether the outcomes change them.
 		finish: `WITH input AS (
 	SELECT DISTINCT ON (id, token) id, token, outcome, delay_us, err, ord
 	FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[]) WITH ORDINALITY
@@ -291,7 +286,13 @@ ORDER BY kind`,
 	SELECT pg_notify($6, json_build_object('kind', kind, 'run_at', clock_timestamp())::text)
 	FROM (SELECT DISTINCT kind FROM changed WHERE kind = ANY($7::text[])) freed
 )
-SELECT id, token, kind, outcome FROM changed WHERE (SELECT count(*) FROM notified) >= 0 ORDER BY ord`,
+SELECT * FROM (
+	SELECT id, token, kind, outcome, ord, NULL::jsonb AS config, NULL::jsonb AS breaker
+	FROM changed WHERE (SELECT count(*) FROM notified) >= 0
+	UNION ALL
+	SELECT NULL, NULL, f.kind, NULL, NULL, f.config, f.breaker FROM {flows} f
+	WHERE f.kind IN (SELECT kind FROM changed) AND f.config -> 'breaker' IS NOT NULL
+) r ORDER BY r.ord NULLS LAST`,
 
 		// A kind's pending count: what inserts counted, plus the deltas
 		// state changes appended since, which are folded in (the caller
@@ -326,7 +327,7 @@ ORDER BY kind FOR UPDATE`,
 		addSeqKinds: `INSERT INTO {seqkinds} (kind) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`,
 	}
 	for _, p := range []*string{&q.kinds, &q.lockOne, &q.lockMany, &q.deleteFlow, &q.upsertFlow, &q.recountPending,
-		&q.notifyKinds, &q.states, &q.setBreaker, &q.claim, &q.next, &q.finish, &q.breakers, &q.lockBreakers,
+		&q.notifyKinds, &q.states, &q.setBreaker, &q.claim, &q.next, &q.finish, &q.lockBreakers,
 		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds} {
 		*p = r.Replace(*p)
 	}
