@@ -74,16 +74,7 @@ func (s *Store) claimFlow(ctx context.Context, params *store.ClaimParams) (*stor
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	// A connection left inside the transaction by an error is rolled
-	// back here (Release would otherwise destroy it).
-	defer func() {
-		if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
-			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = conn.Exec(rctx, "ROLLBACK")
-			cancel()
-		}
-		conn.Release()
-	}()
+	defer releaseConn(conn)
 	q := s.flowQ()
 	now, err := s.lockClaimKinds(ctx, conn.Conn(), q, kinds, seen)
 	if err != nil {

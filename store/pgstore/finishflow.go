@@ -2,10 +2,12 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/store"
 )
@@ -14,21 +16,22 @@ import (
 // outcomes made, as store.FlowStore documents. Rows are applied as Finish
 // applies them (lease-guarded, a lease listed twice applied once), in one
 // statement, and their outcomes fed to their kinds' breakers in the
-// call's order. Listeners are told of kinds with a concurrency limit or a
-// breaker whose jobs left running, so that hosts waiting for a slot or a
-// probe claim again. Invalid rows fail the call with an error wrapping
-// store.ErrInvalidParams.
+// call's order, in the same transaction: a claim never sees a failed
+// attempt's end (or a probe's) without its verdict. Listeners are told of
+// kinds with a concurrency limit or a breaker whose jobs left running, so
+// that hosts waiting for a slot or a probe claim again. Invalid rows fail
+// the call with an error wrapping store.ErrInvalidParams.
 //
-// Most outcomes change no breaker (a success while it is closed with no
-// failure counted, anything while it is open), so the statement also
-// returns the breakers of the kinds it touched as its snapshot saw them,
-// and such a finish is done in that one round trip, without taking the
-// kinds' rows or queueing behind claims: its outcomes change nothing in a
-// state that was the committed one, so they are ordered right there.
-// Otherwise a second transaction locks the kinds' rows (kind order, as
-// claims), reads them again and applies the outcomes to what they hold
-// then; a crash between the two loses those observations, never an
-// outcome.
+// Without breakers it is that one statement. With breakers, most
+// outcomes still change none (a success while the breaker is closed with
+// no failure counted, anything while it is open): the statement, in a
+// transaction, also returns the breakers of the kinds it touched as it
+// saw them, and when the outcomes change nothing COMMIT follows, without
+// taking the kinds' rows or queueing behind claims (the outcomes change
+// nothing in a state that was the committed one, so they are ordered
+// right there). Otherwise the transaction locks the kinds' rows (kind
+// order, as claims), reads them again, applies the outcomes to what they
+// hold then and commits.
 func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*store.FinishResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -47,54 +50,98 @@ func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*s
 		return nil, fmt.Errorf("pgstore: finish: %w", err)
 	}
 	var limited []string
+	breakers := false
 	for kind, cfg := range snap.kinds {
 		if cfg.Limits() {
 			limited = append(limited, kind)
 		}
+		breakers = breakers || !cfg.Breaker.IsZero()
 	}
-	verdicts, seen, err := s.finishRows(ctx, s.pool, params, limited, res.OK)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
-	}
-	if !changesBreakers(seen, verdicts) {
+	if !breakers {
+		if _, _, err := s.finishRows(ctx, s.pool, params, limited, res.OK); err != nil {
+			return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
+		}
 		return res, nil
 	}
-	kinds := make([]string, 0, len(seen))
-	for kind := range seen {
-		kinds = append(kinds, kind)
-	}
-	q := s.flowQ()
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := readBreakers(ctx, tx, q.lockBreakers, kinds)
-		if err != nil {
-			return err
-		}
-		now, err := clockAfterLock(ctx, tx)
-		if err != nil {
-			return err
-		}
-		changed := map[string]bool{}
-		for _, v := range verdicts {
-			f := rows[v.kind]
-			if f == nil {
-				continue
-			}
-			changed[v.kind] = true
-			if t := f.breaker.Observe(&f.cfg.Breaker, v.kind, v.failed, now); t != nil {
-				res.Breakers = append(res.Breakers, *t)
-			}
-		}
-		for kind := range changed {
-			if err := writeBreaker(ctx, tx, q, kind, &rows[kind].breaker); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: finish: feed breakers: %w", err)
+		return nil, fmt.Errorf("pgstore: finish: %w", err)
+	}
+	defer releaseConn(conn)
+	if err := s.finishFeeding(ctx, conn.Conn(), params, limited, res); err != nil {
+		return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
 	}
 	return res, nil
+}
+
+// finishFeeding runs FinishFlow's transaction on conn.
+func (s *Store) finishFeeding(ctx context.Context, conn *pgx.Conn, params []store.FinishParams, limited []string, res *store.FinishResult) error {
+	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		return err
+	}
+	verdicts, seen, err := s.finishRows(ctx, conn, params, limited, res.OK)
+	if err != nil {
+		return err
+	}
+	if changesBreakers(seen, verdicts) {
+		kinds := make([]string, 0, len(seen))
+		for kind := range seen {
+			kinds = append(kinds, kind)
+		}
+		if err := s.feedBreakers(ctx, conn, kinds, verdicts, res); err != nil {
+			return fmt.Errorf("feed breakers: %w", err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// feedBreakers locks the kinds' flows rows, feeds them verdicts in order
+// at the clock read once they are held, and writes them back.
+func (s *Store) feedBreakers(ctx context.Context, conn *pgx.Conn, kinds []string, verdicts []verdict, res *store.FinishResult) error {
+	q := s.flowQ()
+	rows, err := readBreakers(ctx, conn, q.lockBreakers, kinds)
+	if err != nil {
+		return err
+	}
+	var now time.Time
+	if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		return fmt.Errorf("read clock: %w", err)
+	}
+	changed := map[string]bool{}
+	for _, v := range verdicts {
+		f := rows[v.kind]
+		if f == nil {
+			continue
+		}
+		changed[v.kind] = true
+		if t := f.breaker.Observe(&f.cfg.Breaker, v.kind, v.failed, now); t != nil {
+			res.Breakers = append(res.Breakers, *t)
+		}
+	}
+	for kind := range changed {
+		raw, err := json.Marshal(&rows[kind].breaker)
+		if err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, q.setBreaker, kind, raw); err != nil {
+			return fmt.Errorf("store breaker: %w", err)
+		}
+	}
+	return nil
+}
+
+// releaseConn rolls back a transaction an error left open on conn, then
+// returns it to the pool (which would otherwise destroy it).
+func releaseConn(conn *pgxpool.Conn) {
+	if c := conn.Conn(); !c.IsClosed() && c.PgConn().TxStatus() != 'I' {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = c.Exec(ctx, "ROLLBACK")
+		cancel()
+	}
+	conn.Release()
 }
 
 // verdict is an applied Finish row that counts for its kind's breaker.
@@ -126,8 +173,8 @@ func changesBreakers(rows map[string]*flowRow, verdicts []verdict) bool {
 }
 
 // readBreakers runs sql (breakers or lockBreakers) for kinds.
-func readBreakers(ctx context.Context, tx pgx.Tx, sql string, kinds []string) (map[string]*flowRow, error) {
-	rows, _ := tx.Query(ctx, sql, kinds)
+func readBreakers(ctx context.Context, q querier, sql string, kinds []string) (map[string]*flowRow, error) {
+	rows, _ := q.Query(ctx, sql, kinds)
 	out := map[string]*flowRow{}
 	var (
 		kind         string
