@@ -70,52 +70,84 @@ func (s *Store) claimFlow(ctx context.Context, params *store.ClaimParams) (*stor
 		res.Now = now
 		return res, err
 	}
+	snap, err := s.flowKinds(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: claim: %w", err)
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	defer releaseConn(conn)
 	q := s.flowQ()
-	now, err := s.lockClaimKinds(ctx, conn.Conn(), q, kinds, seen)
+	if oneTrip(snap, kinds) {
+		err = s.claimAndCommit(ctx, conn.Conn(), q, params, kinds, seen, nil, res)
+	} else {
+		var now time.Time
+		if now, err = s.lockClaimKinds(ctx, conn.Conn(), q, kinds, seen); err == nil {
+			for _, k := range kinds {
+				k.decide(now)
+			}
+			err = s.claimAndCommit(ctx, conn.Conn(), q, params, kinds, seen, &now, res)
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: claim: %w", invalidData(err))
-	}
-	res.Now = now
-	for _, k := range kinds {
-		k.decide(now)
-	}
-	if err := s.claimAndCommit(ctx, conn.Conn(), q, params, kinds, seen, now, res); err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", invalidData(err))
 	}
 	return res, nil
 }
 
-// lockClaimKinds begins the transaction, marks it as a flow claim (so the
-// sequence guard lets it start jobs of sequences), locks the kinds' flows
-// rows in kind order, and returns the clock read after the locks were
-// granted.
-func (s *Store) lockClaimKinds(ctx context.Context, conn *pgx.Conn, q *flowQueries, kinds []*claimKind, seen map[string]*claimKind) (time.Time, error) {
+// oneTrip reports whether a claim of kinds needs no decision in Go (no
+// rate, partition rate or breaker among their cached settings), and so
+// goes in one round trip: BEGIN, the locks, the claim and COMMIT in one
+// batch, which the server runs back to back, so that the kinds' rows are
+// held only while it runs (a round trip to a busy host can take
+// milliseconds, and every claim of the kind queues behind it). The
+// concurrency limits then come from the cached settings, at most
+// flowCacheTTL old, as for a host that has not yet read new settings.
+func oneTrip(snap flowSnapshot, kinds []*claimKind) bool {
+	for _, k := range kinds {
+		cfg := snap.kinds[k.kind]
+		if cfg == nil {
+			continue
+		}
+		if !cfg.Rate.IsZero() || !cfg.PartitionRate.IsZero() || !cfg.Breaker.IsZero() {
+			return false
+		}
+		k.flow = &flowRow{cfg: *cfg}
+		k.conc = int32(cfg.Concurrency)
+	}
+	return true
+}
+
+// queueLock queues, on b, BEGIN, the transaction's settings and the lock
+// of the kinds' flows rows (kind order), then the clock once they are
+// held.
+func queueLock(b *pgx.Batch, q *flowQueries, kinds []*claimKind) {
 	names := make([]string, len(kinds))
 	for i, k := range kinds {
 		names[i] = k.kind
 	}
-	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
-	// Generic plans: the claim statement takes PostgreSQL longer to
-	// plan (1.5 ms) than to run (0.5 ms), and its plan does not depend
-	// on the values, all of them arrays and limits. No wait for the WAL
-	// flush at commit: the kinds' rows are held until the commit, and
-	// every claim of the kind queues behind it (a rate limit of hundreds
-	// per second is a claim every few milliseconds). A claim lost in a
-	// server crash leaves its jobs claimable; their holders' outcomes are
-	// then refused (lease lost) and the jobs run again, as after a
-	// rescue: at least once, as always.
+	// ax.flow_claim lets the sequence guard pass this transaction's
+	// claims. Generic plans: the claim statement takes PostgreSQL longer
+	// to plan (1.5 ms) than to run (0.5 ms), and its plan does not
+	// depend on the values, all of them arrays and limits. No wait for
+	// the WAL flush at commit: the kinds' rows are held until the
+	// commit, and every claim of the kind queues behind it (a rate limit
+	// of hundreds per second is a claim every few milliseconds). A claim
+	// lost in a server crash leaves its jobs claimable; their holders'
+	// outcomes are then refused (lease lost) and the jobs run again, as
+	// after a rescue: at least once, as always.
 	b.Queue(`SELECT set_config('ax.flow_claim', 'on', true), set_config('plan_cache_mode', 'force_generic_plan', true),
 	set_config('synchronous_commit', 'off', true)`)
 	b.Queue(q.lockMany, names)
 	b.Queue(`SELECT clock_timestamp()`)
-	br := conn.SendBatch(ctx, b)
-	defer br.Close()
+}
+
+// readLock reads what queueLock queued: the locked rows (into the kinds'
+// flow) and the clock.
+func readLock(br pgx.BatchResults, seen map[string]*claimKind) (time.Time, error) {
 	if _, err := br.Exec(); err != nil {
 		return time.Time{}, fmt.Errorf("begin: %w", err)
 	}
@@ -145,6 +177,20 @@ func (s *Store) lockClaimKinds(ctx context.Context, conn *pgx.Conn, q *flowQueri
 	var now time.Time
 	if err := br.QueryRow().Scan(&now); err != nil {
 		return time.Time{}, fmt.Errorf("read clock: %w", err)
+	}
+	return now, nil
+}
+
+// lockClaimKinds sends queueLock's batch and reads it: the first round
+// trip of a claim whose limits Go decides.
+func (s *Store) lockClaimKinds(ctx context.Context, conn *pgx.Conn, q *flowQueries, kinds []*claimKind, seen map[string]*claimKind) (time.Time, error) {
+	b := &pgx.Batch{}
+	queueLock(b, q, kinds)
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	now, err := readLock(br, seen)
+	if err != nil {
+		return time.Time{}, err
 	}
 	return now, br.Close()
 }
@@ -180,7 +226,11 @@ func (k *claimKind) decide(now time.Time) {
 // rate bucket or a breaker allows it; kinds and partitions held until a
 // running job ends are left out (their end notifies).
 func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueries, params *store.ClaimParams,
-	kinds []*claimKind, seen map[string]*claimKind, now time.Time, res *store.ClaimResult) error {
+	kinds []*claimKind, seen map[string]*claimKind, at *time.Time, res *store.ClaimResult) error {
+	var now time.Time
+	if at != nil {
+		now = *at
+	}
 	n := len(kinds)
 	var (
 		names   = make([]string, n)
@@ -221,13 +271,29 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 		}
 	}
 	b := &pgx.Batch{}
+	if at == nil {
+		queueLock(b, q, kinds) // one trip: the claim reads the time itself
+	}
 	b.Queue(q.claim, names, lims, concs, parted, pconcs, pbursts, pints,
-		int32(min(params.Limit, 1<<30)), params.Owner, micros(params.LeaseDuration), now, micros(params.AgeAfter),
+		int32(min(params.Limit, 1<<30)), params.Owner, micros(params.LeaseDuration), at, micros(params.AgeAfter),
 		rints, probes)
 	b.Queue(q.next, names, parted)
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()
+	if at == nil {
+		// The limits came from the cached settings: the rows locked
+		// are read and dropped.
+		locked := make(map[string]*claimKind, len(seen))
+		for kind := range seen {
+			locked[kind] = &claimKind{kind: kind}
+		}
+		var err error
+		if now, err = readLock(br, locked); err != nil {
+			return err
+		}
+	}
+	res.Now = now
 	rows, err := br.Query()
 	if err != nil {
 		return fmt.Errorf("claim jobs: %w", err)

@@ -99,8 +99,9 @@ func (s *Store) forgetFlows() {
 }
 
 // flowActive reports whether a claim must take the flow path: priority
-// aging is asked for, or a requested kind has settings or sequences. An
-// error reading the kinds is reported by the flow path itself.
+// aging is asked for, or a requested kind has settings that hold claims
+// back, or sequences. An error reading the kinds is reported by the flow
+// path itself.
 func (s *Store) flowActive(ctx context.Context, params *store.ClaimParams) bool {
 	if params == nil {
 		return false
@@ -113,11 +114,19 @@ func (s *Store) flowActive(ctx context.Context, params *store.ClaimParams) bool 
 		return true
 	}
 	for _, k := range params.Kinds {
-		if snap.kinds[k.Kind] != nil || snap.seqKinds[k.Kind] {
+		if cfg := snap.kinds[k.Kind]; (cfg != nil && holdsClaims(cfg)) || snap.seqKinds[k.Kind] {
 			return true
 		}
 	}
 	return false
+}
+
+// holdsClaims reports whether cfg holds claims back: anything but a
+// partition source (which only derives keys) and MaxPending (applied by
+// inserts). It is the test lockMany makes in SQL.
+func holdsClaims(cfg *store.FlowConfig) bool {
+	return cfg.Concurrency > 0 || cfg.PartitionConcurrency > 0 || !cfg.Rate.IsZero() ||
+		!cfg.PartitionRate.IsZero() || !cfg.Breaker.IsZero()
 }
 
 // flowFinishes reports whether Finish must take the flow path (which

@@ -69,8 +69,14 @@ func buildFlowQueries(schema string) flowQueries {
 
 		lockOne: `SELECT config, breaker, rate_tat FROM {flows} WHERE kind = $1 FOR UPDATE`,
 
-		// Kind order: every path locking several kinds uses it.
-		lockMany: `SELECT kind, config, breaker, rate_tat FROM {flows} WHERE kind = ANY($1::text[]) ORDER BY kind FOR UPDATE`,
+		// The kinds whose settings hold claims back (anything but a
+		// partition source and MaxPending), locked in kind order, as
+		// every path locking several kinds does. Kinds with only a
+		// MaxPending are not locked: their claims need not queue behind
+		// their inserts.
+		lockMany: `SELECT kind, config, breaker, rate_tat FROM {flows}
+WHERE kind = ANY($1::text[]) AND config - 'kind' - 'max_pending' - 'partition' <> '{}'::jsonb
+ORDER BY kind FOR UPDATE`,
 
 		deleteFlow: `WITH b AS (DELETE FROM {buckets} WHERE kind = $1), d AS (DELETE FROM {deltas} WHERE kind = $1)
 DELETE FROM {flows} WHERE kind = $1`,
@@ -117,7 +123,8 @@ FROM {flows} f WHERE $1 = '' OR f.kind = $1 ORDER BY f.kind`,
 		// by priority, as the plain claim does, taking only the first
 		// job of each sequence. The candidates are then cut per
 		// partition, then per kind, then to the total ($8), in claim
-		// order. $11 is the clock read once the locks were held; $12 the
+		// order. $11 is the clock read once the locks were held (NULL:
+		// the statement's start); $12 the
 		// priority aging bound in microseconds (0: none). The same
 		// statement draws on the rate buckets (store.RateLimit.Take: $13
 		// the kind's interval in microseconds, 0 without a rate; the
@@ -326,6 +333,9 @@ ORDER BY kind FOR UPDATE`,
 
 		addSeqKinds: `INSERT INTO {seqkinds} (kind) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`,
 	}
+	// $11 NULL (a claim in one round trip, whose time Go did not read):
+	// the claim statement's own start, which comes after the locks.
+	q.claim = strings.ReplaceAll(q.claim, "$11::timestamptz", "coalesce($11::timestamptz, statement_timestamp())")
 	for _, p := range []*string{&q.kinds, &q.lockOne, &q.lockMany, &q.deleteFlow, &q.upsertFlow, &q.recountPending,
 		&q.notifyKinds, &q.states, &q.setBreaker, &q.claim, &q.next, &q.finish, &q.lockBreakers,
 		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds} {
