@@ -98,20 +98,22 @@ func (s *Store) claimFlow(ctx context.Context, params *store.ClaimParams) (*stor
 }
 
 // oneTrip reports whether a claim of kinds needs no decision in Go (no
-// rate, partition rate or breaker among their cached settings), and so
+// breaker or partition rate among their cached settings; the claim
+// statement applies concurrency limits and kinds' rate buckets), and so
 // goes in one round trip: BEGIN, the locks, the claim and COMMIT in one
 // batch, which the server runs back to back, so that the kinds' rows are
 // held only while it runs (a round trip to a busy host can take
 // milliseconds, and every claim of the kind queues behind it). The
 // concurrency limits then come from the cached settings, at most
-// flowCacheTTL old, as for a host that has not yet read new settings.
+// flowCacheTTL old, as for a host that has not yet read new settings;
+// the rate bucket is the one in the locked row.
 func oneTrip(snap flowSnapshot, kinds []*claimKind) bool {
 	for _, k := range kinds {
 		cfg := snap.kinds[k.kind]
 		if cfg == nil {
 			continue
 		}
-		if !cfg.Rate.IsZero() || !cfg.PartitionRate.IsZero() || !cfg.Breaker.IsZero() {
+		if !cfg.PartitionRate.IsZero() || !cfg.Breaker.IsZero() {
 			return false
 		}
 		k.flow = &flowRow{cfg: *cfg}
@@ -142,7 +144,10 @@ func queueLock(b *pgx.Batch, q *flowQueries, kinds []*claimKind) {
 	b.Queue(`SELECT set_config('ax.flow_claim', 'on', true), set_config('plan_cache_mode', 'force_generic_plan', true),
 	set_config('synchronous_commit', 'off', true)`)
 	b.Queue(q.lockMany, names)
-	b.Queue(`SELECT clock_timestamp()`)
+	// The clock once the locks are held, also kept for the claim
+	// statement of a claim in one round trip (whose $11 is NULL), so
+	// that the claim and ClaimResult.Now agree.
+	b.Queue(`SELECT c.t, set_config('ax.flow_now', c.t::text, true) FROM (SELECT clock_timestamp() AS t) c`)
 }
 
 // readLock reads what queueLock queued: the locked rows (into the kinds'
@@ -174,8 +179,11 @@ func readLock(br pgx.BatchResults, seen map[string]*claimKind) (time.Time, error
 	if err != nil {
 		return time.Time{}, fmt.Errorf("lock flow kinds: %w", err)
 	}
-	var now time.Time
-	if err := br.QueryRow().Scan(&now); err != nil {
+	var (
+		now  time.Time
+		kept string
+	)
+	if err := br.QueryRow().Scan(&now, &kept); err != nil {
 		return time.Time{}, fmt.Errorf("read clock: %w", err)
 	}
 	return now, nil
@@ -241,6 +249,7 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 		pbursts = make([]int32, n)
 		pints   = make([]int64, n)
 		rints   = make([]int64, n)
+		rbursts = make([]int32, n)
 		probes  = make([]*string, n)
 	)
 	for i, k := range kinds {
@@ -256,7 +265,7 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 			}
 		}
 		if r := f.cfg.Rate; !r.IsZero() {
-			rints[i] = micros(r.Interval())
+			rints[i], rbursts[i] = micros(r.Interval()), int32(r.Burst())
 		}
 		if k.probe {
 			b := f.breaker
@@ -276,7 +285,7 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 	}
 	b.Queue(q.claim, names, lims, concs, parted, pconcs, pbursts, pints,
 		int32(min(params.Limit, 1<<30)), params.Owner, micros(params.LeaseDuration), at, micros(params.AgeAfter),
-		rints, probes)
+		rints, probes, rbursts)
 	b.Queue(q.next, names, parted)
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, b)
@@ -311,10 +320,11 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 		runAt         *time.Time
 		running, prun int64
 		partTAT       *time.Time
+		kindTAT       *time.Time
 	}
 	var lefts []left
 	var l left
-	if _, err := pgx.ForEachRow(rows, []any{&l.kind, &l.key, &l.runAt, &l.running, &l.prun, &l.partTAT}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&l.kind, &l.key, &l.runAt, &l.running, &l.prun, &l.partTAT, &l.kindTAT}, func() error {
 		lefts = append(lefts, l)
 		return nil
 	}); err != nil {
@@ -340,14 +350,15 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 		if f == nil || k.taken == 0 {
 			continue
 		}
-		if r := f.cfg.Rate; !r.IsZero() {
-			t := r.Take(tatOf(f.tat), now, k.taken) // as the statement did
-			f.tat = &t
-		}
 		if k.probe {
 			if t := f.breaker.Probe(k.kind, now); t != nil {
 				res.Breakers = append(res.Breakers, *t)
 			}
+		}
+	}
+	for _, l := range lefts {
+		if f := seen[l.kind].flow; f != nil {
+			f.tat = l.kindTAT // the bucket as the claim left it
 		}
 	}
 	var next time.Time

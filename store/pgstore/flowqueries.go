@@ -54,6 +54,14 @@ const partAvailSQL = `CASE WHEN b.tat IS NULL OR b.tat <= $11::timestamptz THEN 
 	ELSE greatest(0, least(k.pburst, floor((extract(epoch FROM $11::timestamptz - b.tat) * 1000000
 		+ k.pburst::numeric * k.pint) / k.pint)))::int END`
 
+// kindAvailSQL is partAvailSQL for a kind's rate bucket f.rate_tat (burst
+// k.rburst, one token per k.rint microseconds), read after the kind's row
+// was locked: a claim in one round trip cuts its limit by it in SQL, a
+// claim decided in Go passes a limit already cut the same way.
+const kindAvailSQL = `CASE WHEN f.rate_tat IS NULL OR f.rate_tat <= $11::timestamptz THEN k.rburst
+	ELSE greatest(0, least(k.rburst, floor((extract(epoch FROM $11::timestamptz - f.rate_tat) * 1000000
+		+ k.rburst::numeric * k.rint) / k.rint)))::int END`
+
 func buildFlowQueries(schema string) flowQueries {
 	r := strings.NewReplacer(
 		"{jobs}", pgx.Identifier{schema, "jobs"}.Sanitize(),
@@ -124,7 +132,7 @@ FROM {flows} f WHERE $1 = '' OR f.kind = $1 ORDER BY f.kind`,
 		// job of each sequence. The candidates are then cut per
 		// partition, then per kind, then to the total ($8), in claim
 		// order. $11 is the clock read once the locks were held (NULL:
-		// the statement's start); $12 the
+		// ax.flow_now, the same clock kept in the transaction); $12 the
 		// priority aging bound in microseconds (0: none). The same
 		// statement draws on the rate buckets (store.RateLimit.Take: $13
 		// the kind's interval in microseconds, 0 without a rate; the
@@ -132,11 +140,14 @@ FROM {flows} f WHERE $1 = '' OR f.kind = $1 ORDER BY f.kind`,
 		// stores the half-open breaker Go computed ($14, NULL: none).
 		claim: `WITH k AS MATERIALIZED (
 	SELECT k.kind, k.parted, k.pconc, k.pburst, k.pint,
-		CASE WHEN k.conc > 0 THEN least(k.lim, greatest(0, k.conc - (
-			SELECT count(*) FROM {jobs} r WHERE r.kind = k.kind AND r.state = 'running'))::int)
-		ELSE k.lim END AS lim
-	FROM unnest($1::text[], $2::int[], $3::int[], $4::bool[], $5::int[], $6::int[], $7::bigint[])
-		AS k(kind, lim, conc, parted, pconc, pburst, pint)
+		least(
+			CASE WHEN k.conc > 0 THEN least(k.lim, greatest(0, k.conc - (
+				SELECT count(*) FROM {jobs} r WHERE r.kind = k.kind AND r.state = 'running'))::int)
+			ELSE k.lim END,
+			CASE WHEN k.rburst > 0 THEN ` + kindAvailSQL + ` ELSE k.lim END) AS lim
+	FROM unnest($1::text[], $2::int[], $3::int[], $4::bool[], $5::int[], $6::int[], $7::bigint[], $13::bigint[], $15::int[])
+		AS k(kind, lim, conc, parted, pconc, pburst, pint, rint, rburst)
+	LEFT JOIN {flows} f ON f.kind = k.kind
 ), parts AS MATERIALIZED (
 	SELECT k.kind, p.key, least(k.lim,
 		CASE WHEN k.pconc > 0 THEN greatest(0, k.pconc - (
@@ -230,11 +241,12 @@ SELECT * FROM (SELECT c.*, ` + agedSQL + ` AS aged FROM claimed c) c ORDER BY ` 
 		// and partition (kinds without partition limits: one row, key
 		// ''), the earliest run_at of a job that may start once due
 		// (first of its sequence), the kind's and the partition's running
-		// jobs, and the partition's rate bucket.
+		// jobs, the partition's rate bucket and the kind's.
 		next: `SELECT k.kind, pk.key, min(n.run_at),
 	(SELECT count(*) FROM {jobs} r WHERE r.kind = k.kind AND r.state = 'running'),
 	CASE WHEN k.parted THEN (SELECT count(*) FROM {jobs} r WHERE r.kind = k.kind AND r.partition_key = pk.key AND r.state = 'running') ELSE 0 END,
-	(SELECT b.tat FROM {buckets} b WHERE b.kind = k.kind AND b.partition_key = pk.key)
+	(SELECT b.tat FROM {buckets} b WHERE b.kind = k.kind AND b.partition_key = pk.key),
+	(SELECT f.rate_tat FROM {flows} f WHERE f.kind = k.kind)
 FROM unnest($1::text[], $2::bool[]) AS k(kind, parted)
 CROSS JOIN LATERAL (
 	SELECT '' AS key WHERE NOT k.parted
@@ -258,7 +270,12 @@ GROUP BY k.kind, k.parted, pk.key`,
 		// order, for the breakers. Listeners hear of kinds whose jobs
 		// became claimable again, and of the kinds listed in $7 (those
 		// with a concurrency limit or a breaker) whose jobs left
-		// running, since a slot or a probe is free. After the applied
+		// running, since a slot or a probe is free: only while some
+		// host may be held back, though (a partition limit, a breaker
+		// not closed, or the kind's running jobs, as the statement saw
+		// them before it, at three quarters of its limit or more), since
+		// far below the limit no claim waits for a slot, and every
+		// notification makes every host claim. After the applied
 		// rows (ordered by the call's order) come the breakers of their
 		// kinds as the statement's snapshot saw them (id NULL), for
 		// FinishFlow to see whether the outcomes change them.
@@ -290,8 +307,13 @@ GROUP BY k.kind, k.parted, pk.key`,
 	RETURNING j.id, i.token, j.kind, j.state, j.run_at, i.outcome, i.ord
 ), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `
 	UNION ALL
-	SELECT pg_notify($6, json_build_object('kind', kind, 'run_at', clock_timestamp())::text)
+	SELECT pg_notify($6, json_build_object('kind', f.kind, 'run_at', clock_timestamp())::text)
 	FROM (SELECT DISTINCT kind FROM changed WHERE kind = ANY($7::text[])) freed
+	JOIN {flows} f ON f.kind = freed.kind
+	WHERE f.config -> 'partition_concurrency' IS NOT NULL
+	   OR coalesce(f.breaker ->> 'state', 'closed') <> 'closed'
+	   OR 4 * (SELECT count(*) FROM {jobs} r WHERE r.kind = f.kind AND r.state = 'running')
+	      >= 3 * (f.config ->> 'concurrency')::bigint
 )
 SELECT * FROM (
 	SELECT id, token, kind, outcome, ord, NULL::jsonb AS config, NULL::jsonb AS breaker
@@ -334,8 +356,8 @@ ORDER BY kind FOR UPDATE`,
 		addSeqKinds: `INSERT INTO {seqkinds} (kind) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`,
 	}
 	// $11 NULL (a claim in one round trip, whose time Go did not read):
-	// the claim statement's own start, which comes after the locks.
-	q.claim = strings.ReplaceAll(q.claim, "$11::timestamptz", "coalesce($11::timestamptz, statement_timestamp())")
+	// the clock read once the locks were held, kept in ax.flow_now.
+	q.claim = strings.ReplaceAll(q.claim, "$11::timestamptz", "coalesce($11::timestamptz, current_setting('ax.flow_now')::timestamptz)")
 	for _, p := range []*string{&q.kinds, &q.lockOne, &q.lockMany, &q.deleteFlow, &q.upsertFlow, &q.recountPending,
 		&q.notifyKinds, &q.states, &q.setBreaker, &q.claim, &q.next, &q.finish, &q.lockBreakers,
 		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds} {
