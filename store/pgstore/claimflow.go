@@ -32,16 +32,17 @@ func (k *claimKind) parted() bool {
 }
 
 // claimFlow is Claim for kinds under flow control (or with sequences, or
-// with priority aging asked for), in one transaction of two round trips.
-// The first begins it, locks the kinds' flows rows in kind order and
-// reads the clock once they are held; Go then decides what each kind may
-// start (rate bucket, breaker). The second claims the jobs in one
-// statement that also applies the concurrency limits, sequences and
-// partitions and draws on the buckets, reads what is left for NextRunAt,
-// and commits: the server runs it without waiting for this host, so a
-// kind's row is held for little more than the claim statement. Claims of
-// one flow-controlled kind are serialized by its row; claims of other
-// kinds are not held.
+// with priority aging asked for), in one transaction: it locks the kinds'
+// flows rows in kind order, reads the clock once they are held, claims
+// the jobs in one statement that also applies the concurrency limits,
+// rate buckets, sequences and partitions, reads what is left for
+// NextRunAt, and commits. Without breakers or partition rates (see
+// oneTrip) all of it is one batch; otherwise the locks come first, Go
+// decides what each kind may start (breaker, partition rate), and the
+// rest is a second batch. Either way the server runs the last batch
+// without waiting for this host, so a kind's row is held for little more
+// than the claim statement. Claims of one flow-controlled kind are
+// serialized by its row; claims of other kinds are not held.
 func (s *Store) claimFlow(ctx context.Context, params *store.ClaimParams) (*store.ClaimResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err

@@ -129,38 +129,52 @@
 // Kinds without settings keep the one-statement paths above: a Store
 // remembers for a second which kinds have settings or sequences (its own
 // SetFlows and sequenced inserts refresh it at once), and only claims of
-// those kinds, or with ClaimParams.AgeAfter, take the flow path.
+// kinds whose settings hold claims back (anything but a partition source
+// and MaxPending) or that have sequences, or with ClaimParams.AgeAfter,
+// take the flow path.
 //
-// A flow claim is one transaction of two round trips. The first begins
-// it, locks the kinds' flows rows in kind order (FOR UPDATE: claims of one
-// kind take turns across hosts, which is what makes the limits
-// cluster-wide) and reads clock_timestamp() once they are held, so that a
-// claim that waited never applies a time earlier than its predecessor
-// wrote. Go then cuts each kind's limit by its rate bucket
-// (store.RateLimit.Available) and its breaker (none while open, one probe
-// while none runs once the cool-down passed). The second round trip sends
-// the claim statement, a read of what is left, and COMMIT: the server runs
-// them back to back, so a kind's row is held for little more than the
-// statement. The statement counts the kind's (and each partition's)
-// running jobs through the running index, so a slot frees whatever path
-// the job leaves running by, a rescue included; takes only the first job
-// of each sequence; reads partitioned kinds partition by partition so a
-// busy partition does not starve the others; orders jobs past the aging
-// bound first; and draws on the kind's and the partitions' rate buckets.
-// Its plan is forced generic for the transaction: planning it costs three
-// times running it. NextRunAt counts jobs held by a rate bucket or a
+// A flow claim is one transaction. It locks the kinds' flows rows in
+// kind order (FOR UPDATE: claims of one kind take turns across hosts,
+// which is what makes the limits cluster-wide), reads clock_timestamp()
+// once they are held (so a claim that waited never applies a time earlier
+// than its predecessor wrote), runs the claim statement, reads what is
+// left for NextRunAt and commits. For kinds with concurrency limits and
+// rate limits all of it goes in one batch, one round trip, which the
+// server runs back to back: a kind's row is held only while it runs,
+// never across a round trip to a busy host. For kinds with a breaker or a
+// partition rate, Go decides between the locks and the claim (none while
+// the breaker is open, one probe while none runs once the cool-down
+// passed), so the claim takes two round trips. The claim statement counts
+// the kind's (and each partition's) running jobs through the running
+// index, so a slot frees whatever path the job leaves running by, a
+// rescue included; takes only the first job of each sequence; reads
+// partitioned kinds partition by partition so a busy partition does not
+// starve the others; orders jobs past the aging bound first; and draws on
+// the kind's and the partitions' rate buckets (store.RateLimit's GCRA, in
+// SQL). Its plan is forced generic for the transaction (planning it costs
+// three times running it), and the transaction commits without waiting
+// for the WAL flush (synchronous_commit off), which shortens the time the
+// kind's row is held: a claim lost in a server crash leaves its jobs
+// claimable, and their holders' outcomes are refused (lease lost), as
+// after a rescue. NextRunAt counts jobs held by a rate bucket or a
 // breaker's cool-down at the time they are allowed, and leaves out those
-// waiting for a running job to end, which FinishFlow announces (a
+// waiting for a running job to end, which FinishFlow announces: a
 // notification for the kind when a job of a kind with a concurrency limit
-// or a breaker leaves running; a trigger does the same for sequences).
+// or a breaker leaves running while a host may be held back (running jobs
+// at three quarters of the limit or more, a partition limit, a breaker
+// not closed), since every notification makes every host claim; a
+// rescue does the same, and a trigger for sequences.
 //
 // FinishFlow applies the outcomes as Finish does and feeds each applied
-// row to its kind's breaker in the call's order. It reads the breakers
-// without a lock first: most outcomes change nothing (a success while the
-// breaker is closed with no failure counted, anything while it is open),
-// and those finishes commit without taking the kinds' rows; the others
-// lock them, read them again and apply the outcomes to what they hold.
-// Finish takes this path whenever some kind has settings.
+// row to its kind's breaker in the call's order, in the same transaction,
+// so that no claim sees a failed attempt (or a probe) end without its
+// verdict. The finish statement also returns the breakers of its kinds as
+// it saw them: most outcomes change nothing (a success while the breaker
+// is closed with no failure counted, anything while it is open), and
+// those finishes commit without taking the kinds' rows; the others lock
+// them, read them again and apply the outcomes to what they hold. Without
+// any breaker it is one statement. Finish takes this path whenever some
+// kind has settings.
 //
 // A kind's MaxPending is checked against a counter, never by counting
 // jobs: inserts of the kind lock its flows row, fold in the deltas that a
