@@ -287,8 +287,10 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 	b.Queue(q.claim, names, lims, concs, parted, pconcs, pbursts, pints,
 		int32(min(params.Limit, 1<<30)), params.Owner, micros(params.LeaseDuration), at, micros(params.AgeAfter),
 		rints, probes, rbursts)
-	b.Queue(q.next, names, parted)
 	b.Queue(`COMMIT`)
+	// What is left is read after the commit, so that the kinds' rows
+	// are not held for it.
+	b.Queue(q.next, names, parted)
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()
 	if at == nil {
@@ -312,6 +314,13 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 	if err != nil {
 		return fmt.Errorf("claim jobs: %w", err)
 	}
+	tag, err := br.Exec()
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if tag.String() != "COMMIT" {
+		return fmt.Errorf("commit: the server answered %q", tag.String())
+	}
 	rows, err = br.Query()
 	if err != nil {
 		return fmt.Errorf("read next run time: %w", err)
@@ -330,13 +339,6 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 		return nil
 	}); err != nil {
 		return fmt.Errorf("read next run time: %w", err)
-	}
-	tag, err := br.Exec()
-	if err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	if tag.String() != "COMMIT" {
-		return fmt.Errorf("commit: the server answered %q", tag.String())
 	}
 	if err := br.Close(); err != nil {
 		return err
