@@ -189,6 +189,12 @@
 // their rows in flight. Jobs the store inserts itself (periodic ticks,
 // follow-ups) are not counted.
 //
+// A partitioned kind's keys are found by skipping through
+// jobs_partition_idx, one probe per key; the partition "" (jobs without a
+// key) is read through jobs_claim_idx, filtered, so a kind whose due jobs
+// nearly all have keys pays a walk over them for it on every claim (a
+// known cost, not yet measured).
+//
 // Partition keys are derived at insert from the kind's PartitionSource as
 // the Store last read it (store.PartitionKeyOf); jobs inserted before a
 // kind got a source stay in the partition "". A host that has not yet
