@@ -109,3 +109,24 @@ func TestFlowPendingCounter(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, pending(), "a resumed job is")
 }
+
+// TestFlowClaimRefusedData: a flow claim (priority aging) of a kind
+// PostgreSQL refuses as text fails with store.ErrInvalidParams, and
+// leaves its connection out of the transaction: the claims after it work.
+func TestFlowClaimRefusedData(t *testing.T) {
+	s := newStore(t)
+	ctx := ctxT(t)
+	_, err := s.Insert(ctx, []store.InsertParams{job("ok")})
+	require.NoError(t, err)
+	aged := func(kind string) (*store.ClaimResult, error) {
+		return s.Claim(ctx, &store.ClaimParams{Owner: "o", Kinds: []store.KindLimit{{Kind: kind, Limit: 1}},
+			Limit: 1, LeaseDuration: time.Minute, AgeAfter: time.Minute})
+	}
+	for range 10 { // more than the pool's connections
+		_, err := aged("bad\xff")
+		require.ErrorIs(t, err, store.ErrInvalidParams)
+	}
+	res, err := aged("ok")
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 1)
+}
