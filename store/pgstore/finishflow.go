@@ -216,6 +216,10 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 	if limited == nil {
 		limited = []string{}
 	}
+	// FinishParams.Result and Then are ignored here as by Finish's own
+	// statement (pgstore is no FollowUpStore yet); when it stores them,
+	// this statement, which Finish takes whenever some kind has flow
+	// settings, must store them too.
 	rows, _ := q.Query(ctx, s.flowQ().finish, ids, tokens, outcomes, delays, errs, s.channel, limited)
 	applied := make(map[store.Lease]bool, n)
 	breakers := map[string]*flowRow{}
