@@ -22,6 +22,9 @@ type claimKind struct {
 	// holdAt is when the breaker's cool-down ends (zero: it does not hold).
 	holdAt time.Time
 	taken  int
+	// gate: a claim in one round trip of a kind with a breaker, which
+	// the statement lets start jobs only while the breaker is closed.
+	gate bool
 }
 
 // parted reports whether the kind's jobs are claimed partition by
@@ -53,18 +56,7 @@ func (s *Store) claimFlow(ctx context.Context, params *store.ClaimParams) (*stor
 	if err := params.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	var kinds []*claimKind
-	seen := make(map[string]*claimKind, len(params.Kinds))
-	for _, kl := range params.Kinds {
-		lim := int32(min(kl.Limit, params.Limit, 1<<30))
-		if k := seen[kl.Kind]; k != nil {
-			k.limit = min(k.limit, lim)
-			continue
-		}
-		k := &claimKind{kind: kl.Kind, limit: lim}
-		seen[kl.Kind] = k
-		kinds = append(kinds, k)
-	}
+	kinds, seen := claimKinds(params)
 	res := &store.ClaimResult{Jobs: []*store.JobRecord{}}
 	if len(kinds) == 0 {
 		now, err := s.Now(ctx)
@@ -81,26 +73,74 @@ func (s *Store) claimFlow(ctx context.Context, params *store.ClaimParams) (*stor
 	}
 	defer releaseConn(conn)
 	q := s.flowQ()
-	if oneTrip(snap, kinds) {
-		err = s.claimAndCommit(ctx, conn.Conn(), q, params, kinds, seen, nil, res)
-	} else {
-		var now time.Time
-		if now, err = s.lockClaimKinds(ctx, conn.Conn(), q, kinds, seen); err == nil {
-			for _, k := range kinds {
-				k.decide(now)
-			}
-			err = s.claimAndCommit(ctx, conn.Conn(), q, params, kinds, seen, &now, res)
+	if !oneTrip(snap, kinds) {
+		if err := s.claimDecided(ctx, conn.Conn(), q, params, kinds, seen, res); err != nil {
+			return nil, fmt.Errorf("pgstore: claim: %w", invalidData(err))
 		}
+		return res, nil
 	}
+	gated, err := s.claimAndCommit(ctx, conn.Conn(), q, params, kinds, seen, nil, res)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", invalidData(err))
 	}
-	return res, nil
+	if !gated {
+		return res, nil
+	}
+	// A breaker was not closed: what the claim left is claimed again,
+	// with Go deciding (a probe, or nothing until the cool-down ends).
+	// That result's Now and NextRunAt are the ones that count.
+	again := *params
+	again.Limit -= len(res.Jobs)
+	again.Kinds = nil
+	for _, k := range kinds {
+		again.Kinds = append(again.Kinds, store.KindLimit{Kind: k.kind, Limit: int(k.limit) - k.taken})
+	}
+	kinds, seen = claimKinds(&again)
+	res2 := &store.ClaimResult{Jobs: res.Jobs}
+	if err := s.claimDecided(ctx, conn.Conn(), q, &again, kinds, seen, res2); err != nil {
+		return nil, fmt.Errorf("pgstore: claim: %w", invalidData(err))
+	}
+	return res2, nil
+}
+
+// claimDecided claims in two round trips: the locks and the clock, then,
+// once Go decided what each kind may start, the claim and COMMIT.
+func (s *Store) claimDecided(ctx context.Context, conn *pgx.Conn, q *flowQueries, params *store.ClaimParams,
+	kinds []*claimKind, seen map[string]*claimKind, res *store.ClaimResult) error {
+	now, err := s.lockClaimKinds(ctx, conn, q, kinds, seen)
+	if err != nil {
+		return err
+	}
+	for _, k := range kinds {
+		k.decide(now)
+	}
+	_, err = s.claimAndCommit(ctx, conn, q, params, kinds, seen, &now, res)
+	return err
+}
+
+// claimKinds returns the kinds params asks for, a kind listed twice once
+// with the smaller limit, each limit at most the total.
+func claimKinds(params *store.ClaimParams) ([]*claimKind, map[string]*claimKind) {
+	var kinds []*claimKind
+	seen := make(map[string]*claimKind, len(params.Kinds))
+	for _, kl := range params.Kinds {
+		lim := int32(max(0, min(kl.Limit, params.Limit, 1<<30)))
+		if k := seen[kl.Kind]; k != nil {
+			k.limit = min(k.limit, lim)
+			continue
+		}
+		k := &claimKind{kind: kl.Kind, limit: lim}
+		seen[kl.Kind] = k
+		kinds = append(kinds, k)
+	}
+	return kinds, seen
 }
 
 // oneTrip reports whether a claim of kinds needs no decision in Go (no
-// breaker or partition rate among their cached settings; the claim
-// statement applies concurrency limits and kinds' rate buckets), and so
+// partition rate among their cached settings; the claim statement applies
+// concurrency limits and kinds' rate buckets, and starts jobs of a kind
+// with a breaker only while it is closed, the usual case, leaving the
+// rest to a second claim decided in Go), and so
 // goes in one round trip: BEGIN, the locks, the claim and COMMIT in one
 // batch, which the server runs back to back, so that the kinds' rows are
 // held only while it runs (a round trip to a busy host can take
@@ -114,11 +154,16 @@ func oneTrip(snap flowSnapshot, kinds []*claimKind) bool {
 		if cfg == nil {
 			continue
 		}
-		if !cfg.PartitionRate.IsZero() || !cfg.Breaker.IsZero() {
+		if !cfg.PartitionRate.IsZero() {
 			return false
 		}
-		k.flow = &flowRow{cfg: *cfg}
-		k.conc = int32(cfg.Concurrency)
+	}
+	for _, k := range kinds {
+		if cfg := snap.kinds[k.kind]; cfg != nil {
+			k.flow = &flowRow{cfg: *cfg}
+			k.conc = int32(cfg.Concurrency)
+			k.gate = !cfg.Breaker.IsZero()
+		}
 	}
 	return true
 }
@@ -228,14 +273,16 @@ func (k *claimKind) decide(now time.Time) {
 	}
 }
 
-// claimAndCommit sends the claim statement, the read of what is left and
-// COMMIT in one batch, records the jobs taken, applies to the kinds'
+// claimAndCommit sends the claim statement, COMMIT and the read of what
+// is left in one batch (preceded by the locks for a claim in one round
+// trip, at nil; gated then reports that a kind's breaker was not closed,
+// so the statement started none of its jobs), records the jobs taken, applies to the kinds'
 // flowRow what the statement drew (rate buckets, probes), and computes
 // NextRunAt: the earliest run_at of a job that may start, pushed to when a
 // rate bucket or a breaker allows it; kinds and partitions held until a
 // running job ends are left out (their end notifies).
 func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueries, params *store.ClaimParams,
-	kinds []*claimKind, seen map[string]*claimKind, at *time.Time, res *store.ClaimResult) error {
+	kinds []*claimKind, seen map[string]*claimKind, at *time.Time, res *store.ClaimResult) (gated bool, err error) {
 	var now time.Time
 	if at != nil {
 		now = *at
@@ -251,10 +298,11 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 		pints   = make([]int64, n)
 		rints   = make([]int64, n)
 		rbursts = make([]int32, n)
+		gates   = make([]bool, n)
 		probes  = make([]*string, n)
 	)
 	for i, k := range kinds {
-		names[i], lims[i], concs[i], parted[i] = k.kind, k.limit, k.conc, k.parted()
+		names[i], lims[i], concs[i], parted[i], gates[i] = k.kind, k.limit, k.conc, k.parted(), k.gate
 		f := k.flow
 		if f == nil {
 			continue
@@ -273,7 +321,7 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 			if b.Probe(k.kind, now) != nil {
 				raw, err := json.Marshal(&b)
 				if err != nil {
-					return err
+					return false, err
 				}
 				str := string(raw)
 				probes[i] = &str
@@ -286,7 +334,7 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 	}
 	b.Queue(q.claim, names, lims, concs, parted, pconcs, pbursts, pints,
 		int32(min(params.Limit, 1<<30)), params.Owner, micros(params.LeaseDuration), at, micros(params.AgeAfter),
-		rints, probes, rbursts)
+		rints, probes, rbursts, gates)
 	b.Queue(`COMMIT`)
 	// What is left is read after the commit, so that the kinds' rows
 	// are not held for it.
@@ -302,28 +350,33 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 		}
 		var err error
 		if now, err = readLock(br, locked); err != nil {
-			return err
+			return false, err
+		}
+		for _, k := range kinds {
+			if l := locked[k.kind]; k.gate && l.flow != nil && !l.flow.breaker.Closed() {
+				gated = true // the statement started nothing of the kind
+			}
 		}
 	}
 	res.Now = now
 	rows, err := br.Query()
 	if err != nil {
-		return fmt.Errorf("claim jobs: %w", err)
+		return false, fmt.Errorf("claim jobs: %w", err)
 	}
 	jobs, err := collectJobs(rows)
 	if err != nil {
-		return fmt.Errorf("claim jobs: %w", err)
+		return false, fmt.Errorf("claim jobs: %w", err)
 	}
 	tag, err := br.Exec()
 	if err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return false, fmt.Errorf("commit: %w", err)
 	}
 	if tag.String() != "COMMIT" {
-		return fmt.Errorf("commit: the server answered %q", tag.String())
+		return false, fmt.Errorf("commit: the server answered %q", tag.String())
 	}
 	rows, err = br.Query()
 	if err != nil {
-		return fmt.Errorf("read next run time: %w", err)
+		return false, fmt.Errorf("read next run time: %w", err)
 	}
 	type left struct {
 		kind, key     string
@@ -338,10 +391,10 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 		lefts = append(lefts, l)
 		return nil
 	}); err != nil {
-		return fmt.Errorf("read next run time: %w", err)
+		return false, fmt.Errorf("read next run time: %w", err)
 	}
 	if err := br.Close(); err != nil {
-		return err
+		return false, err
 	}
 
 	for _, j := range jobs {
@@ -375,7 +428,7 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 		}
 	}
 	res.NextRunAt = next
-	return nil
+	return gated, nil
 }
 
 // readyAt returns when a job of the kind due at runAt, in a partition with

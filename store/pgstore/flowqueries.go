@@ -156,15 +156,18 @@ FROM {flows} f WHERE $1 = '' OR f.kind = $1 ORDER BY f.kind`,
 		// the kind's interval in microseconds, 0 without a rate; the
 		// partitions' from k) and, for kinds whose claim starts a probe,
 		// stores the half-open breaker Go computed ($14, NULL: none).
+		// $16: kinds with a breaker claimed without Go's decision, which
+		// start nothing unless the breaker is closed.
 		claim: `WITH k AS MATERIALIZED (
 	SELECT k.kind, k.parted, k.pconc, k.pburst, k.pint,
-		least(
+		CASE WHEN k.gate AND f.breaker ->> 'state' IN ('open', 'half_open') THEN 0
+		ELSE least(
 			CASE WHEN k.conc > 0 THEN least(k.lim, greatest(0, k.conc - (
 				SELECT count(*) FROM {jobs} r WHERE r.kind = k.kind AND r.state = 'running'))::int)
 			ELSE k.lim END,
-			CASE WHEN k.rburst > 0 THEN ` + kindAvailSQL + ` ELSE k.lim END) AS lim
-	FROM unnest($1::text[], $2::int[], $3::int[], $4::bool[], $5::int[], $6::int[], $7::bigint[], $13::bigint[], $15::int[])
-		AS k(kind, lim, conc, parted, pconc, pburst, pint, rint, rburst)
+			CASE WHEN k.rburst > 0 THEN ` + kindAvailSQL + ` ELSE k.lim END) END AS lim
+	FROM unnest($1::text[], $2::int[], $3::int[], $4::bool[], $5::int[], $6::int[], $7::bigint[], $13::bigint[], $15::int[], $16::bool[])
+		AS k(kind, lim, conc, parted, pconc, pburst, pint, rint, rburst, gate)
 	LEFT JOIN {flows} f ON f.kind = k.kind
 ), parts AS MATERIALIZED (
 	SELECT k.kind, p.key, least(k.lim,
@@ -325,7 +328,7 @@ GROUP BY k.kind, k.parted, pk.key`,
 	FROM (SELECT DISTINCT kind FROM changed WHERE kind = ANY($7::text[])) freed
 	JOIN {flows} f ON f.kind = freed.kind
 	WHERE f.config -> 'partition_concurrency' IS NOT NULL
-	   OR coalesce(f.breaker ->> 'state', 'closed') <> 'closed'
+	   OR f.breaker ->> 'state' IN ('open', 'half_open')
 	   OR 4 * (SELECT count(*) FROM {jobs} r WHERE r.kind = f.kind AND r.state = 'running')
 	      >= 3 * (f.config ->> 'concurrency')::bigint
 )
