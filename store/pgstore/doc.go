@@ -138,13 +138,14 @@
 // which is what makes the limits cluster-wide), reads clock_timestamp()
 // once they are held (so a claim that waited never applies a time earlier
 // than its predecessor wrote), runs the claim statement, reads what is
-// left for NextRunAt and commits. For kinds with concurrency limits and
-// rate limits all of it goes in one batch, one round trip, which the
-// server runs back to back: a kind's row is held only while it runs,
-// never across a round trip to a busy host. For kinds with a breaker or a
-// partition rate, Go decides between the locks and the claim (none while
-// the breaker is open, one probe while none runs once the cool-down
-// passed), so the claim takes two round trips. The claim statement counts
+// left for NextRunAt and commits. Usually all of it goes in one batch,
+// one round trip, which the server runs back to back: a kind's row is
+// held only while it runs, never across a round trip to a busy host; the
+// statement applies concurrency limits and rate buckets itself, and
+// starts nothing of a kind whose breaker it finds open or half-open. Then,
+// and for kinds with a partition rate, Go decides between the locks and
+// the claim (none while the breaker is open, one probe while none runs
+// once the cool-down passed), in a claim of two round trips. The claim statement counts
 // the kind's (and each partition's) running jobs through the running
 // index, so a slot frees whatever path the job leaves running by, a
 // rescue included; takes only the first job of each sequence; reads
