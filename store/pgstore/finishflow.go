@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -76,23 +75,28 @@ func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*s
 
 // finishFeeding runs FinishFlow's transaction on conn.
 func (s *Store) finishFeeding(ctx context.Context, conn *pgx.Conn, params []store.FinishParams, limited []string, res *store.FinishResult) error {
-	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
-		return err
-	}
-	verdicts, seen, err := s.finishRows(ctx, conn, params, limited, res.OK)
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return err
 	}
+	defer func() { _ = tx.Rollback(ctx) }() // a no-op once committed
+	verdicts, seen, err := s.finishRows(ctx, tx, params, limited, res.OK)
+	if err != nil {
+		return err
+	}
+	// Merging with the results branch: its finishExtras(ctx, tx, params,
+	// res.OK) goes here (and FinishFlow takes this transaction whenever
+	// anyRich(params), breakers or not).
 	if changesBreakers(seen, verdicts) {
 		kinds := make([]string, 0, len(seen))
 		for kind := range seen {
 			kinds = append(kinds, kind)
 		}
-		if err := s.feedBreakers(ctx, conn, kinds, verdicts, res); err != nil {
+		if err := s.feedBreakers(ctx, tx, kinds, verdicts, res); err != nil {
 			return fmt.Errorf("feed breakers: %w", err)
 		}
 	}
-	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
@@ -100,15 +104,15 @@ func (s *Store) finishFeeding(ctx context.Context, conn *pgx.Conn, params []stor
 
 // feedBreakers locks the kinds' flows rows, feeds them verdicts in order
 // at the clock read once they are held, and writes them back.
-func (s *Store) feedBreakers(ctx context.Context, conn *pgx.Conn, kinds []string, verdicts []verdict, res *store.FinishResult) error {
+func (s *Store) feedBreakers(ctx context.Context, tx pgx.Tx, kinds []string, verdicts []verdict, res *store.FinishResult) error {
 	q := s.flowQ()
-	rows, err := readBreakers(ctx, conn, q.lockBreakers, kinds)
+	rows, err := readBreakers(ctx, tx, q.lockBreakers, kinds)
 	if err != nil {
 		return err
 	}
-	var now time.Time
-	if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
-		return fmt.Errorf("read clock: %w", err)
+	now, err := clockAfterLock(ctx, tx)
+	if err != nil {
+		return err
 	}
 	changed := map[string]bool{}
 	for _, v := range verdicts {
@@ -122,12 +126,8 @@ func (s *Store) feedBreakers(ctx context.Context, conn *pgx.Conn, kinds []string
 		}
 	}
 	for kind := range changed {
-		raw, err := json.Marshal(&rows[kind].breaker)
-		if err != nil {
+		if err := writeBreaker(ctx, tx, q, kind, &rows[kind].breaker); err != nil {
 			return err
-		}
-		if _, err := conn.Exec(ctx, q.setBreaker, kind, raw); err != nil {
-			return fmt.Errorf("store breaker: %w", err)
 		}
 	}
 	return nil
