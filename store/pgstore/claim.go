@@ -19,6 +19,9 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	if s.flowActive(ctx, params) { // flow-controlled kinds, sequences or aging: claimflow.go
+		return s.claimFlow(ctx, params)
+	}
 	if params == nil {
 		return nil, fmt.Errorf("pgstore: claim: nil params: %w", store.ErrInvalidParams)
 	}

@@ -1,10 +1,10 @@
 // Package pgstore is the PostgreSQL store.Store of AX, on pgx v5 and
 // pgxpool. It also implements store.Notifier (LISTEN/NOTIFY), store.Pruner,
-// store.Lister, store.Counter, store.FollowUpStore, store.BatchStore and
-// store.Closer, and adds InsertTx, InsertBatchTx and CompleteTx to insert
-// jobs, insert a batch and end a job inside a transaction of the
-// caller's. It also implements the operator's interfaces (see Operator
-// API below).
+// store.Lister, store.Counter, store.FollowUpStore, store.BatchStore,
+// store.FlowStore (flow control across the cluster) and store.Closer, and
+// adds InsertTx, InsertBatchTx and CompleteTx to insert jobs, insert a
+// batch and end a job inside a transaction of the caller's. It also
+// implements the operator's interfaces (see Operator API below).
 //
 // # Usage
 //
@@ -236,6 +236,91 @@
 // LISTENs, reconnecting with exponential backoff; notifications sent while
 // it is disconnected are lost, which only delays jobs until the
 // scheduler's next poll.
+//
+// # Flow control
+//
+// Migration 0007 adds the flows table (one row per kind with settings: the
+// declared store.FlowConfig, the breaker's store.BreakerStatus, the rate
+// bucket's theoretical arrival time and a pending counter), partition rate
+// buckets, and partition_key and sequence_key columns on jobs with partial
+// indexes: running jobs by (kind, partition_key), claimable jobs with a
+// partition key, and live jobs of a sequence in (scheduled_at, id) order.
+// Kinds without settings keep the one-statement paths above: a Store
+// remembers for a second which kinds have settings or sequences (its own
+// SetFlows and sequenced inserts refresh it at once), and only claims of
+// kinds whose settings hold claims back (anything but a partition source
+// and MaxPending) or that have sequences, or with ClaimParams.AgeAfter,
+// take the flow path.
+//
+// A flow claim is one transaction. It locks the kinds' flows rows in
+// kind order (FOR UPDATE: claims of one kind take turns across hosts,
+// which is what makes the limits cluster-wide), reads clock_timestamp()
+// once they are held (so a claim that waited never applies a time earlier
+// than its predecessor wrote), runs the claim statement, reads what is
+// left for NextRunAt and commits. Usually all of it goes in one batch,
+// one round trip, which the server runs back to back: a kind's row is
+// held only while it runs, never across a round trip to a busy host; the
+// statement applies concurrency limits and rate buckets itself, and
+// starts nothing of a kind whose breaker it finds open or half-open. Then,
+// and for kinds with a partition rate, Go decides between the locks and
+// the claim (none while the breaker is open, one probe while none runs
+// once the cool-down passed), in a claim of two round trips. The claim statement counts
+// the kind's (and each partition's) running jobs through the running
+// index, so a slot frees whatever path the job leaves running by, a
+// rescue included; takes only the first job of each sequence; reads
+// partitioned kinds partition by partition so a busy partition does not
+// starve the others; orders jobs past the aging bound first; and draws on
+// the kind's and the partitions' rate buckets (store.RateLimit's GCRA, in
+// SQL). Its plan is forced generic for the transaction (planning it costs
+// three times running it), and the transaction commits without waiting
+// for the WAL flush (synchronous_commit off), which shortens the time the
+// kind's row is held: a claim lost in a server crash leaves its jobs
+// claimable, and their holders' outcomes are refused (lease lost), as
+// after a rescue. NextRunAt counts jobs held by a rate bucket or a
+// breaker's cool-down at the time they are allowed, and leaves out those
+// waiting for a running job to end, which FinishFlow announces: a
+// notification for the kind when a job of a kind with a concurrency limit
+// or a breaker leaves running while a host may be held back (running jobs
+// at three quarters of the limit or more, a partition limit, a breaker
+// not closed), since every notification makes every host claim; a
+// rescue does the same, and a trigger for sequences.
+//
+// FinishFlow applies the outcomes as Finish does and feeds each applied
+// row to its kind's breaker in the call's order, in the same transaction,
+// so that no claim sees a failed attempt (or a probe) end without its
+// verdict. The finish statement also returns the breakers of its kinds as
+// it saw them: most outcomes change nothing (a success while the breaker
+// is closed with no failure counted, anything while it is open), and
+// those finishes commit without taking the kinds' rows; the others lock
+// them, read them again and apply the outcomes to what they hold. Without
+// any breaker it is one statement. Finish takes this path whenever some
+// kind has settings.
+//
+// A kind's MaxPending is checked against a counter, never by counting
+// jobs: inserts of the kind lock its flows row, fold in the deltas that a
+// trigger appends when a counted job enters or leaves pending (a claim, a
+// retry, a pause, a resume, a cancel) and add what they insert. Appending
+// rather than updating keeps the trigger free of row locks, so finishes
+// and cancels touching several kinds cannot deadlock on counters; the
+// trigger's WHEN clause makes it free for jobs of other kinds. Producers
+// of one kind take turns and never overshoot. InsertParams.PendingLimit
+// (a bound on all kinds) counts pending jobs up to the bound, an
+// index-only scan, without a lock: racing producers may overshoot it by
+// their rows in flight. Jobs the store inserts itself (periodic ticks,
+// follow-ups) are not counted.
+//
+// A partitioned kind's keys are found by skipping through
+// jobs_partition_idx, one probe per key; the partition "" (jobs without a
+// key) is read through jobs_claim_idx, filtered, so a kind whose due jobs
+// nearly all have keys pays a walk over them for it on every claim (a
+// known cost, not yet measured).
+//
+// Partition keys are derived at insert from the kind's PartitionSource as
+// the Store last read it (store.PartitionKeyOf); jobs inserted before a
+// kind got a source stay in the partition "". A host that has not yet
+// learnt of a kind's new settings (up to a second) claims it the plain
+// way, without its limits; jobs of a sequence are safe meanwhile, since a
+// trigger lets only the flow claim start them.
 //
 // # Poolers
 //

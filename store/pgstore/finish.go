@@ -32,6 +32,9 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 			return nil, fmt.Errorf("pgstore: finish row %d: %w", i, err)
 		}
 	}
+	if len(params) > 0 && s.flowFinishes(ctx) { // breakers and freed slots: finishflow.go
+		return s.finishThroughFlow(ctx, params)
+	}
 	n := len(params)
 	// Raw [16]byte arrays: pgx encodes them directly, where []uuid.UUID
 	// goes through a failing plan per element first.

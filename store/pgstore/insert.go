@@ -60,6 +60,9 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 	if err := validateInserts(params); err != nil {
 		return nil, err
 	}
+	if len(params) > 0 && s.flowInserts(ctx, params) { // partitions, sequences, pending bounds, and follow-ups with them: insertflow.go
+		return s.insertFlow(ctx, nil, params)
+	}
 	if anyFollowUps(params) {
 		return s.insertWithFollowUps(ctx, nil, params) // followup.go
 	}
@@ -99,6 +102,9 @@ func (s *Store) InsertTx(ctx context.Context, tx pgx.Tx, params []store.InsertPa
 	}
 	if err := validateInserts(params); err != nil {
 		return nil, err
+	}
+	if len(params) > 0 && s.flowInserts(ctx, params) { // partitions, sequences, pending bounds, and follow-ups with them: insertflow.go
+		return s.insertFlow(ctx, tx, params)
 	}
 	if anyFollowUps(params) {
 		return s.insertWithFollowUps(ctx, tx, params) // followup.go

@@ -39,6 +39,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: rescue expired leases: %w", err)
 	}
+	s.flowRescued(ctx, out) // slots and probes freed: flow.go
 	return out, nil
 }
 

@@ -29,6 +29,8 @@ type Store struct {
 
 	lmu      sync.Mutex // guards listener lifecycle
 	listener *listener
+
+	flow flowCache // flow control (flow.go)
 }
 
 var (
@@ -135,7 +137,8 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*store.JobRecord, error)
 // jobColumns are the columns scanJob reads, in order.
 const jobColumns = `id, kind, payload, metadata, state, priority, run_at, scheduled_at, attempt,
 	max_attempts, unique_key, errors, lease_token, lease_expires_at, owner, cancel_requested,
-	pause_requested, fence, created_at, attempted_at, finished_at, unique_global, unique_finished, unique_period, ` + followUpColumns
+	pause_requested, fence, created_at, attempted_at, finished_at, unique_global, unique_finished, unique_period,
+	partition_key, sequence_key, ` + followUpColumns
 
 // prefixed returns jobColumns qualified by alias.
 func prefixed(alias string) string {
@@ -165,7 +168,8 @@ type jobScan struct {
 	finished   *time.Time
 	uGlobal    bool
 	uFinished  bool
-	uPeriod    int32    // seconds
+	uPeriod    int32 // seconds
+	sequence   *string
 	x          jobExtra // followUpColumns
 }
 
@@ -174,7 +178,7 @@ func (js *jobScan) dest() []any {
 	return append([]any{&j.ID, &j.Kind, &js.payload, &j.Metadata, &js.state, &j.Priority, &j.RunAt,
 		&j.ScheduledAt, &j.Attempt, &j.MaxAttempts, &js.uniqueKey, &js.errors, &js.leaseToken,
 		&js.leaseExp, &j.Owner, &j.CancelRequested, &j.PauseRequested, &j.Fence, &j.CreatedAt,
-		&js.attempted, &js.finished, &js.uGlobal, &js.uFinished, &js.uPeriod}, js.x.dest()...)
+		&js.attempted, &js.finished, &js.uGlobal, &js.uFinished, &js.uPeriod, &j.PartitionKey, &js.sequence}, js.x.dest()...)
 }
 
 func (js *jobScan) record() (*store.JobRecord, error) {
@@ -196,6 +200,9 @@ func (js *jobScan) record() (*store.JobRecord, error) {
 	}
 	if js.finished != nil {
 		j.FinishedAt = *js.finished
+	}
+	if js.sequence != nil {
+		j.SequenceKey = *js.sequence
 	}
 	if len(j.Metadata) == 0 {
 		j.Metadata = nil

@@ -1,0 +1,312 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axsched/ax/store"
+)
+
+// FinishFlow is Finish, also reporting the breaker transitions the
+// outcomes made, as store.FlowStore documents. Rows are applied as Finish
+// applies them (lease-guarded, a lease listed twice applied once), in one
+// statement, and their outcomes fed to their kinds' breakers in the
+// call's order, in the same transaction: a claim never sees a failed
+// attempt's end (or a probe's) without its verdict. Listeners are told of
+// kinds with a concurrency limit or a breaker whose jobs left running, so
+// that hosts waiting for a slot or a probe claim again. Invalid rows fail
+// the call with an error wrapping store.ErrInvalidParams.
+//
+// Without breakers it is that one statement. With breakers, most
+// outcomes still change none (a success while the breaker is closed with
+// no failure counted, anything while it is open): the statement, in a
+// transaction, also returns the breakers of the kinds it touched as it
+// saw them, and when the outcomes change nothing COMMIT follows, without
+// taking the kinds' rows or queueing behind claims (the outcomes change
+// nothing in a state that was the committed one, so they are ordered
+// right there). Otherwise the transaction locks the kinds' rows (kind
+// order, as claims), reads them again, applies the outcomes to what they
+// hold then and commits.
+func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*store.FinishResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	for i := range params {
+		if err := params[i].Validate(); err != nil {
+			return nil, fmt.Errorf("pgstore: finish row %d: %w", i, err)
+		}
+	}
+	res := &store.FinishResult{OK: make([]bool, len(params))}
+	if len(params) == 0 {
+		return res, nil
+	}
+	snap, err := s.flowKinds(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: finish: %w", err)
+	}
+	var limited []string
+	breakers := false
+	for kind, cfg := range snap.kinds {
+		if cfg.Limits() {
+			limited = append(limited, kind)
+		}
+		breakers = breakers || !cfg.Breaker.IsZero()
+	}
+	callerTx, inTx := ctx.Value(connKey{}).(pgx.Tx)
+	if inTx || anyRich(params) {
+		// Inside a caller's transaction (CompleteTx, a Finish with
+		// results), or with results and Then jobs to write: everything
+		// goes in one transaction, the caller's when there is one, so
+		// that nothing commits before the caller does.
+		run := func(tx pgx.Tx) error { return s.finishFlowIn(ctx, tx, params, limited, res) }
+		if inTx {
+			err = run(callerTx)
+		} else {
+			err = pgx.BeginFunc(ctx, s.pool, run)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
+		}
+		return res, nil
+	}
+	if !breakers {
+		if _, _, err := s.finishRows(ctx, s.pool, params, limited, res.OK); err != nil {
+			return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
+		}
+		return res, nil
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: finish: %w", err)
+	}
+	defer releaseConn(conn)
+	if err := s.finishFeeding(ctx, conn.Conn(), params, limited, res); err != nil {
+		return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
+	}
+	return res, nil
+}
+
+// finishFeeding runs FinishFlow's transaction on conn.
+func (s *Store) finishFeeding(ctx context.Context, conn *pgx.Conn, params []store.FinishParams, limited []string, res *store.FinishResult) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // a no-op once committed
+	verdicts, seen, err := s.finishRows(ctx, tx, params, limited, res.OK)
+	if err != nil {
+		return err
+	}
+	if changesBreakers(seen, verdicts) {
+		kinds := make([]string, 0, len(seen))
+		for kind := range seen {
+			kinds = append(kinds, kind)
+		}
+		if err := s.feedBreakers(ctx, tx, kinds, verdicts, res); err != nil {
+			return fmt.Errorf("feed breakers: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// finishFlowIn applies params on tx: the outcomes, then the results and
+// Then jobs of the rows that applied (followup.go), then the breakers'
+// verdicts, so a claim never sees an attempt's end without its breaker
+// update. It does not commit.
+func (s *Store) finishFlowIn(ctx context.Context, tx pgx.Tx, params []store.FinishParams, limited []string, res *store.FinishResult) error {
+	verdicts, seen, err := s.finishRows(ctx, tx, params, limited, res.OK)
+	if err != nil {
+		return err
+	}
+	if anyRich(params) {
+		if err := s.finishExtras(ctx, tx, params, res.OK); err != nil {
+			return err
+		}
+	}
+	if changesBreakers(seen, verdicts) {
+		kinds := make([]string, 0, len(seen))
+		for kind := range seen {
+			kinds = append(kinds, kind)
+		}
+		if err := s.feedBreakers(ctx, tx, kinds, verdicts, res); err != nil {
+			return fmt.Errorf("feed breakers: %w", err)
+		}
+	}
+	return nil
+}
+
+// feedBreakers locks the kinds' flows rows, feeds them verdicts in order
+// at the clock read once they are held, and writes them back.
+func (s *Store) feedBreakers(ctx context.Context, tx pgx.Tx, kinds []string, verdicts []verdict, res *store.FinishResult) error {
+	q := s.flowQ()
+	rows, err := readBreakers(ctx, tx, q.lockBreakers, kinds)
+	if err != nil {
+		return err
+	}
+	now, err := clockAfterLock(ctx, tx)
+	if err != nil {
+		return err
+	}
+	changed := map[string]bool{}
+	for _, v := range verdicts {
+		f := rows[v.kind]
+		if f == nil {
+			continue
+		}
+		changed[v.kind] = true
+		if t := f.breaker.Observe(&f.cfg.Breaker, v.kind, v.failed, now); t != nil {
+			res.Breakers = append(res.Breakers, *t)
+		}
+	}
+	for kind := range changed {
+		if err := writeBreaker(ctx, tx, q, kind, &rows[kind].breaker); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseConn rolls back a transaction an error left open on conn, then
+// returns it to the pool (which would otherwise destroy it).
+func releaseConn(conn *pgxpool.Conn) {
+	if c := conn.Conn(); !c.IsClosed() && c.PgConn().TxStatus() != 'I' {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = c.Exec(ctx, "ROLLBACK")
+		cancel()
+	}
+	conn.Release()
+}
+
+// verdict is an applied Finish row that counts for its kind's breaker.
+type verdict struct {
+	kind   string
+	failed bool
+}
+
+// changesBreakers reports whether feeding verdicts, in order, to the
+// breakers in rows would change any of them.
+func changesBreakers(rows map[string]*flowRow, verdicts []verdict) bool {
+	for _, v := range verdicts {
+		f := rows[v.kind]
+		if f == nil {
+			continue
+		}
+		b := &f.breaker
+		switch {
+		case b.State == store.BreakerOpen:
+			// Attempts begun before it opened: no verdict.
+		case b.Closed() && !v.failed && b.Failures == 0 && f.cfg.Breaker.FailureRatio == 0:
+			// A success with no failure in a row counted: nothing to
+			// reset.
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// readBreakers runs sql (breakers or lockBreakers) for kinds.
+func readBreakers(ctx context.Context, q querier, sql string, kinds []string) (map[string]*flowRow, error) {
+	rows, _ := q.Query(ctx, sql, kinds)
+	out := map[string]*flowRow{}
+	var (
+		kind         string
+		cfg, breaker []byte
+		tat          *time.Time
+	)
+	_, err := pgx.ForEachRow(rows, []any{&kind, &cfg, &breaker, &tat}, func() error {
+		f := &flowRow{tat: tat}
+		if err := f.decode(cfg, breaker); err != nil {
+			return err
+		}
+		out[kind] = f
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read breakers: %w", err)
+	}
+	return out, nil
+}
+
+// finishRows runs the flow finish statement, sets ok per row, and
+// returns the applied rows that are verdicts for a breaker (succeeded,
+// retry, dead) in the call's order, and the breakers of their kinds as the
+// statement saw them.
+func (s *Store) finishRows(ctx context.Context, q querier, params []store.FinishParams, limited []string,
+	ok []bool) ([]verdict, map[string]*flowRow, error) {
+	n := len(params)
+	ids := make([][16]byte, n)
+	tokens := make([][16]byte, n)
+	outcomes := make([]int32, n)
+	delays := make([]int64, n)
+	errs := make([]string, n)
+	for i, p := range params {
+		ids[i], tokens[i], outcomes[i], errs[i] = p.Lease.ID, p.Lease.Token, int32(p.Outcome), p.Error
+		if p.Outcome == store.OutcomeRetry || p.Outcome == store.OutcomeSnooze {
+			delays[i] = micros(p.Delay)
+		}
+	}
+	if limited == nil {
+		limited = []string{}
+	}
+	// FinishParams.Result and Then are ignored here as by Finish's own
+	// statement (pgstore is no FollowUpStore yet); when it stores them,
+	// this statement, which Finish takes whenever some kind has flow
+	// settings, must store them too.
+	rows, _ := q.Query(ctx, s.flowQ().finish, ids, tokens, outcomes, delays, errs, s.channel, limited)
+	applied := make(map[store.Lease]bool, n)
+	breakers := map[string]*flowRow{}
+	var (
+		id, token    *[16]byte
+		kind         string
+		outcome      *int32
+		ord          *int64
+		cfg, breaker []byte
+		verdicts     []verdict
+	)
+	_, err := pgx.ForEachRow(rows, []any{&id, &token, &kind, &outcome, &ord, &cfg, &breaker}, func() error {
+		if id == nil { // a breaker
+			f := &flowRow{}
+			if err := f.decode(cfg, breaker); err != nil {
+				return err
+			}
+			breakers[kind] = f
+			return nil
+		}
+		applied[store.Lease{ID: *id, Token: *token}] = true
+		switch store.Outcome(*outcome) {
+		case store.OutcomeSucceeded:
+			verdicts = append(verdicts, verdict{kind, false})
+		case store.OutcomeRetry, store.OutcomeDead:
+			verdicts = append(verdicts, verdict{kind, true})
+		}
+		// Snoozes, hand-backs and cancellations are no verdict.
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, p := range params {
+		// A lease listed twice is applied once: report the first.
+		ok[i] = applied[p.Lease]
+		applied[p.Lease] = false
+	}
+	return verdicts, breakers, nil
+}
+
+// finishThroughFlow is Finish of a Store with flow-controlled kinds: the
+// breakers are fed and freed slots announced, as FinishFlow does.
+func (s *Store) finishThroughFlow(ctx context.Context, params []store.FinishParams) ([]bool, error) {
+	res, err := s.FinishFlow(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	return res.OK, nil
+}

@@ -1,0 +1,384 @@
+package pgstore
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// flowQueries holds the flow-control SQL, with the schema's tables
+// substituted: {jobs}, {flows}, {buckets} (partition rate buckets),
+// {deltas} (pending count changes) and {seqkinds}.
+type flowQueries struct {
+	kinds          string
+	lockOne        string
+	lockMany       string
+	deleteFlow     string
+	upsertFlow     string
+	recountPending string
+	notifyKinds    string
+	states         string
+	setBreaker     string
+	claim          string
+	next           string
+	finish         string
+	lockBreakers   string
+	pending        string
+	pendingAll     string
+	addPending     string
+	setKeys        string
+	addSeqKinds    string
+}
+
+// seqHeadSQL holds for a job j outside sequences, or first of the live
+// jobs of its sequence in (scheduled_at, id) order with none of them
+// running: the only job of a sequence that may start.
+const seqHeadSQL = `(j.sequence_key IS NULL OR NOT EXISTS (
+	SELECT 1 FROM {jobs} s
+	WHERE s.kind = j.kind AND s.sequence_key = j.sequence_key
+	  AND s.state IN ('scheduled', 'retrying', 'running', 'paused') AND s.id <> j.id
+	  AND (s.state = 'running' OR (s.scheduled_at, s.id) < (j.scheduled_at, j.id))))`
+
+// agedSQL is whether a job c is past the priority aging bound, and
+// claimOrderSQL the claim order: aged jobs first, oldest first whatever
+// their priority, then the others by priority and run_at.
+const (
+	agedSQL       = `($12::bigint > 0 AND c.run_at <= $11::timestamptz - $12::bigint * interval '1 microsecond')`
+	claimOrderSQL = `c.aged DESC, CASE WHEN c.aged THEN 0 ELSE c.priority END, c.run_at, c.id`
+)
+
+// partAvailSQL is how many starts a partition's rate bucket b allows at
+// $11: store.RateLimit.Available in SQL (burst k.pburst, one token per
+// k.pint microseconds).
+const partAvailSQL = `CASE WHEN b.tat IS NULL OR b.tat <= $11::timestamptz THEN k.pburst
+	ELSE greatest(0, least(k.pburst, floor((extract(epoch FROM $11::timestamptz - b.tat) * 1000000
+		+ k.pburst::numeric * k.pint) / k.pint)))::int END`
+
+// partKeysSQL lists the partitions of kind k.kind that have claimable
+// jobs: "" (jobs without a key, which jobs_partition_idx leaves out), then
+// every key found by skipping through jobs_partition_idx, one index probe
+// per key rather than a read of every claimable job.
+const partKeysSQL = `SELECT '' AS key
+	UNION ALL (
+	WITH RECURSIVE keys(key) AS (
+		(SELECT j.partition_key FROM {jobs} j
+		 WHERE j.kind = k.kind AND j.state IN ('scheduled', 'retrying') AND j.partition_key > ''
+		 ORDER BY j.partition_key LIMIT 1)
+		UNION ALL
+		SELECT (SELECT j.partition_key FROM {jobs} j
+		        WHERE j.kind = k.kind AND j.state IN ('scheduled', 'retrying') AND j.partition_key > keys.key
+		        ORDER BY j.partition_key LIMIT 1)
+		FROM keys WHERE keys.key IS NOT NULL
+	)
+	SELECT key FROM keys WHERE key IS NOT NULL)`
+
+// kindAvailSQL is partAvailSQL for a kind's rate bucket f.rate_tat (burst
+// k.rburst, one token per k.rint microseconds), read after the kind's row
+// was locked: a claim in one round trip cuts its limit by it in SQL, a
+// claim decided in Go passes a limit already cut the same way.
+const kindAvailSQL = `CASE WHEN f.rate_tat IS NULL OR f.rate_tat <= $11::timestamptz THEN k.rburst
+	ELSE greatest(0, least(k.rburst, floor((extract(epoch FROM $11::timestamptz - f.rate_tat) * 1000000
+		+ k.rburst::numeric * k.rint) / k.rint)))::int END`
+
+func buildFlowQueries(schema string) flowQueries {
+	r := strings.NewReplacer(
+		"{jobs}", pgx.Identifier{schema, "jobs"}.Sanitize(),
+		"{flows}", pgx.Identifier{schema, "flows"}.Sanitize(),
+		"{buckets}", pgx.Identifier{schema, "flow_partition_buckets"}.Sanitize(),
+		"{deltas}", pgx.Identifier{schema, "flow_pending_deltas"}.Sanitize(),
+		"{seqkinds}", pgx.Identifier{schema, "flow_sequence_kinds"}.Sanitize(),
+		"{cols}", jobColumns, "{jcols}", prefixed("j"))
+	q := flowQueries{
+		// The cached list: kinds with settings (config) and kinds with
+		// sequences (NULL).
+		kinds: `SELECT kind, config FROM {flows} UNION ALL SELECT kind, NULL FROM {seqkinds}`,
+
+		lockOne: `SELECT config, breaker, rate_tat FROM {flows} WHERE kind = $1 FOR UPDATE`,
+
+		// The kinds whose settings hold claims back (anything but a
+		// partition source and MaxPending), locked in kind order, as
+		// every path locking several kinds does. Kinds with only a
+		// MaxPending are not locked: their claims need not queue behind
+		// their inserts.
+		lockMany: `SELECT kind, config, breaker, rate_tat FROM {flows}
+WHERE kind = ANY($1::text[]) AND config - 'kind' - 'max_pending' - 'partition' <> '{}'::jsonb
+ORDER BY kind FOR UPDATE`,
+
+		deleteFlow: `WITH b AS (DELETE FROM {buckets} WHERE kind = $1), d AS (DELETE FROM {deltas} WHERE kind = $1)
+DELETE FROM {flows} WHERE kind = $1`,
+
+		// $4: keep the breaker, $5: keep the rate bucket, $6: keep the
+		// partition buckets.
+		upsertFlow: `WITH b AS (DELETE FROM {buckets} WHERE kind = $1 AND NOT $6::bool)
+INSERT INTO {flows} AS f (kind, config, declared_by, declared_at) VALUES ($1, $2, $3, now())
+ON CONFLICT (kind) DO UPDATE SET
+	config = excluded.config,
+	declared_by = excluded.declared_by,
+	declared_at = excluded.declared_at,
+	breaker = CASE WHEN $4::bool THEN f.breaker ELSE '{}' END,
+	rate_tat = CASE WHEN $5::bool THEN f.rate_tat END`,
+
+		// MaxPending set on a kind that had none: its pending jobs are
+		// marked (their state changes are counted from now on) and
+		// counted once. Every CTE sees one snapshot, so the count and the
+		// deltas deleted agree; deltas of transactions not yet committed
+		// are neither seen nor deleted, and apply later on this count.
+		recountPending: `WITH marked AS (
+	UPDATE {jobs} SET pending_counted = true
+	WHERE kind = $1 AND state IN ('scheduled', 'retrying') AND NOT pending_counted
+	RETURNING 1
+), cleared AS (DELETE FROM {deltas} WHERE kind = $1)
+UPDATE {flows} SET pending = (SELECT count(*) FROM {jobs} WHERE kind = $1 AND state IN ('scheduled', 'retrying'))
+WHERE kind = $1 AND (SELECT count(*) FROM marked) >= 0`,
+
+		notifyKinds: `SELECT pg_notify($1, json_build_object('kind', k, 'run_at', clock_timestamp())::text)
+FROM unnest($2::text[]) AS k`,
+
+		states: `SELECT f.config, f.declared_by, f.declared_at, f.breaker, f.rate_tat,
+	(SELECT count(*) FROM {jobs} j WHERE j.kind = f.kind AND j.state = 'running'), now()
+FROM {flows} f WHERE $1 = '' OR f.kind = $1 ORDER BY f.kind`,
+
+		setBreaker: `UPDATE {flows} SET breaker = $2 WHERE kind = $1`,
+
+		// The flow claim, run while the kinds' rows are locked. Per kind
+		// (k): lim is what the caller, the rate bucket and the breaker
+		// allow ($2), cut by the concurrency room ($3 − running). Kinds
+		// with partition limits ($4) are read partition by partition
+		// (parts: each key with claimable jobs, its room from
+		// PartitionConcurrency and its rate bucket), the others priority
+		// by priority, as the plain claim does, taking only the first
+		// job of each sequence. The candidates are then cut per
+		// partition, then per kind, then to the total ($8), in claim
+		// order. $11 is the clock read once the locks were held (NULL:
+		// ax.flow_now, the same clock kept in the transaction); $12 the
+		// priority aging bound in microseconds (0: none). The same
+		// statement draws on the rate buckets (store.RateLimit.Take: $13
+		// the kind's interval in microseconds, 0 without a rate; the
+		// partitions' from k) and, for kinds whose claim starts a probe,
+		// stores the half-open breaker Go computed ($14, NULL: none).
+		// $16: kinds with a breaker claimed without Go's decision, which
+		// start nothing unless the breaker is closed.
+		claim: `WITH k AS MATERIALIZED (
+	SELECT k.kind, k.parted, k.pconc, k.pburst, k.pint,
+		CASE WHEN k.gate AND f.breaker ->> 'state' IN ('open', 'half_open') THEN 0
+		ELSE least(
+			CASE WHEN k.conc > 0 THEN least(k.lim, greatest(0, k.conc - (
+				SELECT count(*) FROM {jobs} r WHERE r.kind = k.kind AND r.state = 'running'))::int)
+			ELSE k.lim END,
+			CASE WHEN k.rburst > 0 THEN ` + kindAvailSQL + ` ELSE k.lim END) END AS lim
+	FROM unnest($1::text[], $2::int[], $3::int[], $4::bool[], $5::int[], $6::int[], $7::bigint[], $13::bigint[], $15::int[], $16::bool[])
+		AS k(kind, lim, conc, parted, pconc, pburst, pint, rint, rburst, gate)
+	LEFT JOIN {flows} f ON f.kind = k.kind
+), parts AS MATERIALIZED (
+	SELECT k.kind, p.key, least(k.lim,
+		CASE WHEN k.pconc > 0 THEN greatest(0, k.pconc - (
+			SELECT count(*) FROM {jobs} r WHERE r.kind = k.kind AND r.partition_key = p.key AND r.state = 'running'))::int
+		ELSE k.lim END,
+		CASE WHEN k.pburst > 0 THEN ` + partAvailSQL + ` ELSE k.lim END) AS lim
+	FROM k CROSS JOIN LATERAL (` + partKeysSQL + `) p
+	LEFT JOIN {buckets} b ON b.kind = k.kind AND b.partition_key = p.key
+	WHERE k.parted AND k.lim > 0
+), cand AS (
+	SELECT c.*, k.lim AS klim, k.lim AS plim
+	FROM k CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
+	CROSS JOIN LATERAL (
+		SELECT j.id, j.kind, j.partition_key, j.priority, j.run_at FROM {jobs} j
+		WHERE j.kind = k.kind AND j.priority = p.priority
+		  AND j.state IN ('scheduled', 'retrying') AND j.run_at <= $11::timestamptz
+		  AND ` + seqHeadSQL + `
+		ORDER BY j.run_at
+		LIMIT least(k.lim, $8)
+		FOR UPDATE SKIP LOCKED
+	) c
+	WHERE NOT k.parted AND k.lim > 0
+	UNION ALL
+	SELECT c.*, k.lim, pt.lim
+	FROM parts pt JOIN k ON k.kind = pt.kind
+	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
+	CROSS JOIN LATERAL (
+		SELECT j.id, j.kind, j.partition_key, j.priority, j.run_at FROM {jobs} j
+		WHERE j.kind = pt.kind AND j.partition_key = pt.key AND j.priority = p.priority
+		  AND j.state IN ('scheduled', 'retrying') AND j.run_at <= $11::timestamptz
+		  AND ` + seqHeadSQL + `
+		ORDER BY j.run_at
+		LIMIT least(pt.lim, $8)
+		FOR UPDATE SKIP LOCKED
+	) c
+	WHERE pt.lim > 0
+), ordered AS (
+	SELECT c.*, ` + agedSQL + ` AS aged FROM cand c
+), picked AS MATERIALIZED (
+	SELECT c.id FROM (
+		SELECT x.*, row_number() OVER (PARTITION BY x.kind ORDER BY x.aged DESC,
+			CASE WHEN x.aged THEN 0 ELSE x.priority END, x.run_at, x.id) AS kn
+		FROM (
+			SELECT o.*, row_number() OVER (PARTITION BY o.kind, o.partition_key ORDER BY o.aged DESC,
+				CASE WHEN o.aged THEN 0 ELSE o.priority END, o.run_at, o.id) AS pn
+			FROM ordered o
+		) x
+		WHERE x.pn <= x.plim
+	) c
+	WHERE c.kn <= c.klim
+	ORDER BY ` + claimOrderSQL + `
+	LIMIT $8
+), claimed AS (
+	UPDATE {jobs} j SET
+		state = 'running',
+		owner = $9,
+		lease_token = gen_random_uuid(),
+		attempt = j.attempt + 1,
+		fence = j.fence + 1,
+		lease_expires_at = $11::timestamptz + $10::bigint * interval '1 microsecond',
+		attempted_at = $11::timestamptz
+	FROM picked
+	WHERE j.id = picked.id AND j.state IN ('scheduled', 'retrying')
+	RETURNING {jcols}
+), taken AS (
+	SELECT kind, count(*) AS n FROM claimed GROUP BY kind
+), kinds_drawn AS (
+	UPDATE {flows} f SET
+		rate_tat = CASE WHEN u.rint > 0
+			THEN greatest(coalesce(f.rate_tat, $11::timestamptz), $11::timestamptz) + t.n * u.rint * interval '1 microsecond'
+			ELSE f.rate_tat END,
+		breaker = coalesce(u.probe, f.breaker)
+	FROM unnest($1::text[], $13::bigint[], $14::jsonb[]) AS u(kind, rint, probe)
+	JOIN taken t ON t.kind = u.kind
+	WHERE f.kind = u.kind AND (u.rint > 0 OR u.probe IS NOT NULL)
+), parts_drawn AS (
+	INSERT INTO {buckets} AS b (kind, partition_key, tat)
+	SELECT c.kind, c.partition_key, $11::timestamptz + count(*) * k.pint * interval '1 microsecond'
+	FROM claimed c JOIN k ON k.kind = c.kind
+	WHERE k.parted AND k.pburst > 0
+	GROUP BY c.kind, c.partition_key, k.pint
+	ON CONFLICT (kind, partition_key) DO UPDATE SET
+		tat = greatest(b.tat, $11::timestamptz) + (excluded.tat - $11::timestamptz)
+)
+SELECT * FROM (SELECT c.*, ` + agedSQL + ` AS aged FROM claimed c) c ORDER BY ` + claimOrderSQL,
+
+		// After a claim (in its transaction), what is left: per kind
+		// and partition (kinds without partition limits: one row, key
+		// ''), the earliest run_at of a job that may start once due
+		// (first of its sequence), the kind's and the partition's running
+		// jobs, the partition's rate bucket and the kind's.
+		next: `SELECT k.kind, pk.key, min(n.run_at),
+	(SELECT count(*) FROM {jobs} r WHERE r.kind = k.kind AND r.state = 'running'),
+	CASE WHEN k.parted THEN (SELECT count(*) FROM {jobs} r WHERE r.kind = k.kind AND r.partition_key = pk.key AND r.state = 'running') ELSE 0 END,
+	(SELECT b.tat FROM {buckets} b WHERE b.kind = k.kind AND b.partition_key = pk.key),
+	(SELECT f.rate_tat FROM {flows} f WHERE f.kind = k.kind)
+FROM unnest($1::text[], $2::bool[]) AS k(kind, parted)
+CROSS JOIN LATERAL (
+	SELECT '' AS key WHERE NOT k.parted
+	UNION ALL
+	SELECT p.key FROM (` + partKeysSQL + `) p WHERE k.parted
+) pk
+CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
+CROSS JOIN LATERAL (
+	SELECT j.run_at FROM {jobs} j
+	WHERE j.kind = k.kind AND j.priority = p.priority AND j.state IN ('scheduled', 'retrying')
+	  AND (NOT k.parted OR j.partition_key = pk.key)
+	  AND ` + seqHeadSQL + `
+	ORDER BY j.run_at
+	LIMIT 1
+) n
+GROUP BY k.kind, k.parted, pk.key`,
+
+		// Finish, as the plain one (see queries.go), returning each
+		// applied row's kind and the outcome it applied, in the call's
+		// order, for the breakers. Listeners hear of kinds whose jobs
+		// became claimable again, and of the kinds listed in $7 (those
+		// with a concurrency limit or a breaker) whose jobs left
+		// running, since a slot or a probe is free: only while some
+		// host may be held back, though (a partition limit, a breaker
+		// not closed, or the kind's running jobs, as the statement saw
+		// them before it, at three quarters of its limit or more), since
+		// far below the limit no claim waits for a slot, and every
+		// notification makes every host claim. After the applied
+		// rows (ordered by the call's order) come the breakers of their
+		// kinds as the statement's snapshot saw them (id NULL), for
+		// FinishFlow to see whether the outcomes change them.
+		finish: `WITH input AS (
+	SELECT DISTINCT ON (id, token) id, token, outcome, delay_us, err, ord
+	FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[]) WITH ORDINALITY
+		AS i(id, token, outcome, delay_us, err, ord)
+	ORDER BY id, token, ord
+), locked AS MATERIALIZED (
+	SELECT j.id, j.lease_token AS token FROM {jobs} j JOIN input i ON j.id = i.id AND j.lease_token = i.token
+	WHERE j.state = 'running'
+	ORDER BY j.id
+	FOR UPDATE OF j
+), changed AS (
+	UPDATE {jobs} j SET
+		state = ` + finishStateSQL + `,
+		run_at = CASE WHEN ` + finishStateSQL + ` IN ('scheduled', 'retrying', 'paused')
+			THEN now() + i.delay_us * interval '1 microsecond' ELSE j.run_at END,
+		attempt = CASE WHEN i.outcome IN (4, 5) AND ` + finishStateSQL + ` IN ('scheduled', 'paused')
+			THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
+		errors = CASE WHEN i.outcome IN (2, 3, 6) THEN j.errors || ` + errorEntrySQL("i.err") + ` ELSE j.errors END,
+		lease_token = NULL,
+		lease_expires_at = NULL,
+		cancel_requested = false,
+		pause_requested = false,
+		finished_at = CASE WHEN ` + finishStateSQL + ` IN ` + finalSQL + ` THEN now() END
+	FROM locked l JOIN input i ON i.id = l.id AND i.token = l.token
+	WHERE j.id = l.id
+	RETURNING j.id, i.token, j.kind, j.state, j.run_at, i.outcome, i.ord
+), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `
+	UNION ALL
+	SELECT pg_notify($6, json_build_object('kind', f.kind, 'run_at', clock_timestamp())::text)
+	FROM (SELECT DISTINCT kind FROM changed WHERE kind = ANY($7::text[])) freed
+	JOIN {flows} f ON f.kind = freed.kind
+	WHERE f.config -> 'partition_concurrency' IS NOT NULL
+	   OR f.breaker ->> 'state' IN ('open', 'half_open')
+	   OR 4 * (SELECT count(*) FROM {jobs} r WHERE r.kind = f.kind AND r.state = 'running')
+	      >= 3 * (f.config ->> 'concurrency')::bigint
+)
+SELECT * FROM (
+	SELECT id, token, kind, outcome, ord, NULL::jsonb AS config, NULL::jsonb AS breaker
+	FROM changed WHERE (SELECT count(*) FROM notified) >= 0
+	UNION ALL
+	SELECT NULL, NULL, f.kind, NULL, NULL, f.config, f.breaker FROM {flows} f
+	WHERE f.kind IN (SELECT kind FROM changed) AND f.config -> 'breaker' IS NOT NULL
+) r ORDER BY r.ord NULLS LAST`,
+
+		// A kind's pending count: what inserts counted, plus the deltas
+		// state changes appended since, which are folded in (the caller
+		// holds the kind's row).
+		pending: `WITH d AS (DELETE FROM {deltas} WHERE kind = $1 RETURNING delta)
+UPDATE {flows} SET pending = greatest(0, pending + coalesce((SELECT sum(delta) FROM d), 0))
+WHERE kind = $1 RETURNING pending`,
+
+		// All pending jobs, counted up to $1: PendingLimit bounds a
+		// producer, so the count stops at the bound (an index-only scan of
+		// jobs_claim_idx).
+		pendingAll: `SELECT count(*) FROM (SELECT 1 FROM {jobs} WHERE state IN ('scheduled', 'retrying') LIMIT $1) p`,
+
+		addPending: `UPDATE {flows} SET pending = pending + $2 WHERE kind = $1`,
+
+		// After an insert through the plain path, in its transaction:
+		// the rows it inserted get their partition and sequence keys and
+		// are marked counted when their kind has MaxPending; returns how
+		// many were marked per kind.
+		setKeys: `WITH u AS (
+	UPDATE {jobs} j SET partition_key = x.pkey, sequence_key = nullif(x.skey, ''), pending_counted = x.counted
+	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bool[]) AS x(id, pkey, skey, counted)
+	WHERE j.id = x.id AND j.state = 'scheduled' AND j.attempt = 0
+	RETURNING j.kind, j.pending_counted
+)
+SELECT kind, count(*) FROM u WHERE pending_counted GROUP BY kind`,
+
+		lockBreakers: `SELECT kind, config, breaker, rate_tat FROM {flows}
+WHERE kind = ANY($1::text[]) AND config -> 'breaker' IS NOT NULL
+ORDER BY kind FOR UPDATE`,
+
+		addSeqKinds: `INSERT INTO {seqkinds} (kind) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`,
+	}
+	// $11 NULL (a claim in one round trip, whose time Go did not read):
+	// the clock read once the locks were held, kept in ax.flow_now.
+	q.claim = strings.ReplaceAll(q.claim, "$11::timestamptz", "coalesce($11::timestamptz, current_setting('ax.flow_now')::timestamptz)")
+	for _, p := range []*string{&q.kinds, &q.lockOne, &q.lockMany, &q.deleteFlow, &q.upsertFlow, &q.recountPending,
+		&q.notifyKinds, &q.states, &q.setBreaker, &q.claim, &q.next, &q.finish, &q.lockBreakers,
+		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds} {
+		*p = r.Replace(*p)
+	}
+	return q
+}
