@@ -183,7 +183,10 @@ func planCases() []planCase {
 				ids[i], kinds[i], payloads[i], metas[i] = uuid.New(), "new", []byte(`{}`), []byte(`{}`)
 				prios[i], runAts[i], maxes[i], keys[i] = 2, time.Now(), 3, fmt.Sprintf("key-%d-%d", n, i)
 			}
-			return []any{ids, kinds, payloads, metas, prios, runAts, maxes, keys}
+			// Default unique scopes: per kind, no period.
+			global, finished := make([]bool, n), make([]bool, n)
+			periods, windows := make([]int32, n), make([]int64, n)
+			return []any{ids, kinds, payloads, metas, prios, runAts, maxes, keys, global, finished, periods, windows}
 		}},
 		{"rescue", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			return []any{n, "ax"}
