@@ -36,24 +36,12 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 		return s.finishThroughFlow(ctx, params)
 	}
 	n := len(params)
-	// Raw [16]byte arrays: pgx encodes them directly, where []uuid.UUID
-	// goes through a failing plan per element first.
-	ids := make([][16]byte, n)
-	tokens := make([][16]byte, n)
-	outcomes := make([]int32, n)
-	delays := make([]int64, n)
-	errs := make([]string, n)
-	for i, p := range params {
-		ids[i], tokens[i], outcomes[i], errs[i] = p.Lease.ID, p.Lease.Token, int32(p.Outcome), p.Error
-		if p.Outcome == store.OutcomeRetry || p.Outcome == store.OutcomeSnooze {
-			delays[i] = micros(p.Delay)
-		}
-	}
 	ok := make([]bool, n)
 	if n == 0 {
 		return ok, nil
 	}
-	rows, _ := s.conn(ctx).Query(ctx, s.q.finish, ids, tokens, outcomes, delays, errs, s.channel)
+	a := newFinishArrays(params)
+	rows, _ := s.conn(ctx).Query(ctx, s.q.finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel)
 	applied := make(map[store.Lease]bool, n)
 	var l store.Lease
 	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token}, func() error {
@@ -113,4 +101,28 @@ func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*
 		}
 	}
 	return res, nil
+}
+
+// finishArrays are a Finish call's rows as the parallel arrays the finish
+// statements unnest. The IDs and tokens are raw [16]byte arrays: pgx
+// encodes them directly, where []uuid.UUID goes through a failing plan per
+// element first.
+type finishArrays struct {
+	ids, tokens [][16]byte
+	outcomes    []int32
+	delays      []int64 // microseconds; retries and snoozes only
+	errs        []string
+}
+
+func newFinishArrays(params []store.FinishParams) finishArrays {
+	n := len(params)
+	a := finishArrays{ids: make([][16]byte, n), tokens: make([][16]byte, n), outcomes: make([]int32, n),
+		delays: make([]int64, n), errs: make([]string, n)}
+	for i, p := range params {
+		a.ids[i], a.tokens[i], a.outcomes[i], a.errs[i] = p.Lease.ID, p.Lease.Token, int32(p.Outcome), p.Error
+		if p.Outcome == store.OutcomeRetry || p.Outcome == store.OutcomeSnooze {
+			a.delays[i] = micros(p.Delay)
+		}
+	}
+	return a
 }

@@ -241,27 +241,14 @@ func readBreakers(ctx context.Context, q querier, sql string, kinds []string) (m
 // statement saw them.
 func (s *Store) finishRows(ctx context.Context, q querier, params []store.FinishParams, limited []string,
 	ok []bool) ([]verdict, map[string]*flowRow, error) {
-	n := len(params)
-	ids := make([][16]byte, n)
-	tokens := make([][16]byte, n)
-	outcomes := make([]int32, n)
-	delays := make([]int64, n)
-	errs := make([]string, n)
-	for i, p := range params {
-		ids[i], tokens[i], outcomes[i], errs[i] = p.Lease.ID, p.Lease.Token, int32(p.Outcome), p.Error
-		if p.Outcome == store.OutcomeRetry || p.Outcome == store.OutcomeSnooze {
-			delays[i] = micros(p.Delay)
-		}
-	}
+	a := newFinishArrays(params)
 	if limited == nil {
 		limited = []string{}
 	}
-	// FinishParams.Result and Then are ignored here as by Finish's own
-	// statement (pgstore is no FollowUpStore yet); when it stores them,
-	// this statement, which Finish takes whenever some kind has flow
-	// settings, must store them too.
-	rows, _ := q.Query(ctx, s.flowQ().finish, ids, tokens, outcomes, delays, errs, s.channel, limited)
-	applied := make(map[store.Lease]bool, n)
+	// FinishParams.Result and Then are not this statement's: FinishFlow
+	// writes them afterwards in the same transaction (finishExtras).
+	rows, _ := q.Query(ctx, s.flowQ().finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, limited)
+	applied := make(map[store.Lease]bool, len(params))
 	breakers := map[string]*flowRow{}
 	var (
 		id, token    *[16]byte
