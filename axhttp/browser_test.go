@@ -113,14 +113,44 @@ func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Act
 	require.NoError(t, chromedp.Do(tctx, actions...), what)
 }
 
-// get runs one browser action that returns a value.
+// get runs one browser action that reads a value. A read that lands
+// while the page navigates fails with "Cannot find context" (its
+// JavaScript context was torn down under it); reads are idempotent, so
+// get tries again until the deadline.
 func get[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	t.Helper()
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, err := chromedp.Run(tctx, a)
-	require.NoError(t, err)
-	return v
+	for {
+		v, err := chromedp.Run(tctx, a)
+		if err == nil || !navigating(err) || tctx.Err() != nil {
+			require.NoError(t, err)
+			return v
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// navigating reports whether err is Chromium saying the page it read
+// from went away during a navigation.
+func navigating(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") ||
+		strings.Contains(msg, "Execution context was destroyed") ||
+		strings.Contains(msg, "Inspected target navigated or closed")
+}
+
+// waitJS waits until the JavaScript expression is true on the current
+// page, across navigations.
+func waitJS(t *testing.T, ctx context.Context, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !get(t, ctx, chromedp.Evaluate[bool](expr)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30s for %s", expr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestBrowserDashboard runs the operator scenario in Chromium on
@@ -214,7 +244,7 @@ func browserScenario(t *testing.T, ctx context.Context, st store.Store) {
 		chromedp.WaitVisible(chromedp.CSS("#job-count")))
 	// #job-count is on the unfiltered page too: wait for the filtered one
 	// (a loaded machine may not have navigated yet).
-	get(t, ctx, chromedp.Poll[bool](`location.search.includes("state=dead")`))
+	waitJS(t, ctx, `location.search.includes("state=dead")`)
 	run(t, ctx, "wait for the filtered list", chromedp.WaitVisible(chromedp.CSS("#job-count")))
 	var rows, deadRows int
 	var url string
