@@ -47,7 +47,7 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 		res.Now = now
 		return res, err
 	}
-	rows, err := s.pool.Query(ctx, s.q.claim, kinds, limits, int32(min(params.Limit, 1<<30)), params.Owner, micros(params.LeaseDuration))
+	rows, err := s.pool.Query(ctx, s.q.claim, kinds, limits, int32(min(params.Limit, 1<<30)), params.Owner, micros(params.LeaseDuration), micros(params.AgeAfter))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", invalidData(err))
 	}

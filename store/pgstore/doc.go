@@ -249,8 +249,9 @@
 // remembers for a second which kinds have settings or sequences (its own
 // SetFlows and sequenced inserts refresh it at once), and only claims of
 // kinds whose settings hold claims back (anything but a partition source
-// and MaxPending) or that have sequences, or with ClaimParams.AgeAfter,
-// take the flow path.
+// and MaxPending) or that have sequences take the flow path. Priority
+// aging (ClaimParams.AgeAfter, on by default in ax.Config) is applied by
+// both paths, so it alone does not move a claim to the flow path.
 //
 // A flow claim is one transaction. It locks the kinds' flows rows in
 // kind order (FOR UPDATE: claims of one kind take turns across hosts,

@@ -98,16 +98,13 @@ func (s *Store) forgetFlows() {
 	s.flow.mu.Unlock()
 }
 
-// flowActive reports whether a claim must take the flow path: priority
-// aging is asked for, or a requested kind has settings that hold claims
-// back, or sequences. An error reading the kinds is reported by the flow
+// flowActive reports whether a claim must take the flow path: a
+// requested kind has settings that hold claims back, or sequences.
+// Priority aging alone does not: the plain claim applies it too. An error reading the kinds is reported by the flow
 // path itself.
 func (s *Store) flowActive(ctx context.Context, params *store.ClaimParams) bool {
 	if params == nil {
 		return false
-	}
-	if params.AgeAfter > 0 {
-		return true
 	}
 	snap, err := s.flowKinds(ctx)
 	if err != nil {

@@ -36,6 +36,11 @@ const (
 	finalSQL     = `('succeeded', 'dead', 'cancelled')`
 )
 
+// plainClaimOrderSQL is the plain claim's order over its candidates: jobs
+// due for the priority aging bound first (aged, oldest first, whatever
+// their priority), then strict priority, then run_at.
+const plainClaimOrderSQL = `aged DESC, CASE WHEN aged THEN 0 ELSE priority END, run_at, id`
+
 // notifiedSQL is a CTE body sending one notification per kind, with the
 // earliest run_at, for the rows of the CTE named "changed" that became
 // claimable. The notifications are delivered when the transaction commits.
@@ -115,8 +120,10 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		// descent when the first branch filled it.
 		//
 		// ranked applies per-kind limits (across priorities, in claim
-		// order) and then the total limit, in strict priority, run_at
-		// order; locked1 locks exactly those rows, by primary key, with
+		// order) and then the total limit, in claim order
+		// (plainClaimOrderSQL: jobs due for the aging bound $6 first,
+		// then strict priority, then run_at; each range's candidates are
+		// its oldest due rows, so the aged ones among them); locked1 locks exactly those rows, by primary key, with
 		// SKIP LOCKED, re-checking that each is still claimable and due.
 		// Only when some were skipped (another claimer holds or took them)
 		// does second rank the remaining candidates behind the rows
@@ -139,7 +146,8 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		// partial index once per probe instead (found by axbench
 		// heldxmin, where lease extensions then timed out).
 		claim: `WITH cand AS MATERIALIZED (
-	SELECT c.id, k.kind, p.priority, c.run_at, k.lim, c.run_at <= now() AS due
+	SELECT c.id, k.kind, p.priority, c.run_at, k.lim, c.run_at <= now() AS due,
+	       ($6::bigint > 0 AND c.run_at <= now() - $6::bigint * interval '1 microsecond') AS aged
 	FROM unnest($1::text[], $2::int[]) AS k(kind, lim)
 	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
 	CROSS JOIN LATERAL (
@@ -159,14 +167,14 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		LIMIT least(k.lim, $3) + least(k.lim, $3) / 4 + 1
 	) c
 ), ranked AS MATERIALIZED (
-	SELECT id, kind, priority, run_at, lim,
-	       krn <= lim AND count(*) FILTER (WHERE krn <= lim) OVER (ORDER BY priority, run_at, id) <= $3 AS first
+	SELECT id, kind, priority, run_at, lim, aged,
+	       krn <= lim AND count(*) FILTER (WHERE krn <= lim) OVER (ORDER BY ` + plainClaimOrderSQL + `) <= $3 AS first
 	FROM (
-		SELECT *, row_number() OVER (PARTITION BY kind ORDER BY priority, run_at, id) AS krn
+		SELECT *, row_number() OVER (PARTITION BY kind ORDER BY ` + plainClaimOrderSQL + `) AS krn
 		FROM cand WHERE due
 	) r
 ), locked1 AS MATERIALIZED (
-	SELECT r.id, r.kind, r.priority, r.run_at, r.lim
+	SELECT r.id, r.kind, r.priority, r.run_at, r.lim, r.aged
 	FROM ranked r
 	CROSS JOIN LATERAL (
 		SELECT 1 FROM {jobs} j
@@ -175,13 +183,13 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 	) l
 	WHERE r.first
 ), second AS MATERIALIZED (
-	SELECT id, src, krn, lim, count(*) FILTER (WHERE krn <= lim) OVER (ORDER BY src, priority, run_at, id) AS n
+	SELECT id, src, krn, lim, count(*) FILTER (WHERE krn <= lim) OVER (ORDER BY src, ` + plainClaimOrderSQL + `) AS n
 	FROM (
-		SELECT u.*, row_number() OVER (PARTITION BY kind ORDER BY src, priority, run_at, id) AS krn
+		SELECT u.*, row_number() OVER (PARTITION BY kind ORDER BY src, ` + plainClaimOrderSQL + `) AS krn
 		FROM (
-			SELECT id, kind, priority, run_at, lim, 0 AS src FROM locked1
+			SELECT id, kind, priority, run_at, lim, aged, 0 AS src FROM locked1
 			UNION ALL
-			SELECT id, kind, priority, run_at, lim, 1 FROM ranked WHERE NOT first
+			SELECT id, kind, priority, run_at, lim, aged, 1 FROM ranked WHERE NOT first
 		) u
 	) r
 	WHERE (SELECT count(*) FROM locked1) < (SELECT count(*) FROM ranked WHERE first)
@@ -212,7 +220,9 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 )
 SELECT now(), (SELECT run_at FROM next), c.*
 FROM (SELECT 1) AS one LEFT JOIN claimed c ON true
-ORDER BY c.priority, c.run_at, c.id`,
+ORDER BY ($6::bigint > 0 AND c.run_at <= now() - $6::bigint * interval '1 microsecond') DESC,
+	CASE WHEN $6::bigint > 0 AND c.run_at <= now() - $6::bigint * interval '1 microsecond' THEN 0 ELSE c.priority END,
+	c.run_at, c.id`,
 
 		// Finish: every row guarded by its lease token. Outcomes:
 		// 1 succeeded, 2 retry, 3 dead, 4 snooze, 5 release, 6 cancelled.
