@@ -9,7 +9,7 @@ import (
 	"github.com/axsched/ax/store/pgstore"
 )
 
-// timedStore is a pgstore.Store whose Claim, Finish and ExtendLeases are
+// timedStore is a pgstore.Store whose Claim, Finish (FinishFlow) and ExtendLeases are
 // timed from the client, so a scenario can show how long the scheduler's
 // store calls take while the server is under stress (a held snapshot).
 // Embedding keeps every other method, and so every optional interface the
@@ -72,6 +72,17 @@ func (s *timedStore) Finish(ctx context.Context, p []store.FinishParams) ([]bool
 		s.record(opFinish, t0, len(p))
 	}
 	return ok, err
+}
+
+// FinishFlow is what the scheduler calls on a store with flow control
+// (pgstore), so it is timed as Finish.
+func (s *timedStore) FinishFlow(ctx context.Context, p []store.FinishParams) (*store.FinishResult, error) {
+	t0 := time.Now()
+	res, err := s.Store.FinishFlow(ctx, p)
+	if err == nil {
+		s.record(opFinish, t0, len(p))
+	}
+	return res, err
 }
 
 func (s *timedStore) ExtendLeases(ctx context.Context, p *store.ExtendParams) (*store.ExtendResult, error) {

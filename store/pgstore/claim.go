@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/axsched/ax/store"
 )
 
@@ -14,7 +16,10 @@ import (
 // and ClaimResult.Now come from the database's now(). Each claimed job's
 // Fence grows by one. Params that ClaimParams.Validate refuses, or kinds
 // PostgreSQL cannot take as text, fail with an error wrapping
-// store.ErrInvalidParams.
+// store.ErrInvalidParams. While a Subscribe is listening, each range scan
+// starts where the previous claim left it (claim cursors, cursor.go), so
+// claims do not slow down while a held snapshot keeps vacuum from
+// removing the index entries of claimed jobs.
 func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.ClaimResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -47,9 +52,25 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 		res.Now = now
 		return res, err
 	}
-	rows, err := s.pool.Query(ctx, s.q.claim, kinds, limits, int32(min(params.Limit, 1<<30)), params.Owner, micros(params.LeaseDuration), micros(params.AgeAfter))
+	from, cursor := s.cursors.begin(kinds, time.Now())
+	var held []pgtype.Timestamptz
+	err := s.claimRows(ctx, res, &held, kinds, limits, params, from)
+	s.cursors.end(cursor, kinds, held, res.Now, err == nil)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: claim: %w", invalidData(err))
+		return nil, err
+	}
+	return res, nil
+}
+
+// claimRows runs the claim statement, from giving each range's lower
+// bound, and reads its rows into res and held (each range's earliest due
+// candidate left behind).
+func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]pgtype.Timestamptz,
+	kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz) error {
+	rows, err := s.pool.Query(ctx, s.q.claim, kinds, limits, int32(min(params.Limit, 1<<30)), params.Owner,
+		micros(params.LeaseDuration), micros(params.AgeAfter), from)
+	if err != nil {
+		return fmt.Errorf("pgstore: claim: %w", invalidData(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -57,27 +78,27 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 			next *time.Time
 			js   jobScan
 		)
-		dest := append([]any{&res.Now, &next}, js.dest()...)
-		if rows.RawValues()[2] == nil { // no job claimed: only now and next
-			clear(dest[2:])
+		dest := append([]any{&res.Now, &next, held}, js.dest()...)
+		if rows.RawValues()[3] == nil { // no job claimed: only now, next and held
+			clear(dest[3:])
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("pgstore: claim: %w", err)
+			return fmt.Errorf("pgstore: claim: %w", err)
 		}
 		if next != nil {
 			res.NextRunAt = *next
 		}
-		if dest[2] == nil {
+		if dest[3] == nil {
 			continue
 		}
 		j, err := js.record()
 		if err != nil {
-			return nil, fmt.Errorf("pgstore: claim: %w", err)
+			return fmt.Errorf("pgstore: claim: %w", err)
 		}
 		res.Jobs = append(res.Jobs, j)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgstore: claim: %w", invalidData(err))
+		return fmt.Errorf("pgstore: claim: %w", invalidData(err))
 	}
-	return res, nil
+	return nil
 }

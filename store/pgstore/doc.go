@@ -91,7 +91,8 @@
 // out of due rows, one descent from now() for its first future row. These
 // candidates are chosen without locks; they are cut to each kind's limit
 // (row_number() over the kind, in claim order), then to the total limit in
-// strict priority, run_at order, and only then locked, one primary-key
+// claim order (jobs due for ClaimParams.AgeAfter first, oldest first; then
+// strict priority, run_at), and only then locked, one primary-key
 // probe each, FOR UPDATE SKIP LOCKED with state and run_at re-checked. If
 // some were skipped (another claim holds or took them), a second round
 // ranks the remaining candidates behind the rows already locked and locks
@@ -102,6 +103,19 @@
 // than it can give, or all it had), without scanning the claim index a
 // second time from the start of each range, where the dead entries of
 // claimed rows gather while a long transaction holds back vacuum.
+//
+// The first scan of each range does not start at the range's start either,
+// while a Subscribe is listening: the Store remembers, per (kind,
+// priority), where its last claim left the range (the earliest due row it
+// did not take, else that claim's now()) and passes it as a lower bound on
+// run_at, so a claim steps only over the entries claimed since the last
+// one, not over every entry since the horizon was pinned. A job made
+// claimable below a cursor always notifies with its run_at in the same
+// transaction (insert, retry, snooze, release, rescue, resume, run now,
+// follow-ups), and the listener lowers the kind's cursors before anyone
+// hears of it; without a listening connection there are no cursors, and
+// every 10 s a claim scans whole ranges anyway, as a safety net for rows
+// changed by hand.
 //
 // Finish writes any number of outcomes in one statement (unnest arrays),
 // each row guarded by lease_token and state = 'running', and matched to

@@ -48,7 +48,7 @@ func TestClaimPlanUsesPartialIndex(t *testing.T) {
 	}
 	t.Logf("filled in %s", time.Since(start))
 
-	args := []any{[]string{"k"}, []int32{100}, int32(100), "explain", int64(60e6), int64(60e6)}
+	args := []any{[]string{"k"}, []int32{100}, int32(100), "explain", int64(60e6), int64(60e6), nil}
 	var plan strings.Builder
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+s.ClaimSQL(), args...)

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,4 +25,12 @@ func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return migrateTx(ctx, tx, DefaultSchema, ms[:version])
 	})
+}
+
+// SetClaimFullScanEvery changes how often the plain claim ignores its
+// cursors, for tests of the cursors' safety net.
+func (s *Store) SetClaimFullScanEvery(d time.Duration) {
+	s.cursors.mu.Lock()
+	defer s.cursors.mu.Unlock()
+	s.cursors.every = d
 }

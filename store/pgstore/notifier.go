@@ -175,6 +175,9 @@ func (s *Store) listenOnce(ctx context.Context, l *listener, resumed bool) (list
 	if err != nil {
 		return false, err
 	}
+	// Claim cursors hold only while notifications are heard (cursor.go).
+	s.cursors.listening(true)
+	defer s.cursors.listening(false)
 	if resumed {
 		l.deliver(store.Notification{}) // "re-check": anything may have been missed
 	}
@@ -185,13 +188,16 @@ func (s *Store) listenOnce(ctx context.Context, l *listener, resumed bool) (list
 		}
 		var n notification
 		if json.Unmarshal([]byte(pn.Payload), &n) != nil {
+			s.cursors.reset() // what it made claimable is unknown
 			continue
 		}
 		if n.Kind == "" {
 			// A kind resumed (SetKindPaused): hosts re-check.
+			s.cursors.reset()
 			l.deliver(store.Notification{})
 			continue
 		}
+		s.cursors.lower(n.Kind, n.RunAt)
 		l.deliver(store.Notification{Kind: n.Kind, RunAt: n.RunAt})
 	}
 }

@@ -129,6 +129,11 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		// does second rank the remaining candidates behind the rows
 		// already locked and locked2 lock the ones that fit.
 		//
+		// $7 (claim cursors, cursor.go) gives each range a lower bound
+		// on run_at (NULL: its start); the third column returns, per
+		// range in the same layout, the earliest due candidate the claim
+		// left, where the next scan may start.
+		//
 		// NextRunAt is the earliest candidate not claimed: each range
 		// fetched more rows than it can give, or all it had, so the
 		// earliest row it leaves behind is among its candidates.
@@ -148,13 +153,14 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		claim: `WITH cand AS MATERIALIZED (
 	SELECT c.id, k.kind, p.priority, c.run_at, k.lim, c.run_at <= now() AS due,
 	       ($6::bigint > 0 AND c.run_at <= now() - $6::bigint * interval '1 microsecond') AS aged
-	FROM unnest($1::text[], $2::int[]) AS k(kind, lim)
+	FROM unnest($1::text[], $2::int[]) WITH ORDINALITY AS k(kind, lim, ord)
 	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
 	CROSS JOIN LATERAL (
 		SELECT * FROM (
 			(SELECT j.id, j.run_at FROM {jobs} j
 			WHERE j.kind = k.kind AND j.priority = p.priority
 			  AND j.state IN ` + claimableSQL + ` AND j.run_at <= now()
+			  AND j.run_at >= coalesce(($7::timestamptz[])[(k.ord::int - 1) * 3 + p.priority], '-infinity')
 			ORDER BY j.run_at
 			LIMIT least(k.lim, $3) + least(k.lim, $3) / 4 + 1)
 			UNION ALL
@@ -217,8 +223,17 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 ), next AS (
 	SELECT min(run_at) AS run_at FROM cand
 	WHERE id NOT IN (SELECT id FROM locked1 UNION ALL SELECT id FROM locked2) -- a hashed subplan
+), held AS (
+	SELECT kind, priority, min(run_at) AS run_at FROM cand
+	WHERE due AND id NOT IN (SELECT id FROM locked1 UNION ALL SELECT id FROM locked2)
+	GROUP BY kind, priority
 )
-SELECT now(), (SELECT run_at FROM next), c.*
+SELECT now(), (SELECT run_at FROM next),
+	ARRAY(SELECT h.run_at FROM unnest($1::text[]) WITH ORDINALITY AS k(kind, ord)
+		CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
+		LEFT JOIN held h ON h.kind = k.kind AND h.priority = p.priority
+		ORDER BY k.ord, p.priority),
+	c.*
 FROM (SELECT 1) AS one LEFT JOIN claimed c ON true
 ORDER BY ($6::bigint > 0 AND c.run_at <= now() - $6::bigint * interval '1 microsecond') DESC,
 	CASE WHEN $6::bigint > 0 AND c.run_at <= now() - $6::bigint * interval '1 microsecond' THEN 0 ELSE c.priority END,

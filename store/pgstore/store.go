@@ -31,6 +31,8 @@ type Store struct {
 	listener *listener
 
 	flow flowCache // flow control (flow.go)
+
+	cursors *claimCursors // where the plain claim's range scans start (cursor.go)
 }
 
 var (
@@ -75,6 +77,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		channel: o.schema,
 		q:       buildQueries(pgx.Identifier{o.schema, "jobs"}.Sanitize()),
 		opts:    o,
+		cursors: newClaimCursors(),
 	}, nil
 }
 

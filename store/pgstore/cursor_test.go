@@ -1,0 +1,125 @@
+package pgstore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/stretchr/testify/require"
+)
+
+// TestClaimCursors walks the cursor rules: off until listening; the first
+// claim scans whole ranges; a range's next start is the earliest due
+// candidate left, else the claim's now; a notification lowers a kind's
+// cursors, also under a claim in flight; a reset or a stopped listener
+// forgets them; a failed claim records nothing; a full scan comes back
+// after the interval.
+func TestClaimCursors(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	ts := func(d time.Duration) pgtype.Timestamptz { return pgtype.Timestamptz{Time: at(d), Valid: true} }
+	none := pgtype.Timestamptz{}
+	kinds := []string{"a", "b"}
+	held := func(v ...pgtype.Timestamptz) []pgtype.Timestamptz { return v }
+
+	type step struct {
+		name  string
+		do    func(c *claimCursors)
+		begin bool                 // check what a claim's begin returns
+		want  []pgtype.Timestamptz // from begin; nil: cursors off or a full scan
+		check func(t *testing.T, c *claimCursors)
+	}
+	// claimed runs one claim that ends with the given held values at now.
+	claimed := func(now time.Duration, h []pgtype.Timestamptz) func(c *claimCursors) {
+		return func(c *claimCursors) {
+			_, cl := c.begin(kinds, at(now))
+			c.end(cl, kinds, h, at(now), true)
+		}
+	}
+	allNow := held(none, none, none, none, none, none)
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"off until listening", []step{
+			{name: "claim", do: claimed(time.Second, allNow), begin: true, want: nil},
+		}},
+		{"first claim is full, then cursors", []step{
+			{name: "listen", do: func(c *claimCursors) { c.listening(true) }},
+			{name: "first claim", do: claimed(time.Second, held(ts(500*time.Millisecond), none, none, none, none, none))},
+			{name: "next", begin: true, want: held(ts(500*time.Millisecond), ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second))},
+		}},
+		{"notification lowers a kind", []step{
+			{name: "listen", do: func(c *claimCursors) { c.listening(true) }},
+			{name: "claim", do: claimed(time.Second, allNow)},
+			{name: "notify b", do: func(c *claimCursors) { c.lower("b", at(200*time.Millisecond)) }},
+			{name: "notify b later", do: func(c *claimCursors) { c.lower("b", at(900*time.Millisecond)) }},
+			{name: "next", begin: true, want: held(ts(time.Second), ts(time.Second), ts(time.Second),
+				ts(200*time.Millisecond-time.Microsecond), ts(200*time.Millisecond-time.Microsecond), ts(200*time.Millisecond-time.Microsecond))},
+		}},
+		{"notification during a claim", []step{
+			{name: "listen", do: func(c *claimCursors) { c.listening(true) }},
+			{name: "claim", do: claimed(time.Second, allNow)},
+			{name: "claim with a notification in flight", do: func(c *claimCursors) {
+				_, cl := c.begin(kinds, at(2*time.Second))
+				c.lower("a", at(1500*time.Millisecond)) // above a's cursor: lowers only what the claim sets
+				c.end(cl, kinds, allNow, at(2*time.Second), true)
+			}},
+			{name: "next", begin: true, want: held(ts(1500*time.Millisecond-time.Microsecond), ts(1500*time.Millisecond-time.Microsecond),
+				ts(1500*time.Millisecond-time.Microsecond), ts(2*time.Second), ts(2*time.Second), ts(2*time.Second))},
+		}},
+		{"reset during a claim", []step{
+			{name: "listen", do: func(c *claimCursors) { c.listening(true) }},
+			{name: "claim", do: claimed(time.Second, allNow)},
+			{name: "claim reset in flight", do: func(c *claimCursors) {
+				_, cl := c.begin(kinds, at(2*time.Second))
+				c.reset()
+				c.end(cl, kinds, allNow, at(2*time.Second), true)
+			}},
+			{name: "next", begin: true, want: make([]pgtype.Timestamptz, 6)},
+		}},
+		{"failed claim records nothing", []step{
+			{name: "listen", do: func(c *claimCursors) { c.listening(true) }},
+			{name: "claim", do: claimed(time.Second, allNow)},
+			{name: "failed", do: func(c *claimCursors) {
+				_, cl := c.begin(kinds, at(2*time.Second))
+				c.end(cl, kinds, nil, at(2*time.Second), false)
+			}},
+			{name: "next", begin: true, want: held(ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second))},
+		}},
+		{"listener lost", []step{
+			{name: "listen", do: func(c *claimCursors) { c.listening(true) }},
+			{name: "claim", do: claimed(time.Second, allNow)},
+			{name: "lost", do: func(c *claimCursors) { c.listening(false) }},
+			{name: "off", begin: true, want: nil, check: func(t *testing.T, c *claimCursors) { require.Empty(t, c.at) }},
+		}},
+		{"full scan after the interval", []step{
+			{name: "listen", do: func(c *claimCursors) { c.listening(true) }},
+			{name: "claim", do: claimed(time.Second, allNow)},
+			{name: "claim later", do: claimed(time.Second+fullScanEvery, allNow)},
+			{name: "that one was full", check: func(t *testing.T, c *claimCursors) {
+				require.Equal(t, at(time.Second+fullScanEvery), c.fullAt)
+			}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClaimCursors()
+			c.fullAt = at(0)
+			for _, st := range tt.steps {
+				if st.do != nil {
+					st.do(c)
+				}
+				if st.begin {
+					got, cl := c.begin(kinds, at(3*time.Second))
+					require.Equal(t, st.want, got, st.name)
+					c.end(cl, kinds, nil, time.Time{}, false)
+				}
+				if st.check != nil {
+					st.check(t, c)
+				}
+			}
+			require.Empty(t, c.inflight, "every claim ended")
+		})
+	}
+}
