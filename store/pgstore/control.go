@@ -97,6 +97,12 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 		case err != nil:
 			return nil, fmt.Errorf("pgstore: %s job %s: %w", op, id, err)
 		case len(jobs) == 1:
+			if j := jobs[0]; j.State == store.StateScheduled || j.State == store.StateRetrying {
+				// A resumed job keeps its run_at, likely below the claim
+				// cursors: a claim right after this returns must see it
+				// without waiting for the notification (cursor.go).
+				s.cursors.lower(j.Kind, j.RunAt)
+			}
 			return jobs[0], nil
 		}
 		rows, _ = s.pool.Query(ctx, s.q.get, id)

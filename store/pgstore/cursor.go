@@ -40,6 +40,15 @@ type cursorKey struct {
 // gone) they are off and every claim scans whole ranges; when it listens
 // again, and on a kind's resume, they start afresh. A notification that
 // arrives while a claim is running lowers what that claim would set.
+//
+// Notifications arrive asynchronously, so writes through this Store that
+// can leave a job claimable below a cursor also lower it themselves
+// before they return (an insert with an explicit run_at, a resumed or
+// run-now job, a kind's resume): a claim that follows them in the same
+// process sees the job at once. Writes that set run_at from their own
+// now() (inserts, retries, snoozes, releases, rescues) land at or above
+// every cursor set by a claim that started before them; one that
+// overlapped a claim is found once its notification arrives.
 type claimCursors struct {
 	mu       sync.Mutex
 	on       bool

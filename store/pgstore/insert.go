@@ -223,6 +223,7 @@ func (s *Store) insertOne(ctx context.Context, q querier, p *store.InsertParams)
 	}
 	var runAt *time.Time
 	if !p.RunAt.IsZero() {
+		s.cursors.lower(p.Kind, p.RunAt) // a past run_at: claimable at once (cursor.go)
 		runAt = &p.RunAt
 	}
 	for range maxInsertRetries {
@@ -248,6 +249,11 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 	// insertOne); clock is the store clock at this call, which places the
 	// keys with a Period in their windows, once for all rows, so that the
 	// insert and the holders lookup agree.
+	for i := range params {
+		if p := &params[i]; !p.RunAt.IsZero() {
+			s.cursors.lower(p.Kind, p.RunAt) // a past run_at: claimable at once (cursor.go)
+		}
+	}
 	var now, clock time.Time
 	if err := tx.QueryRow(ctx, `SELECT now(), statement_timestamp()`).Scan(&now, &clock); err != nil {
 		return nil, err

@@ -75,6 +75,7 @@ func (s *Store) SetKindPaused(ctx context.Context, kind string, paused bool) (*s
 		err = s.pool.QueryRow(ctx, s.kindsSQL(pauseKindSQL), kind).Scan(&ks.Paused, &ks.UpdatedAt)
 	} else {
 		err = s.pool.QueryRow(ctx, s.kindsSQL(resumeKindSQL), kind, s.channel).Scan(&ks.Paused, &ks.UpdatedAt, nil)
+		s.cursors.reset() // claims scan the kind's ranges whole again (cursor.go)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ks, nil // never paused: no state
 		}

@@ -123,8 +123,9 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		// order) and then the total limit, in claim order
 		// (plainClaimOrderSQL: jobs due for the aging bound $6 first,
 		// then strict priority, then run_at; each range's candidates are
-		// its oldest due rows, so the aged ones among them); locked1 locks exactly those rows, by primary key, with
-		// SKIP LOCKED, re-checking that each is still claimable and due.
+		// its oldest due rows, so the aged ones among them); locked1
+		// locks exactly those rows, by primary key, with SKIP LOCKED,
+		// re-checking that each is still claimable and due.
 		// Only when some were skipped (another claimer holds or took them)
 		// does second rank the remaining candidates behind the rows
 		// already locked and locked2 lock the ones that fit.
