@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
@@ -49,30 +47,12 @@ func TestClaimPlanUsesPartialIndex(t *testing.T) {
 	t.Logf("filled in %s", time.Since(start))
 
 	args := []any{[]string{"k"}, []int32{100}, int32(100), "explain", int64(60e6), int64(60e6), nil}
-	var plan strings.Builder
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+s.ClaimSQL(), args...)
-		if err != nil {
-			return err
-		}
-		var line string
-		_, err = pgx.ForEachRow(rows, []any{&line}, func() error {
-			plan.WriteString(line + "\n")
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		return errRollback
-	})
-	if err != errRollback {
-		t.Fatal(err)
-	}
-	t.Logf("claim plan:\n%s", plan.String())
-	if !strings.Contains(plan.String(), "jobs_claim_idx") {
+	plan := explain(t, ctx, pool, s.ClaimSQL(), args...)
+	t.Logf("claim plan:\n%s", plan)
+	if !strings.Contains(plan, "jobs_claim_idx") {
 		t.Error("the claim does not use jobs_claim_idx")
 	}
-	if strings.Contains(plan.String(), "Seq Scan on jobs") {
+	if strings.Contains(plan, "Seq Scan on jobs") {
 		t.Error("the claim scans jobs sequentially")
 	}
 

@@ -252,24 +252,34 @@ func explainList(t *testing.T, ctx context.Context, pool *pgxpool.Pool, s *pgsto
 	return explain(t, ctx, pool, q, args...)
 }
 
-// explain returns the plan, with buffers, of q run with args, without
-// parallel workers (as ListJobs runs).
+// explain returns the plan, with buffers, of q run with args (EXPLAIN
+// ANALYZE runs it, in a transaction that is rolled back).
 func explain(t *testing.T, ctx context.Context, pool *pgxpool.Pool, q string, args ...any) string {
+	t.Helper()
+	return explainWith(t, ctx, pool, "ANALYZE, BUFFERS, COSTS OFF", q, args...)
+}
+
+// explainWith returns the plan of q with args under EXPLAIN (options),
+// without parallel workers (as the store's statements run), in a
+// transaction that is rolled back.
+func explainWith(t *testing.T, ctx context.Context, pool *pgxpool.Pool, options, q string, args ...any) string {
 	t.Helper()
 	var b strings.Builder
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
 			return err
 		}
-		rows, _ := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+q, args...)
+		rows, _ := tx.Query(ctx, "EXPLAIN ("+options+") "+q, args...)
 		var line string
-		_, err := pgx.ForEachRow(rows, []any{&line}, func() error {
+		if _, err := pgx.ForEachRow(rows, []any{&line}, func() error {
 			b.WriteString(line + "\n")
 			return nil
-		})
-		return err
+		}); err != nil {
+			return err
+		}
+		return errRollback
 	})
-	if err != nil {
+	if err != errRollback {
 		t.Fatal(err)
 	}
 	return b.String()

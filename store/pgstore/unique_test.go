@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
@@ -267,30 +266,12 @@ func TestUniqueHolderPlans(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var plan strings.Builder
-			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				rows, err := tx.Query(ctx, "EXPLAIN (COSTS OFF) "+c.sql, c.args...)
-				if err != nil {
-					return err
-				}
-				var line string
-				_, err = pgx.ForEachRow(rows, []any{&line}, func() error {
-					plan.WriteString(line + "\n")
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-				return errRollback
-			})
-			if err != errRollback {
-				t.Fatal(err)
-			}
-			t.Logf("plan:\n%s", plan.String())
-			if !strings.Contains(plan.String(), "jobs_unique_scope_idx") {
+			plan := explainWith(t, ctx, pool, "COSTS OFF", c.sql, c.args...)
+			t.Logf("plan:\n%s", plan)
+			if !strings.Contains(plan, "jobs_unique_scope_idx") {
 				t.Error("the lookup does not use jobs_unique_scope_idx")
 			}
-			if strings.Contains(plan.String(), "Seq Scan on jobs") {
+			if strings.Contains(plan, "Seq Scan on jobs") {
 				t.Error("the lookup scans jobs sequentially")
 			}
 		})
