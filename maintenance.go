@@ -16,6 +16,12 @@ const (
 	maintenanceBatch  = 1000
 	maintenanceRounds = 10
 	pruneInterval     = time.Minute
+	// archiveInterval is how often each host moves finished jobs to the
+	// store's history (store.Archiver), archiveBatch jobs per statement:
+	// up to archiveBatch*maintenanceRounds a second per host, more than
+	// a host finishes.
+	archiveInterval = time.Second
+	archiveBatch    = 5000
 	// rescueLogIDs bounds the job IDs named in one "rescued" log line.
 	rescueLogIDs = 50
 )
@@ -32,6 +38,10 @@ const (
 //   - The pruner deletes final jobs past Retention every minute, on the
 //     maintenance leader only (see leader.go): it can wait, and once is
 //     enough.
+//   - The archiver, when the store has one (store.Archiver), moves
+//     finished jobs to the store's history every second on every host
+//     (the store splits the work between them), so that the live table
+//     stays small.
 //
 // Both stop as soon as Stop begins.
 func (r *runtime) maintain() {
@@ -41,6 +51,12 @@ func (r *runtime) maintain() {
 	prune := time.NewTicker(pruneInterval)
 	defer prune.Stop()
 	pruner, canPrune := r.store.(store.Pruner)
+	archiver, canArchive := r.store.(store.Archiver)
+	archive := time.NewTimer(jitter(archiveInterval))
+	defer archive.Stop()
+	if !canArchive {
+		archive.Stop()
+	}
 	for {
 		select {
 		case <-r.life.Done():
@@ -52,6 +68,9 @@ func (r *runtime) maintain() {
 			if canPrune && r.cluster.isLeader() {
 				r.prune(pruner)
 			}
+		case <-archive.C:
+			r.archive(archiver)
+			archive.Reset(jitter(archiveInterval))
 		}
 	}
 }
@@ -102,11 +121,22 @@ func (r *runtime) prune(p store.Pruner) {
 	}
 }
 
+func (r *runtime) archive(a store.Archiver) {
+	r.inBatchesOf(archiveBatch, "archive finished jobs", func(ctx context.Context) (int, error) {
+		return a.Archive(ctx, archiveBatch)
+	})
+}
+
 // inBatches runs a bounded maintenance statement until it touches fewer than
 // maintenanceBatch rows, maintenanceRounds have run or Stop begins, and
 // returns the rows touched. A failure is logged and ends the pass; the next
 // tick retries.
 func (r *runtime) inBatches(what string, batch func(ctx context.Context) (int, error)) int {
+	return r.inBatchesOf(maintenanceBatch, what, batch)
+}
+
+// inBatchesOf is inBatches for statements touching up to size rows.
+func (r *runtime) inBatchesOf(size int, what string, batch func(ctx context.Context) (int, error)) int {
 	total := 0
 	for range maintenanceRounds {
 		ctx, cancel := context.WithTimeout(r.life, claimTimeout)
@@ -119,7 +149,7 @@ func (r *runtime) inBatches(what string, batch func(ctx context.Context) (int, e
 			break
 		}
 		total += n
-		if n < maintenanceBatch {
+		if n < size {
 			break
 		}
 	}

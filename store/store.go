@@ -26,7 +26,7 @@
 //	            │ cancel requested     ──▶ reported by ExtendLeases; the owner finishes it as cancelled
 //
 // Optional abilities are separate interfaces found by type assertion:
-// Notifier, Pruner, Lister, Counter, Closer.
+// Notifier, Pruner, Archiver, Lister, Counter, Closer.
 // PeriodicStore keeps periodic schedules' last fired ticks (periodic.go).
 // FlowStore applies flow control across the cluster: concurrency and rate
 // limits, circuit breakers, pending bounds, sequences and priority aging
@@ -124,6 +124,16 @@ type Notifier interface {
 	// once and waits until fn is no longer running, so it must not be
 	// called from fn.
 	Subscribe(fn func(Notification)) (unsubscribe func())
+}
+
+// Archiver is implemented by stores that keep finished jobs apart from the
+// live ones, so that the tables the claim, finish and rescue paths use stay
+// small however long the history grows. Reads (Get, listings, counts)
+// see archived jobs as before.
+type Archiver interface {
+	// Archive moves up to limit finished jobs to the history and returns
+	// how many it moved. Every host may call it at once.
+	Archive(ctx context.Context, limit int) (int, error)
 }
 
 // PruneParams selects finished jobs to delete.

@@ -83,7 +83,7 @@ func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, params *store.BatchP
 	}
 	var batchTaken, completionTaken bool
 	err = tx.QueryRow(ctx, s.sql(`SELECT EXISTS (SELECT 1 FROM {batches} WHERE id = $1),
-	EXISTS (SELECT 1 FROM {jobs} WHERE id = $2)`), params.ID, params.Completion.ID).Scan(&batchTaken, &completionTaken)
+	EXISTS (SELECT 1 FROM {alljobs} WHERE id = $2)`), params.ID, params.Completion.ID).Scan(&batchTaken, &completionTaken)
 	switch {
 	case err != nil:
 		return nil, err
@@ -166,7 +166,7 @@ func (s *Store) BatchChildren(ctx context.Context, id, after uuid.UUID, limit in
 	}
 	// The completion job shares the batch_id of its children; it is left
 	// out by its ID, read from the batch row (no row: no batch).
-	rows, _ := s.pool.Query(ctx, s.sql(`SELECT {cols} FROM {jobs}
+	rows, _ := s.pool.Query(ctx, s.sql(`SELECT {cols} FROM {alljobs}
 WHERE batch_id = $1 AND id > $2 AND id <> (SELECT completion FROM {batches} WHERE id = $1)
 ORDER BY id LIMIT $3`), id, after, limit)
 	jobs, err := collectJobs(rows)

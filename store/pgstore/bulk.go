@@ -14,14 +14,18 @@ import (
 
 var _ store.BulkController = (*Store)(nil)
 
+// bulkTarget is a state a bulk operation applies to, with the extra
+// condition a row of that state must meet ("" for none).
+type bulkTarget struct {
+	state store.State
+	cond  string
+}
+
 // bulkTargets is, per operation, the states of the rows it applies to,
 // each with the extra condition a row of that state must meet ("" for
 // none). It mirrors the guards of Control's statements (see control.go):
 // a job Bulk selects is one Control would change.
-var bulkTargets = map[store.BulkOp][]struct {
-	state store.State
-	cond  string
-}{
+var bulkTargets = map[store.BulkOp][]bulkTarget{
 	// Scheduled and retrying jobs already due have nothing to make due.
 	store.BulkRunNow: {
 		{store.StateScheduled, "run_at > now()"}, {store.StateRetrying, "run_at > now()"},
@@ -111,7 +115,7 @@ func (s *Store) bulk(ctx context.Context, params *store.BulkParams, applier func
 	if err := params.Validate(); err != nil {
 		return 0, fmt.Errorf("pgstore: bulk %s: %w", params.Op, err)
 	}
-	pick, a, err := s.bulkPickSQL(params)
+	pick, restore, a, err := s.bulkPickSQL(params)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: bulk %s: %w", params.Op, err)
 	}
@@ -130,6 +134,15 @@ func (s *Store) bulk(ctx context.Context, params *store.BulkParams, applier func
 		for changed < params.Limit {
 			want := params.Limit - changed
 			a[len(a)-1] = want
+			if restore != "" {
+				// The next candidates in the history come back to jobs
+				// first, so that the pick sees them among the others
+				// in ID order. Those it does not pick stay in jobs,
+				// finished, until Archive moves them again.
+				if _, err := tx.Exec(ctx, restore, a...); err != nil {
+					return err
+				}
+			}
 			ids, risky, err := pickBulk(ctx, tx, pick, a)
 			if err != nil {
 				return err
@@ -155,21 +168,27 @@ func (s *Store) bulk(ctx context.Context, params *store.BulkParams, applier func
 // bulkPickSQL builds the statement selecting and locking the next
 // candidates of params (valid), and its arguments, whose last two are the
 // cursor (the last candidate's ID, uuid.Nil at first) and the limit, to
-// be set before each run. risky marks a run-now that may take a unique
+// be set before each run. When the op applies to finished jobs, restore
+// is the statement moving the next candidates in jobs_history back to
+// jobs, with the same arguments ("" otherwise). risky marks a run-now that may take a unique
 // key another job holds: a cancelled job never holds its key, and a dead
 // one holds it only in some scopes (store.UniqueScope), so either may
 // find it taken.
-func (s *Store) bulkPickSQL(params *store.BulkParams) (string, sqlArgs, error) {
-	var a sqlArgs
+func (s *Store) bulkPickSQL(params *store.BulkParams) (pick, restore string, a sqlArgs, err error) {
 	terms, err := filterTerms(&params.Filter, &a, filterParts{noStates: len(params.Filter.States) > 0})
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	terms = append(terms, bulkTargetSQL(params.Op, params.Filter.States))
 	after, limit := a.add(uuid.Nil), a.add(0)
-	pick := `SELECT id, state IN ('dead', 'cancelled') AND unique_key IS NOT NULL AS risky FROM ` + s.jobsTable() +
-		` WHERE ` + whereSQL(append(terms, "id > "+after)) + ` ORDER BY id LIMIT ` + limit + ` FOR UPDATE SKIP LOCKED`
-	return pick, a, nil
+	where := whereSQL(append(terms, "id > "+after))
+	pick = `SELECT id, state IN ('dead', 'cancelled') AND unique_key IS NOT NULL AS risky FROM ` + s.jobsTable() +
+		` WHERE ` + where + ` ORDER BY id LIMIT ` + limit + ` FOR UPDATE SKIP LOCKED`
+	if slices.ContainsFunc(bulkTargets[params.Op], func(t bulkTarget) bool { return t.state.Final() }) {
+		restore = s.sql(strings.Replace(restoreSQL, "ANY($1::uuid[])", `ANY(ARRAY(SELECT id FROM {history} WHERE `+where+
+			` ORDER BY id LIMIT `+limit+` FOR UPDATE SKIP LOCKED))`, 1))
+	}
+	return pick, restore, a, nil
 }
 
 // pickBulk runs the candidates' statement and returns their IDs, in order,

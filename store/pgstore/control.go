@@ -64,7 +64,8 @@ func (s *Store) controlRule(op store.ControlOp) (controlRule, bool) {
 }
 
 // Control applies op to the job with the given ID in one guarded statement,
-// as store.Store requires. Pausing a running job sets its pause_requested,
+// as store.Store requires. A finished job in the history that op changes
+// is first moved back to jobs (history.go). Pausing a running job sets its pause_requested,
 // which the end of its attempt acts on (see Finish and RescueExpired);
 // resuming it withdraws the request. Resume of a paused job and RunNow
 // notify listeners. RunNow of a dead or cancelled job makes it live, so it
@@ -116,6 +117,13 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 			return jobs[0], nil
 		case !rule.change(jobs[0]):
 			return nil, fmt.Errorf("pgstore: %s job %s in state %s: %w", op, id, jobs[0].State, store.ErrWrongState)
+		case jobs[0].State.Final():
+			// A finished job the op changes (run-now) may be in the
+			// history, which the statement does not reach: move it back
+			// first (a no-op when it is in jobs).
+			if err := s.restore(ctx, nil, []uuid.UUID{id}); err != nil {
+				return nil, fmt.Errorf("pgstore: %s job %s: restore from history: %w", op, id, err)
+			}
 		}
 	}
 	return nil, fmt.Errorf("pgstore: %s job %s: job kept changing", op, id)

@@ -21,7 +21,7 @@ func (s *Store) OldestDueSQL() string {
 // BulkPickSQL returns the statement picking Bulk's candidates, its limit
 // set, and its arguments, for the plan test.
 func (s *Store) BulkPickSQL(params *store.BulkParams) (string, []any, error) {
-	q, a, err := s.bulkPickSQL(params)
+	q, _, a, err := s.bulkPickSQL(params)
 	if err == nil {
 		a[len(a)-1] = params.Limit
 	}

@@ -96,7 +96,7 @@ func (s *Store) listSQL(params *store.ListJobsParams) (string, []any, error) {
 	}
 	limit := a.add(params.Limit + 1)
 	tail := " ORDER BY id " + order + " LIMIT " + limit
-	sel := "SELECT " + jobColumns + " FROM " + s.jobsTable() + " WHERE "
+	sel := "SELECT " + jobColumns + " FROM " + s.allJobsTable() + " WHERE "
 	if len(states) == 0 {
 		return sel + whereSQL(common) + tail, a, nil
 	}
@@ -163,7 +163,7 @@ func (s *Store) CountMatching(ctx context.Context, f *store.JobFilter) (int64, e
 	}
 	var n int64
 	err = s.inspect(ctx, false, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, "SELECT count(*) FROM "+s.jobsTable()+" WHERE "+whereSQL(terms), a...).Scan(&n)
+		return tx.QueryRow(ctx, "SELECT count(*) FROM "+s.allJobsTable()+" WHERE "+whereSQL(terms), a...).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: count jobs: %w", err)

@@ -43,10 +43,15 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 	return out, nil
 }
 
-// Prune deletes up to params.Limit final jobs that finished more than
-// params.Retention ago, oldest first, in one bounded statement driven by
-// the jobs_finished_idx partial index. Call it repeatedly until it returns
-// less than the limit to drain a backlog in small transactions.
+// Prune deletes final jobs that finished more than params.Retention ago,
+// oldest first, and returns how many. In jobs (not yet archived, or
+// keeping their unique key) it deletes up to params.Limit in one bounded
+// statement through the jobs_finished_idx and jobs_kept_idx partial
+// indexes. In jobs_history it drops every day partition wholly past the
+// retention (counting its jobs, so the result can exceed params.Limit),
+// then deletes up to params.Limit jobs of the partition the boundary falls
+// in. Call it repeatedly until it returns less than the limit to drain a
+// backlog in small transactions.
 func (s *Store) Prune(ctx context.Context, params *store.PruneParams) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, err
@@ -58,7 +63,12 @@ func (s *Store) Prune(ctx context.Context, params *store.PruneParams) (int, erro
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: prune: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	n, err := s.pruneHistory(ctx, params.Retention, params.Limit)
+	n += int(tag.RowsAffected())
+	if err != nil {
+		return n, fmt.Errorf("pgstore: prune history: %w", err)
+	}
+	return n, nil
 }
 
 // List returns up to params.Limit jobs matching params, ordered by ID
@@ -133,7 +143,7 @@ func (s *Store) CountJobs(ctx context.Context) ([]store.StateCount, error) {
 
 func (s *Store) estimateFinal(ctx context.Context, live []store.StateCount) ([]store.StateCount, error) {
 	var reltuples float64
-	if err := s.pool.QueryRow(ctx, s.q.reltuples, pgx.Identifier{s.schema, "jobs"}.Sanitize()).Scan(&reltuples); err != nil {
+	if err := s.pool.QueryRow(ctx, s.q.reltuples).Scan(&reltuples); err != nil {
 		return nil, fmt.Errorf("pgstore: count jobs: %w", err)
 	}
 	var nLive float64

@@ -1,39 +1,53 @@
 package pgstore
 
-import "strings"
+import (
+	"strings"
 
-// queries holds the Store's SQL with the jobs table's quoted, schema
-// qualified name substituted for {jobs}. The name comes from a validated
+	"github.com/jackc/pgx/v5"
+)
+
+// queries holds the Store's SQL with quoted, schema qualified names
+// substituted for {jobs} (the hot table), {history} (jobs_history) and
+// {alljobs} (the view over both, for reads that must see finished jobs
+// wherever they are; see migration 0008). The names come from a validated
 // schema name passed through pgx.Identifier.Sanitize; everything else is a
 // parameter.
 type queries struct {
-	get         string
-	insertOne   string
-	insertMany  string
-	holders     string
-	notify      string
-	claim       string
-	finish      string
-	extend      string
-	rescue      string
-	prune       string
-	list        string
-	controlCur  string
-	cancel      string
-	pause       string
-	resume      string
-	runNow      string
-	countLive   string
-	countFinal  string
-	finalBound  string
-	finalSample string
-	reltuples   string
+	get          string
+	insertOne    string
+	insertMany   string
+	holders      string
+	notify       string
+	claim        string
+	finish       string
+	extend       string
+	rescue       string
+	prune        string
+	pruneHistory string
+	list         string
+	controlCur   string
+	cancel       string
+	pause        string
+	resume       string
+	runNow       string
+	countLive    string
+	countFinal   string
+	finalBound   string
+	finalSample  string
+	reltuples    string
 }
 
 // Claimable and final states as SQL lists.
 const (
 	claimableSQL = `('scheduled', 'retrying')`
 	finalSQL     = `('succeeded', 'dead', 'cancelled')`
+	// archivableSQL selects the final jobs Archive may move; it is the
+	// predicate of jobs_finished_idx (migration 0008), written the same
+	// way so that the planner proves a query's WHERE implies it.
+	archivableSQL = `state = 'cancelled' OR (state IN ('succeeded', 'dead') AND (unique_key IS NULL OR NOT unique_finished))`
+	// keptSQL selects the final jobs that keep their unique key until
+	// pruned: jobs_kept_idx's predicate.
+	keptSQL = `state IN ('succeeded', 'dead') AND unique_key IS NOT NULL AND unique_finished`
 )
 
 // plainClaimOrderSQL is the plain claim's order over its candidates: jobs
@@ -52,10 +66,13 @@ func errorEntrySQL(msg string) string {
 	return `jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', now(), 'error', ` + msg + `))`
 }
 
-func buildQueries(jobs string) queries {
-	r := strings.NewReplacer("{jobs}", jobs, "{cols}", jobColumns, "{jcols}", prefixed("j"))
+func buildQueries(schema string) queries {
+	r := strings.NewReplacer("{jobs}", pgx.Identifier{schema, "jobs"}.Sanitize(),
+		"{history}", pgx.Identifier{schema, "jobs_history"}.Sanitize(),
+		"{alljobs}", pgx.Identifier{schema, "jobs_all"}.Sanitize(),
+		"{cols}", jobColumns, "{jcols}", prefixed("j"))
 	q := queries{
-		get: `SELECT {cols} FROM {jobs} WHERE id = $1`,
+		get: `SELECT {cols} FROM {alljobs} WHERE id = $1`,
 
 		// One round trip for one job: insert, or find the holder of the
 		// unique key in its scope. A holder committed after this
@@ -342,19 +359,43 @@ RETURNING j.id, j.lease_token, j.cancel_requested`,
 ), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$2") + `)
 SELECT id, kind, owner, attempt, state FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 
-		// Prune: the oldest final rows from jobs_finished_idx, locked
-		// with SKIP LOCKED, then deleted by primary key (= ANY of an
-		// array: a join here let a generic plan hash-join against a
-		// sequential scan of the whole table).
-		prune: `DELETE FROM {jobs} WHERE id = ANY (ARRAY(
+		// Prune, hot table: the oldest final rows of each of the two
+		// partial indexes that hold them (jobs_finished_idx: the rows
+		// Archive has not moved yet; jobs_kept_idx: those keeping their
+		// unique key), locked with SKIP LOCKED, then deleted by primary
+		// key (= ANY of an array: a join here let a generic plan
+		// hash-join against a sequential scan of the whole table).
+		prune: `WITH movable AS (
 	SELECT id FROM {jobs}
-	WHERE state IN ` + finalSQL + ` AND finished_at < now() - $1::bigint * interval '1 microsecond'
+	WHERE (` + archivableSQL + `) AND finished_at < now() - $1::bigint * interval '1 microsecond'
+	ORDER BY finished_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+), kept AS (
+	SELECT id FROM {jobs}
+	WHERE (` + keptSQL + `) AND finished_at < now() - $1::bigint * interval '1 microsecond'
+	ORDER BY finished_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+DELETE FROM {jobs} WHERE id = ANY (ARRAY(
+	SELECT id FROM (SELECT id FROM movable UNION ALL SELECT id FROM kept) c LIMIT $2
+))`,
+
+		// Prune, history: the oldest rows of the partitions the retention
+		// boundary leaves rows in (whole partitions past it are dropped,
+		// see archive.go). The finish time bound lets the executor skip
+		// the partitions after the boundary.
+		pruneHistory: `DELETE FROM {history} WHERE finished_at < now() - $1::bigint * interval '1 microsecond'
+AND id = ANY (ARRAY(
+	SELECT id FROM {history}
+	WHERE finished_at < now() - $1::bigint * interval '1 microsecond'
 	ORDER BY finished_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 ))`,
 
-		list: `SELECT {cols} FROM {jobs}
+		list: `SELECT {cols} FROM {alljobs}
 WHERE ($1 = '' OR kind = $1) AND (cardinality($2::text[]) = 0 OR state = ANY($2::text[])) AND id > $3
 ORDER BY id
 LIMIT $4`,
@@ -405,17 +446,26 @@ SELECT kind, 'running', count(*) FROM {jobs} WHERE state = 'running' GROUP BY ki
 UNION ALL
 SELECT kind, 'paused', count(*) FROM {jobs} WHERE state = 'paused' GROUP BY kind`,
 
-		finalBound: `SELECT count(*) FROM (SELECT 1 FROM {jobs} WHERE state IN ` + finalSQL + ` LIMIT $1) s`,
+		finalBound: `SELECT count(*) FROM (SELECT 1 FROM {alljobs} WHERE state IN ` + finalSQL + ` LIMIT $1) s`,
 
-		countFinal: `SELECT kind, state, count(*) FROM {jobs} WHERE state IN ` + finalSQL + ` GROUP BY kind, state`,
+		countFinal: `SELECT kind, state, count(*) FROM {alljobs} WHERE state IN ` + finalSQL + ` GROUP BY kind, state`,
 
-		finalSample: `SELECT kind, state, count(*) FROM {jobs} TABLESAMPLE SYSTEM ($1)
-WHERE state IN ` + finalSQL + ` GROUP BY kind, state`,
+		// The sample reads each table (each history partition) at the
+		// same rate.
+		finalSample: `SELECT kind, state, count(*) FROM (
+	SELECT kind, state FROM {jobs} TABLESAMPLE SYSTEM ($1) WHERE state IN ` + finalSQL + `
+	UNION ALL
+	SELECT kind, state FROM {history} TABLESAMPLE SYSTEM ($1)
+) s GROUP BY kind, state`,
 
-		reltuples: `SELECT c.reltuples::float8 FROM pg_class c WHERE c.oid = $1::regclass`,
+		// The planner's row estimate of jobs and of every history
+		// partition (never analyzed: -1, counted as 0).
+		reltuples: `SELECT sum(greatest(c.reltuples, 0))::float8 FROM pg_class c
+WHERE c.oid = '{jobs}'::regclass
+   OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = '{history}'::regclass)`,
 	}
 	for _, p := range []*string{&q.get, &q.insertOne, &q.insertMany, &q.holders, &q.notify, &q.claim,
-		&q.finish, &q.extend, &q.rescue, &q.prune, &q.list, &q.controlCur, &q.cancel, &q.pause,
+		&q.finish, &q.extend, &q.rescue, &q.prune, &q.pruneHistory, &q.list, &q.controlCur, &q.cancel, &q.pause,
 		&q.resume, &q.runNow, &q.countLive, &q.finalBound, &q.countFinal, &q.finalSample, &q.reltuples} {
 		*p = r.Replace(*p)
 	}

@@ -134,12 +134,14 @@ func decodeFollowUps(b []byte) ([]store.FollowUp, error) {
 }
 
 // sql returns q with the names of this Store's schema substituted: {jobs},
-// {batches} and {schema} (for functions), and {cols} for jobColumns with
+// {history}, {alljobs}, {batches} and {schema} (for functions), and {cols} for jobColumns with
 // followUpColumns. Names come from the validated schema name through
 // pgx.Identifier.Sanitize.
 func (s *Store) sql(q string) string {
 	return strings.NewReplacer(
 		"{jobs}", pgx.Identifier{s.schema, "jobs"}.Sanitize(),
+		"{history}", s.historyTable(),
+		"{alljobs}", s.allJobsTable(),
 		"{batches}", pgx.Identifier{s.schema, "batches"}.Sanitize(),
 		"{schema}", pgx.Identifier{s.schema}.Sanitize(),
 		"{cols}", jobColumns,
@@ -153,7 +155,7 @@ func (s *Store) FollowUps(ctx context.Context, id uuid.UUID) ([]*store.JobRecord
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, _ := s.pool.Query(ctx, s.sql(`SELECT {cols} FROM {jobs} WHERE parent = $1 ORDER BY created_at, id`), id)
+	rows, _ := s.pool.Query(ctx, s.sql(`SELECT {cols} FROM {alljobs} WHERE parent = $1 ORDER BY created_at, id`), id)
 	jobs, err := collectJobs(rows)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: follow-ups of job %s: %w", id, err)

@@ -33,6 +33,8 @@ type Store struct {
 	flow flowCache // flow control (flow.go)
 
 	cursors *claimCursors // where the plain claim's range scans start (cursor.go)
+
+	history historyState // partitions and archive position (history.go)
 }
 
 var (
@@ -75,7 +77,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		pool:    pool,
 		schema:  o.schema,
 		channel: o.schema,
-		q:       buildQueries(pgx.Identifier{o.schema, "jobs"}.Sanitize()),
+		q:       buildQueries(o.schema),
 		opts:    o,
 		cursors: newClaimCursors(),
 	}, nil

@@ -1,0 +1,314 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+var _ store.Archiver = (*Store)(nil)
+
+// The history of finished jobs (migration 0008): jobs_history, partitioned
+// by day of finished_at (UTC), one partition per day named
+// jobs_history_pYYYYMMDD, created when a move first needs it and dropped
+// by Prune once the whole day is past the retention.
+
+// historyDay is the width of a history partition.
+const historyDay = 24 * time.Hour
+
+// partitionPrefix starts the name of every history partition; the rest is
+// its day, partitionLayout.
+const (
+	partitionPrefix = "jobs_history_p"
+	partitionLayout = "20060102"
+)
+
+// ddlLockTimeout bounds how long creating or dropping a partition waits
+// for a lock: a reader of the history (a listing, at most inspectTimeout)
+// must not make every later reader queue behind the DDL for long. A
+// timeout fails the call; the next one tries again.
+const ddlLockTimeout = 2 * time.Second
+
+// archiveRecheck is how far before the previous archive pass's database
+// time the next pass starts walking jobs_finished_idx: jobs whose finish
+// committed later than that after their finished_at was taken (a finish
+// inside a long transaction, CompleteTx) are found by the full walk every
+// archiveFullScanEvery instead. Walking from a recent time rather than
+// from the start of the index keeps a pass from stepping over every entry
+// of the jobs moved since a held snapshot pinned the xmin horizon (the
+// entries stay until vacuum can remove them).
+const (
+	archiveRecheck       = 10 * time.Second
+	archiveFullScanEvery = time.Minute
+)
+
+// historyState is what a Store knows of its history: the partitions that
+// exist (so a move creates one at most once per process and day) and where
+// the next archive pass starts.
+type historyState struct {
+	mu       sync.Mutex
+	days     map[time.Time]bool // partitions known to exist, by day (UTC midnight)
+	from     time.Time          // the next pass walks jobs finished from here (zero: from the start)
+	lastFull time.Time          // when a pass last walked from the start (host clock)
+}
+
+// archiveSQL is the statement that picks and locks up to $2 movable jobs
+// finished since $1, oldest first. A job with a unique period keeps its key
+// until the period has passed since it finished: its window began before
+// it was inserted, so it has ended by then (see migration 0008).
+const archiveSQL = `SELECT id, finished_at FROM {jobs}
+WHERE (` + archivableSQL + `) AND finished_at >= $1
+  AND (unique_period = 0 OR unique_key IS NULL OR state = 'cancelled'
+       OR finished_at < now() - unique_period * interval '1 second')
+ORDER BY finished_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED`
+
+// moveSQL moves the locked jobs $1 from jobs to jobs_history in one
+// statement, so that a reader sees each of them in exactly one table.
+const moveSQL = `WITH moved AS (
+	DELETE FROM {jobs} WHERE id = ANY($1::uuid[]) RETURNING ` + moveColumns + `
+)
+INSERT INTO {history} (` + moveColumns + `) SELECT ` + moveColumns + ` FROM moved`
+
+// restoreSQL moves the jobs $1 back from jobs_history to jobs.
+const restoreSQL = `WITH back AS (
+	DELETE FROM {history} WHERE id = ANY($1::uuid[]) RETURNING ` + moveColumns + `
+)
+INSERT INTO {jobs} (` + moveColumns + `) SELECT ` + moveColumns + ` FROM back`
+
+// moveColumns are the columns a move carries: every column of jobs.
+const moveColumns = jobColumns + `, pending_counted`
+
+// Archive moves up to limit finished jobs from jobs to jobs_history,
+// oldest finished first, in one transaction that locks only the rows it
+// moves (FOR UPDATE SKIP LOCKED: a job another host is moving or an
+// operator is changing is left for the next pass), and returns how many it
+// moved; see store.Archiver. Jobs keeping their unique key stay (see
+// migration 0008). It creates the day partitions the batch needs. Every
+// host may run it at once; the batches do not overlap.
+func (s *Store) Archive(ctx context.Context, limit int) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	if limit < 1 {
+		return 0, fmt.Errorf("pgstore: archive: limit must be > 0: %w", store.ErrInvalidParams)
+	}
+	from, full := s.archiveFrom()
+	var (
+		moved  int
+		dbNow  time.Time
+		needed map[time.Time]bool // the days this pass's partitions cover
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		moved = 0
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&dbNow); err != nil {
+			return err
+		}
+		rows, _ := tx.Query(ctx, s.sql(archiveSQL), from, limit)
+		var (
+			ids  []uuid.UUID
+			days = map[time.Time]bool{}
+			id   uuid.UUID
+			at   time.Time
+		)
+		_, err := pgx.ForEachRow(rows, []any{&id, &at}, func() error {
+			ids = append(ids, id)
+			days[dayOf(at)] = true
+			return nil
+		})
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		for d := range days {
+			if err := s.ensurePartition(ctx, tx, d); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(ctx, s.sql(moveSQL), ids)
+		moved = int(tag.RowsAffected())
+		needed = days
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: archive: %w", err)
+	}
+	s.archived(dbNow, full, moved < limit, needed)
+	return moved, nil
+}
+
+// archiveFrom returns where this pass walks from, and whether it is a
+// full walk.
+func (s *Store) archiveFrom() (time.Time, bool) {
+	h := &s.history
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.from.IsZero() || time.Since(h.lastFull) >= archiveFullScanEvery {
+		return store.MinTime, true
+	}
+	return h.from, false
+}
+
+// archived records a committed pass that ran at database time dbNow and
+// whose partitions of days now exist: when it moved everything it found,
+// the next one starts archiveRecheck before dbNow. A pass that stopped at
+// its limit leaves the start where it was.
+func (s *Store) archived(dbNow time.Time, full, drained bool, days map[time.Time]bool) {
+	h := &s.history
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.days == nil {
+		h.days = map[time.Time]bool{}
+	}
+	for d := range days {
+		h.days[d] = true
+	}
+	if full {
+		h.lastFull = time.Now()
+	}
+	if drained {
+		h.from = dbNow.Add(-archiveRecheck)
+	}
+}
+
+// dayOf returns the UTC day t falls in, as its midnight.
+func dayOf(t time.Time) time.Time { return t.UTC().Truncate(historyDay) }
+
+// partitionName returns the name of the history partition of day.
+func partitionName(day time.Time) string { return partitionPrefix + day.Format(partitionLayout) }
+
+// ensurePartition creates the history partition of day in tx unless it
+// is known to exist or exists. Creators serialize on an advisory lock, so two hosts needing the
+// same new day create it once. The partition is created apart and then
+// attached: ATTACH PARTITION takes a SHARE UPDATE EXCLUSIVE lock on
+// jobs_history, which its readers do not wait for, where CREATE TABLE …
+// PARTITION OF would take an ACCESS EXCLUSIVE one.
+func (s *Store) ensurePartition(ctx context.Context, tx pgx.Tx, day time.Time) error {
+	s.history.mu.Lock()
+	known := s.history.days[day]
+	s.history.mu.Unlock()
+	if known {
+		return nil
+	}
+	name := pgx.Identifier{s.schema, partitionName(day)}.Sanitize()
+	var exists bool
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "ax.history."+s.schema); err != nil {
+		return err
+	}
+	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d;
+CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s');
+SET LOCAL lock_timeout = 0`,
+			ddlLockTimeout.Milliseconds(), name, s.historyTable(), s.historyTable(), name,
+			day.Format(time.RFC3339), day.Add(historyDay).Format(time.RFC3339)))
+		if err != nil {
+			return fmt.Errorf("create history partition %s: %w", partitionName(day), err)
+		}
+	}
+	return nil // remembered by archived, once tx has committed
+}
+
+// historyPartitions returns the history partitions by day, oldest first.
+func (s *Store) historyPartitions(ctx context.Context) ([]time.Time, error) {
+	rows, _ := s.pool.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = $1::regclass ORDER BY c.relname`, s.historyTable())
+	var days []time.Time
+	var name string
+	_, err := pgx.ForEachRow(rows, []any{&name}, func() error {
+		day, err := time.Parse(partitionLayout, strings.TrimPrefix(name, partitionPrefix))
+		if err != nil || !strings.HasPrefix(name, partitionPrefix) {
+			return nil // not ours: an operator's partition is left alone
+		}
+		days = append(days, day)
+		return nil
+	})
+	return days, err
+}
+
+// pruneHistory deletes the history past retention: it drops each
+// partition whose whole day is past it, counting its rows, then deletes
+// up to limit rows from the partition the boundary falls in. It returns
+// how many jobs it removed, which can exceed limit when it drops a
+// partition.
+func (s *Store) pruneHistory(ctx context.Context, retention time.Duration, limit int) (int, error) {
+	var cutoff time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT now() - $1::bigint * interval '1 microsecond'`, micros(retention)).Scan(&cutoff); err != nil {
+		return 0, err
+	}
+	days, err := s.historyPartitions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, day := range days {
+		if day.Add(historyDay).After(cutoff) {
+			break
+		}
+		n, err := s.dropPartition(ctx, day)
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	tag, err := s.pool.Exec(ctx, s.q.pruneHistory, micros(retention), limit)
+	if err != nil {
+		return total, err
+	}
+	return total + int(tag.RowsAffected()), nil
+}
+
+// dropPartition drops the history partition of day and returns how many
+// jobs it held.
+func (s *Store) dropPartition(ctx context.Context, day time.Time) (int, error) {
+	name := pgx.Identifier{s.schema, partitionName(day)}.Sanitize()
+	// Counted before the drop takes its lock, so that readers of the
+	// history wait only for the drop itself. Nothing moves into a day past
+	// the retention; a run-now of one of its jobs meanwhile (moving it
+	// back to jobs) leaves the count one too high.
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+name).Scan(&n)
+	if err == nil {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d; DROP TABLE %s`, ddlLockTimeout.Milliseconds(), name))
+			return err
+		})
+	}
+	if err != nil {
+		return 0, fmt.Errorf("drop history partition %s: %w", partitionName(day), err)
+	}
+	s.history.mu.Lock()
+	delete(s.history.days, day)
+	s.history.mu.Unlock()
+	return n, nil
+}
+
+// restore moves the jobs ids back from jobs_history to jobs, in tx (or on
+// the pool when tx is nil), so that a statement on jobs can change them.
+// IDs not in the history are ignored.
+func (s *Store) restore(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error {
+	var err error
+	if tx == nil {
+		_, err = s.pool.Exec(ctx, s.sql(restoreSQL), ids)
+	} else {
+		_, err = tx.Exec(ctx, s.sql(restoreSQL), ids)
+	}
+	return err
+}
+
+// historyTable returns the schema-qualified, quoted jobs_history table.
+func (s *Store) historyTable() string { return pgx.Identifier{s.schema, "jobs_history"}.Sanitize() }
+
+// allJobsTable returns the schema-qualified, quoted view over jobs and
+// jobs_history.
+func (s *Store) allJobsTable() string { return pgx.Identifier{s.schema, "jobs_all"}.Sanitize() }

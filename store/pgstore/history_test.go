@@ -1,0 +1,401 @@
+package pgstore_test
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axsched/ax/internal/pgtest"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/pgstore"
+)
+
+// historyStore returns a Store on a fresh database and its pool.
+func historyStore(t *testing.T) (*pgstore.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	s, err := pgstore.New(ctxT(t), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, pool
+}
+
+// where returns which table holds job id: "jobs", "history", "both" or
+// "none".
+func where(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) string {
+	t.Helper()
+	var hot, hist bool
+	err := pool.QueryRow(ctxT(t), `SELECT EXISTS (SELECT 1 FROM ax.jobs WHERE id = $1),
+		EXISTS (SELECT 1 FROM ax.jobs_history WHERE id = $1)`, id).Scan(&hot, &hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case hot && hist:
+		return "both"
+	case hot:
+		return "jobs"
+	case hist:
+		return "history"
+	}
+	return "none"
+}
+
+// finishAs inserts one job per outcome (with the given unique scope when
+// key is set), claims them and finishes each with its outcome, and
+// returns their IDs in the order of outcomes.
+func finishAs(t *testing.T, s *pgstore.Store, kind string, outcomes []store.Outcome, key string, scope store.UniqueScope) []uuid.UUID {
+	t.Helper()
+	ctx := ctxT(t)
+	ps := make([]store.InsertParams, len(outcomes))
+	for i := range ps {
+		ps[i] = job(kind)
+		if key != "" {
+			ps[i].UniqueKey = key + uuid.NewString()
+			ps[i].Unique = scope
+		}
+	}
+	if _, err := s.Insert(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Claim(ctx, &store.ClaimParams{Owner: "n", Kinds: []store.KindLimit{{Kind: kind, Limit: len(ps)}},
+		Limit: len(ps), LeaseDuration: time.Minute})
+	if err != nil || len(res.Jobs) != len(ps) {
+		t.Fatalf("claim: %d jobs, %v", len(res.Jobs), err)
+	}
+	byID := map[uuid.UUID]*store.JobRecord{}
+	for _, j := range res.Jobs {
+		byID[j.ID] = j
+	}
+	fs := make([]store.FinishParams, len(ps))
+	ids := make([]uuid.UUID, len(ps))
+	for i, p := range ps {
+		j := byID[p.ID]
+		ids[i] = p.ID
+		fs[i] = store.FinishParams{Lease: store.Lease{ID: j.ID, Token: j.LeaseToken}, Outcome: outcomes[i], Error: "e"}
+	}
+	if ok, err := s.Finish(ctx, fs); err != nil || len(ok) != len(fs) {
+		t.Fatalf("finish: %v %v", ok, err)
+	}
+	return ids
+}
+
+// archiveAll runs Archive until it moves less than a batch and returns
+// how many it moved.
+func archiveAll(t *testing.T, s *pgstore.Store) int {
+	t.Helper()
+	total := 0
+	for {
+		n, err := s.Archive(ctxT(t), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+		if n < 100 {
+			return total
+		}
+	}
+}
+
+// TestArchiveMovesFinishedJobs: Archive moves succeeded, dead and
+// cancelled jobs to the history and leaves live jobs and the finished jobs
+// whose unique key still holds; every job reads back the same through
+// Get, listings and counts.
+func TestArchiveMovesFinishedJobs(t *testing.T) {
+	s, pool := historyStore(t)
+	ctx := ctxT(t)
+	final := finishAs(t, s, "plain", []store.Outcome{store.OutcomeSucceeded, store.OutcomeDead, store.OutcomeCancelled}, "", store.UniqueScope{})
+	keyed := finishAs(t, s, "keyed", []store.Outcome{store.OutcomeSucceeded, store.OutcomeDead}, "default-", store.UniqueScope{})
+	kept := finishAs(t, s, "kept", []store.Outcome{store.OutcomeSucceeded, store.OutcomeDead}, "kept-", store.UniqueScope{Finished: true})
+	period := finishAs(t, s, "period", []store.Outcome{store.OutcomeSucceeded}, "period-", store.UniqueScope{Period: time.Hour})
+	live := job("plain")
+	if _, err := s.Insert(ctx, []store.InsertParams{live}); err != nil {
+		t.Fatal(err)
+	}
+
+	all := append(append(append(append([]uuid.UUID{live.ID}, final...), keyed...), kept...), period...)
+	before := map[uuid.UUID]*store.JobRecord{}
+	for _, id := range all {
+		j, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[id] = j
+	}
+	countsBefore, err := s.CountJobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if n := archiveAll(t, s); n != len(final)+len(keyed) {
+		t.Fatalf("archived %d jobs, want %d", n, len(final)+len(keyed))
+	}
+	cases := []struct {
+		name  string
+		ids   []uuid.UUID
+		table string
+	}{
+		{"live job", []uuid.UUID{live.ID}, "jobs"},
+		{"finished jobs", final, "history"},
+		{"finished jobs whose default-scope key was freed", keyed, "history"},
+		{"finished jobs keeping their key until pruned", kept, "jobs"},
+		{"finished job within its key's period", period, "jobs"},
+	}
+	for _, c := range cases {
+		for _, id := range c.ids {
+			if got := where(t, pool, id); got != c.table {
+				t.Errorf("%s: job %s in %s, want %s", c.name, id, got, c.table)
+			}
+		}
+	}
+	for _, id := range all {
+		j, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatalf("get %s after archive: %v", id, err)
+		}
+		if !reflect.DeepEqual(j, before[id]) {
+			t.Errorf("job %s changed by archiving:\n got %+v\nwant %+v", id, j, before[id])
+		}
+	}
+	countsAfter, err := s.CountJobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameCounts(countsBefore, countsAfter) {
+		t.Errorf("CountJobs changed by archiving: %v, then %v", countsBefore, countsAfter)
+	}
+	page, err := s.ListJobs(ctx, &store.ListJobsParams{Filter: store.JobFilter{States: []store.State{store.StateDead}}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != 3 { // plain, keyed and kept
+		t.Errorf("dead jobs listed: %d, want 3", len(page.Jobs))
+	}
+	n, err := s.CountMatching(ctx, &store.JobFilter{Kinds: []string{"plain"}})
+	if err != nil || n != 4 {
+		t.Errorf("CountMatching(plain) = %d, %v; want 4", n, err)
+	}
+	// The freed keys can be taken again; the kept ones cannot.
+	again := job("keyed")
+	againKept := job("kept")
+	kj, _ := s.Get(ctx, keyed[0])
+	kk, _ := s.Get(ctx, kept[0])
+	again.UniqueKey, againKept.UniqueKey, againKept.Unique = kj.UniqueKey, kk.UniqueKey, store.UniqueScope{Finished: true}
+	res, err := s.Insert(ctx, []store.InsertParams{again, againKept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Duplicate || !res[1].Duplicate || res[1].ID != kept[0] {
+		t.Errorf("inserts of freed and kept keys: %+v", res)
+	}
+}
+
+// sameCounts reports whether a and b hold the same counts, in any order.
+func sameCounts(a, b []store.StateCount) bool {
+	m := map[store.StateCount]int{}
+	for _, c := range a {
+		m[c]++
+	}
+	for _, c := range b {
+		m[c]--
+	}
+	for _, v := range m {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// TestChangeArchivedJobs: run-now of an archived dead job brings it back
+// to jobs and makes it claimable; bulk run-now and delete reach archived
+// jobs; a second archive pass moves nothing twice.
+func TestChangeArchivedJobs(t *testing.T) {
+	s, pool := historyStore(t)
+	ctx := ctxT(t)
+	dead := finishAs(t, s, "k", []store.Outcome{store.OutcomeDead, store.OutcomeDead, store.OutcomeDead, store.OutcomeSucceeded}, "", store.UniqueScope{})
+	archiveAll(t, s)
+
+	j, err := s.Control(ctx, dead[0], store.OpRunNow)
+	if err != nil || j.State != store.StateScheduled {
+		t.Fatalf("run-now of an archived dead job: %+v, %v", j, err)
+	}
+	if got := where(t, pool, dead[0]); got != "jobs" {
+		t.Fatalf("retried job in %s, want jobs", got)
+	}
+	if _, err := s.Control(ctx, dead[3], store.OpCancel); err == nil {
+		t.Fatal("cancel of an archived succeeded job: no error")
+	}
+	if got := where(t, pool, dead[3]); got != "history" {
+		t.Fatalf("refused change moved the job to %s", got)
+	}
+
+	n, err := s.Bulk(ctx, &store.BulkParams{Op: store.BulkRunNow, Filter: store.JobFilter{States: []store.State{store.StateDead}}, Limit: 1})
+	if err != nil || n != 1 {
+		t.Fatalf("bulk run-now: %d, %v", n, err)
+	}
+	if got := where(t, pool, dead[1]); got != "jobs" {
+		t.Fatalf("bulk-retried job (the oldest dead one) in %s, want jobs", got)
+	}
+	res, err := s.Claim(ctx, &store.ClaimParams{Owner: "n", Kinds: []store.KindLimit{{Kind: "k", Limit: 10}}, Limit: 10, LeaseDuration: time.Minute})
+	if err != nil || len(res.Jobs) != 2 {
+		t.Fatalf("claim after retries: %d jobs, %v; want 2", len(res.Jobs), err)
+	}
+
+	n, err = s.Bulk(ctx, &store.BulkParams{Op: store.BulkDelete, Filter: store.JobFilter{Kinds: []string{"k"}}, Limit: 10})
+	if err != nil || n != 2 {
+		t.Fatalf("bulk delete: %d, %v; want 2 (one dead, one succeeded)", n, err)
+	}
+	for _, id := range []uuid.UUID{dead[2], dead[3]} {
+		if got := where(t, pool, id); got != "none" {
+			t.Errorf("deleted job %s in %s", id, got)
+		}
+	}
+}
+
+// TestPruneDropsHistoryPartitions: finished jobs from past days are
+// archived into their days' partitions; Prune drops the partitions wholly
+// past the retention, counting their jobs, deletes the expired rows of the
+// partition the boundary falls in, and keeps the rest.
+func TestPruneDropsHistoryPartitions(t *testing.T) {
+	s, pool := historyStore(t)
+	ctx := ctxT(t)
+	ids := finishAs(t, s, "k", []store.Outcome{store.OutcomeSucceeded, store.OutcomeSucceeded, store.OutcomeSucceeded,
+		store.OutcomeDead, store.OutcomeSucceeded}, "", store.UniqueScope{})
+	var now time.Time
+	if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	today := now.UTC().Truncate(24 * time.Hour)
+	// Finished: three days ago, four days ago (two jobs), at 01:00 two
+	// days ago, and now.
+	finishedAt := []time.Time{today.Add(-72 * time.Hour), today.Add(-96 * time.Hour), today.Add(-96*time.Hour + time.Minute),
+		today.Add(-47 * time.Hour), now}
+	for i, at := range finishedAt[:4] {
+		if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = $2 WHERE id = $1`, ids[i], at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := archiveAll(t, s); n != 5 {
+		t.Fatalf("archived %d, want 5", n)
+	}
+	parts := func() []string {
+		rows, _ := pool.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			WHERE i.inhparent = 'ax.jobs_history'::regclass ORDER BY 1`)
+		var out []string
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, n)
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+		return out
+	}
+	day := func(d time.Time) string { return "jobs_history_p" + d.Format("20060102") }
+	want := []string{day(today.Add(-96 * time.Hour)), day(today.Add(-72 * time.Hour)), day(today.Add(-48 * time.Hour)), day(today)}
+	if got := parts(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("partitions %v, want %v", got, want)
+	}
+
+	// Retention reaching into the day before yesterday at 00:00 + 12 h:
+	// days -4 and -3 go whole (3 jobs), the 01:00 job of day -2 goes by
+	// row, the job of now stays.
+	retention := now.Sub(today.Add(-48*time.Hour + 12*time.Hour))
+	n, err := s.Prune(ctx, &store.PruneParams{Retention: retention, Limit: 10})
+	if err != nil || n != 4 {
+		t.Fatalf("prune: %d, %v; want 4", n, err)
+	}
+	if got, want := parts(), []string{day(today.Add(-48 * time.Hour)), day(today)}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("partitions after prune %v, want %v", got, want)
+	}
+	for i, id := range ids {
+		want := "none"
+		if i == 4 {
+			want = "history"
+		}
+		if got := where(t, pool, id); got != want {
+			t.Errorf("job finished at %v: in %s, want %s", finishedAt[i], got, want)
+		}
+	}
+	// A job finished in a dropped day is archived again (its partition is
+	// created anew). It is written behind the archive position of s (a
+	// pass walks from shortly before the previous one; such rows wait for
+	// the full walk every minute), so another Store, whose first pass
+	// walks everything, moves it.
+	if _, err := pool.Exec(ctx, `INSERT INTO ax.jobs (id, kind, priority, run_at, scheduled_at, max_attempts, state, finished_at)
+		VALUES ($1, 'k', 2, now(), now(), 1, 'succeeded', $2)`, uuid.Must(uuid.NewV7()), finishedAt[0]); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := pgstore.New(ctx, pool, pgstore.WithoutMigrate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if n := archiveAll(t, fresh); n != 1 {
+		t.Fatalf("archived %d, want 1", n)
+	}
+}
+
+// TestConcurrentArchive: hosts archiving at once while jobs finish move
+// every finished job exactly once.
+func TestConcurrentArchive(t *testing.T) {
+	s, pool := historyStore(t)
+	ctx := ctxT(t)
+	others := make([]*pgstore.Store, 3)
+	for i := range others {
+		o, err := pgstore.New(ctx, pool, pgstore.WithoutMigrate())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		others[i] = o
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, o := range others {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := o.Archive(context.Background(), 50); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	var ids []uuid.UUID
+	for range 20 {
+		ids = append(ids, finishAs(t, s, "k", []store.Outcome{store.OutcomeSucceeded, store.OutcomeDead, store.OutcomeCancelled,
+			store.OutcomeSucceeded, store.OutcomeSucceeded}, "", store.UniqueScope{})...)
+	}
+	close(stop)
+	wg.Wait()
+	archiveAll(t, s)
+	for _, id := range ids {
+		if got := where(t, pool, id); got != "history" {
+			t.Errorf("job %s in %s, want history", id, got)
+		}
+	}
+	var hot, hist int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM ax.jobs), (SELECT count(*) FROM ax.jobs_history)`).Scan(&hot, &hist); err != nil {
+		t.Fatal(err)
+	}
+	if hot != 0 || hist != len(ids) {
+		t.Fatalf("jobs %d, history %d; want 0 and %d", hot, hist, len(ids))
+	}
+}
