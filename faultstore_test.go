@@ -45,6 +45,9 @@ type FaultStore struct {
 	// ("Claim", "Finish", "ExtendLeases", "RescueExpired", ...); a non-nil
 	// error is returned instead of calling it.
 	BeforeCall func(ctx context.Context, method string) error
+	// OnArchive, when set, answers Archive calls instead of the wrapped
+	// store (which has no history when it is a memstore).
+	OnArchive func(limit int) (int, error)
 
 	calls sync.Map // method name → *atomic.Int64
 }
@@ -240,6 +243,24 @@ func (f *FaultStore) Prune(ctx context.Context, p *store.PruneParams) (int, erro
 		return 0, err
 	}
 	return f.Store.(store.Pruner).Prune(ctx, p)
+}
+
+// Archive implements store.Archiver: OnArchive when set, else the wrapped
+// store's Archive when it has one, else nothing to move.
+func (f *FaultStore) Archive(ctx context.Context, limit int) (int, error) {
+	if err := f.enter(ctx, "Archive"); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	hook := f.OnArchive
+	f.mu.Unlock()
+	if hook != nil {
+		return hook(limit)
+	}
+	if a, ok := f.Store.(store.Archiver); ok {
+		return a.Archive(ctx, limit)
+	}
+	return 0, nil
 }
 
 // HeartbeatNode implements store.NodeRegistry.

@@ -59,6 +59,35 @@ func TestInBatchesIsBounded(t *testing.T) {
 	})
 }
 
+// TestArchiveRunsOnEveryHost: a host that is not the leader moves
+// finished jobs to the store's history every second (±20%), in batches
+// until one moves less than a batch.
+func TestArchiveRunsOnEveryHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := NewFaultStore(memstore.New())
+		backlog := 2*archiveBatch + 10 // two full batches and a short one
+		fs.OnArchive = func(limit int) (int, error) {
+			n := min(limit, backlog)
+			backlog -= n
+			return n, nil
+		}
+		r := testRuntime(t, fs)
+		r.cluster.leading.Store(false) // a follower
+		go r.maintain()
+		time.Sleep(archiveInterval * 6 / 5)
+		synctest.Wait()
+		require.Equal(t, int64(3), fs.Calls("Archive"), "one pass: batches until a short one")
+		require.Zero(t, backlog)
+		time.Sleep(10 * archiveInterval)
+		synctest.Wait()
+		calls := fs.Calls("Archive")
+		require.GreaterOrEqual(t, calls, int64(3+10*5/6), "a pass every second ±20%%")
+		require.LessOrEqual(t, calls, int64(3+10*5/4+1))
+		r.cancelLife()
+		<-r.maintDone
+	})
+}
+
 // TestRescueRunsOnEveryHost: a host that is not the leader rescues
 // expired leases every RescueInterval (±20%), and wakes its claimer for
 // the jobs it rescued; only the leader prunes.

@@ -1,5 +1,7 @@
 package pgstore
 
+import "time"
+
 // BatchSQL returns the batched statements TestGenericPlansAreLinear plans,
 // by name.
 func (s *Store) BatchSQL() map[string]string {
@@ -10,5 +12,10 @@ func (s *Store) BatchSQL() map[string]string {
 		"insertMany": s.q.insertMany,
 		"rescue":     s.q.rescue,
 		"prune":      s.q.prune,
+		// The history's (history.go).
+		"archive":      s.sql(archiveSQL),
+		"move":         s.sql(moveSQL),
+		"restore":      s.sql(restoreSQL),
+		"pruneHistory": s.pruneHistorySQL(time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)),
 	}
 }

@@ -253,7 +253,12 @@ func (s *Store) pruneHistory(ctx context.Context, retention time.Duration, limit
 	total := 0
 	for _, day := range days {
 		if day.Add(historyDay).After(cutoff) {
-			break
+			if day.After(cutoff) {
+				break
+			}
+			// The partition the boundary falls in: its expired rows.
+			tag, err := s.pool.Exec(ctx, s.pruneHistorySQL(day), cutoff, limit)
+			return total + int(tag.RowsAffected()), err
 		}
 		n, err := s.dropPartition(ctx, day)
 		if err != nil {
@@ -261,11 +266,22 @@ func (s *Store) pruneHistory(ctx context.Context, retention time.Duration, limit
 		}
 		total += n
 	}
-	tag, err := s.pool.Exec(ctx, s.q.pruneHistory, micros(retention), limit)
-	if err != nil {
-		return total, err
-	}
-	return total + int(tag.RowsAffected()), nil
+	return total, nil
+}
+
+// pruneHistorySQL returns the statement deleting up to $2 jobs of day's
+// partition that finished before $1, oldest first. It names the partition
+// and deletes by tuple ID (unique within one table), so that it touches
+// nothing else whatever plan the statistics of a young partition lead to.
+func (s *Store) pruneHistorySQL(day time.Time) string {
+	part := pgx.Identifier{s.schema, partitionName(day)}.Sanitize()
+	return `DELETE FROM ` + part + ` WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM ` + part + `
+	WHERE finished_at < $1
+	ORDER BY finished_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+))`
 }
 
 // dropPartition drops the history partition of day and returns how many

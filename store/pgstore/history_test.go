@@ -399,3 +399,106 @@ func TestConcurrentArchive(t *testing.T) {
 		t.Fatalf("jobs %d, history %d; want 0 and %d", hot, hist, len(ids))
 	}
 }
+
+// TestMigrateToHistoryKeepsJobs: a database of version 7 with jobs in every
+// state, some holding unique keys in each scope, migrates to the history
+// layout; then Archive moves the finished jobs whose keys are free, and no
+// job loses its ID, state, attempts, unique key or result, and no held key
+// is freed.
+func TestMigrateToHistoryKeepsJobs(t *testing.T) {
+	pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
+	ctx := ctxT(t)
+	if err := pgstore.MigrateTo(ctx, pool, 7); err != nil {
+		t.Fatal(err)
+	}
+	type oldJob struct {
+		state    store.State
+		attempt  int
+		key      string
+		finished bool // unique_finished
+		period   int  // unique_period, seconds
+		table    string
+	}
+	jobs := []oldJob{
+		{state: store.StateScheduled, key: "s", table: "jobs"},
+		{state: store.StateRetrying, attempt: 1, table: "jobs"},
+		{state: store.StatePaused, table: "jobs"},
+		{state: store.StateRunning, attempt: 2, key: "r", table: "jobs"},
+		{state: store.StateSucceeded, attempt: 1, table: "history"},
+		{state: store.StateSucceeded, attempt: 1, key: "free", table: "history"},
+		{state: store.StateSucceeded, attempt: 1, key: "kept", finished: true, table: "jobs"},
+		{state: store.StateSucceeded, attempt: 1, key: "window", period: 3600, table: "jobs"},
+		{state: store.StateDead, attempt: 3, table: "history"},
+		{state: store.StateDead, attempt: 3, key: "kept-dead", finished: true, table: "jobs"},
+		{state: store.StateCancelled, attempt: 0, key: "cancelled", finished: true, table: "history"},
+	}
+	ids := make([]uuid.UUID, len(jobs))
+	for i, j := range jobs {
+		ids[i] = uuid.Must(uuid.NewV7())
+		var key *string
+		if j.key != "" {
+			key = &j.key
+		}
+		// The columns a store of version 7 writes.
+		_, err := pool.Exec(ctx, `INSERT INTO ax.jobs (id, kind, payload, state, priority, run_at, scheduled_at,
+			attempt, max_attempts, unique_key, unique_finished, unique_period, unique_window,
+			lease_token, lease_expires_at, finished_at, result)
+			VALUES ($1, 'old', '{"n":1}', $2, 2, now(), now(), $3, 5, $4, $5, $6,
+				CASE WHEN $6 > 0 THEN floor(extract(epoch FROM now()) / $6)::bigint ELSE 0 END,
+				CASE WHEN $2 = 'running' THEN gen_random_uuid() END,
+				CASE WHEN $2 = 'running' THEN now() + interval '1 hour' END,
+				CASE WHEN $2 IN ('succeeded', 'dead', 'cancelled') THEN now() - interval '1 minute' END,
+				CASE WHEN $2 = 'succeeded' THEN '{"ok":true}'::json END)`,
+			ids[i], string(j.state), j.attempt, key, j.finished, j.period)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pgstore.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	s, err := pgstore.New(ctx, pool, pgstore.WithoutMigrate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := make([]*store.JobRecord, len(ids))
+	for i, id := range ids {
+		if before[i], err = s.Get(ctx, id); err != nil {
+			t.Fatalf("%s job lost by the migration: %v", jobs[i].state, err)
+		}
+	}
+	if n := archiveAll(t, s); n != 4 {
+		t.Errorf("archived %d jobs, want 4", n)
+	}
+	for i, j := range jobs {
+		got, err := s.Get(ctx, ids[i])
+		if err != nil {
+			t.Fatalf("%s job lost by archiving: %v", j.state, err)
+		}
+		if !reflect.DeepEqual(got, before[i]) {
+			t.Errorf("%s job changed:\n got %+v\nwant %+v", j.state, got, before[i])
+		}
+		if got.State != j.state || got.Attempt != j.attempt || got.UniqueKey != j.key {
+			t.Errorf("%s job: state %s, attempt %d, key %q", j.state, got.State, got.Attempt, got.UniqueKey)
+		}
+		if w := where(t, pool, ids[i]); w != j.table {
+			t.Errorf("%s job with key %q in %s, want %s", j.state, j.key, w, j.table)
+		}
+	}
+	// Held keys are still held: inserting them again finds the old jobs.
+	for i, j := range jobs {
+		if j.table != "jobs" || j.key == "" {
+			continue
+		}
+		p := job("old")
+		p.UniqueKey, p.Unique = j.key, store.UniqueScope{Finished: j.finished, Period: time.Duration(j.period) * time.Second}
+		res, err := s.Insert(ctx, []store.InsertParams{p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res[0].Duplicate || res[0].ID != ids[i] {
+			t.Errorf("key %q of the %s job: insert %+v, want a duplicate of %s", j.key, j.state, res[0], ids[i])
+		}
+	}
+}

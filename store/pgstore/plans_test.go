@@ -194,11 +194,40 @@ func planCases() []planCase {
 		{"prune", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			return []any{int64(time.Hour / time.Microsecond), n}
 		}},
+		{"archive", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+			return []any{time.Unix(0, 0), n}
+		}},
+		{"move", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			return []any{idsOf(ctx, t, conn, `SELECT id FROM ax.jobs WHERE state = 'succeeded' ORDER BY id LIMIT $1`, n)}
+		}},
+		{"restore", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			return []any{idsOf(ctx, t, conn, `SELECT id FROM ax.jobs_history ORDER BY id LIMIT $1`, n)}
+		}},
+		{"pruneHistory", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+			return []any{time.Now().Add(-time.Hour), n}
+		}},
 	}
 }
 
-// fillForPlans puts planRows jobs that succeeded a day ago in the table
-// and analyzes it, then adds planRows due jobs and planRows running jobs
+// idsOf returns the n IDs query ($1 = n) reads.
+func idsOf(ctx context.Context, t *testing.T, conn *pgx.Conn, query string, n int) [][16]byte {
+	rows, _ := conn.Query(ctx, query, n)
+	var ids [][16]byte
+	var id [16]byte
+	_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+		ids = append(ids, id)
+		return nil
+	})
+	if err != nil || len(ids) != n {
+		t.Fatalf("ids: %d of %d: %v", len(ids), n, err)
+	}
+	return ids
+}
+
+// fillForPlans puts planRows jobs that succeeded a day ago in the table,
+// and planRows that succeeded two days ago in the history (its day
+// partitions of the last four days created as Archive names them), and
+// analyzes jobs, then adds planRows due jobs and planRows running jobs
 // whose leases expired a minute ago, each with a unique key, without
 // analyzing again: the statistics say no job is live, as they do in
 // production when autoanalyze last sampled a large history and a short
@@ -212,6 +241,19 @@ func fillForPlans(ctx context.Context, t *testing.T, exec func(context.Context, 
 		 SELECT gen_random_uuid(), 'done', '{}', 'succeeded', 2, now(), now(), 3, 1, 1,
 		        now() - interval '1 day' - i * interval '1 millisecond', 'done-' || i
 		 FROM generate_series(1, $1::int) i`,
+		`DO $$
+		 DECLARE d date;
+		 BEGIN
+		     FOR d IN SELECT generate_series(0, 3) * -1 + (now() AT TIME ZONE 'UTC')::date LOOP
+		         EXECUTE format('CREATE TABLE ax.%I PARTITION OF ax.jobs_history FOR VALUES FROM (%L) TO (%L)',
+		             'jobs_history_p' || to_char(d, 'YYYYMMDD'), d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
+		     END LOOP;
+		 END $$`,
+		`INSERT INTO ax.jobs_history (id, kind, payload, state, priority, run_at, scheduled_at, max_attempts, attempt, fence,
+		                      finished_at)
+		 SELECT gen_random_uuid(), 'old', '{}', 'succeeded', 2, now(), now(), 3, 1, 1,
+		        now() - interval '2 days' - i * interval '1 millisecond'
+		 FROM generate_series(1, $1::int) i`,
 		`VACUUM ANALYZE ax.jobs`,
 		`INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts, unique_key)
 		 SELECT gen_random_uuid(), 'due', '{}', 2, t, t, 3, 'due-' || i
@@ -223,7 +265,7 @@ func fillForPlans(ctx context.Context, t *testing.T, exec func(context.Context, 
 		 FROM generate_series(1, $1::int) i`,
 	} {
 		args := []any{planRows}
-		if strings.HasPrefix(q, "VACUUM") {
+		if strings.HasPrefix(q, "VACUUM") || strings.HasPrefix(q, "DO") {
 			args = nil
 		}
 		if _, err := exec(ctx, q, args...); err != nil {

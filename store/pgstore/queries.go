@@ -23,7 +23,6 @@ type queries struct {
 	extend       string
 	rescue       string
 	prune        string
-	pruneHistory string
 	list         string
 	controlCur   string
 	cancel       string
@@ -382,19 +381,6 @@ DELETE FROM {jobs} WHERE id = ANY (ARRAY(
 	SELECT id FROM (SELECT id FROM movable UNION ALL SELECT id FROM kept) c LIMIT $2
 ))`,
 
-		// Prune, history: the oldest rows of the partitions the retention
-		// boundary leaves rows in (whole partitions past it are dropped,
-		// see archive.go). The finish time bound lets the executor skip
-		// the partitions after the boundary.
-		pruneHistory: `DELETE FROM {history} WHERE finished_at < now() - $1::bigint * interval '1 microsecond'
-AND id = ANY (ARRAY(
-	SELECT id FROM {history}
-	WHERE finished_at < now() - $1::bigint * interval '1 microsecond'
-	ORDER BY finished_at
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-))`,
-
 		list: `SELECT {cols} FROM {alljobs}
 WHERE ($1 = '' OR kind = $1) AND (cardinality($2::text[]) = 0 OR state = ANY($2::text[])) AND id > $3
 ORDER BY id
@@ -465,7 +451,7 @@ WHERE c.oid = '{jobs}'::regclass
    OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = '{history}'::regclass)`,
 	}
 	for _, p := range []*string{&q.get, &q.insertOne, &q.insertMany, &q.holders, &q.notify, &q.claim,
-		&q.finish, &q.extend, &q.rescue, &q.prune, &q.pruneHistory, &q.list, &q.controlCur, &q.cancel, &q.pause,
+		&q.finish, &q.extend, &q.rescue, &q.prune, &q.list, &q.controlCur, &q.cancel, &q.pause,
 		&q.resume, &q.runNow, &q.countLive, &q.finalBound, &q.countFinal, &q.finalSample, &q.reltuples} {
 		*p = r.Replace(*p)
 	}
