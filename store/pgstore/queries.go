@@ -13,27 +13,27 @@ import (
 // schema name passed through pgx.Identifier.Sanitize; everything else is a
 // parameter.
 type queries struct {
-	get          string
-	insertOne    string
-	insertMany   string
-	holders      string
-	notify       string
-	claim        string
-	finish       string
-	extend       string
-	rescue       string
-	prune        string
-	list         string
-	controlCur   string
-	cancel       string
-	pause        string
-	resume       string
-	runNow       string
-	countLive    string
-	countFinal   string
-	finalBound   string
-	finalSample  string
-	reltuples    string
+	get         string
+	insertOne   string
+	insertMany  string
+	holders     string
+	notify      string
+	claim       string
+	finish      string
+	extend      string
+	rescue      string
+	prune       string
+	list        string
+	controlCur  string
+	cancel      string
+	pause       string
+	resume      string
+	runNow      string
+	countLive   string
+	countFinal  string
+	finalBound  string
+	finalSample string
+	reltuples   string
 }
 
 // Claimable and final states as SQL lists.
