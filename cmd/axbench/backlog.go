@@ -174,8 +174,11 @@ func backlogThroughput(ctx context.Context, b *bench, d *benchDB, n int) (float6
 	if stopErr != nil {
 		return 0, fmt.Errorf("stop scheduler after %d jobs: %w", n, stopErr)
 	}
-	if err := d.exec(ctx, "DELETE FROM {jobs} WHERE state = 'succeeded' AND finished_at > now() - interval '10 minutes'"); err != nil {
-		return 0, fmt.Errorf("delete finished jobs: %w", err)
+	for _, q := range []string{"DELETE FROM {jobs} WHERE state = 'succeeded' AND finished_at > now() - interval '10 minutes'",
+		"DELETE FROM {history} WHERE finished_at > now() - interval '10 minutes'"} {
+		if err := d.exec(ctx, q); err != nil {
+			return 0, fmt.Errorf("delete finished jobs: %w", err)
+		}
 	}
 	return rate, nil
 }

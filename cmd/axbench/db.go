@@ -151,11 +151,18 @@ func (d *benchDB) count(ctx context.Context, sql string, args ...any) (int64, er
 	return n, err
 }
 
-func (d *benchDB) sub(sql string) string { return strings.ReplaceAll(sql, "{jobs}", d.jobs) }
+// sub returns sql with {jobs} standing for the jobs table and {history}
+// for the finished jobs' history (pgstore migration 0008), and {schema}
+// for the store's schema.
+func (d *benchDB) sub(sql string) string {
+	schema := d.store.Schema()
+	return strings.NewReplacer("{jobs}", d.jobs, "{history}", pgx.Identifier{schema, "jobs_history"}.Sanitize(),
+		"{schema}", pgx.Identifier{schema}.Sanitize()).Replace(sql)
+}
 
-// truncate empties the jobs table.
+// truncate empties the jobs table and the history.
 func (d *benchDB) truncate(ctx context.Context) error {
-	return d.exec(ctx, "TRUNCATE {jobs}")
+	return d.exec(ctx, "TRUNCATE {jobs}, {history}")
 }
 
 // scheduleNoops inserts n immediate no-op jobs through ScheduleMany in
