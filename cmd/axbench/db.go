@@ -138,7 +138,7 @@ func (d *benchDB) scheduler(workers int, edit ...func(*ax.Config)) (*ax.Schedule
 	return ax.New(cfg)
 }
 
-// exec runs SQL with {jobs} standing for the jobs table.
+// exec runs SQL with the names of sub substituted.
 func (d *benchDB) exec(ctx context.Context, sql string, args ...any) error {
 	_, err := d.pool.Exec(ctx, d.sub(sql), args...)
 	return err
@@ -151,13 +151,13 @@ func (d *benchDB) count(ctx context.Context, sql string, args ...any) (int64, er
 	return n, err
 }
 
-// sub returns sql with {jobs} standing for the jobs table and {history}
-// for the finished jobs' history (pgstore migration 0008), and {schema}
-// for the store's schema.
+// sub returns sql with {jobs} standing for the jobs table, {history} for
+// the finished jobs' history (pgstore migration 0008) and {alljobs} for
+// the view over both.
 func (d *benchDB) sub(sql string) string {
 	schema := d.store.Schema()
 	return strings.NewReplacer("{jobs}", d.jobs, "{history}", pgx.Identifier{schema, "jobs_history"}.Sanitize(),
-		"{schema}", pgx.Identifier{schema}.Sanitize()).Replace(sql)
+		"{alljobs}", pgx.Identifier{schema, "jobs_all"}.Sanitize()).Replace(sql)
 }
 
 // truncate empties the jobs table and the history.

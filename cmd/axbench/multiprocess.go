@@ -81,7 +81,7 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 	elapsed := time.Unix(0, last).Sub(start)
 	var succeeded, notFirst int64
 	err = d.pool.QueryRow(ctx, d.sub(`SELECT count(*) FILTER (WHERE state = 'succeeded'),
-		count(*) FILTER (WHERE attempt <> 1) FROM {jobs}`)).Scan(&succeeded, &notFirst)
+		count(*) FILTER (WHERE attempt <> 1) FROM {alljobs}`)).Scan(&succeeded, &notFirst)
 	if err != nil {
 		return nil, err
 	}

@@ -85,7 +85,7 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		if err != nil {
 			return nil, err
 		}
-		ok, err := d.count(ctx, "SELECT count(*) FROM {jobs} WHERE state = 'succeeded' AND attempt = 1")
+		ok, err := d.count(ctx, "SELECT count(*) FROM {alljobs} WHERE state = 'succeeded' AND attempt = 1")
 		if err != nil {
 			return nil, err
 		}

@@ -96,7 +96,7 @@ func TestEightSchedulersRunEveryJobOnce(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var notDone int
 		require.NoError(t, pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM ax.jobs WHERE state <> 'succeeded' OR attempt <> 1`).Scan(&notDone))
+			`SELECT count(*) FROM ax.jobs_all WHERE state <> 'succeeded' OR attempt <> 1`).Scan(&notDone))
 		return notDone == 0
 	}, 30*time.Second, 20*time.Millisecond, "jobs left behind or retried")
 }

@@ -98,15 +98,15 @@ func testKill(t *testing.T, flags []string, bound time.Duration) {
 		return false
 	})
 	c.waitFor("every job to be claimed and the victim to run some", 20*time.Second, func() bool {
-		return c.count(`SELECT count(*) FROM ax.jobs WHERE state IN ('scheduled', 'retrying')`) == 0 &&
+		return c.count(`SELECT count(*) FROM ax.jobs_all WHERE state IN ('scheduled', 'retrying')`) == 0 &&
 			c.count(`SELECT count(*) FROM executions WHERE node = $1 AND finished_at IS NULL`, victim.name) >= 5
 	})
 	killedAt := c.dbNow()
 	victim.signal(t, syscall.SIGKILL)
 	victim.wait(t, 10*time.Second)
 	// The jobs the victim held; those whose handler had started ran on it.
-	held := c.count(`SELECT count(*) FROM ax.jobs WHERE state = 'running' AND owner = $1`, victim.name)
-	heldStarted := c.count(`SELECT count(*) FROM ax.jobs j WHERE state = 'running' AND owner = $1
+	held := c.count(`SELECT count(*) FROM ax.jobs_all WHERE state = 'running' AND owner = $1`, victim.name)
+	heldStarted := c.count(`SELECT count(*) FROM ax.jobs_all j WHERE state = 'running' AND owner = $1
 		AND EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.id AND e.node = $1)`, victim.name)
 
 	c.waitAllSucceeded(2 * time.Minute)
@@ -117,11 +117,11 @@ func testKill(t *testing.T, flags []string, bound time.Duration) {
 	require.Zero(t, c.count(`SELECT count(*) FROM (SELECT job_id FROM executions GROUP BY job_id
 		HAVING count(*) > 1 AND count(*) FILTER (WHERE node <> $1) <> 1) x`, victim.name),
 		"a job ran more than once without the victim holding it")
-	require.Zero(t, c.count(`SELECT count(*) FROM ax.jobs WHERE owner = $1`, victim.name), "a job ended on the dead node")
+	require.Zero(t, c.count(`SELECT count(*) FROM ax.jobs_all WHERE owner = $1`, victim.name), "a job ended on the dead node")
 
 	var minR, maxR float64
 	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT coalesce(min(r), 0), coalesce(max(r), 0) FROM (
-		SELECT extract(epoch FROM (errors->0->>'at')::timestamptz - $1) AS r FROM ax.jobs
+		SELECT extract(epoch FROM (errors->0->>'at')::timestamptz - $1) AS r FROM ax.jobs_all
 		WHERE jsonb_array_length(errors) > 0) x`, killedAt).Scan(&minR, &maxR))
 	var minF, avgF, maxF float64
 	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT coalesce(min(f), 0), coalesce(avg(f), 0), coalesce(max(f), 0) FROM (
@@ -132,7 +132,7 @@ func testKill(t *testing.T, flags []string, bound time.Duration) {
 	figure(t, "killed leader %s holding %d jobs; %d ran again elsewhere; rescued %s-%s after the kill; failover (kill to re-run start) min %s avg %s max %s (bound %s, flags %v); lost %d",
 		victim.name, held, tl.duplicated, sec(minR), sec(maxR), sec(minF), sec(avgF), sec(maxF), bound, flags, tl.lost)
 	require.Equal(t, heldStarted, tl.duplicated, "every job the victim was running ran again")
-	require.Equal(t, held, c.count(`SELECT count(*) FROM ax.jobs WHERE jsonb_array_length(errors) > 0`),
+	require.Equal(t, held, c.count(`SELECT count(*) FROM ax.jobs_all WHERE jsonb_array_length(errors) > 0`),
 		"exactly the jobs the victim held were rescued")
 	require.LessOrEqual(t, sec(maxF), bound, "failover slower than lease + rescue interval")
 	// The leadership (pruning, node reaping) passes on too, later: once the
@@ -201,7 +201,7 @@ func TestZombie(t *testing.T) {
 		require.Equal(t, 2, rec.Attempt, "job %s", id)
 		require.Equal(t, "ok", outcome(t, c, id, "other"), "the new owner's execution finished")
 	}
-	require.Equal(t, len(jobs), c.count(`SELECT count(*) FROM ax.jobs WHERE owner = 'other' AND state = 'succeeded'`),
+	require.Equal(t, len(jobs), c.count(`SELECT count(*) FROM ax.jobs_all WHERE owner = 'other' AND state = 'succeeded'`),
 		"every job's final state is the new owner's")
 	require.False(t, zombie.leader(), "the zombie stepped down")
 }
@@ -234,7 +234,7 @@ func TestGraceful(t *testing.T) {
 	jobs = append(jobs, mixed(300, 3*time.Second, 300)...)
 	c.schedule(jobs)
 	c.waitFor("the victim to run long jobs", 20*time.Second, func() bool {
-		return c.count(`SELECT count(*) FROM executions e JOIN ax.jobs j ON j.id = e.job_id
+		return c.count(`SELECT count(*) FROM executions e JOIN ax.jobs_all j ON j.id = e.job_id
 			WHERE e.node = $1 AND e.finished_at IS NULL AND j.payload->>'ms' = '6000'`, victim.name) >= 3
 	})
 	time.Sleep(500 * time.Millisecond) // let short jobs be mid-run too
@@ -401,14 +401,14 @@ func TestPeriodic(t *testing.T) {
 	// per tick).
 	var jobs, distinct, dupKeys int
 	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT unique_key),
-		(SELECT count(*) FROM (SELECT unique_key FROM ax.jobs WHERE kind = 'tick' GROUP BY unique_key HAVING count(*) > 1) d)
-		FROM ax.jobs WHERE kind = 'tick' AND run_at BETWEEN $1 AND $2`,
+		(SELECT count(*) FROM (SELECT unique_key FROM ax.jobs_all WHERE kind = 'tick' GROUP BY unique_key HAVING count(*) > 1) d)
+		FROM ax.jobs_all WHERE kind = 'tick' AND run_at BETWEEN $1 AND $2`,
 		start.Add(time.Second), end.Add(-time.Second)).Scan(&jobs, &distinct, &dupKeys))
-	execDup := c.count(`SELECT count(*) FROM (SELECT job_id FROM executions e JOIN ax.jobs j ON j.id = e.job_id
+	execDup := c.count(`SELECT count(*) FROM (SELECT job_id FROM executions e JOIN ax.jobs_all j ON j.id = e.job_id
 		WHERE j.kind = 'tick' GROUP BY job_id HAVING count(*) > 1) d`)
 	var maxGap float64
 	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT coalesce(max(g), 0) FROM (
-		SELECT extract(epoch FROM run_at - lag(run_at) OVER (ORDER BY run_at)) AS g FROM ax.jobs
+		SELECT extract(epoch FROM run_at - lag(run_at) OVER (ORDER BY run_at)) AS g FROM ax.jobs_all
 		WHERE kind = 'tick' AND run_at BETWEEN $1 AND $2) x`, start.Add(time.Second), end.Add(-time.Second)).Scan(&maxGap))
 	figure(t, "%d ticks in %s: %d jobs, %d duplicate keys, %d executed twice, largest gap %.1fs (one process killed and restarted, one 30s ahead)",
 		distinct, end.Sub(start).Round(time.Second), jobs, dupKeys, execDup, maxGap)

@@ -107,7 +107,7 @@ func TestFlowGlobalConcurrency(t *testing.T) {
 	require.LessOrEqual(t, lastAt.Sub(killed), bound)
 	// The victim's handlers died with it.
 	require.LessOrEqual(t, c.peakOverlap(killed), 5+held, "the survivors never ran more than the freed slots")
-	require.Equal(t, 5, c.count(`SELECT count(*) FROM ax.jobs WHERE kind = 'work' AND state = 'running'`))
+	require.Equal(t, 5, c.count(`SELECT count(*) FROM ax.jobs_all WHERE kind = 'work' AND state = 'running'`))
 }
 
 // TestFlowRateLimit: three processes, RateLimit(100, 1s) for 10s: no
@@ -251,7 +251,7 @@ func TestFlowBreaker(t *testing.T) {
 	overlapDuring := c.count(`SELECT count(*) FROM executions a JOIN executions b ON a.job_id < b.job_id
 		WHERE a.host_started_at > $1 AND a.host_started_at < $2 AND b.host_started_at > $1 AND b.host_started_at < $2
 		AND a.host_started_at < b.host_finished_at AND b.host_started_at < a.host_finished_at`, opened, closed)
-	dead := c.count(`SELECT count(*) FROM ax.jobs WHERE state = 'dead'`)
+	dead := c.count(`SELECT count(*) FROM ax.jobs_all WHERE state = 'dead'`)
 	var p50, p99, worst float64
 	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT
 		coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY s), 0), coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY s), 0), coalesce(max(s), 0)
@@ -269,7 +269,7 @@ func TestFlowBreaker(t *testing.T) {
 	require.Equal(t, halfOpens, during, "only the probes started while the breaker was not closed")
 	require.Zero(t, overlapDuring, "probes ran one at a time")
 	require.Zero(t, dead)
-	require.Equal(t, int(scheduled.Load()), c.count(`SELECT count(*) FROM ax.jobs WHERE state = 'succeeded'`))
+	require.Equal(t, int(scheduled.Load()), c.count(`SELECT count(*) FROM ax.jobs_all WHERE state = 'succeeded'`))
 	// The start lag's target (p99 ≤ 50 ms) is a benchmark figure, printed
 	// above and by axbench's flow scenario; timing on a shared CI machine
 	// is too noisy to assert it. What must hold is that the close wakes
@@ -296,12 +296,12 @@ func TestFlowSequential(t *testing.T) {
 	_, err := c.ax.ScheduleMany(context.Background(), reqs)
 	require.NoError(t, err)
 	c.waitAllSucceeded(time.Minute)
-	overlaps := c.count(`SELECT count(*) FROM executions a JOIN ax.jobs ja ON ja.id = a.job_id,
-		executions b JOIN ax.jobs jb ON jb.id = b.job_id
+	overlaps := c.count(`SELECT count(*) FROM executions a JOIN ax.jobs_all ja ON ja.id = a.job_id,
+		executions b JOIN ax.jobs_all jb ON jb.id = b.job_id
 		WHERE ja.sequence_key = jb.sequence_key AND a.job_id < b.job_id
 		AND a.host_started_at < b.host_finished_at AND b.host_started_at < a.host_finished_at`)
-	outOfOrder := c.count(`SELECT count(*) FROM executions a JOIN ax.jobs ja ON ja.id = a.job_id,
-		executions b JOIN ax.jobs jb ON jb.id = b.job_id
+	outOfOrder := c.count(`SELECT count(*) FROM executions a JOIN ax.jobs_all ja ON ja.id = a.job_id,
+		executions b JOIN ax.jobs_all jb ON jb.id = b.job_id
 		WHERE ja.sequence_key = jb.sequence_key AND ja.scheduled_at < jb.scheduled_at AND a.host_started_at > b.host_started_at`)
 	nodes := c.count(`SELECT count(DISTINCT node) FROM executions`)
 	tl := c.tally()
@@ -356,7 +356,7 @@ func TestFlowBackpressure(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	pending := c.count(`SELECT count(*) FROM ax.jobs WHERE kind = 'work' AND state IN ('scheduled', 'retrying')`)
+	pending := c.count(`SELECT count(*) FROM ax.jobs_all WHERE kind = 'work' AND state IN ('scheduled', 'retrying')`)
 	figure(t, "10 racing producers, MaxPending(1000): %d pending (bound 1010), %d inserted, %d refusals", pending, inserted.Load(), refused.Load())
 	require.GreaterOrEqual(t, pending, 1000)
 	require.LessOrEqual(t, pending, 1010)
@@ -402,7 +402,7 @@ func TestFlowPriorityAging(t *testing.T) {
 	}
 	c.waitFor("the Low job to start", 30*time.Second, func() bool { return lowWaited.Load() > 0 })
 	waited := time.Duration(lowWaited.Load() - 1)
-	left := c.count(`SELECT count(*) FROM ax.jobs WHERE kind = 'flood' AND state = 'scheduled'`)
+	left := c.count(`SELECT count(*) FROM ax.jobs_all WHERE kind = 'flood' AND state = 'scheduled'`)
 	figure(t, "10k High jobs at 4,000/s on workers running 2,000/s: the Low job waited %s (bound %s); %d High jobs still waiting then",
 		waited.Round(time.Millisecond), bound, left)
 	require.LessOrEqual(t, waited, bound+500*time.Millisecond)

@@ -273,7 +273,7 @@ func (c *cluster) waitAllSucceeded(timeout time.Duration) time.Duration {
 	c.t.Helper()
 	start := time.Now()
 	c.waitFor("every job to succeed", timeout, func() bool {
-		return c.count(`SELECT count(*) FROM ax.jobs WHERE kind = 'work' AND state <> 'succeeded'`) == 0
+		return c.count(`SELECT count(*) FROM ax.jobs_all WHERE kind = 'work' AND state <> 'succeeded'`) == 0
 	})
 	return time.Since(start)
 }
@@ -289,9 +289,9 @@ func (c *cluster) tally() tally {
 	c.t.Helper()
 	var t tally
 	require.NoError(c.t, c.pool.QueryRow(context.Background(), `SELECT
-	(SELECT count(*) FROM ax.jobs WHERE kind = 'work'),
+	(SELECT count(*) FROM ax.jobs_all WHERE kind = 'work'),
 	(SELECT count(*) FROM executions),
-	(SELECT count(*) FROM ax.jobs j WHERE kind = 'work' AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.id)),
+	(SELECT count(*) FROM ax.jobs_all j WHERE kind = 'work' AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.id)),
 	(SELECT count(*) FROM (SELECT job_id FROM executions GROUP BY job_id HAVING count(*) > 1) d)`).
 		Scan(&t.jobs, &t.executions, &t.lost, &t.duplicated))
 	return t

@@ -73,7 +73,7 @@ func (c *cluster) jobState(job uuid.UUID) (string, int) {
 		state   string
 		attempt int
 	)
-	require.NoError(c.t, c.pool.QueryRow(context.Background(), `SELECT state, attempt FROM ax.jobs WHERE id = $1`, job).Scan(&state, &attempt))
+	require.NoError(c.t, c.pool.QueryRow(context.Background(), `SELECT state, attempt FROM ax.jobs_all WHERE id = $1`, job).Scan(&state, &attempt))
 	return state, attempt
 }
 
@@ -165,14 +165,14 @@ func TestBatchAcrossKill(t *testing.T) {
 	require.NoError(t, err)
 	scheduled := time.Since(start)
 	succeeded := func() int {
-		return c.count(`SELECT count(*) FROM ax.jobs WHERE batch_id = $1 AND kind = 'child' AND state = 'succeeded'`, res.ID)
+		return c.count(`SELECT count(*) FROM ax.jobs_all WHERE batch_id = $1 AND kind = 'child' AND state = 'succeeded'`, res.ID)
 	}
 	c.waitFor("a third of the children", 60*time.Second, func() bool { return succeeded() >= n/3 })
 	procs[1].signal(t, syscall.SIGKILL)
 	procs[1].wait(t, 10*time.Second)
 
 	c.waitFor("the completion job to succeed", 120*time.Second, func() bool {
-		return c.count(`SELECT count(*) FROM ax.jobs WHERE id = $1 AND state = 'succeeded'`, res.Completion) == 1
+		return c.count(`SELECT count(*) FROM ax.jobs_all WHERE id = $1 AND state = 'succeeded'`, res.Completion) == 1
 	})
 	took := time.Since(start)
 	var (
@@ -189,12 +189,12 @@ func TestBatchAcrossKill(t *testing.T) {
 	require.Equal(t, int64(n*(n+1)/2), sum)
 	// Its attempt started (was claimed) after the last child ended.
 	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT
-	(SELECT attempted_at FROM ax.jobs WHERE id = $2) - (SELECT max(finished_at) FROM ax.jobs WHERE batch_id = $1 AND id <> $2)`,
+	(SELECT attempted_at FROM ax.jobs_all WHERE id = $2) - (SELECT max(finished_at) FROM ax.jobs_all WHERE batch_id = $1 AND id <> $2)`,
 		res.ID, res.Completion).Scan(&lag))
 	require.Positive(t, lag, "the completion job started before the last child ended")
 	_, attempt := c.jobState(res.Completion)
 	require.Equal(t, 1, attempt, "the completion job ran more than once")
-	rescued = c.count(`SELECT count(*) FROM ax.jobs WHERE batch_id = $1 AND jsonb_array_length(errors) > 0`, res.ID)
+	rescued = c.count(`SELECT count(*) FROM ax.jobs_all WHERE batch_id = $1 AND jsonb_array_length(errors) > 0`, res.ID)
 	require.Positive(t, rescued, "the kill cut no child short: the scenario proved nothing")
 	status, err := c.ax.Batch(context.Background(), res.ID)
 	require.NoError(t, err)

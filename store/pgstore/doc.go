@@ -32,10 +32,38 @@
 // versions in the schema_version table, and refuses (ErrSchemaTooNew,
 // changing nothing) a schema migrated by a newer version of this package.
 //
-// The tables: jobs; leader (the cluster leader's lease row), nodes (node
-// registrations and heartbeats), periodic (the last fired tick of each
-// periodic schedule, its pause and job template), kind_states (paused
-// kinds) and nonces (the HTTP API's request nonces).
+// The tables: jobs (live jobs and the recently finished); jobs_history
+// (finished jobs, partitioned by day; see "Finished jobs" below); leader
+// (the cluster leader's lease row), nodes (node registrations and
+// heartbeats), periodic (the last fired tick of each periodic schedule,
+// its pause and job template), kind_states (paused kinds) and nonces (the
+// HTTP API's request nonces).
+//
+// # Finished jobs
+//
+// Migration 0008 moves finished jobs out of the hot table. Store.Archive
+// (store.Archiver; the ax runtime calls it every second on every host)
+// moves succeeded, dead and cancelled jobs from jobs to jobs_history in
+// batches, each a short transaction locking only the rows it moves; a job
+// whose unique key still holds stays in jobs (a scope with Finished until
+// it is pruned; a Period until the period has passed since it finished),
+// because jobs_unique_scope_idx covers jobs alone. jobs_history is
+// partitioned by UTC day of finished_at (jobs_history_pYYYYMMDD, created
+// when a batch first needs one); Prune drops a day's partition once the
+// whole day is past the retention, and deletes row by row only in the
+// partition the boundary falls in. So claims, finishes, lease extensions
+// and rescues work on a table and indexes holding the live jobs and the
+// last second of finished ones, however long the retention, and retention
+// costs one DROP TABLE a day.
+//
+// Reads see both tables through the view jobs_all: Get, ListJobs,
+// CountMatching, CountJobs, List, FollowUps and BatchChildren return
+// archived jobs exactly as before they moved (a move is one statement, so
+// a read sees a job once). A change to a finished job (Control's run-now,
+// Bulk's run-now and delete) moves it back to jobs first. The history is
+// new in 0008 and starts empty; the finished rows already in jobs move
+// over in Archive's batches after the upgrade, so the migration itself
+// only creates tables and rebuilds jobs_finished_idx.
 //
 // Migration 0002 adds scheduled_at, fence and pause_requested to jobs and
 // turns payload from jsonb into json. Changing the type rewrites the table
@@ -73,7 +101,8 @@
 //	jobs_unique_scope_idx UNIQUE (kind or '' if global, unique_period, unique_window, unique_key)
 //	                    WHERE the job holds its key: live, or finished (not cancelled) when its scope keeps it
 //	jobs_busy_idx       (kind, state) WHERE state IN ('running', 'paused')   -- RescueExpired, CountJobs
-//	jobs_finished_idx   (finished_at) WHERE state IN ('succeeded', 'dead', 'cancelled') -- Prune
+//	jobs_finished_idx   (finished_at) WHERE finished and free to move          -- Archive, Prune
+//	jobs_kept_idx       (finished_at) WHERE finished and keeping its key        -- Prune
 //
 // No index holds lease_expires_at (migration 0003 dropped jobs_lease_idx),
 // so a lease extension changes no indexed column and can be a HOT update;
@@ -125,7 +154,8 @@
 // ones, likewise by (id, token). A claim adds one to each job's fence.
 //
 // Every batched statement (Claim, Finish, ExtendLeases, the keyed Insert,
-// RescueExpired, Prune) is linear in its batch under any plan: pgx caches
+// RescueExpired, Prune, Archive's pick and move, the restore from the
+// history) is linear in its batch under any plan: pgx caches
 // prepared statements, and after five executions PostgreSQL may run a
 // generic plan, costed without the parameters' values. Input rows reach
 // jobs only through lateral primary-key probes, joins on the primary key
