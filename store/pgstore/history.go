@@ -206,10 +206,11 @@ func (s *Store) ensurePartition(ctx context.Context, tx pgx.Tx, day time.Time) e
 		return err
 	}
 	if !exists {
+		// The timeout stays for the rest of the transaction: the move
+		// after this waits for no lock either (its rows are locked).
 		_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d;
 CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
-ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s');
-SET LOCAL lock_timeout = 0`,
+ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`,
 			ddlLockTimeout.Milliseconds(), name, s.historyTable(), s.historyTable(), name,
 			day.Format(time.RFC3339), day.Add(historyDay).Format(time.RFC3339)))
 		if err != nil {

@@ -56,7 +56,9 @@ CREATE INDEX jobs_history_failed_kind_list_idx ON jobs_history (kind, state, id)
 CREATE INDEX jobs_history_parent_idx ON jobs_history (parent, created_at) WHERE parent IS NOT NULL;
 CREATE INDEX jobs_history_batch_idx ON jobs_history (batch_id, id) WHERE batch_id IS NOT NULL;
 
--- One name for both tables, with the same columns in the same order.
+-- One name for both tables, with the same columns in the same order. A
+-- later migration that adds a column to jobs adds it to jobs_history too
+-- and recreates this view (SELECT * is expanded when a view is created).
 CREATE VIEW jobs_all AS
     SELECT * FROM jobs
     UNION ALL
