@@ -34,3 +34,11 @@ func (s *Store) SetClaimFullScanEvery(d time.Duration) {
 	defer s.cursors.mu.Unlock()
 	s.cursors.every = d
 }
+
+// RewindArchive makes the next Archive pass walk jobs_finished_idx from
+// its start, as the full walk every minute does.
+func (s *Store) RewindArchive() {
+	s.history.mu.Lock()
+	s.history.from = time.Time{}
+	s.history.mu.Unlock()
+}

@@ -138,6 +138,11 @@ func (s *Store) Archive(ctx context.Context, limit int) (int, error) {
 		return err
 	})
 	if err != nil {
+		// A partition this process knew may be gone (another host's
+		// Prune dropped it): check them all again next time.
+		s.history.mu.Lock()
+		s.history.days = nil
+		s.history.mu.Unlock()
 		return 0, fmt.Errorf("pgstore: archive: %w", err)
 	}
 	s.archived(dbNow, full, moved < limit, needed)
