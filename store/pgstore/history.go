@@ -36,27 +36,48 @@ const (
 // timeout fails the call; the next one tries again.
 const ddlLockTimeout = 2 * time.Second
 
-// archiveRecheck is how far before the previous archive pass's database
-// time the next pass starts walking jobs_finished_idx: jobs whose finish
-// committed later than that after their finished_at was taken (a finish
-// inside a long transaction, CompleteTx) are found by the full walk every
-// archiveFullScanEvery instead. Walking from a recent time rather than
-// from the start of the index keeps a pass from stepping over every entry
-// of the jobs moved since a held snapshot pinned the xmin horizon (the
-// entries stay until vacuum can remove them).
+// Where an archive pass starts walking jobs_finished_idx. Walking from a
+// recent time rather than from the start of the index keeps a pass from
+// stepping over every entry of the jobs moved since a held snapshot pinned
+// the xmin horizon (the entries stay until vacuum can remove them; a walk
+// over five minutes of them at 2,000 jobs/s stalled the scheduler for
+// seconds in axbench heldxmin). A job can commit its finish after later
+// ones, with an older finished_at (a finish inside a long transaction,
+// CompleteTx), so passes look back:
+//
+//   - a Store's first pass walks the whole index;
+//   - each pass starts archiveRecheck before the database time of the last
+//     pass that moved everything it found;
+//   - every archiveSweepEvery, a sweep starts archiveSweepSpan before the
+//     database time of the previous sweep.
+//
+// A job whose finish committed more than about archiveSweepSpan after its
+// finished_at stays in jobs until a Store starts (its first pass) or Prune
+// deletes it there; reads see it all the same.
 const (
-	archiveRecheck       = 10 * time.Second
-	archiveFullScanEvery = time.Minute
+	archiveRecheck    = 10 * time.Second
+	archiveSweepEvery = time.Minute
+	archiveSweepSpan  = 2 * time.Minute
+)
+
+// archivePass is what an archive pass walks.
+type archivePass int
+
+const (
+	passRecent archivePass = iota // from archiveRecheck before the last drained pass
+	passSweep                     // from archiveSweepSpan before the last sweep
+	passFull                      // the whole index
 )
 
 // historyState is what a Store knows of its history: the partitions that
 // exist (so a move creates one at most once per process and day) and where
 // the next archive pass starts.
 type historyState struct {
-	mu       sync.Mutex
-	days     map[time.Time]bool // partitions known to exist, by day (UTC midnight)
-	from     time.Time          // the next pass walks jobs finished from here (zero: from the start)
-	lastFull time.Time          // when a pass last walked from the start (host clock)
+	mu        sync.Mutex
+	days      map[time.Time]bool // partitions known to exist, by day (UTC midnight)
+	from      time.Time          // the next recent pass walks jobs finished from here (zero: walk all)
+	sweepFrom time.Time          // the next sweep walks from here
+	lastSweep time.Time          // when the last sweep (or full walk) drained (host clock)
 }
 
 // archiveSQL is the statement that picks and locks up to $2 movable jobs
@@ -101,7 +122,7 @@ func (s *Store) Archive(ctx context.Context, limit int) (int, error) {
 	if limit < 1 {
 		return 0, fmt.Errorf("pgstore: archive: limit must be > 0: %w", store.ErrInvalidParams)
 	}
-	from, full := s.archiveFrom()
+	from, pass := s.archiveFrom()
 	var (
 		moved  int
 		dbNow  time.Time
@@ -145,27 +166,29 @@ func (s *Store) Archive(ctx context.Context, limit int) (int, error) {
 		s.history.mu.Unlock()
 		return 0, fmt.Errorf("pgstore: archive: %w", err)
 	}
-	s.archived(dbNow, full, moved < limit, needed)
+	s.archived(dbNow, pass, moved < limit, needed)
 	return moved, nil
 }
 
-// archiveFrom returns where this pass walks from, and whether it is a
-// full walk.
-func (s *Store) archiveFrom() (time.Time, bool) {
+// archiveFrom returns where this pass walks from, and which pass it is.
+func (s *Store) archiveFrom() (time.Time, archivePass) {
 	h := &s.history
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.from.IsZero() || time.Since(h.lastFull) >= archiveFullScanEvery {
-		return store.MinTime, true
+	switch {
+	case h.from.IsZero():
+		return store.MinTime, passFull
+	case time.Since(h.lastSweep) >= archiveSweepEvery:
+		return h.sweepFrom, passSweep
 	}
-	return h.from, false
+	return h.from, passRecent
 }
 
 // archived records a committed pass that ran at database time dbNow and
-// whose partitions of days now exist: when it moved everything it found,
-// the next one starts archiveRecheck before dbNow. A pass that stopped at
-// its limit leaves the start where it was.
-func (s *Store) archived(dbNow time.Time, full, drained bool, days map[time.Time]bool) {
+// whose partitions of days now exist. A pass that moved everything it
+// found sets where the next ones start (see archiveRecheck); one that
+// stopped at its limit leaves them, so the next pass walks the same way.
+func (s *Store) archived(dbNow time.Time, pass archivePass, drained bool, days map[time.Time]bool) {
 	h := &s.history
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -175,11 +198,12 @@ func (s *Store) archived(dbNow time.Time, full, drained bool, days map[time.Time
 	for d := range days {
 		h.days[d] = true
 	}
-	if full {
-		h.lastFull = time.Now()
+	if !drained {
+		return
 	}
-	if drained {
-		h.from = dbNow.Add(-archiveRecheck)
+	h.from = dbNow.Add(-archiveRecheck)
+	if pass != passRecent {
+		h.sweepFrom, h.lastSweep = dbNow.Add(-archiveSweepSpan), time.Now()
 	}
 }
 
