@@ -466,16 +466,10 @@ func TestMigrateToHistoryKeepsJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := pgstore.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	s, err := pgstore.New(ctx, pool, pgstore.WithoutMigrate())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := migrateAndOpen(t, pool)
 	before := make([]*store.JobRecord, len(ids))
 	for i, id := range ids {
+		var err error
 		if before[i], err = s.Get(ctx, id); err != nil {
 			t.Fatalf("%s job lost by the migration: %v", jobs[i].state, err)
 		}

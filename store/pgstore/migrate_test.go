@@ -215,6 +215,21 @@ func TestTwoSchemasShareADatabase(t *testing.T) {
 // keep their state, times, attempts, errors and leases, get scheduled_at =
 // run_at and fence = attempt, work on after the upgrade, and the schema
 // ends up exactly like a fresh one.
+// migrateAndOpen migrates the database of pool to the latest version and
+// returns a Store on it that does not migrate, closed when t ends.
+func migrateAndOpen(t *testing.T, pool *pgxpool.Pool) *pgstore.Store {
+	t.Helper()
+	if err := pgstore.Migrate(ctxT(t), pool); err != nil {
+		t.Fatal(err)
+	}
+	st, err := pgstore.New(ctxT(t), pool, pgstore.WithoutMigrate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 func TestMigrateFrom0001KeepsJobs(t *testing.T) {
 	pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
 	ctx := ctxT(t)
@@ -265,14 +280,7 @@ func TestMigrateFrom0001KeepsJobs(t *testing.T) {
 		}
 	}
 
-	if err := pgstore.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	st, err := pgstore.New(ctx, pool, pgstore.WithoutMigrate())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := migrateAndOpen(t, pool)
 	for i, j := range jobs {
 		got, err := st.Get(ctx, ids[i])
 		if err != nil {
