@@ -102,6 +102,17 @@ func runHeldXmin(ctx context.Context, b *bench) (*result, error) {
 	if err := s.Start(ctx); err != nil {
 		return nil, err
 	}
+	waitCtx, stopWaits := context.WithCancel(ctx)
+	defer stopWaits()
+	var (
+		waits    []waitSample
+		waitsErr error
+		sampled  = make(chan struct{})
+	)
+	go func() {
+		defer close(sampled)
+		waits, waitsErr = sampleWaits(waitCtx, d.dsn, begin)
+	}()
 	var inserted atomic.Int64
 	stopProducing, produced := make(chan struct{}), make(chan struct{})
 	var produceErr error
@@ -206,6 +217,11 @@ func runHeldXmin(ctx context.Context, b *bench) (*result, error) {
 		err = b.waitCount(ctx, "heldxmin: drain", started.Load, inserted.Load(), 2*time.Minute)
 	}
 	stopErr := stopScheduler(s)
+	stopWaits()
+	<-sampled
+	if err == nil {
+		err = waitsErr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +261,7 @@ func runHeldXmin(ctx context.Context, b *bench) (*result, error) {
 	}
 	tables := samplesTables(samples)
 	series := table{Title: fmt.Sprintf("per %s window (t = window end; queue = inserted − started; dead = n_dead_tup of the tables that had any; xact age = age of the oldest transaction's xid or xmin, cluster-wide)", o.heldWindow),
-		Columns: append([]string{"t s", "phase", "done/s", "lag p50", "lag p99", "claim p50", "claim p99", "claims", "jobs/claim", "finish p99", "queue", "xact age"}, append(prefixAll("dead ", tables), "schema MB", "load1")...)}
+		Columns: append([]string{"t s", "phase", "done/s", "lag p50", "lag p99", "claim p50", "claim p99", "claims", "jobs/claim", "finish p99", "queue", "xact age"}, append(prefixAll("dead ", tables), "schema MB", "load1", "backends (mean, top 3)")...)}
 	recoveredAt, laterMisses := time.Duration(-1), 0
 	for i := range windows {
 		from, to := time.Duration(i)*o.heldWindow, min(time.Duration(i+1)*o.heldWindow, end)
@@ -264,6 +280,8 @@ func runHeldXmin(ctx context.Context, b *bench) (*result, error) {
 			fmt.Sprint(ws.claims.n), fmt.Sprintf("%.1f", float64(ws.claims.jobs)/float64(max(ws.claims.n, 1))),
 			fmt.Sprintf("%.2f", ms(ws.finishes.took.pct(99)))}
 		row = append(row, sampleCells(samples, i, tables)...)
+		nw, sum := waitsBetween(waits, from, to)
+		row = append(row, topWaits(nw, sum, 3))
 		series.Rows = append(series.Rows, row)
 	}
 	if recoveredAt >= 0 {
@@ -287,7 +305,13 @@ func runHeldXmin(ctx context.Context, b *bench) (*result, error) {
 	}
 	r.add("max queue depth (sampled)", float64(maxQueue), "jobs")
 	r.add("recovery: completion rate / clean", 100*rec.rate/clean.rate, "%")
-	r.Tables = append(r.Tables, series)
+	activity := table{Title: fmt.Sprintf("what the database's active backends did, per phase (pg_stat_activity every %s: mean number of backends per activity, top 8)", waitSampleEvery),
+		Columns: []string{"phase", "samples", "activities"}}
+	for _, p := range phases {
+		n, sum := waitsBetween(waits, p.from, p.to)
+		activity.Rows = append(activity.Rows, []string{p.name, fmt.Sprint(n), topWaits(n, sum, 8)})
+	}
+	r.Tables = append(r.Tables, series, activity)
 	if haveStatements {
 		r.Tables = append(r.Tables, statements)
 	} else {
