@@ -65,11 +65,12 @@ func TestInBatchesIsBounded(t *testing.T) {
 func TestArchiveRunsOnEveryHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := NewFaultStore(memstore.New())
-		backlog := 2*archiveBatch + 10 // two full batches and a short one
+		var backlog atomic.Int64           // the hook runs on the maintenance goroutine
+		backlog.Store(2*archiveBatch + 10) // two full batches and a short one
 		fs.OnArchive = func(limit int) (int, error) {
-			n := min(limit, backlog)
-			backlog -= n
-			return n, nil
+			n := min(int64(limit), backlog.Load())
+			backlog.Add(-n)
+			return int(n), nil
 		}
 		r := testRuntime(t, fs)
 		r.cluster.leading.Store(false) // a follower
@@ -77,7 +78,7 @@ func TestArchiveRunsOnEveryHost(t *testing.T) {
 		time.Sleep(archiveInterval * 6 / 5)
 		synctest.Wait()
 		require.Equal(t, int64(3), fs.Calls("Archive"), "one pass: batches until a short one")
-		require.Zero(t, backlog)
+		require.Zero(t, backlog.Load())
 		time.Sleep(10 * archiveInterval)
 		synctest.Wait()
 		calls := fs.Calls("Archive")
