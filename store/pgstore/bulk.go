@@ -170,10 +170,11 @@ func (s *Store) bulk(ctx context.Context, params *store.BulkParams, applier func
 // cursor (the last candidate's ID, uuid.Nil at first) and the limit, to
 // be set before each run. When the op applies to finished jobs, restore
 // is the statement moving the next candidates in jobs_history back to
-// jobs, with the same arguments ("" otherwise). risky marks a run-now that may take a unique
-// key another job holds: a cancelled job never holds its key, and a dead
-// one holds it only in some scopes (store.UniqueScope), so either may
-// find it taken.
+// jobs, with the same arguments ("" otherwise): restoreSQL with its array
+// of IDs replaced by the candidates' pick. risky marks a run-now that may
+// take a unique key another job holds: a cancelled job never holds its
+// key, and a dead one holds it only in some scopes (store.UniqueScope), so
+// either may find it taken.
 func (s *Store) bulkPickSQL(params *store.BulkParams) (pick, restore string, a sqlArgs, err error) {
 	terms, err := filterTerms(&params.Filter, &a, filterParts{noStates: len(params.Filter.States) > 0})
 	if err != nil {

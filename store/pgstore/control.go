@@ -65,8 +65,9 @@ func (s *Store) controlRule(op store.ControlOp) (controlRule, bool) {
 
 // Control applies op to the job with the given ID in one guarded statement,
 // as store.Store requires. A finished job in the history that op changes
-// is first moved back to jobs (history.go). Pausing a running job sets its pause_requested,
-// which the end of its attempt acts on (see Finish and RescueExpired);
+// is first moved back to jobs (history.go). Pausing a running job sets its
+// pause_requested, which the end of its attempt acts on (see Finish and
+// RescueExpired);
 // resuming it withdraws the request. Resume of a paused job and RunNow
 // notify listeners. RunNow of a dead or cancelled job makes it live, so it
 // takes its unique key back (jobs_unique_scope_idx holds live jobs' keys):
@@ -121,7 +122,7 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 			// A finished job the op changes (run-now) may be in the
 			// history, which the statement does not reach: move it back
 			// first (a no-op when it is in jobs).
-			if err := s.restore(ctx, nil, []uuid.UUID{id}); err != nil {
+			if _, err := s.pool.Exec(ctx, s.sql(restoreSQL), []uuid.UUID{id}); err != nil {
 				return nil, fmt.Errorf("pgstore: %s job %s: restore from history: %w", op, id, err)
 			}
 		}

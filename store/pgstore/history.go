@@ -339,19 +339,6 @@ func (s *Store) dropPartition(ctx context.Context, day time.Time) (int, error) {
 	return n, nil
 }
 
-// restore moves the jobs ids back from jobs_history to jobs, in tx (or on
-// the pool when tx is nil), so that a statement on jobs can change them.
-// IDs not in the history are ignored.
-func (s *Store) restore(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) error {
-	var err error
-	if tx == nil {
-		_, err = s.pool.Exec(ctx, s.sql(restoreSQL), ids)
-	} else {
-		_, err = tx.Exec(ctx, s.sql(restoreSQL), ids)
-	}
-	return err
-}
-
 // historyTable returns the schema-qualified, quoted jobs_history table.
 func (s *Store) historyTable() string { return pgx.Identifier{s.schema, "jobs_history"}.Sanitize() }
 
