@@ -13,6 +13,14 @@ import (
 // maxFlushBatch caps the outcomes written by one Finish call.
 const maxFlushBatch = 1000
 
+// flushConcurrency is how many Finish calls a host has in flight at most.
+// With one, a slow Finish (a store under a held snapshot: 100 ms for 100
+// outcomes) capped completion at Workers outcomes per Finish latency,
+// since workers wait for room in the queue; a second call overlaps the
+// first's round trip and server time. Batches hold disjoint jobs, so the
+// calls do not wait for each other's row locks.
+const flushConcurrency = 2
+
 // completion is one attempt's outcome waiting to be written.
 type completion struct {
 	params  store.FinishParams
@@ -37,7 +45,8 @@ func (cp completion) fields(extra ...zap.Field) []zap.Field {
 }
 
 // completer buffers attempt outcomes and writes them in batches: one store
-// call per flush, at most FlushInterval after the first outcome arrived.
+// call per flush, at most FlushInterval after the first outcome arrived,
+// at most flushConcurrency flushes at once.
 //
 // A failing write is told apart by its error. A transient failure (store
 // unreachable, timeout) is retried with backoff: the jobs stay leased (the
@@ -50,9 +59,9 @@ func (cp completion) fields(extra ...zap.Field) []zap.Field {
 // runtime.outcome), so a refusal means a store with stricter limits than
 // the contract's.
 //
-// The queue is bounded (Config.Workers outcomes): add blocks while it is
-// full, which holds a worker slot, so the claimer takes no more jobs while
-// the store is slow to take outcomes. Stop closes the queue (blocked adds
+// The queue is bounded (Config.Workers outcomes, plus the batches being
+// written): add blocks while it is full, which holds a worker slot, so the
+// claimer takes no more jobs while the store is slow to take outcomes. Stop closes the queue (blocked adds
 // return at once, their outcomes counted as not written), writes what is
 // queued until its deadline plus ReleaseTimeout, and reports what it could
 // not write.
@@ -116,8 +125,9 @@ func (c *completer) signal() {
 	}
 }
 
-// take removes and returns up to maxFlushBatch queued outcomes, and
-// whether the queue is closed.
+// take removes and returns up to maxFlushBatch queued outcomes (in batch's
+// storage, or a new slice when batch is nil), and whether the queue is
+// closed.
 func (c *completer) take(batch []completion) ([]completion, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -134,16 +144,18 @@ func (c *completer) take(batch []completion) ([]completion, bool) {
 
 // run is the completer's goroutine: it waits for a first outcome, lets
 // others gather for FlushInterval (less when a full batch is queued or
-// Stop began), and writes everything queued.
+// Stop began), and writes everything queued, each batch on a goroutine of
+// its own once one of the flushConcurrency slots is free. So while a
+// write is in flight, the next outcomes gather and go out beside it. Once
+// the queue is closed and drained, it waits for the writes in flight.
 func (c *completer) run() {
 	defer close(c.done)
 	gather := time.NewTimer(time.Hour)
 	gather.Stop()
 	defer gather.Stop()
-	var (
-		batch  []completion
-		closed bool
-	)
+	var writing sync.WaitGroup
+	defer writing.Wait()
+	slots := make(chan struct{}, flushConcurrency)
 	for {
 		<-c.ready
 		gather.Reset(c.r.cfg.FlushInterval)
@@ -153,13 +165,19 @@ func (c *completer) run() {
 			gather.Stop()
 		}
 		for {
-			if batch, closed = c.take(batch); len(batch) == 0 {
+			slots <- struct{}{}
+			batch, closed := c.take(nil)
+			if len(batch) == 0 {
+				<-slots
+				if closed {
+					return
+				}
 				break
 			}
-			c.flush(batch)
-		}
-		if closed {
-			return
+			writing.Go(func() {
+				defer func() { <-slots }()
+				c.flush(batch)
+			})
 		}
 	}
 }

@@ -212,3 +212,53 @@ func TestCompleterBoundedQueueAndStop(t *testing.T) {
 		}
 	})
 }
+
+// TestCompleterWritesTwoBatchesAtOnce: while one Finish is in flight, the
+// outcomes that arrive meanwhile go out in a second call beside it (a slow
+// store no longer caps completion at one batch per round trip), and never
+// more than flushConcurrency calls are in flight.
+func TestCompleterWritesTwoBatchesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := NewFaultStore(memstore.New())
+		var (
+			mu             sync.Mutex
+			inFlight, peak int
+			sizes          []int
+			release        = make(chan struct{})
+		)
+		fs.SetBeforeFinish(func(_ context.Context, params []store.FinishParams) error {
+			mu.Lock()
+			inFlight++
+			peak = max(peak, inFlight)
+			sizes = append(sizes, len(params))
+			mu.Unlock()
+			<-release // a slow store
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			return nil
+		})
+		r := testRuntime(t, fs, func(c *Config) { c.Workers = 10 })
+		as := claimAttempts(t, r, fs, "k", 6, time.Minute)
+		go r.completer.run()
+		for _, batch := range [][]testAttempt{as[:2], as[2:4], as[4:]} {
+			queueOutcomes(r, batch, nil)
+			time.Sleep(10 * time.Millisecond) // past the flush interval
+			synctest.Wait()
+		}
+		mu.Lock()
+		require.Equal(t, []int{2, 2}, sizes, "the second batch waited for the first write")
+		require.Equal(t, flushConcurrency, peak)
+		mu.Unlock()
+		close(release)
+		synctest.Wait()
+		mu.Lock()
+		require.Equal(t, []int{2, 2, 2}, sizes, "the third batch went out once a write ended")
+		require.Equal(t, flushConcurrency, peak)
+		mu.Unlock()
+		for _, a := range as {
+			require.False(t, registered(r, a.attempt), "a written attempt stayed registered")
+		}
+		require.Zero(t, r.completer.stop(t.Context(), t.Context()))
+	})
+}

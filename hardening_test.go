@@ -297,8 +297,8 @@ func TestDefect4StopHangsWhileStoreDown(t *testing.T) {
 			synctest.Wait()
 		}
 		schedule(2)  // their outcomes' write hangs
-		schedule(10) // these fill the queue, then two workers wait to queue theirs
-		require.Equal(t, int64(6), finished.Load(), "two written, two queued, two waiting for room")
+		schedule(10) // a second write (hangs), then these fill the queue, then two workers wait to queue theirs
+		require.Equal(t, int64(8), finished.Load(), "two in each of the two writes in flight, two queued, two waiting for room")
 
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
