@@ -170,8 +170,8 @@ func (s *Store) bulk(ctx context.Context, params *store.BulkParams, applier func
 // cursor (the last candidate's ID, uuid.Nil at first) and the limit, to
 // be set before each run. When the op applies to finished jobs, restore
 // is the statement moving the next candidates in jobs_history back to
-// jobs, with the same arguments ("" otherwise): restoreSQL with its array
-// of IDs replaced by the candidates' pick. risky marks a run-now that may
+// jobs, with the same arguments ("" otherwise): restoreSQL of the
+// candidates' pick. risky marks a run-now that may
 // take a unique key another job holds: a cancelled job never holds its
 // key, and a dead one holds it only in some scopes (store.UniqueScope), so
 // either may find it taken.
@@ -186,8 +186,8 @@ func (s *Store) bulkPickSQL(params *store.BulkParams) (pick, restore string, a s
 	pick = `SELECT id, state IN ('dead', 'cancelled') AND unique_key IS NOT NULL AS risky FROM ` + s.jobsTable() +
 		` WHERE ` + where + ` ORDER BY id LIMIT ` + limit + ` FOR UPDATE SKIP LOCKED`
 	if slices.ContainsFunc(bulkTargets[params.Op], func(t bulkTarget) bool { return t.state.Final() }) {
-		restore = s.sql(strings.Replace(restoreSQL, "ANY($1::uuid[])", `ANY(ARRAY(SELECT id FROM {history} WHERE `+where+
-			` ORDER BY id LIMIT `+limit+` FOR UPDATE SKIP LOCKED))`, 1))
+		restore = s.sql(restoreSQL(`ARRAY(SELECT id FROM {history} WHERE ` + where +
+			` ORDER BY id LIMIT ` + limit + ` FOR UPDATE SKIP LOCKED)`))
 	}
 	return pick, restore, a, nil
 }

@@ -122,7 +122,7 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 			// A finished job the op changes (run-now) may be in the
 			// history, which the statement does not reach: move it back
 			// first (a no-op when it is in jobs).
-			if _, err := s.pool.Exec(ctx, s.sql(restoreSQL), []uuid.UUID{id}); err != nil {
+			if _, err := s.pool.Exec(ctx, s.sql(restoreSQL("$1::uuid[]")), []uuid.UUID{id}); err != nil {
 				return nil, fmt.Errorf("pgstore: %s job %s: restore from history: %w", op, id, err)
 			}
 		}

@@ -11,8 +11,8 @@ import (
 )
 
 // TestClaimPlanUsesPartialIndex fills the table with 1M far-future
-// high-priority jobs and 1M finished jobs, plus 1,000 due normal-priority
-// ones, and checks that the claim statement is planned on the partial claim
+// high-priority jobs and 1M finished jobs (half of them archived in the
+// history), plus 1,000 due normal-priority ones, and checks that the claim statement is planned on the partial claim
 // index, without a sequential scan of jobs. It asserts on the plan, not on
 // time; the plan with its buffer counts is logged.
 func TestClaimPlanUsesPartialIndex(t *testing.T) {
@@ -34,11 +34,16 @@ func TestClaimPlanUsesPartialIndex(t *testing.T) {
 		`INSERT INTO ax.jobs (id, kind, payload, state, priority, run_at, scheduled_at, max_attempts, attempt, fence, finished_at)
 		 SELECT gen_random_uuid(), 'k', '{}', 'succeeded', 2, now() - interval '1 day', now() - interval '1 day', 3, 1, 1,
 		        now() - i * interval '1 millisecond'
-		 FROM generate_series(1, 1000000) i`,
+		 FROM generate_series(1, 500000) i`,
+		historyPartitionsSQL,
+		`INSERT INTO ax.jobs_history (id, kind, payload, state, priority, run_at, scheduled_at, max_attempts, attempt, fence, finished_at)
+		 SELECT gen_random_uuid(), 'k', '{}', 'succeeded', 2, now() - interval '1 day', now() - interval '1 day', 3, 1, 1,
+		        now() - interval '1 hour' - i * interval '1 millisecond'
+		 FROM generate_series(1, 500000) i`,
 		`INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts)
 		 SELECT gen_random_uuid(), 'k', '{}', 2, t, t, 3
 		 FROM generate_series(1, 1000) i, LATERAL (SELECT now() - i * interval '1 millisecond' AS t) r`,
-		`ANALYZE ax.jobs`,
+		`ANALYZE ax.jobs, ax.jobs_history`,
 	} {
 		if _, err := pool.Exec(ctx, q); err != nil {
 			t.Fatal(err)
@@ -65,7 +70,8 @@ func TestClaimPlanUsesPartialIndex(t *testing.T) {
 		t.Fatalf("claimed %d jobs, next %s, now %s", len(res.Jobs), res.NextRunAt, res.Now)
 	}
 
-	// Counts: exact for live states, estimated for the million finished.
+	// Counts: exact for live states, estimated for the million finished,
+	// half of them in the history.
 	start = time.Now()
 	counts, err := s.CountJobs(ctx)
 	if err != nil {

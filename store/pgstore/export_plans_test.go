@@ -15,7 +15,7 @@ func (s *Store) BatchSQL() map[string]string {
 		// The history's (history.go).
 		"archive":      s.sql(archiveSQL),
 		"move":         s.sql(moveSQL),
-		"restore":      s.sql(restoreSQL),
+		"restore":      s.sql(restoreSQL("$1::uuid[]")),
 		"pruneHistory": s.pruneHistorySQL(time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)),
 	}
 }

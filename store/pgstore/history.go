@@ -99,11 +99,14 @@ const moveSQL = `WITH moved AS (
 )
 INSERT INTO {history} (` + moveColumns + `) SELECT ` + moveColumns + ` FROM moved`
 
-// restoreSQL moves the jobs $1 back from jobs_history to jobs.
-const restoreSQL = `WITH back AS (
-	DELETE FROM {history} WHERE id = ANY($1::uuid[]) RETURNING ` + moveColumns + `
+// restoreSQL returns the statement moving the jobs whose IDs the array
+// expression ids yields back from jobs_history to jobs.
+func restoreSQL(ids string) string {
+	return `WITH back AS (
+	DELETE FROM {history} WHERE id = ANY(` + ids + `) RETURNING ` + moveColumns + `
 )
 INSERT INTO {jobs} (` + moveColumns + `) SELECT ` + moveColumns + ` FROM back`
+}
 
 // moveColumns are the columns a move carries: every column of jobs.
 const moveColumns = jobColumns + `, pending_counted`

@@ -15,6 +15,18 @@ import (
 	"github.com/axsched/ax/store/pgstore"
 )
 
+// historyPartitionsSQL creates the history partitions of the last four
+// UTC days (today included), named as Archive names them, for tests that
+// write the history directly.
+const historyPartitionsSQL = `DO $$
+DECLARE d date;
+BEGIN
+    FOR d IN SELECT generate_series(0, 3) * -1 + (now() AT TIME ZONE 'UTC')::date LOOP
+        EXECUTE format('CREATE TABLE ax.%I PARTITION OF ax.jobs_history FOR VALUES FROM (%L) TO (%L)',
+            'jobs_history_p' || to_char(d, 'YYYYMMDD'), d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
+    END LOOP;
+END $$`
+
 // historyStore returns a Store on a fresh database and its pool.
 func historyStore(t *testing.T) (*pgstore.Store, *pgxpool.Pool) {
 	t.Helper()

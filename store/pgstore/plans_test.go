@@ -241,14 +241,7 @@ func fillForPlans(ctx context.Context, t *testing.T, exec func(context.Context, 
 		 SELECT gen_random_uuid(), 'done', '{}', 'succeeded', 2, now(), now(), 3, 1, 1,
 		        now() - interval '1 day' - i * interval '1 millisecond', 'done-' || i
 		 FROM generate_series(1, $1::int) i`,
-		`DO $$
-		 DECLARE d date;
-		 BEGIN
-		     FOR d IN SELECT generate_series(0, 3) * -1 + (now() AT TIME ZONE 'UTC')::date LOOP
-		         EXECUTE format('CREATE TABLE ax.%I PARTITION OF ax.jobs_history FOR VALUES FROM (%L) TO (%L)',
-		             'jobs_history_p' || to_char(d, 'YYYYMMDD'), d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
-		     END LOOP;
-		 END $$`,
+		historyPartitionsSQL,
 		`INSERT INTO ax.jobs_history (id, kind, payload, state, priority, run_at, scheduled_at, max_attempts, attempt, fence,
 		                      finished_at)
 		 SELECT gen_random_uuid(), 'old', '{}', 'succeeded', 2, now(), now(), 3, 1, 1,
