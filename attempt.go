@@ -43,6 +43,9 @@ type attempt struct {
 	lease  store.Lease
 	cancel context.CancelCauseFunc
 	extras *attemptExtras // results and follow-ups recorded by the handler
+	// startAt is when the handler may start (host clock), for a job
+	// claimed ahead of its run_at; zero: at once.
+	startAt time.Time
 
 	// Guarded by runtime.mu.
 	state        attemptState

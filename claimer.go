@@ -15,6 +15,49 @@ const lookahead = time.Minute
 // claimTimeout bounds one claim call.
 const claimTimeout = 30 * time.Second
 
+// Claims take jobs a little before they fall due (ClaimParams.Ahead), so
+// that a handler starts at its job's run_at rather than one claim round
+// trip after it: several round trips' worth (the smoothed claim time; a
+// claim's time varies several-fold under load), at least minClaimAhead
+// and at most maxClaimAhead.
+const (
+	claimAheadTimes = 8
+	minClaimAhead   = 5 * time.Millisecond
+	maxClaimAhead   = 50 * time.Millisecond
+)
+
+// claimAhead returns the window of claims for a smoothed claim time.
+func claimAhead(claimTime time.Duration) time.Duration {
+	return min(max(claimAheadTimes*claimTime, minClaimAhead), maxClaimAhead)
+}
+
+// nextClaimAt returns when to claim again (host clock) for a job that
+// enters the claim window delta after the last claim's now(), which was
+// read between before and the claim's end. Without a window (ahead 0) it
+// is the midpoint of the call, hostNow: a claim cannot take the job before
+// it is due, and waking a little late costs a little lag where waking
+// early costs a claim. With one, the next claim reads its now() at or
+// after before+delta, so claiming a quarter of the window later still
+// finds the job in it, with three quarters left for the round trip to
+// its handler's start.
+func nextClaimAt(before, hostNow time.Time, delta, ahead time.Duration) time.Time {
+	if ahead == 0 {
+		return hostNow.Add(delta)
+	}
+	return before.Add(delta + ahead/4)
+}
+
+// smoothClaimTime folds one claim's duration into the smoothed figure
+// (weight 1/8, as TCP smooths round trips), capped so that one claim
+// stuck behind a lock does not widen the window for long.
+func smoothClaimTime(smoothed, took time.Duration) time.Duration {
+	took = min(took, maxClaimAhead)
+	if smoothed == 0 {
+		return took
+	}
+	return smoothed + (took-smoothed)/8
+}
+
 // claimLoop runs claim rounds when woken (wheel, notification, freed slot)
 // and at least every PollInterval. It only claims and hands off: handlers
 // run on their own goroutines, so slow jobs never delay the next wake-up.
@@ -48,7 +91,8 @@ func (r *runtime) claimLoop() {
 // arranges the next wake-up from what the store said is due next.
 func (r *runtime) claimRound() error {
 	kinds := r.s.kinds()
-	params := &store.ClaimParams{Owner: r.cfg.Node, LeaseDuration: r.cfg.LeaseDuration, AgeAfter: r.ageAfter}
+	params := &store.ClaimParams{Owner: r.cfg.Node, LeaseDuration: r.cfg.LeaseDuration, AgeAfter: r.ageAfter,
+		Ahead: claimAhead(r.claimTime)}
 	r.mu.Lock()
 	params.Limit = r.free
 	clear(r.capped)
@@ -82,9 +126,21 @@ func (r *runtime) claimRound() error {
 		return err
 	}
 	r.s.measureOffset(before, after, res.Now)
+	r.claimTime = smoothClaimTime(r.claimTime, after.Sub(before))
 	hostNow := before.Add(after.Sub(before) / 2)
+	// The store's clock had reached clock by the time the claim returned
+	// (after): a job claimed ahead starts RunAt − clock after that, never
+	// early by the store's clock.
+	clock := res.Clock
+	if clock.Before(res.Now) {
+		clock = res.Now
+	}
 	for _, rec := range res.Jobs {
-		r.launch(rec, hostNow)
+		var startAt time.Time
+		if rec.RunAt.After(clock) {
+			startAt = after.Add(rec.RunAt.Sub(clock))
+		}
+		r.launch(rec, hostNow, startAt)
 	}
 	for _, t := range res.Breakers {
 		r.s.breakerChanged(t)
@@ -93,7 +149,10 @@ func (r *runtime) claimRound() error {
 		r.s.capacity.broadcast() // Schedule calls waiting for room may find some
 	}
 
-	moreDue := !res.NextRunAt.IsZero() && !res.NextRunAt.After(res.Now)
+	// A job within the claim's window was claimable by it: it was left
+	// for want of slots or locked by another host's claim.
+	claimable := res.Now.Add(res.Ahead)
+	moreDue := !res.NextRunAt.IsZero() && !res.NextRunAt.After(claimable)
 	r.mu.Lock()
 	r.moreDue = moreDue
 	free := r.free
@@ -108,8 +167,8 @@ func (r *runtime) claimRound() error {
 	case !res.NextRunAt.IsZero():
 		// Measured against the claim's own store reading, so a wrong
 		// offset estimate cannot make us wake early or late.
-		if delta := res.NextRunAt.Sub(res.Now); delta <= lookahead {
-			r.wakeAt(hostNow.Add(delta))
+		if delta := res.NextRunAt.Sub(claimable); delta <= lookahead {
+			r.wakeAt(nextClaimAt(before, hostNow, delta, res.Ahead))
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -49,6 +50,7 @@ func startClaimer(t *testing.T, r *runtime, kinds ...string) {
 		require.NoError(t, r.s.Handle(k, HandlerFunc(func(context.Context, *Job) error { return nil })))
 	}
 	r.wakeups.start()
+	r.holds.start()
 	r.loops.Add(1)
 	go func() {
 		defer r.loops.Done()
@@ -60,6 +62,7 @@ func startClaimer(t *testing.T, r *runtime, kinds ...string) {
 		r.loops.Wait()
 		r.wakeups.stop()
 		r.handlers.Wait()
+		r.holds.stop()
 		r.completer.stop(context.Background(), context.Background())
 	})
 }
@@ -74,8 +77,9 @@ func insertAt(t *testing.T, st store.Store, kind string, runAt time.Time) uuid.U
 }
 
 // TestClaimerWakesAtNextRunAt: a claim round learns from the store when
-// the next job is due and the wheel wakes the claimer exactly then (within
-// one wheel tick), not at the next poll.
+// the next job is due, and the wheel wakes the claimer then, not at the
+// next poll: a little ahead of it (within its claim window, ClaimParams.
+// Ahead), and the handler starts at the job's run_at exactly.
 func TestClaimerWakesAtNextRunAt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := NewFaultStore(memstore.New())
@@ -83,20 +87,104 @@ func TestClaimerWakesAtNextRunAt(t *testing.T) {
 		fs.SetBeforeCall(claims.hook)
 		r := testRuntime(t, fs, func(c *Config) { c.PollInterval = time.Hour })
 		t0 := time.Now()
-		id := insertAt(t, fs, "k", t0.Add(100*time.Millisecond))
-		startClaimer(t, r, "k")
+		runAt := t0.Add(100 * time.Millisecond)
+		id := insertAt(t, fs, "k", runAt)
+		started := make(chan time.Time, 1)
+		require.NoError(t, r.s.Handle("k", HandlerFunc(func(context.Context, *Job) error {
+			started <- time.Now()
+			return nil
+		})))
+		startClaimer(t, r)
 		r.wake()
 		time.Sleep(time.Second)
 		synctest.Wait()
 		got := claims.since(t0)
 		require.Len(t, got, 2, "claims: %v", got)
 		require.Zero(t, got[0])
-		require.GreaterOrEqual(t, got[1], 100*time.Millisecond)
-		require.LessOrEqual(t, got[1], 100*time.Millisecond+wakeupTick)
+		ahead := claimAhead(0)
+		require.GreaterOrEqual(t, got[1], 100*time.Millisecond-ahead, "claimed before its window")
+		require.Less(t, got[1], 100*time.Millisecond, "claimed only once due")
+		require.Zero(t, (<-started).Sub(runAt), "the handler starts at the job's run_at")
 		rec, err := fs.Get(t.Context(), id)
 		require.NoError(t, err)
 		require.Equal(t, store.StateSucceeded, rec.State)
+		require.True(t, rec.AttemptedAt.Equal(rec.RunAt), "AttemptedAt %s, RunAt %s", rec.AttemptedAt, rec.RunAt)
 	})
+}
+
+// TestClaimerDropsJobCancelledWhileHeld: a job claimed ahead of its
+// run_at and cancelled before it never reaches its handler, and is
+// written cancelled.
+func TestClaimerDropsJobCancelledWhileHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := NewFaultStore(memstore.New())
+		r := testRuntime(t, fs, func(c *Config) { c.PollInterval = time.Hour })
+		t0 := time.Now()
+		id := insertAt(t, fs, "k", t0.Add(100*time.Millisecond))
+		var calls atomic.Int32
+		require.NoError(t, r.s.Handle("k", HandlerFunc(func(context.Context, *Job) error {
+			calls.Add(1)
+			return nil
+		})))
+		startClaimer(t, r)
+		r.wake()
+		time.Sleep(100*time.Millisecond - time.Microsecond) // claimed, not yet started
+		synctest.Wait()
+		rec, err := fs.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, store.StateRunning, rec.State, "claimed ahead")
+		r.cancelLocal(id, ErrJobCancelled)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Zero(t, calls.Load(), "the handler ran")
+		rec, err = fs.Get(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, store.StateCancelled, rec.State)
+	})
+}
+
+// TestClaimAhead: the claim window is several smoothed claim times,
+// within its bounds; the smoothing follows claims at 1/8 and caps one
+// slow claim; the next claim is timed to find the next job inside its
+// window, or at its run_at without one.
+func TestClaimAhead(t *testing.T) {
+	windows := []struct {
+		claimTime, want time.Duration
+	}{
+		{0, minClaimAhead},
+		{100 * time.Microsecond, minClaimAhead},
+		{2 * time.Millisecond, 16 * time.Millisecond},
+		{time.Second, maxClaimAhead},
+	}
+	for _, c := range windows {
+		require.Equal(t, c.want, claimAhead(c.claimTime), "claim time %s", c.claimTime)
+	}
+
+	smoothing := []struct {
+		smoothed, took, want time.Duration
+	}{
+		{0, 3 * time.Millisecond, 3 * time.Millisecond},
+		{time.Millisecond, 9 * time.Millisecond, 2 * time.Millisecond},
+		{8 * time.Millisecond, 0, 7 * time.Millisecond},
+		{time.Millisecond, time.Minute, time.Millisecond + (maxClaimAhead-time.Millisecond)/8},
+	}
+	for _, c := range smoothing {
+		require.Equal(t, c.want, smoothClaimTime(c.smoothed, c.took), "smoothed %s, took %s", c.smoothed, c.took)
+	}
+
+	before := time.Unix(1000, 0)
+	hostNow := before.Add(time.Millisecond)
+	next := []struct {
+		delta, ahead time.Duration
+		want         time.Time
+	}{
+		{10 * time.Millisecond, 0, hostNow.Add(10 * time.Millisecond)},
+		{10 * time.Millisecond, 8 * time.Millisecond, before.Add(12 * time.Millisecond)},
+		{0, 8 * time.Millisecond, before.Add(2 * time.Millisecond)},
+	}
+	for _, c := range next {
+		require.Equal(t, c.want, nextClaimAt(before, hostNow, c.delta, c.ahead), "delta %s, ahead %s", c.delta, c.ahead)
+	}
 }
 
 // TestClaimerBacksOffAfterFailures: failed claims are retried after 20ms,

@@ -11,8 +11,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// launch starts a claimed job on a worker goroutine.
-func (r *runtime) launch(rec *store.JobRecord, hostNow time.Time) {
+// launch starts a claimed job on a worker goroutine, whose handler starts
+// at startAt (host clock; zero or past: at once) for a job claimed ahead.
+func (r *runtime) launch(rec *store.JobRecord, hostNow, startAt time.Time) {
 	job := jobFromRecord(rec)
 	kh := r.s.handler(rec.Kind)
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -21,6 +22,7 @@ func (r *runtime) launch(rec *store.JobRecord, hostNow time.Time) {
 		kind:         kh,
 		lease:        store.Lease{ID: rec.ID, Token: rec.LeaseToken},
 		cancel:       cancel,
+		startAt:      startAt,
 		lastExtended: hostNow,
 	}
 	a.extras = &attemptExtras{s: r.s, a: a}
@@ -34,10 +36,17 @@ func (r *runtime) launch(rec *store.JobRecord, hostNow time.Time) {
 	go r.execute(ctx, a)
 }
 
-// execute runs one attempt and queues its outcome.
+// execute runs one attempt and queues its outcome. An attempt claimed
+// ahead of its run time waits for it first; one cancelled, lost or handed
+// back meanwhile ends without calling its handler.
 func (r *runtime) execute(ctx context.Context, a *attempt) {
 	defer r.handlers.Done()
 	defer a.cancel(nil)
+	if !r.holdUntilStart(ctx, a) {
+		cause := context.Cause(ctx)
+		r.finish(a, cause, cause, 0)
+		return
+	}
 	start := r.s.now()
 	job := a.job
 	lag := start.Sub(r.s.hostTime(job.RunAt))
@@ -48,6 +57,20 @@ func (r *runtime) execute(ctx context.Context, a *attempt) {
 		StartLag: lag, ClaimLag: job.ClaimLag()})
 	err := callHandler(ctx, a)
 	r.finish(a, err, context.Cause(ctx), r.s.now().Sub(start))
+}
+
+// holdUntilStart waits until a's start time, and reports false if ctx
+// ended first.
+func (r *runtime) holdUntilStart(ctx context.Context, a *attempt) bool {
+	if !a.startAt.After(r.s.now()) {
+		return true // due: start at once
+	}
+	select {
+	case <-r.holds.add(a.startAt):
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // callHandler calls the kind's handler under its timeout, recovering panics

@@ -25,6 +25,7 @@ type runtime struct {
 	quit    chan struct{} // closed when Stop begins: no more claims
 	loops   sync.WaitGroup
 	wakeups *wakeups
+	holds   *holds // jobs claimed ahead, until their start times
 
 	// life ends when Stop begins: background work that can simply stop
 	// (maintenance, periodic ticks, cluster calls) runs under it.
@@ -40,7 +41,7 @@ type runtime struct {
 	attempts map[store.Lease]*attempt // claimed, until the outcome is written or discarded
 	free     int                      // free worker slots
 	busy     map[string]int           // running handlers per kind
-	moreDue  bool                     // the last claim left due jobs behind
+	moreDue  bool                     // the last claim left claimable jobs behind
 	capped   map[string]bool          // kinds left out of the last claim at their Concurrency cap
 
 	handlers  sync.WaitGroup
@@ -55,6 +56,11 @@ type runtime struct {
 	ageAfter time.Duration
 
 	unsubscribe func()
+
+	// claimTime is the smoothed duration of a claim call (claimer.go),
+	// which sets how far ahead claims take jobs. Only the claim loop
+	// touches it.
+	claimTime time.Duration
 }
 
 func newRuntime(s *Scheduler) *runtime {
@@ -74,6 +80,7 @@ func newRuntime(s *Scheduler) *runtime {
 	r.life, r.cancelLife = context.WithCancel(context.Background())
 	r.work, r.cancelWork = context.WithCancel(context.Background())
 	r.wakeups = newWakeups(s.now, r.wake)
+	r.holds = newHolds(s.now)
 	r.completer = newCompleter(r)
 	r.heartbeat = newHeartbeat(r)
 	r.cluster = newCluster(r)
@@ -91,6 +98,7 @@ func (r *runtime) start() {
 		r.unsubscribe = n.Subscribe(r.notified)
 	}
 	r.wakeups.start()
+	r.holds.start()
 	r.loops.Add(1)
 	go func() {
 		defer r.loops.Done()
@@ -189,6 +197,9 @@ func (r *runtime) stop(ctx context.Context) error {
 			r.log.Error("handlers ignored cancellation; abandoning them")
 		}
 	}
+	// After the handlers: a job claimed ahead waits for its release (or
+	// its cancellation) like a running one.
+	r.holds.stop()
 	if n := r.completer.stop(ctx, grace); n > 0 {
 		errs = append(errs, fmt.Errorf("%w: %d outcome(s); their jobs run again once their leases expire", ErrOutcomesNotWritten, n))
 	}

@@ -455,6 +455,13 @@ func (c *FlowConfig) Limits() bool {
 	return c.Concurrency > 0 || c.PartitionConcurrency > 0 || !c.Breaker.IsZero()
 }
 
+// HoldsClaims reports whether c can hold a due job back from a claim:
+// anything but a partition source (which only derives keys) and
+// MaxPending (which applies to inserts).
+func (c *FlowConfig) HoldsClaims() bool {
+	return c.Limits() || !c.Rate.IsZero() || !c.PartitionRate.IsZero()
+}
+
 // Validate reports, wrapping ErrInvalidParams, the first problem with c.
 func (c *FlowConfig) Validate() error {
 	if c.Kind == "" {

@@ -176,7 +176,20 @@ type ClaimParams struct {
 	// AgeAfter) are claimed first, oldest first, whatever their
 	// priority. Zero keeps priorities strict.
 	AgeAfter time.Duration
+	// Ahead, when > 0, lets the claim also take jobs that fall due within
+	// Ahead after the store's now (run_at <= now + Ahead), so that a
+	// runtime can hold them and start each at its run_at instead of one
+	// claim round trip after it. A store may apply a shorter window or
+	// none (ClaimResult.Ahead says which). A job claimed before its
+	// run_at gets AttemptedAt = run_at: the attempt is meant to start
+	// then, and the runtime does not start it earlier (see
+	// ClaimResult.Clock). At most MaxClaimAhead.
+	Ahead time.Duration
 }
+
+// MaxClaimAhead bounds ClaimParams.Ahead: a claim takes jobs at most this
+// long before they fall due.
+const MaxClaimAhead = time.Second
 
 // Validate reports, wrapping ErrInvalidParams, the first problem with p.
 func (p *ClaimParams) Validate() error {
@@ -188,6 +201,9 @@ func (p *ClaimParams) Validate() error {
 	}
 	if p.AgeAfter < 0 {
 		return fmt.Errorf("%w: negative priority aging %s", ErrInvalidParams, p.AgeAfter)
+	}
+	if p.Ahead < 0 || p.Ahead > MaxClaimAhead {
+		return fmt.Errorf("%w: claim ahead %s not in [0, %s]", ErrInvalidParams, p.Ahead, MaxClaimAhead)
 	}
 	if err := CheckText(p.Owner, MaxKindLength); err != nil {
 		return fmt.Errorf("%w: owner: %w", ErrInvalidParams, err)
@@ -208,8 +224,20 @@ type ClaimResult struct {
 	// Jobs are the claimed jobs, now running under fresh lease tokens, in
 	// claim order (priority, then run_at).
 	Jobs []*JobRecord
-	// Now is the store's clock at the claim.
+	// Now is the store's clock at the claim: a job is due when its run_at
+	// is at or before Now.
 	Now time.Time
+	// Ahead is the window the claim applied of ClaimParams.Ahead (zero:
+	// it took only due jobs). Jobs with RunAt after Now were claimed
+	// ahead and have AttemptedAt = RunAt.
+	Ahead time.Duration
+	// Clock is a reading of the store's clock taken as late in the claim
+	// as the store can (at or after Now; zero: the store gives none
+	// besides Now). The store's clock had reached at least Clock when the
+	// claim returned, so a job claimed ahead is never started early by
+	// the store's clock if the runtime waits RunAt − Clock from the moment
+	// the claim returned.
+	Clock time.Time
 	// NextRunAt is the earliest run_at among the claimable jobs of the
 	// requested kinds that this claim left behind, or zero when there are
 	// none. It is at or before Now when due jobs remain (the limit was hit).

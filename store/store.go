@@ -59,7 +59,9 @@ type Store interface {
 	// priority then run_at, honouring each kind's limit. Each claimed job
 	// gets Owner, a fresh LeaseToken, LeaseExpiresAt = now +
 	// LeaseDuration, AttemptedAt = now and Attempt + 1. No job is ever
-	// returned to two concurrent claimers. Empty Kinds claims nothing.
+	// returned to two concurrent claimers. Empty Kinds claims nothing. A
+	// store may honour params.Ahead (jobs due within it are claimed too,
+	// with AttemptedAt = run_at) and says so in ClaimResult.Ahead.
 	Claim(ctx context.Context, params *ClaimParams) (*ClaimResult, error)
 
 	// ExtendLeases pushes the expiry of every still-held lease to store now

@@ -22,6 +22,11 @@ import (
 // false. A claim that starts a breaker's probe reports the transition in
 // ClaimResult.Breakers.
 //
+// Jobs due within params.Ahead are claimed too, with AttemptedAt = RunAt,
+// unless a requested kind has flow settings that hold claims back or
+// sequences; ClaimResult.Ahead is the window applied and ClaimResult.Clock
+// is Now.
+//
 // ClaimResult.NextRunAt is the earliest time a claimable job of the
 // requested kinds left behind may be claimed: its run_at, or later when a
 // rate bucket or a breaker's cool-down holds it; jobs held until a running
@@ -74,8 +79,16 @@ next:
 		for c.left > 0 && c.takeBest(wants, allPriorities[:], cutoff) {
 		}
 	}
+	// Jobs due within params.Ahead are claimed too, after the aged ones,
+	// unless flow control or a sequence decides what may start (as
+	// pgstore's flow claim, which takes due jobs only).
+	if aheadApplies(wants) {
+		res.Ahead = params.Ahead
+	}
+	res.Clock = now
+	by := now.Add(res.Ahead)
 	for pr := range priorityLevels {
-		for c.left > 0 && c.takeBest(wants, allPriorities[pr:pr+1], now) {
+		for c.left > 0 && c.takeBest(wants, allPriorities[pr:pr+1], by) {
 		}
 	}
 	for i := range wants {
@@ -88,6 +101,19 @@ next:
 	s.mu.Unlock()
 	s.subs.deliver(ns.list)
 	return res, nil
+}
+
+// aheadApplies reports whether a claim of wants may take jobs ahead of
+// their run_at: none of the kinds has flow settings that hold claims back
+// or sequences.
+func aheadApplies(wants []want) bool {
+	for i := range wants {
+		w := &wants[i]
+		if (w.f != nil && w.f.cfg.HoldsClaims()) || len(w.k.seqs) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // allPriorities lists the indexes of the due heaps, in claim order.
@@ -252,7 +278,7 @@ func (c *claiming) take(w *want, j *job) {
 	r.Owner = c.params.Owner
 	r.LeaseToken = uuid.New()
 	r.LeaseExpiresAt = c.expires
-	r.AttemptedAt = c.now
+	r.AttemptedAt = latest(c.now, r.RunAt) // claimed ahead: the attempt starts at its run_at
 	r.Attempt++
 	r.Fence++
 	r.CancelRequested = false

@@ -68,19 +68,20 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]pgtype.Timestamptz,
 	kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz) error {
 	rows, err := s.pool.Query(ctx, s.q.claim, kinds, limits, int32(min(params.Limit, 1<<30)), params.Owner,
-		micros(params.LeaseDuration), micros(params.AgeAfter), from)
+		micros(params.LeaseDuration), micros(params.AgeAfter), from, micros(params.Ahead))
 	if err != nil {
 		return fmt.Errorf("pgstore: claim: %w", invalidData(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			next *time.Time
-			js   jobScan
+			next  *time.Time
+			clock time.Time
+			js    jobScan
 		)
-		dest := append([]any{&res.Now, &next, held}, js.dest()...)
-		if rows.RawValues()[3] == nil { // no job claimed: only now, next and held
-			clear(dest[3:])
+		dest := append([]any{&res.Now, &clock, &next, held}, js.dest()...)
+		if rows.RawValues()[4] == nil { // no job claimed: only now, clock, next and held
+			clear(dest[4:])
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("pgstore: claim: %w", err)
@@ -88,7 +89,10 @@ func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]p
 		if next != nil {
 			res.NextRunAt = *next
 		}
-		if dest[3] == nil {
+		if clock.After(res.Clock) {
+			res.Clock = clock
+		}
+		if dest[4] == nil {
 			continue
 		}
 		j, err := js.record()
@@ -100,5 +104,6 @@ func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]p
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("pgstore: claim: %w", invalidData(err))
 	}
+	res.Ahead = params.Ahead
 	return nil
 }

@@ -51,7 +51,7 @@ func TestClaimPlanUsesPartialIndex(t *testing.T) {
 	}
 	t.Logf("filled in %s", time.Since(start))
 
-	args := []any{[]string{"k"}, []int32{100}, int32(100), "explain", int64(60e6), int64(60e6), nil}
+	args := []any{[]string{"k"}, []int32{100}, int32(100), "explain", int64(60e6), int64(60e6), nil, int64(10e3)}
 	plan := explain(t, ctx, pool, s.ClaimSQL(), args...)
 	t.Logf("claim plan:\n%s", plan)
 	if !strings.Contains(plan, "jobs_claim_idx") {

@@ -111,19 +111,11 @@ func (s *Store) flowActive(ctx context.Context, params *store.ClaimParams) bool 
 		return true
 	}
 	for _, k := range params.Kinds {
-		if cfg := snap.kinds[k.Kind]; (cfg != nil && holdsClaims(cfg)) || snap.seqKinds[k.Kind] {
+		if cfg := snap.kinds[k.Kind]; (cfg != nil && cfg.HoldsClaims()) || snap.seqKinds[k.Kind] {
 			return true
 		}
 	}
 	return false
-}
-
-// holdsClaims reports whether cfg holds claims back: anything but a
-// partition source (which only derives keys) and MaxPending (applied by
-// inserts). It is the test lockMany makes in SQL.
-func holdsClaims(cfg *store.FlowConfig) bool {
-	return cfg.Concurrency > 0 || cfg.PartitionConcurrency > 0 || !cfg.Rate.IsZero() ||
-		!cfg.PartitionRate.IsZero() || !cfg.Breaker.IsZero()
 }
 
 // flowFinishes reports whether Finish must take the flow path (which

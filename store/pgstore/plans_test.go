@@ -151,7 +151,7 @@ func planCases() []planCase {
 	}
 	return []planCase{
 		{"claim", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
-			return []any{[]string{"due"}, []int32{int32(n)}, int32(n), "plans", int64(60e6), int64(60e6), nil}
+			return []any{[]string{"due"}, []int32{int32(n)}, int32(n), "plans", int64(60e6), int64(60e6), nil, int64(10e3)}
 		}},
 		{"finish", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids, tokens := leases(ctx, t, conn, n)
@@ -388,15 +388,15 @@ func TestClaimLocksOnlyWhatItTakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck
-	rows, _ := tx.Query(ctx, s.ClaimSQL(), []string{"a", "b", "c"}, []int32{10, 10, 10}, int32(10), "holder", int64(60e6), int64(0), nil)
+	rows, _ := tx.Query(ctx, s.ClaimSQL(), []string{"a", "b", "c"}, []int32{10, 10, 10}, int32(10), "holder", int64(60e6), int64(0), nil, int64(0))
 	held := map[uuid.UUID]bool{}
 	for rows.Next() {
-		// Columns: now, next, held, then the job's, id first.
+		// Columns: now, clock, next, held, then the job's, id first.
 		v, err := rows.Values()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b, ok := v[3].([16]byte); ok {
+		if b, ok := v[4].([16]byte); ok {
 			held[uuid.UUID(b)] = true
 		}
 	}

@@ -151,6 +151,12 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		// range in the same layout, the earliest due candidate the claim
 		// left, where the next scan may start.
 		//
+		// $8 (ClaimParams.Ahead) widens "due" to run_at <= now() + $8:
+		// those jobs are claimed ahead, with attempted_at = run_at, and
+		// the second column (clock_timestamp(), read as the rows are
+		// produced, after the locks) lets the runtime hold them until
+		// then without starting one early by this server's clock.
+		//
 		// NextRunAt is the earliest candidate not claimed: each range
 		// fetched more rows than it can give, or all it had, so the
 		// earliest row it leaves behind is among its candidates.
@@ -168,7 +174,7 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		// partial index once per probe instead (found by axbench
 		// heldxmin, where lease extensions then timed out).
 		claim: `WITH cand AS MATERIALIZED (
-	SELECT c.id, k.kind, p.priority, c.run_at, k.lim, c.run_at <= now() AS due,
+	SELECT c.id, k.kind, p.priority, c.run_at, k.lim, c.run_at <= now() + $8::bigint * interval '1 microsecond' AS due,
 	       ($6::bigint > 0 AND c.run_at <= now() - $6::bigint * interval '1 microsecond') AS aged
 	FROM unnest($1::text[], $2::int[]) WITH ORDINALITY AS k(kind, lim, ord)
 	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
@@ -176,14 +182,14 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		SELECT * FROM (
 			(SELECT j.id, j.run_at FROM {jobs} j
 			WHERE j.kind = k.kind AND j.priority = p.priority
-			  AND j.state IN ` + claimableSQL + ` AND j.run_at <= now()
+			  AND j.state IN ` + claimableSQL + ` AND j.run_at <= now() + $8::bigint * interval '1 microsecond'
 			  AND j.run_at >= coalesce(($7::timestamptz[])[(k.ord::int - 1) * 3 + p.priority], '-infinity')
 			ORDER BY j.run_at
 			LIMIT least(k.lim, $3) + least(k.lim, $3) / 4 + 1)
 			UNION ALL
 			(SELECT j.id, j.run_at FROM {jobs} j
 			WHERE j.kind = k.kind AND j.priority = p.priority
-			  AND j.state IN ` + claimableSQL + ` AND j.run_at > now()
+			  AND j.state IN ` + claimableSQL + ` AND j.run_at > now() + $8::bigint * interval '1 microsecond'
 			ORDER BY j.run_at
 			LIMIT 1)
 		) u
@@ -201,7 +207,7 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 	FROM ranked r
 	CROSS JOIN LATERAL (
 		SELECT 1 FROM {jobs} j
-		WHERE j.id = r.id AND (j.state IN ` + claimableSQL + `) IS TRUE AND j.run_at <= now()
+		WHERE j.id = r.id AND (j.state IN ` + claimableSQL + `) IS TRUE AND j.run_at <= now() + $8::bigint * interval '1 microsecond'
 		FOR UPDATE SKIP LOCKED
 	) l
 	WHERE r.first
@@ -221,7 +227,7 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 	FROM second s
 	CROSS JOIN LATERAL (
 		SELECT 1 FROM {jobs} j
-		WHERE j.id = s.id AND (j.state IN ` + claimableSQL + `) IS TRUE AND j.run_at <= now()
+		WHERE j.id = s.id AND (j.state IN ` + claimableSQL + `) IS TRUE AND j.run_at <= now() + $8::bigint * interval '1 microsecond'
 		FOR UPDATE SKIP LOCKED
 	) l
 	WHERE s.src = 1 AND s.krn <= s.lim AND s.n <= $3
@@ -234,7 +240,7 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		attempt = j.attempt + 1,
 		fence = j.fence + 1,
 		lease_expires_at = now() + $5::bigint * interval '1 microsecond',
-		attempted_at = now()
+		attempted_at = greatest(now(), j.run_at)
 	WHERE j.id = ANY (ARRAY(SELECT id FROM locked1 UNION ALL SELECT id FROM locked2))
 	RETURNING {jcols}
 ), next AS (
@@ -245,7 +251,7 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 	WHERE due AND id NOT IN (SELECT id FROM locked1 UNION ALL SELECT id FROM locked2)
 	GROUP BY kind, priority
 )
-SELECT now(), (SELECT run_at FROM next),
+SELECT now(), clock_timestamp(), (SELECT run_at FROM next),
 	ARRAY(SELECT h.run_at FROM unnest($1::text[]) WITH ORDINALITY AS k(kind, ord)
 		CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
 		LEFT JOIN held h ON h.kind = k.kind AND h.priority = p.priority

@@ -178,6 +178,46 @@ func testClaim(t *testing.T, newStore NewStoreFunc) {
 		require.Len(t, tokens, 2, "each claimed job gets its own token")
 	})
 
+	t.Run("Ahead", func(t *testing.T) {
+		// A store may take jobs due within ClaimParams.Ahead: each such
+		// job's attempt starts at its run_at (AttemptedAt), the window
+		// applied is reported and never wider than asked, and jobs past
+		// it stay. A store that applies none claims only due jobs.
+		st := newStore(t)
+		now := storeNow(t, st).Truncate(time.Microsecond)
+		due := insertOne(t, st, "claim", withRunAt(now.Add(-time.Second)))
+		soon := insertOne(t, st, "claim", withRunAt(now.Add(store.MaxClaimAhead/2)))
+		laterAt := now.Add(farFuture)
+		insertOne(t, st, "claim", withRunAt(laterAt))
+		p := claimParams(10, longLease, "claim")
+		p.Ahead = store.MaxClaimAhead
+		res := claim(t, st, p)
+		require.GreaterOrEqual(t, res.Ahead, time.Duration(0), "ClaimResult.Ahead")
+		require.LessOrEqual(t, res.Ahead, p.Ahead, "ClaimResult.Ahead wider than asked")
+		if !res.Clock.IsZero() {
+			require.False(t, res.Clock.Before(res.Now), "Clock %s before Now %s", res.Clock, res.Now)
+		}
+		soonAt := get(t, st, soon).RunAt
+		want := []uuid.UUID{due}
+		if !soonAt.After(res.Now.Add(res.Ahead)) {
+			want = append(want, soon)
+		} else {
+			requireTimeNear(t, soonAt, res.NextRunAt, storedTolerance, "NextRunAt is the job past the window")
+		}
+		require.Equal(t, want, claimIDs(res))
+		for _, j := range res.Jobs {
+			wantAt := res.Now
+			if j.RunAt.After(res.Now) {
+				wantAt = j.RunAt // claimed ahead: the attempt starts at its run_at
+			}
+			requireTimeNear(t, wantAt, j.AttemptedAt, storedTolerance, "AttemptedAt of job %s", j.ID)
+			requireSameRecord(t, j, get(t, st, j.ID), "claimed record and stored record differ")
+		}
+		if len(want) == 2 {
+			requireTimeNear(t, laterAt, res.NextRunAt, storedTolerance, "NextRunAt is the job past the window")
+		}
+	})
+
 	t.Run("FreshTokenEachClaim", func(t *testing.T) {
 		st := newStore(t)
 		id := insertOne(t, st, "claim", withMaxAttempts(5))
@@ -292,6 +332,8 @@ func testClaim(t *testing.T, newStore NewStoreFunc) {
 			{"ZeroKindLimit", func(p *store.ClaimParams) { p.Kinds[0].Limit = 0 }},
 			{"NegativeKindLimit", func(p *store.ClaimParams) { p.Kinds[0].Limit = -3 }},
 			{"EmptyKindName", func(p *store.ClaimParams) { p.Kinds = append(p.Kinds, store.KindLimit{Kind: "", Limit: 1}) }},
+			{"NegativeAhead", func(p *store.ClaimParams) { p.Ahead = -time.Millisecond }},
+			{"AheadPastMax", func(p *store.ClaimParams) { p.Ahead = store.MaxClaimAhead + time.Microsecond }},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
