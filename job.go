@@ -57,8 +57,10 @@ type Job struct {
 	// Parent is the job whose end inserted this one (a FollowUp, a Then,
 	// or a batch's last child); zero otherwise.
 	Parent uuid.UUID
-	// StartedAt is when this attempt was claimed (store clock); StartedAt
-	// minus RunAt is the claim lag and is never negative.
+	// StartedAt is when this attempt was claimed (store clock), or its
+	// RunAt for a job claimed a few milliseconds ahead of it, which the
+	// host holds until then (see ClaimLag); StartedAt minus RunAt is the
+	// claim lag and is never negative.
 	StartedAt time.Time
 	// CreatedAt is when the job was scheduled (store clock).
 	CreatedAt time.Time
@@ -74,9 +76,11 @@ type Job struct {
 }
 
 // ClaimLag is how late the attempt was claimed: StartedAt minus RunAt,
-// both in the store's clock. The handler starts a little later (the start
-// lag of EventStarted, measured on the host's clock at the handler's
-// start, adds the hand-off to a worker).
+// both in the store's clock. Zero for a job claimed ahead of its RunAt:
+// claims take jobs due within a few claim round trips (8× the smoothed
+// claim time, 5–50 ms) and the host starts each at its RunAt, never
+// earlier by the store's clock. The handler's own start lag, measured on
+// the host's clock at the handler's start, is EventStarted's StartLag.
 func (j *Job) ClaimLag() time.Duration { return j.StartedAt.Sub(j.RunAt) }
 
 func jobFromRecord(r *store.JobRecord) *Job {

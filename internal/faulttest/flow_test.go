@@ -247,7 +247,15 @@ func TestFlowBreaker(t *testing.T) {
 		}
 	}
 	failedBefore := c.count(`SELECT count(*) FROM executions WHERE outcome LIKE 'failed:%' AND host_finished_at <= $1`, opened)
-	during := c.count(`SELECT count(*) FROM executions WHERE host_started_at > $1 AND host_started_at < $2`, opened, closed)
+	// A job whose claim began before the opening host emitted its event
+	// was claimed while the breaker was closed (or it is a probe, which
+	// comes a cool-down later), even if its handler started after that
+	// event: claimed_at (the claim's transaction start, store clock; one
+	// machine, one clock) tells them apart. The claim time alone cannot
+	// judge the close: a claim that waited for the closing Finish's lock
+	// has a claimed_at before the close.
+	during := c.count(`SELECT count(*) FROM executions
+		WHERE host_started_at > $1 AND host_started_at < $2 AND claimed_at > $1`, opened, closed)
 	overlapDuring := c.count(`SELECT count(*) FROM executions a JOIN executions b ON a.job_id < b.job_id
 		WHERE a.host_started_at > $1 AND a.host_started_at < $2 AND b.host_started_at > $1 AND b.host_started_at < $2
 		AND a.host_started_at < b.host_finished_at AND b.host_started_at < a.host_finished_at`, opened, closed)
