@@ -35,7 +35,8 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 		return nil, err
 	}
 	defer d.close()
-	s, err := d.scheduler(0)
+	ts := newTimedStore(d.store) // the scheduler's claims, for claimFigures
+	s, err := d.scheduler(0, func(c *ax.Config) { c.Store = ts })
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +125,7 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	r.add("start lag, store clock, max", ms(storeLag.max()), "ms")
 	r.add("Schedule call p50", ms(calls.pct(50)), "ms")
 	r.add("Schedule call p99", ms(calls.pct(99)), "ms")
+	claimFigures(r, ts)
 	r.note("host clock from the call: handler start minus the host time just before Schedule was called (includes the Schedule round trip, NOTIFY delivery, claim and dispatch); from the return: minus the time Schedule returned; store clock: Job.StartedAt − Job.RunAt")
 	return r, nil
 }

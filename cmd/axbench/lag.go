@@ -41,7 +41,8 @@ func runLag(ctx context.Context, b *bench) (*result, error) {
 		return nil, err
 	}
 	defer d.close()
-	s, err := d.scheduler(0)
+	ts := newTimedStore(d.store) // the scheduler's claims, for claimFigures
+	s, err := d.scheduler(0, func(c *ax.Config) { c.Store = ts })
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +122,7 @@ func runLag(ctx context.Context, b *bench) (*result, error) {
 	r.add("start lag, store clock, max", ms(store.max()), "ms")
 	r.check("started early (store clock)", float64(storeEarly), "count", "= 0", storeEarly == 0)
 	r.check("started early (host clock)", float64(hostEarly), "count", "= 0", hostEarly == 0)
+	claimFigures(r, ts)
 	t := table{Title: "start lag (ms) by offset, host clock | store clock",
 		Columns: []string{"offset", "jobs", "host p50", "host p99", "host max", "store p50", "store p99", "store max"}}
 	for k := int(o.lagMin / bucket); k <= int(o.lagMax/bucket); k++ {

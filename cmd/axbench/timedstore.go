@@ -118,3 +118,14 @@ func summarize(calls []storeCall, op storeOp, from, to time.Duration) callStats 
 	}
 	return cs
 }
+
+// claimFigures adds what the scheduler's claims cost to r: how many there
+// were per job they took, and how long each took from the client.
+func claimFigures(r *result, ts *timedStore) {
+	cs := summarize(ts.snapshot(), opClaim, 0, 1<<62)
+	if cs.jobs > 0 {
+		r.add("claims per job claimed", float64(cs.n)/float64(cs.jobs), "")
+	}
+	r.add("claim p50", ms(cs.took.pct(50)), "ms")
+	r.add("claim p99", ms(cs.took.pct(99)), "ms")
+}
