@@ -133,6 +133,13 @@
 // second time from the start of each range, where the dead entries of
 // claimed rows gather while a long transaction holds back vacuum.
 //
+// "Due" there is run_at <= now() + ClaimParams.Ahead: the plain claim
+// takes jobs a few milliseconds before they fall due, with attempted_at =
+// run_at, and returns clock_timestamp() read as it produces its rows, so
+// that the runtime holds each job until its run_at without starting it
+// early by this server's clock (ClaimResult.Ahead and Clock). The flow
+// claim takes due jobs only.
+//
 // The first scan of each range does not start at the range's start either,
 // while a Subscribe is listening: the Store remembers, per (kind,
 // priority), where its last claim left the range (the earliest due row it
