@@ -79,9 +79,9 @@ func (h *holds) run() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		wait, any := h.releaseDue()
+		wait, waiting := h.releaseDue()
 		switch {
-		case any && wait <= precisionWindow && h.precise:
+		case waiting && wait <= precisionWindow && h.precise:
 			h.sleepPrecisely(min(wait, preciseStep))
 			select {
 			case <-h.quit:
@@ -89,9 +89,9 @@ func (h *holds) run() {
 			default:
 			}
 			continue
-		case any && h.precise:
+		case waiting && h.precise:
 			timer.Reset(wait - precisionWindow)
-		case any:
+		case waiting:
 			timer.Reset(wait)
 		default:
 			timer.Reset(time.Hour)
@@ -115,8 +115,8 @@ func (h *holds) sleepPrecisely(d time.Duration) {
 }
 
 // releaseDue releases every hold whose start time came, and returns how
-// long until the next one (any false: none is pending).
-func (h *holds) releaseDue() (wait time.Duration, any bool) {
+// long until the next one (waiting false: none is pending).
+func (h *holds) releaseDue() (wait time.Duration, waiting bool) {
 	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
