@@ -48,6 +48,9 @@ func runBigtable(ctx context.Context, b *bench) (*result, error) {
 			r.add(fmt.Sprintf("bulk load of %d finished rows", rows-have), time.Since(t0).Seconds(), "s")
 			have = rows
 		}
+		if err := countJobsFigure(ctx, r, d, rows); err != nil {
+			return nil, err
+		}
 		for _, w := range o.bigWorkList {
 			label := fmt.Sprintf("%s W=%d", rowsLabel(rows), w)
 			t0 := time.Now()
@@ -105,6 +108,26 @@ func runBigtable(ctx context.Context, b *bench) (*result, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// countJobsFigure times the store's CountJobs, what Stats and the
+// dashboard's counts read, on the level's table (five calls, after one
+// unmeasured call that warms the cache), and adds its median and slowest.
+func countJobsFigure(ctx context.Context, r *result, d *benchDB, rows int) error {
+	if _, err := d.store.CountJobs(ctx); err != nil {
+		return fmt.Errorf("count jobs: %w", err)
+	}
+	var took durations
+	for range 5 {
+		t0 := time.Now()
+		if _, err := d.store.CountJobs(ctx); err != nil {
+			return fmt.Errorf("count jobs: %w", err)
+		}
+		took = append(took, time.Since(t0))
+	}
+	r.add(fmt.Sprintf("CountJobs (Stats, dashboard), %s: median of 5", rowsLabel(rows)), ms(took.pct(50)), "ms")
+	r.add(fmt.Sprintf("CountJobs, %s: slowest of 5", rowsLabel(rows)), ms(took.max()), "ms")
+	return nil
 }
 
 // rowsLabel names a table level: "empty", "1M finished", "2500 finished".

@@ -108,15 +108,23 @@ const exactFinalLimit = 10000
 // counts above exactFinalLimit.
 const sampleRows = 20000
 
+// assumedRowsPerPage is the heap density CountJobs assumes to size its
+// sample where the planner has not measured one (never analyzed).
+const assumedRowsPerPage = 40
+
 // CountJobs returns non-zero job counts by kind and state.
 //
 // Counts of live states (scheduled, retrying, running, paused) are exact:
 // they are read through the partial indexes on those states, so their cost
 // grows with the live jobs, not with history. Counts of final states
 // (succeeded, dead, cancelled) are exact while there are at most 10,000
-// final jobs; above that they are estimates, from a TABLESAMPLE SYSTEM
-// sample of about 20,000 rows scaled by the table's planner row estimate
-// (pg_class.reltuples, kept fresh by autovacuum and ANALYZE).
+// final jobs; above that they are estimates (within a few percent), from
+// a TABLESAMPLE SYSTEM sample of about 20,000 rows of jobs and of the
+// history, each sampled count scaled by the inverse of the sampling rate. The rate is chosen
+// from the tables' current sizes (pg_relation_size) and the planner's
+// density where it has one, so the estimate needs no fresh ANALYZE: a
+// history loaded or moved in a moment ago is estimated as cheaply as one
+// autovacuum has seen.
 func (s *Store) CountJobs(ctx context.Context) ([]store.StateCount, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -133,7 +141,7 @@ func (s *Store) CountJobs(ctx context.Context) ([]store.StateCount, error) {
 	if nFinal <= exactFinalLimit {
 		final, err = s.countRows(ctx, s.q.countFinal)
 	} else {
-		final, err = s.estimateFinal(ctx, counts)
+		final, err = s.estimateFinal(ctx)
 	}
 	if err != nil {
 		return nil, err
@@ -141,33 +149,30 @@ func (s *Store) CountJobs(ctx context.Context) ([]store.StateCount, error) {
 	return append(counts, final...), nil
 }
 
-func (s *Store) estimateFinal(ctx context.Context, live []store.StateCount) ([]store.StateCount, error) {
-	var reltuples float64
-	if err := s.pool.QueryRow(ctx, s.q.reltuples).Scan(&reltuples); err != nil {
+func (s *Store) estimateFinal(ctx context.Context) ([]store.StateCount, error) {
+	var pages, tuples, measuredPages float64
+	if err := s.pool.QueryRow(ctx, s.q.reltuples).Scan(&pages, &tuples, &measuredPages); err != nil {
 		return nil, fmt.Errorf("pgstore: count jobs: %w", err)
 	}
-	var nLive float64
-	for _, c := range live {
-		nLive += float64(c.Count)
+	density := float64(assumedRowsPerPage)
+	if tuples > 0 && measuredPages > 0 {
+		density = tuples / measuredPages
 	}
-	if reltuples <= nLive+exactFinalLimit { // never analyzed, or stale: count
-		return s.countRows(ctx, s.q.countFinal)
+	pct := 100.0
+	if rows := pages * density; rows > 0 {
+		pct = min(100, max(0.01, 100*sampleRows/rows))
 	}
-	pct := min(100, max(0.01, 100*sampleRows/reltuples))
 	sample, err := s.countRows(ctx, s.q.finalSample, pct)
 	if err != nil {
 		return nil, err
 	}
-	var nSample float64
-	for _, c := range sample {
-		nSample += float64(c.Count)
-	}
-	if nSample == 0 {
+	if len(sample) == 0 {
 		return s.countRows(ctx, s.q.countFinal)
 	}
-	scale := (reltuples - nLive) / nSample
+	// SYSTEM sampling keeps each page with probability pct/100: a
+	// sampled count over that is an unbiased estimate of the whole.
 	for i := range sample {
-		sample[i].Count = max(1, int64(float64(sample[i].Count)*scale+0.5))
+		sample[i].Count = max(1, int64(float64(sample[i].Count)*100/pct+0.5))
 	}
 	return sample, nil
 }
