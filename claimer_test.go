@@ -187,6 +187,28 @@ func TestClaimAhead(t *testing.T) {
 	}
 }
 
+// TestStartLag: a due attempt's lag is its start minus its run time on
+// the host clock, negative if the offset estimate says so; a held one's
+// is never negative and at least the time since its release was due.
+func TestStartLag(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := time.Millisecond
+	cases := []struct {
+		name                  string
+		start, runAt, startAt time.Time
+		want                  time.Duration
+	}{
+		{"due, late", t0.Add(3 * ms), t0, time.Time{}, 3 * ms},
+		{"due, estimate says early", t0, t0.Add(ms), time.Time{}, -ms},
+		{"held, estimate says early", t0.Add(ms), t0.Add(2 * ms), t0.Add(ms), 0},
+		{"held, released late", t0.Add(5 * ms), t0.Add(2 * ms), t0.Add(4 * ms), 3 * ms},
+		{"held, estimate says later than the release", t0.Add(5 * ms), t0.Add(4 * ms), t0.Add(2 * ms), 3 * ms},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, startLag(c.start, c.runAt, c.startAt), c.name)
+	}
+}
+
 // TestClaimerBacksOffAfterFailures: failed claims are retried after 20ms,
 // 40ms, 80ms... (doubling from 10ms), at most every PollInterval; a
 // success resets the backoff.

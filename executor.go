@@ -49,7 +49,7 @@ func (r *runtime) execute(ctx context.Context, a *attempt) {
 	}
 	start := r.s.now()
 	job := a.job
-	lag := start.Sub(r.s.hostTime(job.RunAt))
+	lag := startLag(start, r.s.hostTime(job.RunAt), a.startAt)
 	if ce := r.log.Check(zap.DebugLevel, "job started"); ce != nil {
 		ce.Write(append(jobFields(job), zap.Float64(fieldLagMS, ms(lag)), zap.Float64(fieldClaimLagMS, ms(job.ClaimLag())))...)
 	}
@@ -57,6 +57,20 @@ func (r *runtime) execute(ctx context.Context, a *attempt) {
 		StartLag: lag, ClaimLag: job.ClaimLag()})
 	err := callHandler(ctx, a)
 	r.finish(a, err, context.Cause(ctx), r.s.now().Sub(start))
+}
+
+// startLag is how late an attempt started at start (host clock) whose
+// run time is runAt converted with the measured clock offset. An attempt
+// held until startAt (not zero) was released at a moment by which the
+// store's clock had reached its RunAt: it is at least start − startAt
+// late and never early, whatever the offset estimate (taken from claims,
+// which read the store's clock early in their round trip) says.
+func startLag(start, runAt, startAt time.Time) time.Duration {
+	lag := start.Sub(runAt)
+	if !startAt.IsZero() {
+		lag = max(lag, start.Sub(startAt))
+	}
+	return lag
 }
 
 // holdUntilStart waits until a's start time, and reports false if ctx

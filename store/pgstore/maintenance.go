@@ -118,13 +118,14 @@ const assumedRowsPerPage = 40
 // they are read through the partial indexes on those states, so their cost
 // grows with the live jobs, not with history. Counts of final states
 // (succeeded, dead, cancelled) are exact while there are at most 10,000
-// final jobs; above that they are estimates (within a few percent), from
-// a TABLESAMPLE SYSTEM sample of about 20,000 rows of jobs and of the
-// history, each sampled count scaled by the inverse of the sampling rate. The rate is chosen
-// from the tables' current sizes (pg_relation_size) and the planner's
-// density where it has one, so the estimate needs no fresh ANALYZE: a
-// history loaded or moved in a moment ago is estimated as cheaply as one
-// autovacuum has seen.
+// final jobs; above that they are estimates from a TABLESAMPLE SYSTEM
+// sample of about 20,000 rows of jobs and of the history. While every
+// table has been analyzed, the sample's shares are scaled to the
+// planner's row count (pg_class.reltuples, kept fresh by autovacuum) less
+// the live jobs; where one has not (a history just moved or loaded,
+// today's first partition), each sampled count is divided by the sampling
+// rate, sized from the tables' current sizes, so no fresh ANALYZE is
+// needed and nothing is counted row by row.
 func (s *Store) CountJobs(ctx context.Context) ([]store.StateCount, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -141,7 +142,7 @@ func (s *Store) CountJobs(ctx context.Context) ([]store.StateCount, error) {
 	if nFinal <= exactFinalLimit {
 		final, err = s.countRows(ctx, s.q.countFinal)
 	} else {
-		final, err = s.estimateFinal(ctx)
+		final, err = s.estimateFinal(ctx, counts)
 	}
 	if err != nil {
 		return nil, err
@@ -149,11 +150,23 @@ func (s *Store) CountJobs(ctx context.Context) ([]store.StateCount, error) {
 	return append(counts, final...), nil
 }
 
-func (s *Store) estimateFinal(ctx context.Context) ([]store.StateCount, error) {
-	var pages, tuples, measuredPages float64
-	if err := s.pool.QueryRow(ctx, s.q.reltuples).Scan(&pages, &tuples, &measuredPages); err != nil {
+func (s *Store) estimateFinal(ctx context.Context, live []store.StateCount) ([]store.StateCount, error) {
+	var (
+		pages, tuples, measuredPages float64
+		unanalyzed                   int
+	)
+	if err := s.pool.QueryRow(ctx, s.q.reltuples).Scan(&pages, &tuples, &measuredPages, &unanalyzed); err != nil {
 		return nil, fmt.Errorf("pgstore: count jobs: %w", err)
 	}
+	var nLive float64
+	for _, c := range live {
+		nLive += float64(c.Count)
+	}
+	if unanalyzed == 0 && tuples > nLive+exactFinalLimit {
+		return s.scaleToPlanner(ctx, tuples, nLive)
+	}
+	// Some relation was never analyzed (a history just moved or loaded,
+	// today's first partition): size the sample from the pages there are.
 	density := float64(assumedRowsPerPage)
 	if tuples > 0 && measuredPages > 0 {
 		density = tuples / measuredPages
@@ -161,6 +174,9 @@ func (s *Store) estimateFinal(ctx context.Context) ([]store.StateCount, error) {
 	pct := 100.0
 	if rows := pages * density; rows > 0 {
 		pct = min(100, max(0.01, 100*sampleRows/rows))
+	}
+	if pct > 50 { // a small table: reading it is about as cheap
+		return s.countRows(ctx, s.q.countFinal)
 	}
 	sample, err := s.countRows(ctx, s.q.finalSample, pct)
 	if err != nil {
@@ -173,6 +189,30 @@ func (s *Store) estimateFinal(ctx context.Context) ([]store.StateCount, error) {
 	// sampled count over that is an unbiased estimate of the whole.
 	for i := range sample {
 		sample[i].Count = max(1, int64(float64(sample[i].Count)*100/pct+0.5))
+	}
+	return sample, nil
+}
+
+// scaleToPlanner estimates final counts from a sample of about sampleRows
+// rows, scaled to the planner's row count of the tables (tuples, all
+// analyzed) less the live jobs: the total is the planner's, the sample
+// gives the shares of each kind and state.
+func (s *Store) scaleToPlanner(ctx context.Context, tuples, nLive float64) ([]store.StateCount, error) {
+	pct := min(100, max(0.01, 100*sampleRows/tuples))
+	sample, err := s.countRows(ctx, s.q.finalSample, pct)
+	if err != nil {
+		return nil, err
+	}
+	var nSample float64
+	for _, c := range sample {
+		nSample += float64(c.Count)
+	}
+	if nSample == 0 {
+		return s.countRows(ctx, s.q.countFinal)
+	}
+	scale := (tuples - nLive) / nSample
+	for i := range sample {
+		sample[i].Count = max(1, int64(float64(sample[i].Count)*scale+0.5))
 	}
 	return sample, nil
 }

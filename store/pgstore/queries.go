@@ -450,12 +450,13 @@ SELECT kind, 'paused', count(*) FROM {jobs} WHERE state = 'paused' GROUP BY kind
 	SELECT kind, state FROM {history} TABLESAMPLE SYSTEM ($1)
 ) s GROUP BY kind, state`,
 
-		// The size of jobs and of every history partition in pages now,
-		// and the planner's rows and pages where it measured them
-		// (relations never analyzed have reltuples -1: left out).
+		// The size of jobs and of every history partition in pages now;
+		// the planner's rows and pages where it measured them; and how
+		// many relations with pages were never analyzed (reltuples -1).
 		reltuples: `SELECT sum(pg_relation_size(c.oid))::float8 / current_setting('block_size')::float8,
 	coalesce(sum(c.reltuples) FILTER (WHERE c.reltuples > 0 AND c.relpages > 0), 0)::float8,
-	coalesce(sum(c.relpages) FILTER (WHERE c.reltuples > 0 AND c.relpages > 0), 0)::float8
+	coalesce(sum(c.relpages) FILTER (WHERE c.reltuples > 0 AND c.relpages > 0), 0)::float8,
+	count(*) FILTER (WHERE c.reltuples < 0 AND pg_relation_size(c.oid) > 0)::int
 FROM pg_class c
 WHERE c.oid = '{jobs}'::regclass
    OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = '{history}'::regclass)`,
