@@ -240,7 +240,8 @@ type ClaimResult struct {
 	Clock time.Time
 	// NextRunAt is the earliest run_at among the claimable jobs of the
 	// requested kinds that this claim left behind, or zero when there are
-	// none. It is at or before Now when due jobs remain (the limit was hit).
+	// none. It is at or before Now + Ahead when claimable jobs remain (the
+	// limit was hit, or another claimer holds them).
 	// A FlowStore counts a job that flow control holds back until a given
 	// time at that time, and leaves out the jobs held back until a running
 	// job ends (see FlowStore).
