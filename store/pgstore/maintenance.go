@@ -162,43 +162,25 @@ func (s *Store) estimateFinal(ctx context.Context, live []store.StateCount) ([]s
 	for _, c := range live {
 		nLive += float64(c.Count)
 	}
-	if unanalyzed == 0 && tuples > nLive+exactFinalLimit {
-		return s.scaleToPlanner(ctx, tuples, nLive)
-	}
-	// Some relation was never analyzed (a history just moved or loaded,
-	// today's first partition): size the sample from the pages there are.
-	density := float64(assumedRowsPerPage)
-	if tuples > 0 && measuredPages > 0 {
-		density = tuples / measuredPages
+	// The planner's total when every relation was analyzed; otherwise
+	// (a history just moved or loaded, today's first partition) the rows
+	// the pages there are hold, and the sample stands for the whole.
+	planner := unanalyzed == 0 && tuples > nLive+exactFinalLimit
+	rows := tuples
+	if !planner {
+		density := float64(assumedRowsPerPage)
+		if tuples > 0 && measuredPages > 0 {
+			density = tuples / measuredPages
+		}
+		rows = pages * density
 	}
 	pct := 100.0
-	if rows := pages * density; rows > 0 {
+	if rows > 0 {
 		pct = min(100, max(0.01, 100*sampleRows/rows))
 	}
-	if pct > 50 { // a small table: reading it is about as cheap
+	if !planner && pct > 50 { // a small table: reading it is about as cheap
 		return s.countRows(ctx, s.q.countFinal)
 	}
-	sample, err := s.countRows(ctx, s.q.finalSample, pct)
-	if err != nil {
-		return nil, err
-	}
-	if len(sample) == 0 {
-		return s.countRows(ctx, s.q.countFinal)
-	}
-	// SYSTEM sampling keeps each page with probability pct/100: a
-	// sampled count over that is an unbiased estimate of the whole.
-	for i := range sample {
-		sample[i].Count = max(1, int64(float64(sample[i].Count)*100/pct+0.5))
-	}
-	return sample, nil
-}
-
-// scaleToPlanner estimates final counts from a sample of about sampleRows
-// rows, scaled to the planner's row count of the tables (tuples, all
-// analyzed) less the live jobs: the total is the planner's, the sample
-// gives the shares of each kind and state.
-func (s *Store) scaleToPlanner(ctx context.Context, tuples, nLive float64) ([]store.StateCount, error) {
-	pct := min(100, max(0.01, 100*sampleRows/tuples))
 	sample, err := s.countRows(ctx, s.q.finalSample, pct)
 	if err != nil {
 		return nil, err
@@ -210,7 +192,13 @@ func (s *Store) scaleToPlanner(ctx context.Context, tuples, nLive float64) ([]st
 	if nSample == 0 {
 		return s.countRows(ctx, s.q.countFinal)
 	}
-	scale := (tuples - nLive) / nSample
+	// Planner: its total less the live jobs, in the sample's shares.
+	// Otherwise SYSTEM sampling kept each page with probability pct/100,
+	// so a sampled count over that is an unbiased estimate of the whole.
+	scale := 100 / pct
+	if planner {
+		scale = (tuples - nLive) / nSample
+	}
 	for i := range sample {
 		sample[i].Count = max(1, int64(float64(sample[i].Count)*scale+0.5))
 	}
