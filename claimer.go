@@ -58,6 +58,15 @@ func smoothClaimTime(smoothed, took time.Duration) time.Duration {
 	return smoothed + (took-smoothed)/8
 }
 
+// claimDone ends a claim's hold on the slots it asked for: by then its
+// jobs took theirs (launch).
+func (r *runtime) claimDone() {
+	r.mu.Lock()
+	r.claimLimit = 0
+	clear(r.claimKinds)
+	r.mu.Unlock()
+}
+
 // claimLoop runs claim rounds when woken (wheel, notification, freed slot)
 // and at least every PollInterval. It only claims and hands off: handlers
 // run on their own goroutines, so slow jobs never delay the next wake-up.
@@ -94,14 +103,20 @@ func (r *runtime) claimRound() error {
 	params := &store.ClaimParams{Owner: r.cfg.Node, LeaseDuration: r.cfg.LeaseDuration, AgeAfter: r.ageAfter,
 		Ahead: claimAhead(r.claimTime)}
 	r.mu.Lock()
-	params.Limit = r.free
+	// While the last claim left nothing due, leave a few slots to direct
+	// starts (direct.go): a Schedule during this claim may take them.
+	keep := 0
+	if !r.moreDue && r.inserter != nil && !r.cfg.DisableDirectStart {
+		keep = directReserve(r.free)
+	}
+	params.Limit = r.free - keep
 	clear(r.capped)
 	for _, k := range kinds {
 		if r.pauses.paused(k.kind) {
 			// Paused cluster-wide: a resume wakes the claimer.
 			continue
 		}
-		if n := min(k.settings.concurrency-r.busy[k.kind], r.free); n > 0 {
+		if n := min(k.settings.concurrency-r.busy[k.kind], params.Limit); n > 0 {
 			params.Kinds = append(params.Kinds, store.KindLimit{Kind: k.kind, Limit: n})
 		} else if r.free > 0 {
 			// Left out at its cap, so the claim cannot tell whether it
@@ -109,13 +124,18 @@ func (r *runtime) claimRound() error {
 			r.capped[k.kind] = true
 		}
 	}
-	if params.Limit == 0 || len(params.Kinds) == 0 {
+	if params.Limit < 1 || len(params.Kinds) == 0 {
 		// Every slot is busy: a freed slot wakes the claimer again.
 		r.moreDue = len(kinds) > 0
 		r.mu.Unlock()
 		return nil
 	}
+	r.claimLimit = params.Limit
+	for _, k := range params.Kinds {
+		r.claimKinds[k.Kind] = k.Limit
+	}
 	r.mu.Unlock()
+	defer r.claimDone()
 
 	ctx, cancel := context.WithTimeout(r.work, claimTimeout)
 	defer cancel()

@@ -36,6 +36,17 @@ type Config struct {
 	// MaxWorkers. Defaults to 100.
 	Workers int
 
+	// DisableDirectStart turns off direct starts: by default Schedule of
+	// one job that is due at once, of a kind this host handles, while a
+	// worker slot is free and no job is due and waiting, inserts the job
+	// already claimed by this host (stores implementing
+	// store.InsertClaimer: pgstore and memstore) and starts it at once,
+	// one store round trip after the call instead of an insert and then
+	// a claim. Set it where producers should not run the jobs they
+	// schedule while they have free workers, for example to leave a
+	// busy API host's workers for jobs scheduled elsewhere.
+	DisableDirectStart bool
+
 	// JobTimeout bounds each attempt of kinds without a Timeout option.
 	// Defaults to 1 minute.
 	JobTimeout time.Duration

@@ -14,6 +14,17 @@ import (
 // launch starts a claimed job on a worker goroutine, whose handler starts
 // at startAt (host clock; zero or past: at once) for a job claimed ahead.
 func (r *runtime) launch(rec *store.JobRecord, hostNow, startAt time.Time) {
+	r.mu.Lock()
+	r.free--
+	r.busy[rec.Kind]++
+	r.mu.Unlock()
+	r.startAttempt(rec, hostNow, startAt)
+}
+
+// startAttempt runs a claimed job on a worker slot already taken for it, and
+// reports false, doing nothing, once Stop no longer waits for handlers
+// (a direct start that outlived Stop's wait for it; claims end before).
+func (r *runtime) startAttempt(rec *store.JobRecord, hostNow, startAt time.Time) bool {
 	job := jobFromRecord(rec)
 	kh := r.s.handler(rec.Kind)
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -28,12 +39,16 @@ func (r *runtime) launch(rec *store.JobRecord, hostNow, startAt time.Time) {
 	a.extras = &attemptExtras{s: r.s, a: a}
 	ctx = context.WithValue(ctx, attemptKey{}, a.extras)
 	r.mu.Lock()
+	if r.launchClosed {
+		r.mu.Unlock()
+		cancel(nil)
+		return false
+	}
 	r.register(a)
-	r.free--
-	r.busy[rec.Kind]++
+	r.handlers.Add(1) // under mu: stop sets launchClosed before it waits
 	r.mu.Unlock()
-	r.handlers.Add(1)
 	go r.execute(ctx, a)
+	return true
 }
 
 // execute runs one attempt and queues its outcome. An attempt claimed

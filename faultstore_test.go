@@ -130,6 +130,23 @@ func (f *FaultStore) Insert(ctx context.Context, params []store.InsertParams) ([
 	return f.Store.Insert(ctx, params)
 }
 
+// InsertClaimed implements store.InsertClaimer (call name
+// "InsertClaimed"): the wrapped store's, or, when it has none, Insert
+// with nothing claimed, as the contract allows.
+func (f *FaultStore) InsertClaimed(ctx context.Context, params *store.InsertParams, claim *store.InsertClaim) (store.InsertResult, *store.JobRecord, error) {
+	if err := f.enter(ctx, "InsertClaimed"); err != nil {
+		return store.InsertResult{}, nil, err
+	}
+	if ic, ok := f.Store.(store.InsertClaimer); ok {
+		return ic.InsertClaimed(ctx, params, claim)
+	}
+	res, err := f.Store.Insert(ctx, []store.InsertParams{*params})
+	if err != nil {
+		return store.InsertResult{}, nil, err
+	}
+	return res[0], nil, nil
+}
+
 // Claim implements store.Store.
 func (f *FaultStore) Claim(ctx context.Context, params *store.ClaimParams) (*store.ClaimResult, error) {
 	if err := f.enter(ctx, "Claim"); err != nil {

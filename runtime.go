@@ -43,8 +43,18 @@ type runtime struct {
 	busy     map[string]int           // running handlers per kind
 	moreDue  bool                     // the last claim left claimable jobs behind
 	capped   map[string]bool          // kinds left out of the last claim at their Concurrency cap
+	// A claim in flight asked for claimLimit slots, claimKinds[kind] of
+	// a kind: direct starts take only slots beyond them (direct.go).
+	claimLimit int
+	claimKinds map[string]int
+	// stopping: Stop began, no more direct starts are reserved;
+	// launchClosed: Stop no longer waits for handlers, nothing starts.
+	stopping     bool
+	launchClosed bool
 
 	handlers  sync.WaitGroup
+	directs   sync.WaitGroup // Schedule calls holding a reserved slot (direct.go)
+	inserter  store.InsertClaimer
 	completer *completer
 	heartbeat *heartbeat
 	maintDone chan struct{}
@@ -65,17 +75,18 @@ type runtime struct {
 
 func newRuntime(s *Scheduler) *runtime {
 	r := &runtime{
-		s:         s,
-		store:     s.store,
-		cfg:       s.cfg,
-		log:       s.log,
-		wakeCh:    make(chan struct{}, 1),
-		quit:      make(chan struct{}),
-		attempts:  make(map[store.Lease]*attempt),
-		free:      s.cfg.Workers,
-		busy:      make(map[string]int),
-		capped:    make(map[string]bool),
-		maintDone: make(chan struct{}),
+		s:          s,
+		store:      s.store,
+		cfg:        s.cfg,
+		log:        s.log,
+		wakeCh:     make(chan struct{}, 1),
+		quit:       make(chan struct{}),
+		attempts:   make(map[store.Lease]*attempt),
+		free:       s.cfg.Workers,
+		busy:       make(map[string]int),
+		capped:     make(map[string]bool),
+		claimKinds: make(map[string]int),
+		maintDone:  make(chan struct{}),
 	}
 	r.life, r.cancelLife = context.WithCancel(context.Background())
 	r.work, r.cancelWork = context.WithCancel(context.Background())
@@ -85,6 +96,9 @@ func newRuntime(s *Scheduler) *runtime {
 	r.heartbeat = newHeartbeat(r)
 	r.cluster = newCluster(r)
 	r.pauses = newKindPauses(r)
+	if ic, ok := s.store.(store.InsertClaimer); ok {
+		r.inserter = ic
+	}
 	if fs, ok := s.store.(store.FlowStore); ok {
 		r.flow = fs
 		r.ageAfter = max(s.cfg.PriorityAging, 0)
@@ -182,16 +196,30 @@ func (r *runtime) stop(ctx context.Context) error {
 	if r.unsubscribe != nil {
 		r.unsubscribe()
 	}
+	var errs []error
 	r.cancelLife()
+	r.mu.Lock()
+	r.stopping = true // no more direct starts
+	r.mu.Unlock()
 	<-r.pauses.done
 	r.stopPeriodic()
 	close(r.quit)
 	r.loops.Wait()
 	r.wakeups.stop()
-
-	var errs []error
-	if !waitGroupUntil(&r.handlers, ctx) {
+	// Schedule calls starting jobs directly: until ctx ends (a hung
+	// store), then whatever they claim is handed back instead.
+	directsDone := waitGroupUntil(&r.directs, ctx)
+	r.mu.Lock()
+	r.launchClosed = true
+	r.mu.Unlock()
+	if !directsDone {
 		errs = append(errs, ctx.Err())
+	}
+
+	if !waitGroupUntil(&r.handlers, ctx) {
+		if directsDone {
+			errs = append(errs, ctx.Err())
+		}
 		r.handBack(grace)
 		if !waitGroupUntil(&r.handlers, grace) {
 			r.log.Error("handlers ignored cancellation; abandoning them")

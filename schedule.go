@@ -68,14 +68,28 @@ func (s *Scheduler) ScheduleMany(ctx context.Context, reqs []Request) ([]Schedul
 	}
 	wait, cancel := waitContext(reqs)
 	defer cancel()
+	insert := s.store.Insert
+	var direct *directStart
+	if len(params) == 1 {
+		direct = s.reserveDirect(&params[0]) // nil: no direct start (direct.go)
+	}
+	if direct != nil {
+		insert = direct.insert
+	}
 	res, err := s.insertWaiting(ctx, wait, params, func(p []store.InsertParams) ([]store.InsertResult, error) {
-		return s.store.Insert(ctx, p)
+		return insert(ctx, p)
 	})
 	if err != nil {
+		if direct != nil {
+			direct.settle()
+		}
 		return nil, fmt.Errorf("schedule %d job(s): %w", len(params), err)
 	}
-	s.wakeForInserted(params, res)
-	return s.scheduled(params, res), nil
+	out := s.scheduled(params, res)
+	if direct == nil || !direct.settle() {
+		s.wakeForInserted(params, res)
+	}
+	return out, nil
 }
 
 // wakeForInserted wakes this host's claimer for the earliest job it just

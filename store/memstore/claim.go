@@ -271,20 +271,27 @@ func (c *claiming) take(w *want, j *job) {
 			}
 		}
 	}
-	s := c.s
+	c.s.start(j, c.params.Owner, c.now, c.expires)
+	c.res.Jobs = append(c.res.Jobs, copyRecord(&j.rec))
+}
+
+// start makes claimable j running for owner, as a claim at now with a
+// lease until expires: a fresh random LeaseToken, AttemptedAt = now (or
+// its run_at, when claimed ahead), Attempt + 1, Fence + 1 and the cancel
+// and pause requests cleared. Called with s.mu held.
+func (s *Store) start(j *job, owner string, now, expires time.Time) {
 	s.unindex(j)
 	r := &j.rec
 	r.State = store.StateRunning
-	r.Owner = c.params.Owner
+	r.Owner = owner
 	r.LeaseToken = uuid.New()
-	r.LeaseExpiresAt = c.expires
-	r.AttemptedAt = latest(c.now, r.RunAt) // claimed ahead: the attempt starts at its run_at
+	r.LeaseExpiresAt = expires
+	r.AttemptedAt = latest(now, r.RunAt) // claimed ahead: the attempt starts at its run_at
 	r.Attempt++
 	r.Fence++
 	r.CancelRequested = false
 	r.PauseRequested = false
 	s.index(j)
-	c.res.Jobs = append(c.res.Jobs, copyRecord(r))
 }
 
 // nextRunAt returns the earliest time a claimable job of wants may be

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/axsched/ax/store"
 	"github.com/google/uuid"
@@ -108,6 +109,11 @@ func prepare(params []store.InsertParams) ([]*job, error) {
 // deciding every row before writing any so that a taken ID changes
 // nothing, and adds notifications to ns. Called with s.mu held.
 func (s *Store) insertLocked(params []store.InsertParams, fresh []*job, batch uuid.UUID, ns *notes, bounded bool) ([]store.InsertResult, error) {
+	return s.insertAt(params, fresh, batch, ns, bounded, s.clock())
+}
+
+// insertAt is insertLocked at the store's time now, read by the caller.
+func (s *Store) insertAt(params []store.InsertParams, fresh []*job, batch uuid.UUID, ns *notes, bounded bool, now time.Time) ([]store.InsertResult, error) {
 	if bounded {
 		if err := s.checkPending(params); err != nil {
 			return nil, err
@@ -121,7 +127,6 @@ func (s *Store) insertLocked(params []store.InsertParams, fresh []*job, batch uu
 		j.rec.PartitionKey = key
 	}
 	// The store's now decides the Period windows of the whole call.
-	now := s.clock()
 	results := make([]store.InsertResult, len(params))
 	var batchKeys map[uniqueKey]uuid.UUID
 	var batchIDs map[uuid.UUID]struct{}

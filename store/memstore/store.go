@@ -28,7 +28,7 @@ var (
 // and cluster interfaces (store.PeriodicStore, store.Leaser,
 // store.NodeRegistry) and the operator's (store.JobInspector,
 // store.BulkController, store.KindPauser, store.PeriodicController,
-// store.LeaderReader, store.DueInspector).
+// store.LeaderReader, store.DueInspector) and store.InsertClaimer.
 //
 // All methods are safe for concurrent use; each one is atomic: it takes the
 // store's lock once, and either fully applies or changes nothing. Records it

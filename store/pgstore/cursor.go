@@ -95,6 +95,24 @@ func (c *claimCursors) begin(kinds []string, now time.Time) ([]pgtype.Timestampt
 	return from, cl
 }
 
+// peek returns the lower bound of each range of kind (3, in priority
+// order; invalid: the range's start), or nil when cursors are off: where
+// a scan for due jobs of kind may start without opening a claim.
+func (c *claimCursors) peek(kind string) []pgtype.Timestamptz {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.on {
+		return nil
+	}
+	from := make([]pgtype.Timestamptz, 3)
+	for p := 1; p <= 3; p++ {
+		if t, ok := c.at[cursorKey{kind, p}]; ok {
+			from[p-1] = pgtype.Timestamptz{Time: t, Valid: true}
+		}
+	}
+	return from
+}
+
 // end records where the next scan of each range may start: the earliest
 // due candidate the claim left (held by another claimer or over a limit),
 // or, when it left none, the claim's now (every row at or before it that

@@ -13,27 +13,28 @@ import (
 // schema name passed through pgx.Identifier.Sanitize; everything else is a
 // parameter.
 type queries struct {
-	get         string
-	insertOne   string
-	insertMany  string
-	holders     string
-	notify      string
-	claim       string
-	finish      string
-	extend      string
-	rescue      string
-	prune       string
-	list        string
-	controlCur  string
-	cancel      string
-	pause       string
-	resume      string
-	runNow      string
-	countLive   string
-	countFinal  string
-	finalBound  string
-	finalSample string
-	reltuples   string
+	get           string
+	insertOne     string
+	insertClaimed string
+	insertMany    string
+	holders       string
+	notify        string
+	claim         string
+	finish        string
+	extend        string
+	rescue        string
+	prune         string
+	list          string
+	controlCur    string
+	cancel        string
+	pause         string
+	resume        string
+	runNow        string
+	countLive     string
+	countFinal    string
+	finalBound    string
+	finalSample   string
+	reltuples     string
 }
 
 // Claimable and final states as SQL lists.
@@ -72,6 +73,8 @@ func buildQueries(schema string) queries {
 		"{cols}", jobColumns, "{jcols}", prefixed("j"))
 	q := queries{
 		get: `SELECT {cols} FROM {alljobs} WHERE id = $1`,
+
+		insertClaimed: insertClaimedSQL,
 
 		// One round trip for one job: insert, or find the holder of the
 		// unique key in its scope. A holder committed after this
@@ -461,7 +464,7 @@ FROM pg_class c
 WHERE c.oid = '{jobs}'::regclass
    OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = '{history}'::regclass)`,
 	}
-	for _, p := range []*string{&q.get, &q.insertOne, &q.insertMany, &q.holders, &q.notify, &q.claim,
+	for _, p := range []*string{&q.get, &q.insertOne, &q.insertClaimed, &q.insertMany, &q.holders, &q.notify, &q.claim,
 		&q.finish, &q.extend, &q.rescue, &q.prune, &q.list, &q.controlCur, &q.cancel, &q.pause,
 		&q.resume, &q.runNow, &q.countLive, &q.finalBound, &q.countFinal, &q.finalSample, &q.reltuples} {
 		*p = r.Replace(*p)

@@ -87,6 +87,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FlowPending", testFlowPending},
 		{"FlowSequence", testFlowSequence},
 		{"FlowAging", testFlowAging},
+		{"InsertClaimed", testInsertClaimed},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) { a.run(t, newStore) })

@@ -1,0 +1,134 @@
+package ax
+
+import (
+	"context"
+	"time"
+
+	"github.com/axsched/ax/store"
+	"go.uber.org/zap"
+)
+
+// Direct start: Schedule of one job that is due at once, of a kind this
+// host handles, while a worker slot is free and nothing is due and
+// waiting, inserts the job already claimed by this host (through
+// store.InsertClaimer) and starts it on the slot. The job starts one
+// round trip after the call instead of two (the insert, then a claim that
+// the insert's wake-up triggers, which may itself wait for a claim in
+// flight), and it never passes through the claimable state, so it leaves
+// no entry behind in the claim index.
+//
+// Slots: a claim in flight asked for claimLimit slots (and
+// claimKinds[kind] of a kind); a direct start takes only slots beyond
+// those, so the two never start more than Workers (or a kind's
+// Concurrency) together. While the last claim left nothing due, claims
+// ask for all but directReserve of the free slots, so that a Schedule
+// arriving during a claim still finds one.
+
+// directReserve returns how many of n free slots a claim leaves for
+// direct starts while nothing is due and waiting.
+func directReserve(n int) int {
+	return min(n/4, 16)
+}
+
+// directStart is one Schedule call's reserved slot and, once the store
+// answered, the job it claimed.
+type directStart struct {
+	r    *runtime
+	kind string
+	rec  *store.JobRecord
+}
+
+// reserveDirect reserves a worker slot for a direct start of p, or
+// returns nil when p cannot start directly: no InsertClaimer, Direct
+// start off, the runtime not running or stopping, p not due at once or
+// needing a claim's decision, its kind not handled here, paused, at its
+// cap, or due jobs waiting.
+func (s *Scheduler) reserveDirect(p *store.InsertParams) *directStart {
+	if s.cfg.DisableDirectStart {
+		return nil
+	}
+	s.mu.Lock()
+	r, h := s.run, s.handlers[p.Kind]
+	running := s.phase == phaseRunning
+	s.mu.Unlock()
+	if r == nil || h == nil || !running || r.inserter == nil {
+		return nil
+	}
+	if !p.Claimable(s.now().Add(time.Duration(s.storeOffset.Load()))) {
+		return nil
+	}
+	if h.settings.flowSet && !h.settings.flow.InsertsClaimable() {
+		return nil // claims decide (the store also refuses settings declared elsewhere)
+	}
+	if r.pauses.paused(p.Kind) {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopping || r.moreDue || r.free-r.claimLimit < 1 ||
+		h.settings.concurrency-r.busy[p.Kind]-r.claimKinds[p.Kind] < 1 {
+		return nil
+	}
+	r.free--
+	r.busy[p.Kind]++
+	r.directs.Add(1) // stopping is false: stop waits after setting it
+	return &directStart{r: r, kind: p.Kind}
+}
+
+// insert is the store call of a direct start, for insertWaiting.
+func (d *directStart) insert(ctx context.Context, params []store.InsertParams) ([]store.InsertResult, error) {
+	res, rec, err := d.r.inserter.InsertClaimed(ctx, &params[0], &store.InsertClaim{
+		Owner: d.r.cfg.Node, LeaseDuration: d.r.cfg.LeaseDuration})
+	if err != nil {
+		return nil, err
+	}
+	d.rec = rec
+	return []store.InsertResult{res}, nil
+}
+
+// settle starts the claimed job on the reserved slot, or returns the slot
+// when the store inserted the job unclaimed (or failed), and reports
+// whether the job started here.
+func (d *directStart) settle() bool {
+	r := d.r
+	defer r.directs.Done()
+	if d.rec == nil {
+		r.returnSlot(d.kind)
+		return false
+	}
+	if !r.startAttempt(d.rec, r.s.now(), time.Time{}) {
+		// Stop gave up waiting for this call and no longer waits for
+		// handlers: hand the job back at once rather than run it
+		// unwatched.
+		r.returnSlot(d.kind)
+		r.handBackDirect(d.rec)
+	}
+	return true
+}
+
+// returnSlot gives back a slot reserved but not used, and wakes the
+// claimer if jobs were left waiting for one.
+func (r *runtime) returnSlot(kind string) {
+	r.mu.Lock()
+	r.free++
+	r.busy[kind]--
+	wake := r.moreDue || r.capped[kind]
+	r.mu.Unlock()
+	if wake {
+		r.wake()
+	}
+}
+
+// handBackDirect releases a job claimed by a direct start that ended
+// after Stop stopped waiting for such calls, so that another host runs
+// it at once instead of after its lease expires.
+func (r *runtime) handBackDirect(rec *store.JobRecord) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ReleaseTimeout)
+	defer cancel()
+	_, err := r.store.Finish(ctx, []store.FinishParams{{Lease: store.Lease{ID: rec.ID, Token: rec.LeaseToken},
+		Outcome: store.OutcomeRelease}})
+	if err != nil {
+		r.log.Error("hand back a job started directly during Stop: it is rescued when its lease expires",
+			zap.Stringer(fieldJobID, rec.ID), zap.Error(err))
+	}
+}

@@ -1,0 +1,307 @@
+package ax_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+// claimedIDs records the IDs of jobs that claims returned.
+type claimedIDs struct {
+	mu  sync.Mutex
+	ids map[uuid.UUID]bool
+}
+
+func watchClaims(fs *ax.FaultStore) *claimedIDs {
+	c := &claimedIDs{ids: map[uuid.UUID]bool{}}
+	fs.SetAfterClaim(func(res *store.ClaimResult) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, j := range res.Jobs {
+			c.ids[j.ID] = true
+		}
+	})
+	return c
+}
+
+func (c *claimedIDs) has(id uuid.UUID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ids[id]
+}
+
+// TestDirectStart: Schedule of a due job on a host with free workers
+// inserts it claimed and runs it; no claim takes it.
+func TestDirectStart(t *testing.T) {
+	fs := ax.NewFaultStore(newMemstore())
+	claims := watchClaims(fs)
+	started := newEventCounter(ax.EventStarted)
+	s := newScheduler(t, fs, func(c *ax.Config) { c.Node = "direct-host"; c.Observers = []ax.Observer{started} })
+	ran := make(chan *ax.Job, 1)
+	require.NoError(t, s.Handle("direct", ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
+		ran <- j
+		return nil
+	})))
+	start(t, s)
+
+	res, err := s.Schedule(context.Background(), "direct", nil)
+	require.NoError(t, err)
+	j := recv(t, ran)
+	require.Equal(t, res.ID, j.ID)
+	require.Equal(t, 1, j.Attempt)
+	require.Zero(t, j.ClaimLag(), "claimed as it was inserted: no claim lag")
+	rec := waitState(t, fs, res.ID, store.StateSucceeded)
+	require.Equal(t, "direct-host", rec.Owner)
+	require.False(t, claims.has(res.ID), "a claim took the job: it was not started directly")
+	require.EqualValues(t, 1, fs.Calls("InsertClaimed"))
+	require.Zero(t, fs.Calls("Insert"))
+	started.waitFor(t, 1)
+}
+
+// TestDirectStartDeclines: jobs that must wait for a claim (not due, a
+// kind whose flow settings decide, no free worker, direct start off, a
+// kind this host does not handle) are inserted unclaimed and still run.
+func TestDirectStartDeclines(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     func(*ax.Config)
+		flows   []store.FlowConfig // declared in the store by another host
+		sched   []ax.ScheduleOption
+		busy    bool // a first job holds the only worker until the second is scheduled
+		handled bool // the kind has a handler on a second Scheduler only
+	}{
+		{name: "not due", sched: []ax.ScheduleOption{ax.In(30 * time.Millisecond)}},
+		{name: "disabled", cfg: func(c *ax.Config) { c.DisableDirectStart = true }},
+		{name: "flow limit declared elsewhere", flows: []store.FlowConfig{{Kind: "k", Concurrency: 5}}},
+		{name: "no free worker", cfg: func(c *ax.Config) { c.Workers = 1 }, busy: true},
+		{name: "kind handled elsewhere", handled: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := newMemstore()
+			if tc.flows != nil {
+				require.NoError(t, ms.SetFlows(context.Background(), &store.SetFlowsParams{Node: "elsewhere", Flows: tc.flows}))
+			}
+			fs := ax.NewFaultStore(ms)
+			claims := watchClaims(fs)
+			edits := []func(*ax.Config){}
+			if tc.cfg != nil {
+				edits = append(edits, tc.cfg)
+			}
+			s := newScheduler(t, fs, edits...)
+			worker := s
+			if tc.handled {
+				worker = newScheduler(t, fs)
+			}
+			release := make(chan struct{})
+			var holding atomic.Bool
+			require.NoError(t, worker.Handle("k", ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
+				if string(j.Payload) == `"hold"` {
+					holding.Store(true)
+					<-release
+				}
+				return nil
+			})))
+			if tc.handled {
+				start(t, worker)
+			}
+			start(t, s)
+			if tc.busy {
+				first, err := s.Schedule(context.Background(), "k", "hold")
+				require.NoError(t, err)
+				require.Eventually(t, holding.Load, 10*time.Second, time.Millisecond)
+				defer waitState(t, fs, first.ID, store.StateSucceeded)
+			}
+			res, err := s.Schedule(context.Background(), "k", "go", tc.sched...)
+			require.NoError(t, err)
+			close(release)
+			waitState(t, fs, res.ID, store.StateSucceeded)
+			require.True(t, claims.has(res.ID), "the job did not wait for a claim")
+		})
+	}
+}
+
+// TestDirectStartDuringClaim: a Schedule call while a claim is in
+// flight starts its job directly on a slot the claim left free, without
+// waiting for the claim.
+func TestDirectStartDuringClaim(t *testing.T) {
+	fs := ax.NewFaultStore(newMemstore())
+	inClaim, unblock := make(chan struct{}), make(chan struct{})
+	var blocked atomic.Bool
+	fs.SetBeforeCall(func(ctx context.Context, method string) error {
+		if method == "Claim" && blocked.CompareAndSwap(false, true) {
+			close(inClaim)
+			select {
+			case <-unblock:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	})
+	defer close(unblock)
+	s := newScheduler(t, fs, func(c *ax.Config) { c.Workers = 8 })
+	ran := make(chan struct{}, 1)
+	require.NoError(t, s.Handle("k", ax.HandlerFunc(func(context.Context, *ax.Job) error {
+		ran <- struct{}{}
+		return nil
+	})))
+	start(t, s)
+	recv(t, inClaim) // the first claim round, held
+	_, err := s.Schedule(context.Background(), "k", nil)
+	require.NoError(t, err)
+	recv(t, ran)
+}
+
+// TestDirectStartKeepsLimits: Schedule calls while a claim is in flight
+// start jobs directly only on slots the claim did not ask for, so that
+// the two never run more handlers than Workers, or than a kind's
+// Concurrency.
+func TestDirectStartKeepsLimits(t *testing.T) {
+	tests := []struct {
+		name    string
+		workers int
+		opts    []ax.HandlerOption
+		limit   int
+	}{
+		{name: "workers", workers: 4, limit: 4},
+		{name: "kind concurrency", workers: 8, opts: []ax.HandlerOption{ax.Concurrency(2)}, limit: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := ax.NewFaultStore(newMemstore())
+			inClaim, unblock := make(chan struct{}), make(chan struct{})
+			var blocked atomic.Bool
+			fs.SetBeforeCall(func(ctx context.Context, method string) error {
+				if method == "Claim" && blocked.CompareAndSwap(false, true) {
+					close(inClaim)
+					<-unblock
+				}
+				return nil
+			})
+			s := newScheduler(t, fs, func(c *ax.Config) { c.Workers = tc.workers })
+			var running, peak atomic.Int64
+			release := make(chan struct{})
+			n := 2 * tc.limit
+			done := make(chan struct{}, n)
+			require.NoError(t, s.Handle("k", ax.HandlerFunc(func(context.Context, *ax.Job) error {
+				r := running.Add(1)
+				for p := peak.Load(); r > p && !peak.CompareAndSwap(p, r); p = peak.Load() {
+				}
+				<-release
+				running.Add(-1)
+				done <- struct{}{}
+				return nil
+			}), tc.opts...))
+			start(t, s)
+			recv(t, inClaim) // the first claim round, held while jobs are scheduled
+			for range n {
+				_, err := s.Schedule(context.Background(), "k", nil)
+				require.NoError(t, err)
+			}
+			close(unblock)
+			require.Eventually(t, func() bool { return running.Load() >= int64(tc.limit) }, 10*time.Second, time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // a handler over the limit would have started by now
+			require.EqualValues(t, tc.limit, peak.Load(), "handlers running at once")
+			close(release)
+			for range n {
+				recv(t, done)
+			}
+		})
+	}
+}
+
+// TestStopWaitsForDirectStart: Stop waits for a Schedule call that is
+// starting its job directly, and for that job's handler.
+func TestStopWaitsForDirectStart(t *testing.T) {
+	fs := ax.NewFaultStore(newMemstore())
+	s := newScheduler(t, fs)
+	ran := make(chan struct{}, 1)
+	require.NoError(t, s.Handle("k", ax.HandlerFunc(func(context.Context, *ax.Job) error {
+		ran <- struct{}{}
+		return nil
+	})))
+	start(t, s)
+	entered, release := make(chan struct{}), make(chan struct{})
+	fs.SetBeforeCall(func(_ context.Context, method string) error {
+		if method == "InsertClaimed" {
+			close(entered)
+			<-release
+		}
+		return nil
+	})
+	scheduled := make(chan error, 1)
+	var id uuid.UUID
+	go func() {
+		res, err := s.Schedule(context.Background(), "k", nil)
+		id = res.ID
+		scheduled <- err
+	}()
+	recv(t, entered)
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stopped <- s.Stop(ctx)
+	}()
+	time.Sleep(20 * time.Millisecond) // Stop is waiting (or about to)
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) while a direct start was in flight", err)
+	default:
+	}
+	close(release)
+	require.NoError(t, recv(t, scheduled))
+	recv(t, ran)
+	require.NoError(t, recv(t, stopped))
+	waitState(t, fs, id, store.StateSucceeded)
+}
+
+// TestStopHandsBackLateDirectStart: a direct start whose store call
+// outlives Stop's deadline does not run its job after Stop gave up
+// waiting: the job is handed back, unstarted, for any host to run.
+func TestStopHandsBackLateDirectStart(t *testing.T) {
+	fs := ax.NewFaultStore(newMemstore())
+	s := newScheduler(t, fs)
+	var ran atomic.Bool
+	require.NoError(t, s.Handle("k", ax.HandlerFunc(func(context.Context, *ax.Job) error {
+		ran.Store(true)
+		return nil
+	})))
+	start(t, s)
+	entered, release := make(chan struct{}), make(chan struct{})
+	fs.SetBeforeCall(func(_ context.Context, method string) error {
+		if method == "InsertClaimed" {
+			close(entered)
+			<-release
+		}
+		return nil
+	})
+	type result struct {
+		res ax.ScheduleResult
+		err error
+	}
+	scheduled := make(chan result, 1)
+	go func() {
+		res, err := s.Schedule(context.Background(), "k", nil)
+		scheduled <- result{res, err}
+	}()
+	recv(t, entered)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := s.Stop(ctx)
+	require.True(t, errors.Is(err, context.DeadlineExceeded), "Stop: %v", err)
+	close(release)
+	r := recv(t, scheduled)
+	require.NoError(t, r.err)
+	rec := waitState(t, fs, r.res.ID, store.StateScheduled)
+	require.False(t, ran.Load(), "the handler ran after Stop returned")
+	require.Zero(t, rec.Attempt, "a handed-back attempt is not counted")
+}
