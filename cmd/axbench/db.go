@@ -29,12 +29,14 @@ type benchDB struct {
 	pool   *pgxpool.Pool
 	store  *pgstore.Store
 	jobs   string // the jobs table, quoted and schema-qualified
+	// noDirect: Config.DisableDirectStart for every Scheduler (-no-direct-start).
+	noDirect bool
 }
 
 // createDB creates a fresh database on the server, migrated by pgstore.New.
 // Call close to drop it.
 func (b *bench) createDB(ctx context.Context) (*benchDB, error) {
-	d := &benchDB{name: "axbench_" + randomHex(6), server: b.opt.db}
+	d := &benchDB{name: "axbench_" + randomHex(6), server: b.opt.db, noDirect: b.opt.noDirect}
 	conn, err := pgx.Connect(ctx, b.opt.db)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", redact(b.opt.db), err)
@@ -131,7 +133,7 @@ func (d *benchDB) close() {
 // scheduler returns a Scheduler on the database with the default Config
 // but for Workers (0: the default) and what edit changes.
 func (d *benchDB) scheduler(workers int, edit ...func(*ax.Config)) (*ax.Scheduler, error) {
-	cfg := ax.Config{Store: d.store, Workers: workers}
+	cfg := ax.Config{Store: d.store, Workers: workers, DisableDirectStart: d.noDirect}
 	for _, e := range edit {
 		e(&cfg)
 	}

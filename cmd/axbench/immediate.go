@@ -29,7 +29,7 @@ import (
 func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	o := b.opt
 	n := int(float64(o.immRate) * o.immFor.Seconds())
-	r := newResult(map[string]any{"rate": o.immRate, "for": o.immFor.String(), "jobs": n, "conns": connsParam(o.conns)})
+	r := newResult(map[string]any{"rate": o.immRate, "for": o.immFor.String(), "jobs": n, "conns": connsParam(o.conns), "direct start": !o.noDirect})
 	d, err := b.createDB(ctx)
 	if err != nil {
 		return nil, err
