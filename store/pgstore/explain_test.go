@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
@@ -51,8 +53,21 @@ func TestClaimPlanUsesPartialIndex(t *testing.T) {
 	}
 	t.Logf("filled in %s", time.Since(start))
 
+	// Direct start's waiting test: one descent per priority, each
+	// stopping at the first due row or at the first future one (the
+	// 1M future jobs of priority 1 are not walked).
+	plan := explain(t, ctx, pool, s.InsertClaimedSQL(), uuid.Must(uuid.NewV7()), "k", []byte(`{}`), nil, 2, nil, int64(0), 3,
+		nil, "ax", false, false, int32(0), "explain", int64(10e6), nil)
+	t.Logf("insert-claimed plan:\n%s", plan)
+	if !strings.Contains(plan, "jobs_claim_idx") || strings.Contains(plan, "Seq Scan on jobs") {
+		t.Error("the insert's waiting test does not use jobs_claim_idx alone")
+	}
+	if n := strings.Count(plan, "using jobs_claim_idx"); n != 1 {
+		t.Errorf("the waiting test is planned %d times, want once", n)
+	}
+
 	args := []any{[]string{"k"}, []int32{100}, int32(100), "explain", int64(60e6), int64(60e6), nil, int64(10e3)}
-	plan := explain(t, ctx, pool, s.ClaimSQL(), args...)
+	plan = explain(t, ctx, pool, s.ClaimSQL(), args...)
 	t.Logf("claim plan:\n%s", plan)
 	if !strings.Contains(plan, "jobs_claim_idx") {
 		t.Error("the claim does not use jobs_claim_idx")

@@ -42,3 +42,6 @@ func (s *Store) RewindArchive() {
 	s.history.from = time.Time{}
 	s.history.mu.Unlock()
 }
+
+// InsertClaimedSQL returns the insert that claims, for the EXPLAIN test.
+func (s *Store) InsertClaimedSQL() string { return s.q.insertClaimed }

@@ -19,13 +19,14 @@ import (
 // cursors ($16, one per priority; NULL: from the range's start) as the
 // claim does, so that it steps over no more dead entries than a claim
 // would; an uncorrelated EXISTS is an InitPlan, evaluated only when the
-// run_at test leaves it to decide. A
+// run_at test leaves it to decide. t is materialized: each CASE below
+// would otherwise repeat the test as an InitPlan of its own. A
 // running row notifies no one (notifiedSQL takes claimable rows only).
 // The holder branch returns the holder's columns, of which the caller
 // reads only the ID.
 var insertClaimedSQL = `WITH r AS (
 	SELECT ` + insertRunAtSQL + ` AS at
-), t AS (
+), t AS MATERIALIZED (
 	SELECT r.at, r.at <= now() AND NOT EXISTS (
 		SELECT 1 FROM unnest('{1,2,3}'::smallint[]) AS p(priority)
 		CROSS JOIN LATERAL (
