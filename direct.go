@@ -25,9 +25,14 @@ import (
 // arriving during a claim still finds one.
 
 // directReserve returns how many of n free slots a claim leaves for
-// direct starts while nothing is due and waiting.
+// direct starts while nothing is due and waiting: a quarter, at most 16,
+// and one of two or three (the claim that finds more due than it asked
+// for takes every free slot in the next round).
 func directReserve(n int) int {
-	return min(n/4, 16)
+	if n < 2 {
+		return 0
+	}
+	return max(1, min(n/4, 16))
 }
 
 // directStart is one Schedule call's reserved slot and, once the store
