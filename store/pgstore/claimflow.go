@@ -44,8 +44,10 @@ func (k *claimKind) parted() bool {
 // decides what each kind may start (breaker, partition rate), and the
 // rest is a second batch. Either way the server runs the last batch
 // without waiting for this host, so a kind's row is held for little more
-// than the claim statement. Claims of one flow-controlled kind are
-// serialized by its row; claims of other kinds are not held.
+// than the claim statement. Claims of one kind with a concurrency limit
+// or a rate are serialized by its row (FOR UPDATE); claims in one round
+// trip of kinds with at most breakers share it (FOR SHARE, readsOnly);
+// claims of other kinds are not held.
 func (s *Store) claimFlow(ctx context.Context, params *store.ClaimParams) (*store.ClaimResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -168,10 +170,26 @@ func oneTrip(snap flowSnapshot, kinds []*claimKind) bool {
 	return true
 }
 
+// readsOnly reports whether a claim in one round trip of kinds writes
+// none of their flows rows: by the cached settings, no kind has a rate
+// (whose bucket the claim draws) or a concurrency limit (whose count
+// must not change between the claim's count and its commit), so at most
+// breakers, which that claim only reads (a probe is decided in Go, in
+// claimDecided, under FOR UPDATE).
+func readsOnly(kinds []*claimKind) bool {
+	for _, k := range kinds {
+		if f := k.flow; f != nil && (f.cfg.Concurrency > 0 || f.cfg.PartitionConcurrency > 0 ||
+			!f.cfg.Rate.IsZero() || !f.cfg.PartitionRate.IsZero()) {
+			return false
+		}
+	}
+	return true
+}
+
 // queueLock queues, on b, BEGIN, the transaction's settings and the lock
-// of the kinds' flows rows (kind order), then the clock once they are
-// held.
-func queueLock(b *pgx.Batch, q *flowQueries, kinds []*claimKind) {
+// of the kinds' flows rows (kind order; shared when share is set), then
+// the clock once they are held.
+func queueLock(b *pgx.Batch, q *flowQueries, kinds []*claimKind, share bool) {
 	names := make([]string, len(kinds))
 	for i, k := range kinds {
 		names[i] = k.kind
@@ -189,7 +207,11 @@ func queueLock(b *pgx.Batch, q *flowQueries, kinds []*claimKind) {
 	// after a rescue: at least once, as always.
 	b.Queue(`SELECT set_config('ax.flow_claim', 'on', true), set_config('plan_cache_mode', 'force_generic_plan', true),
 	set_config('synchronous_commit', 'off', true)`)
-	b.Queue(q.lockMany, names)
+	if share {
+		b.Queue(q.shareMany, names)
+	} else {
+		b.Queue(q.lockMany, names)
+	}
 	// The clock once the locks are held, also kept for the claim
 	// statement of a claim in one round trip (whose $11 is NULL), so
 	// that the claim and ClaimResult.Now agree.
@@ -239,7 +261,7 @@ func readLock(br pgx.BatchResults, seen map[string]*claimKind) (time.Time, error
 // trip of a claim whose limits Go decides.
 func (s *Store) lockClaimKinds(ctx context.Context, conn *pgx.Conn, q *flowQueries, kinds []*claimKind, seen map[string]*claimKind) (time.Time, error) {
 	b := &pgx.Batch{}
-	queueLock(b, q, kinds)
+	queueLock(b, q, kinds, false)
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()
 	now, err := readLock(br, seen)
@@ -330,7 +352,10 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 	}
 	b := &pgx.Batch{}
 	if at == nil {
-		queueLock(b, q, kinds) // one trip: the claim reads the time itself
+		// One trip: the claim reads the time itself. Claims that only
+		// read the rows (breakers) share them: three hosts released by
+		// a closing breaker claim at once instead of one after another.
+		queueLock(b, q, kinds, readsOnly(kinds))
 	}
 	b.Queue(q.claim, names, lims, concs, parted, pconcs, pbursts, pints,
 		int32(min(params.Limit, 1<<30)), params.Owner, micros(params.LeaseDuration), at, micros(params.AgeAfter),

@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -121,4 +122,54 @@ func TestFlowClaimRefusedData(t *testing.T) {
 	res, err := aged("ok")
 	require.NoError(t, err)
 	require.Len(t, res.Jobs, 1)
+}
+
+// TestFlowClaimLocks: a claim of kinds with at most a breaker shares the
+// kinds' flows rows, so such claims on several hosts run side by side (a
+// closing breaker releases its held jobs to every host at once); a kind
+// with a concurrency limit or a rate is still claimed under FOR UPDATE,
+// one claim at a time. Another transaction holds each kind's row FOR
+// SHARE, as a claim in flight would: the breaker's claim goes through,
+// the others wait.
+func TestFlowClaimLocks(t *testing.T) {
+	s, pool := newStorePool(t)
+	ctx := ctxT(t)
+	breaker := store.BreakerConfig{Failures: 3, CoolDown: time.Second, MaxCoolDown: time.Minute}
+	tests := []struct {
+		name  string
+		flow  store.FlowConfig
+		waits bool
+	}{
+		{name: "breaker", flow: store.FlowConfig{Kind: "lk.breaker", Breaker: breaker}},
+		{name: "concurrency", flow: store.FlowConfig{Kind: "lk.conc", Concurrency: 5}, waits: true},
+		{name: "rate", flow: store.FlowConfig{Kind: "lk.rate", Rate: store.RateLimit{Limit: 100, Period: time.Second}}, waits: true},
+		{name: "breaker and concurrency", flow: store.FlowConfig{Kind: "lk.both", Breaker: breaker, Concurrency: 5}, waits: true},
+	}
+	var flows []store.FlowConfig
+	for _, tc := range tests {
+		flows = append(flows, tc.flow)
+	}
+	require.NoError(t, s.SetFlows(ctx, &store.SetFlowsParams{Node: "n", Flows: flows}))
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.Insert(ctx, []store.InsertParams{job(tc.flow.Kind)})
+			require.NoError(t, err)
+			tx, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			_, err = tx.Exec(ctx, `SELECT 1 FROM ax.flows WHERE kind = $1 FOR SHARE`, tc.flow.Kind)
+			require.NoError(t, err)
+
+			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			res, err := s.Claim(cctx, &store.ClaimParams{Owner: "test", Kinds: []store.KindLimit{{Kind: tc.flow.Kind, Limit: 1}},
+				Limit: 1, LeaseDuration: time.Hour})
+			if tc.waits {
+				require.Error(t, err, "the claim did not wait for the row")
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, res.Jobs, 1)
+		})
+	}
 }

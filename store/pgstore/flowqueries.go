@@ -13,6 +13,7 @@ type flowQueries struct {
 	kinds          string
 	lockOne        string
 	lockMany       string
+	shareMany      string
 	deleteFlow     string
 	upsertFlow     string
 	recountPending string
@@ -103,6 +104,14 @@ func buildFlowQueries(schema string) flowQueries {
 		lockMany: `SELECT kind, config, breaker, rate_tat FROM {flows}
 WHERE kind = ANY($1::text[]) AND config - 'kind' - 'max_pending' - 'partition' <> '{}'::jsonb
 ORDER BY kind FOR UPDATE`,
+
+		// shareMany is lockMany for a claim that writes none of the rows
+		// (every kind's settings at most a breaker, which a claim in one
+		// round trip only reads): such claims of one kind run side by
+		// side, and a breaker's change still waits for them.
+		shareMany: `SELECT kind, config, breaker, rate_tat FROM {flows}
+WHERE kind = ANY($1::text[]) AND config - 'kind' - 'max_pending' - 'partition' <> '{}'::jsonb
+ORDER BY kind FOR SHARE`,
 
 		deleteFlow: `WITH b AS (DELETE FROM {buckets} WHERE kind = $1), d AS (DELETE FROM {deltas} WHERE kind = $1)
 DELETE FROM {flows} WHERE kind = $1`,
@@ -375,7 +384,7 @@ ORDER BY kind FOR UPDATE`,
 	// $11 NULL (a claim in one round trip, whose time Go did not read):
 	// the clock read once the locks were held, kept in ax.flow_now.
 	q.claim = strings.ReplaceAll(q.claim, "$11::timestamptz", "coalesce($11::timestamptz, current_setting('ax.flow_now')::timestamptz)")
-	for _, p := range []*string{&q.kinds, &q.lockOne, &q.lockMany, &q.deleteFlow, &q.upsertFlow, &q.recountPending,
+	for _, p := range []*string{&q.kinds, &q.lockOne, &q.lockMany, &q.shareMany, &q.deleteFlow, &q.upsertFlow, &q.recountPending,
 		&q.notifyKinds, &q.states, &q.setBreaker, &q.claim, &q.next, &q.finish, &q.lockBreakers,
 		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds} {
 		*p = r.Replace(*p)
