@@ -103,13 +103,7 @@ func (r *runtime) claimRound() error {
 	params := &store.ClaimParams{Owner: r.cfg.Node, LeaseDuration: r.cfg.LeaseDuration, AgeAfter: r.ageAfter,
 		Ahead: claimAhead(r.claimTime)}
 	r.mu.Lock()
-	// While the last claim left nothing due, leave a few slots to direct
-	// starts (direct.go): a Schedule during this claim may take them.
-	keep := 0
-	if !r.moreDue && r.inserter != nil && !r.cfg.DisableDirectStart {
-		keep = directReserve(r.free)
-	}
-	params.Limit = r.free - keep
+	params.Limit = r.free
 	clear(r.capped)
 	for _, k := range kinds {
 		if r.pauses.paused(k.kind) {

@@ -129,11 +129,12 @@ func TestDirectStartDeclines(t *testing.T) {
 	}
 }
 
-// TestDirectStartDuringClaim: a Schedule call while a claim is in
-// flight starts its job directly on a slot the claim left free, without
-// waiting for the claim.
-func TestDirectStartDuringClaim(t *testing.T) {
+// TestDirectStartWaitsForClaimInFlight: a claim in flight holds every
+// free slot it asked for, so a Schedule call meanwhile inserts its job
+// unclaimed, and the job runs once a claim takes it.
+func TestDirectStartWaitsForClaimInFlight(t *testing.T) {
 	fs := ax.NewFaultStore(newMemstore())
+	claims := watchClaims(fs)
 	inClaim, unblock := make(chan struct{}), make(chan struct{})
 	var blocked atomic.Bool
 	fs.SetBeforeCall(func(ctx context.Context, method string) error {
@@ -146,24 +147,24 @@ func TestDirectStartDuringClaim(t *testing.T) {
 		}
 		return nil
 	})
-	defer close(unblock)
 	s := newScheduler(t, fs, func(c *ax.Config) { c.Workers = 8 })
-	ran := make(chan struct{}, 1)
-	require.NoError(t, s.Handle("k", ax.HandlerFunc(func(context.Context, *ax.Job) error {
-		ran <- struct{}{}
-		return nil
-	})))
+	require.NoError(t, s.Handle("k", ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })))
 	start(t, s)
 	recv(t, inClaim) // the first claim round, held
-	_, err := s.Schedule(context.Background(), "k", nil)
+	res, err := s.Schedule(context.Background(), "k", nil)
 	require.NoError(t, err)
-	recv(t, ran)
+	rec, err := fs.Get(context.Background(), res.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StateScheduled, rec.State, "started directly while a claim held every free slot")
+	close(unblock)
+	waitState(t, fs, res.ID, store.StateSucceeded)
+	require.True(t, claims.has(res.ID))
 }
 
 // TestDirectStartKeepsLimits: Schedule calls while a claim is in flight
 // start jobs directly only on slots the claim did not ask for, so that
 // the two never run more handlers than Workers, or than a kind's
-// Concurrency.
+// Concurrency (without the claim's reservation, 7 ran on 4 workers).
 func TestDirectStartKeepsLimits(t *testing.T) {
 	tests := []struct {
 		name    string
