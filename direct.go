@@ -102,8 +102,9 @@ func (d *directStart) settle() bool {
 	return true
 }
 
-// returnSlot gives back a slot reserved but not used, and wakes the
-// claimer if jobs were left waiting for one.
+// returnSlot gives back a worker slot of kind (freeSlot's, or one
+// reserved for a direct start and not used), and wakes the claimer if
+// jobs were left waiting for one.
 func (r *runtime) returnSlot(kind string) {
 	r.mu.Lock()
 	r.free++

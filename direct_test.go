@@ -230,14 +230,7 @@ func TestStopWaitsForDirectStart(t *testing.T) {
 		return nil
 	})))
 	start(t, s)
-	entered, release := make(chan struct{}), make(chan struct{})
-	fs.SetBeforeCall(func(_ context.Context, method string) error {
-		if method == "InsertClaimed" {
-			close(entered)
-			<-release
-		}
-		return nil
-	})
+	entered, release := holdInsertClaimed(fs)
 	scheduled := make(chan error, 1)
 	var id uuid.UUID
 	go func() {
@@ -277,14 +270,7 @@ func TestStopHandsBackLateDirectStart(t *testing.T) {
 		return nil
 	})))
 	start(t, s)
-	entered, release := make(chan struct{}), make(chan struct{})
-	fs.SetBeforeCall(func(_ context.Context, method string) error {
-		if method == "InsertClaimed" {
-			close(entered)
-			<-release
-		}
-		return nil
-	})
+	entered, release := holdInsertClaimed(fs)
 	type result struct {
 		res ax.ScheduleResult
 		err error
@@ -305,4 +291,18 @@ func TestStopHandsBackLateDirectStart(t *testing.T) {
 	rec := waitState(t, fs, r.res.ID, store.StateScheduled)
 	require.False(t, ran.Load(), "the handler ran after Stop returned")
 	require.Zero(t, rec.Attempt, "a handed-back attempt is not counted")
+}
+
+// holdInsertClaimed makes fs's next InsertClaimed call close entered and
+// wait until release is closed.
+func holdInsertClaimed(fs *ax.FaultStore) (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	fs.SetBeforeCall(func(_ context.Context, method string) error {
+		if method == "InsertClaimed" {
+			close(entered)
+			<-release
+		}
+		return nil
+	})
+	return entered, release
 }

@@ -163,15 +163,7 @@ func (r *runtime) discard(a *attempt) {
 // due than slots, or this kind's when it was left out at its Concurrency
 // cap (the claim could not see whether it had due jobs).
 func (r *runtime) freeSlot(a *attempt) {
-	kind := a.job.Kind
-	r.mu.Lock()
-	r.free++
-	r.busy[kind]--
-	wake := r.moreDue || r.capped[kind]
-	r.mu.Unlock()
-	if wake {
-		r.wake()
-	}
+	r.returnSlot(a.job.Kind)
 }
 
 // errTxNotCommitted is the attempt error written when a handler called
