@@ -15,8 +15,8 @@ var _ store.InsertClaimer = (*Store)(nil)
 // InsertClaimed inserts one job as Insert does and, when it may, claims it
 // for claim.Owner in the same step, as store.InsertClaimer documents. The
 // job is claimed when params.Claimable at the store's now, its kind's flow
-// settings hold no claims back (store.FlowConfig.HoldsClaims) and the kind
-// has no sequences (as a Claim then takes no job ahead, see Claim), and no
+// settings allow it (store.FlowConfig.InsertsClaimable), the kind has no
+// sequences, and no
 // other job of the kind, of any priority and partition, is due and
 // claimable. A claimed job is made running as Claim makes it (Attempt 1,
 // Fence + 1, a fresh random LeaseToken, LeaseExpiresAt = now +

@@ -129,6 +129,15 @@ func (s *Store) bulk(ctx context.Context, params *store.BulkParams, applier func
 			fmt.Sprint(inspectTimeout.Milliseconds())); err != nil {
 			return err
 		}
+		if restore != "" {
+			// Finished jobs stay where they are until this commits: an
+			// archive in flight commits first (its rows would be
+			// skipped as locked, or be in neither table), and none
+			// starts meanwhile (Archive).
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, s.archiveLockKey()); err != nil {
+				return err
+			}
+		}
 		changed = 0
 		a[len(a)-2] = uuid.Nil
 		for changed < params.Limit {

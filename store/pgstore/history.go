@@ -127,13 +127,19 @@ func (s *Store) Archive(ctx context.Context, limit int) (int, error) {
 	}
 	from, pass := s.archiveFrom()
 	var (
-		moved  int
-		dbNow  time.Time
-		needed map[time.Time]bool // the days this pass's partitions cover
+		moved   int
+		dbNow   time.Time
+		needed  map[time.Time]bool // the days this pass's partitions cover
+		skipped bool
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		moved = 0
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&dbNow); err != nil {
+		// Archives share the archive lock; a Bulk of finished jobs takes
+		// it alone (Store.Bulk), and a pass meanwhile moves nothing.
+		var got bool
+		if err := tx.QueryRow(ctx, `SELECT now(), pg_try_advisory_xact_lock_shared(hashtextextended($1, 0))`,
+			s.archiveLockKey()).Scan(&dbNow, &got); err != nil || !got {
+			skipped = err == nil
 			return err
 		}
 		rows, _ := tx.Query(ctx, s.sql(archiveSQL), from, limit)
@@ -169,9 +175,18 @@ func (s *Store) Archive(ctx context.Context, limit int) (int, error) {
 		s.history.mu.Unlock()
 		return 0, fmt.Errorf("pgstore: archive: %w", err)
 	}
+	if skipped {
+		return 0, nil // a Bulk of finished jobs runs: the next pass moves them
+	}
 	s.archived(dbNow, pass, moved < limit, needed)
 	return moved, nil
 }
+
+// archiveLockKey names the advisory lock that keeps Archive from moving
+// finished jobs while a Bulk picks among them: its pick skips locked
+// rows, and a job an archive transaction has deleted from jobs but not
+// yet committed to the history is in neither table for it.
+func (s *Store) archiveLockKey() string { return "ax.archive." + s.schema }
 
 // archiveFrom returns where this pass walks from, and which pass it is.
 func (s *Store) archiveFrom() (time.Time, archivePass) {

@@ -66,11 +66,11 @@ WHERE ` + uniqueSpaceSQL + ` = (CASE WHEN $11 THEN '' ELSE $2 END) AND unique_pe
 // InsertClaimed inserts one job as Insert does and, when
 // store.InsertClaimer allows it, claims it for claim.Owner in the same
 // statement: one round trip, as an insert. It claims only a job that
-// InsertParams.Claimable allows, of a kind whose flow settings (as this
-// Store last read them, at most flowCacheTTL ago, as the claim does)
-// allow it (FlowConfig.InsertsClaimable) and without sequences, and while no job of
-// the kind is due and waiting (read from the kind's claim cursors, as a
-// claim reads). Other jobs go through Insert, unclaimed.
+// InsertParams.Claimable allows, of a kind without sequences whose flow
+// settings (as this Store last read them, at most flowCacheTTL ago, as
+// the claim does) allow it (FlowConfig.InsertsClaimable), and while no
+// job of the kind is due and waiting (read from the kind's claim
+// cursors, as a claim reads). Other jobs go through Insert, unclaimed.
 //
 // The job is claimed in the insert's transaction: if the call fails
 // after the commit (the connection drops, ctx ends), the job is running
@@ -139,7 +139,8 @@ func (s *Store) InsertClaimed(ctx context.Context, params *store.InsertParams, c
 // mayInsertClaimed reports whether params may be claimed as it is
 // inserted, judged before the round trip: a plain job due at once (a
 // past or present RunAt is checked by the statement against now()) of a
-// kind without flow settings that hold claims or derive partitions.
+// kind without sequences whose flow settings allow it
+// (FlowConfig.InsertsClaimable).
 func (s *Store) mayInsertClaimed(ctx context.Context, params *store.InsertParams) bool {
 	if params.Delay > 0 || len(params.FollowUps) > 0 || params.SequenceKey != "" || params.PendingLimit > 0 {
 		return false
