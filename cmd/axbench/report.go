@@ -45,12 +45,29 @@ func newResult(params map[string]any) *result { return &result{Params: params} }
 
 // add records a figure without a target.
 func (r *result) add(name string, v float64, unit string) {
+	if r.undefined(name, v) {
+		return
+	}
 	r.Metrics = append(r.Metrics, metric{Name: name, Value: v, Unit: unit})
 }
 
 // check records a figure with its target and whether it was met.
 func (r *result) check(name string, v float64, unit, target string, met bool) {
+	if r.undefined(name, v) {
+		return
+	}
 	r.Metrics = append(r.Metrics, metric{Name: name, Value: v, Unit: unit, Target: target, Met: &met})
+}
+
+// undefined reports whether v is no number (a ratio over an interval that
+// ran no job, say) and then notes why the figure is missing: JSON has no
+// infinities, and a report that cannot be written loses every figure.
+func (r *result) undefined(name string, v float64) bool {
+	if !math.IsInf(v, 0) && !math.IsNaN(v) {
+		return false
+	}
+	r.note("%s: undefined (%v): a figure it divides by is zero", name, v)
+	return true
 }
 
 // atMost and atLeast record a figure against a numeric bound.
