@@ -80,6 +80,17 @@ func runFlow(ctx context.Context, b *bench) (*result, error) {
 	r.add("breaker: start lag after the close max", ms(bl.start.max), "ms")
 	r.add("breaker: start lag after CloseBreaker was called p99", ms(bl.fromCall.p99), "ms")
 	r.add("breaker: CloseBreaker call", ms(bl.call), "ms")
+	for _, part := range []struct {
+		name string
+		lf   lagFigures
+	}{
+		{"from the close to the Claim call that took it (host clock)", bl.beforeClaim},
+		{"that Claim call's round trip", bl.claimCall},
+		{"from its return to the handler's start", bl.handOff},
+	} {
+		r.add("breaker: "+part.name+" p50", ms(part.lf.p50), "ms")
+		r.add("breaker: "+part.name+" p99", ms(part.lf.p99), "ms")
+	}
 	r.check("breaker: jobs started while it was open", float64(bl.early), "count", "= 0", bl.early == 0)
 
 	r.note("jobs/s as in multiprocess: N / (all processes told to start → the last Stop returned); GlobalConcurrency is 10 × procs × workers, RateLimit's bucket holds 20,000 tokens: neither binds")
@@ -212,11 +223,11 @@ func flowRateLag(ctx context.Context, b *bench) (*rateLagResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var starts [][3]int64
+	var starts []startRecord
 	for _, r := range res {
 		starts = append(starts, r.Starts...)
 	}
-	slices.SortFunc(starts, func(a, b [3]int64) int { return int(a[0] - b[0]) })
+	slices.SortFunc(starts, func(a, b startRecord) int { return int(a[0] - b[0]) })
 	var (
 		tat          time.Time
 		claim, start []time.Duration
@@ -251,9 +262,13 @@ func flowRateLag(ctx context.Context, b *bench) (*rateLagResult, error) {
 // breakerLagResult is what flowBreakerLag measured.
 type breakerLagResult struct {
 	claim, start lagFigures
-	fromCall     lagFigures    // start lags from the host time before CloseBreaker
-	call         time.Duration // CloseBreaker's own duration
-	early        int
+	fromCall     lagFigures // start lags from the host time before CloseBreaker
+	// The parts of a start's lag, for the jobs a Claim took: from the
+	// close to the Claim call, the call's round trip, and from its return
+	// to the handler's start.
+	beforeClaim, claimCall, handOff lagFigures
+	call                            time.Duration // CloseBreaker's own duration
+	early                           int
 }
 
 // flowBreakerLag holds -flow-breaker-jobs due jobs behind an open breaker,
@@ -303,7 +318,7 @@ func flowBreakerLag(ctx context.Context, b *bench) (*breakerLagResult, error) {
 		return nil, err
 	}
 	out := &breakerLagResult{call: call}
-	var claim, start, fromCall []time.Duration
+	var claim, start, fromCall, beforeClaim, claimCall, handOff []time.Duration
 	for _, r := range res {
 		for _, st := range r.Starts {
 			claimed, host := time.UnixMicro(st[0]), time.Unix(0, st[2])
@@ -313,9 +328,15 @@ func flowBreakerLag(ctx context.Context, b *bench) (*breakerLagResult, error) {
 			claim = append(claim, claimed.Sub(closedAt))
 			start = append(start, host.Sub(closedAt))
 			fromCall = append(fromCall, host.Sub(hostBefore))
+			if begin, end := time.Unix(0, st[3]), time.Unix(0, st[4]); st[3] != 0 {
+				beforeClaim = append(beforeClaim, begin.Sub(closedAt))
+				claimCall = append(claimCall, end.Sub(begin))
+				handOff = append(handOff, host.Sub(end))
+			}
 		}
 	}
 	out.claim, out.start, out.fromCall = lagsOf(claim), lagsOf(start), lagsOf(fromCall)
+	out.beforeClaim, out.claimCall, out.handOff = lagsOf(beforeClaim), lagsOf(claimCall), lagsOf(handOff)
 	return out, nil
 }
 

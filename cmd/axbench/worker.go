@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 )
 
@@ -38,8 +39,10 @@ type workerResult struct {
 	LagsUS   []int64 `json:"lags_us"`   // start lags (store clock), with -lags
 	EarlyCnt int64   `json:"early_cnt"` // negative start lags
 	// Starts are, with -starts, each handler call's claim time and run_at
-	// (store clock, Unix µs) and its start (host clock, Unix ns).
-	Starts [][3]int64 `json:"starts,omitempty"`
+	// (store clock, Unix µs), its start (host clock, Unix ns), and when the
+	// Claim call that took it began and returned (host clock, Unix ns;
+	// zero for a job Schedule started directly).
+	Starts []startRecord `json:"starts,omitempty"`
 }
 
 // workerMain is a worker process: a Scheduler on -dsn running no-op jobs.
@@ -125,7 +128,13 @@ func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile strin
 		return err
 	}
 	defer st.Close()
-	s, err := ax.New(ax.Config{Store: st, Workers: workers})
+	var claims *claimTimes // nil records nothing
+	var axStore store.Store = st
+	if fl.starts {
+		claims = &claimTimes{Store: st}
+		axStore = claims
+	}
+	s, err := ax.New(ax.Config{Store: axStore, Workers: workers})
 	if err != nil {
 		return err
 	}
@@ -133,7 +142,7 @@ func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile strin
 		count, last, early atomic.Int64
 		mu                 sync.Mutex
 		lagsUS             []int64
-		starts             [][3]int64
+		starts             []startRecord
 	)
 	if recordLags {
 		lagsUS = make([]int64, 0, 1<<16)
@@ -144,7 +153,8 @@ func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile strin
 		last.Store(now)
 		if fl.starts {
 			mu.Lock()
-			starts = append(starts, [3]int64{j.StartedAt.UnixMicro(), j.RunAt.UnixMicro(), now})
+			call := claims.of(j.ID)
+			starts = append(starts, startRecord{j.StartedAt.UnixMicro(), j.RunAt.UnixMicro(), now, call.begin, call.end})
 			mu.Unlock()
 		}
 		if lag := j.ClaimLag(); lag < 0 {

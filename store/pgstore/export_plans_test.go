@@ -12,6 +12,9 @@ func (s *Store) BatchSQL() map[string]string {
 		"insertMany": s.q.insertMany,
 		"rescue":     s.q.rescue,
 		"prune":      s.q.prune,
+		// The flow-controlled kinds' (flowqueries.go).
+		"flowClaim":  s.flowQ().claim,
+		"flowFinish": s.flowQ().finish,
 		// The history's (history.go).
 		"archive":      s.sql(archiveSQL),
 		"move":         s.sql(moveSQL),

@@ -239,8 +239,11 @@ FROM {flows} f WHERE $1 = '' OR f.kind = $1 ORDER BY f.kind`,
 		fence = j.fence + 1,
 		lease_expires_at = $11::timestamptz + $10::bigint * interval '1 microsecond',
 		attempted_at = $11::timestamptz
-	FROM picked
-	WHERE j.id = picked.id AND j.state IN ('scheduled', 'retrying')
+	-- By primary key (= ANY of an array, never a join, and no state
+	-- test: cand locked the rows in a claimable state): joined to picked,
+	-- a generic plan that trusts stale statistics probed the claim
+	-- index, every due job of the kind, once per picked row.
+	WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
 	RETURNING {jcols}
 ), taken AS (
 	SELECT kind, count(*) AS n FROM claimed GROUP BY kind
@@ -305,31 +308,10 @@ GROUP BY k.kind, k.parted, pk.key`,
 		// rows (ordered by the call's order) come the breakers of their
 		// kinds as the statement's snapshot saw them (id NULL), for
 		// FinishFlow to see whether the outcomes change them.
-		finish: `WITH input AS (
-	SELECT DISTINCT ON (id, token) id, token, outcome, delay_us, err, ord
-	FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[]) WITH ORDINALITY
-		AS i(id, token, outcome, delay_us, err, ord)
-	ORDER BY id, token, ord
-), locked AS MATERIALIZED (
-	SELECT j.id, j.lease_token AS token FROM {jobs} j JOIN input i ON j.id = i.id AND j.lease_token = i.token
-	WHERE j.state = 'running'
-	ORDER BY j.id
-	FOR UPDATE OF j
-), changed AS (
-	UPDATE {jobs} j SET
-		state = ` + finishStateSQL + `,
-		run_at = CASE WHEN ` + finishStateSQL + ` IN ('scheduled', 'retrying', 'paused')
-			THEN now() + i.delay_us * interval '1 microsecond' ELSE j.run_at END,
-		attempt = CASE WHEN i.outcome IN (4, 5) AND ` + finishStateSQL + ` IN ('scheduled', 'paused')
-			THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
-		errors = CASE WHEN i.outcome IN (2, 3, 6) THEN j.errors || ` + errorEntrySQL("i.err") + ` ELSE j.errors END,
-		lease_token = NULL,
-		lease_expires_at = NULL,
-		cancel_requested = false,
-		pause_requested = false,
-		finished_at = CASE WHEN ` + finishStateSQL + ` IN ` + finalSQL + ` THEN now() END
-	FROM locked l JOIN input i ON i.id = l.id AND i.token = l.token
-	WHERE j.id = l.id
+		finish: `WITH ` + finishLockedSQL + `, changed AS (
+	UPDATE {jobs} j SET ` + finishSetSQL + `
+	FROM locked i
+	WHERE j.id = i.id -- locked checked state and token on the rows it holds
 	RETURNING j.id, i.token, j.kind, j.state, j.run_at, i.outcome, i.ord
 ), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `
 	UNION ALL

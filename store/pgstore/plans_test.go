@@ -78,6 +78,9 @@ func TestGenericPlansAreLinear(t *testing.T) {
 		`SET auto_explain.log_format = json`,
 		`SET auto_explain.log_level = notice`,
 		`SET plan_cache_mode = force_generic_plan`,
+		// The flow claim reads it when its $11 is NULL, which planning
+		// evaluates too; the case passes $11.
+		`SELECT set_config('ax.flow_now', now()::text, false)`,
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -165,6 +168,23 @@ func planCases() []planCase {
 				}
 			}
 			return []any{ids, tokens, outcomes, delays, errs, "ax"}
+		}},
+		{"flowClaim", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+			// One kind, a concurrency limit that does not bind, no
+			// partitions, rates or breaker probe; $11 the clock.
+			none32, none64 := []int32{0}, []int64{0}
+			return []any{[]string{"due"}, []int32{int32(n)}, []int32{int32(10 * n)}, []bool{false}, none32, none32, none64,
+				int32(n), "plans", int64(60e6), time.Now(), int64(0), none64, []*string{nil}, none32, []bool{false}}
+		}},
+		{"flowFinish", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			ids, tokens := leases(ctx, t, conn, n)
+			outcomes := make([]int32, n)
+			delays := make([]int64, n)
+			errs := make([]string, n)
+			for i := range outcomes {
+				outcomes[i] = []int32{1, 2, 4}[i%3]
+			}
+			return []any{ids, tokens, outcomes, delays, errs, "ax", []string{"run"}}
 		}},
 		{"extend", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids, tokens := leases(ctx, t, conn, n)

@@ -281,32 +281,8 @@ ORDER BY ($6::bigint > 0 AND c.run_at <= now() - $6::bigint * interval '1 micros
 		// input on (id, token); under a generic plan that became a nested
 		// loop over two CTE scans comparing every outcome with every other
 		// (Rows Removed by Join Filter: 999,000 at 1,000 rows).
-		finish: `WITH locked AS MATERIALIZED (
-	SELECT j.id, i.token, i.outcome, i.delay_us, i.err
-	FROM (
-		SELECT DISTINCT ON (id, token) id, token, outcome, delay_us, err
-		FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[]) WITH ORDINALITY
-			AS u(id, token, outcome, delay_us, err, ord)
-		ORDER BY id, token, ord
-	) i
-	CROSS JOIN LATERAL (
-		SELECT j.id FROM {jobs} j
-		WHERE j.id = i.id AND j.lease_token = i.token AND (j.state = 'running') IS TRUE
-		FOR UPDATE
-	) j
-), changed AS (
-	UPDATE {jobs} j SET
-		state = ` + finishStateSQL + `,
-		run_at = CASE WHEN ` + finishStateSQL + ` IN ('scheduled', 'retrying', 'paused')
-			THEN now() + i.delay_us * interval '1 microsecond' ELSE j.run_at END,
-		attempt = CASE WHEN i.outcome IN (4, 5) AND ` + finishStateSQL + ` IN ('scheduled', 'paused')
-			THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
-		errors = CASE WHEN i.outcome IN (2, 3, 6) THEN j.errors || ` + errorEntrySQL("i.err") + ` ELSE j.errors END,
-		lease_token = NULL,
-		lease_expires_at = NULL,
-		cancel_requested = false,
-		pause_requested = false,
-		finished_at = CASE WHEN ` + finishStateSQL + ` IN ` + finalSQL + ` THEN now() END
+		finish: `WITH ` + finishLockedSQL + `, changed AS (
+	UPDATE {jobs} j SET ` + finishSetSQL + `
 	FROM locked i
 	-- No state or token test on j here: locked checked both on the rows
 	-- it holds, and repeating them would let the planner reach jobs
@@ -505,6 +481,40 @@ const insertRunAtSQL = `coalesce($6, now() + $7::bigint * interval '1 microsecon
 // finishStateSQL is the state a Finish row moves its job to: retry, snooze
 // and release of a job whose cancel was requested become cancelled, and
 // otherwise, when its pause was requested, paused.
+// finishLockedSQL is the locked CTE of both Finish statements (plain and
+// flow, see the plain one's comment): one row per job whose current lease
+// an input row names, locked by a primary-key probe in id order, carrying
+// the outcome and the input's position (ord).
+const finishLockedSQL = `locked AS MATERIALIZED (
+	SELECT j.id, i.token, i.outcome, i.delay_us, i.err, i.ord
+	FROM (
+		SELECT DISTINCT ON (id, token) id, token, outcome, delay_us, err, ord
+		FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[]) WITH ORDINALITY
+			AS u(id, token, outcome, delay_us, err, ord)
+		ORDER BY id, token, ord
+	) i
+	CROSS JOIN LATERAL (
+		SELECT j.id FROM {jobs} j
+		WHERE j.id = i.id AND j.lease_token = i.token AND (j.state = 'running') IS TRUE
+		FOR UPDATE
+	) j
+)`
+
+// finishSetSQL is what both Finish statements write to a job j whose
+// locked row is i.
+var finishSetSQL = `
+		state = ` + finishStateSQL + `,
+		run_at = CASE WHEN ` + finishStateSQL + ` IN ('scheduled', 'retrying', 'paused')
+			THEN now() + i.delay_us * interval '1 microsecond' ELSE j.run_at END,
+		attempt = CASE WHEN i.outcome IN (4, 5) AND ` + finishStateSQL + ` IN ('scheduled', 'paused')
+			THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
+		errors = CASE WHEN i.outcome IN (2, 3, 6) THEN j.errors || ` + errorEntrySQL("i.err") + ` ELSE j.errors END,
+		lease_token = NULL,
+		lease_expires_at = NULL,
+		cancel_requested = false,
+		pause_requested = false,
+		finished_at = CASE WHEN ` + finishStateSQL + ` IN ` + finalSQL + ` THEN now() END`
+
 const finishStateSQL = `(CASE WHEN i.outcome = 1 THEN 'succeeded' WHEN i.outcome = 3 THEN 'dead'
 	WHEN i.outcome = 6 OR j.cancel_requested THEN 'cancelled'
 	WHEN j.pause_requested THEN 'paused'
