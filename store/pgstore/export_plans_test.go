@@ -15,6 +15,7 @@ func (s *Store) BatchSQL() map[string]string {
 		// The flow-controlled kinds' (flowqueries.go).
 		"flowClaim":  s.flowQ().claim,
 		"flowFinish": s.flowQ().finish,
+		"setKeys":    s.flowQ().setKeys,
 		// The history's (history.go).
 		"archive":      s.sql(archiveSQL),
 		"move":         s.sql(moveSQL),

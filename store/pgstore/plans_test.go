@@ -186,6 +186,14 @@ func planCases() []planCase {
 			}
 			return []any{ids, tokens, outcomes, delays, errs, "ax", []string{"run"}}
 		}},
+		{"setKeys", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			ids := idsOf(ctx, t, conn, `SELECT id FROM ax.jobs WHERE state = 'scheduled' ORDER BY id LIMIT $1`, n)
+			pkeys, skeys, counted := make([]string, n), make([]string, n), make([]bool, n)
+			for i := range ids {
+				pkeys[i], counted[i] = fmt.Sprintf("tenant-%d", i%7), true
+			}
+			return []any{ids, pkeys, skeys, counted}
+		}},
 		{"extend", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids, tokens := leases(ctx, t, conn, n)
 			return []any{ids, tokens, int64(60e6)}
