@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,16 +22,17 @@ import (
 // would otherwise repeat the test as an InitPlan of its own. A
 // running row notifies no one (notifiedSQL takes claimable rows only).
 // The holder branch returns the holder's columns, of which the caller
-// reads only the ID.
-var insertClaimedSQL = `WITH r AS (
-	SELECT ` + insertRunAtSQL + ` AS at
+// reads only the ID; the rest, the unique-key lookup and the
+// notification, is insertOneSQL's, shared with insertOne.
+var insertClaimedSQL = insertOneSQL(`WITH r AS (
+	SELECT `+insertRunAtSQL+` AS at
 ), t AS MATERIALIZED (
 	SELECT r.at, r.at <= now() AND NOT EXISTS (
 		SELECT 1 FROM unnest('{1,2,3}'::smallint[]) AS p(priority)
 		CROSS JOIN LATERAL (
 			SELECT 1 FROM {jobs} w
 			WHERE w.kind = $2 AND w.priority = p.priority
-			  AND w.state IN ` + claimableSQL + ` AND w.run_at <= now()
+			  AND w.state IN `+claimableSQL+` AND w.run_at <= now()
 			  AND w.run_at >= coalesce(($16::timestamptz[])[p.priority], '-infinity')
 			ORDER BY w.run_at
 			LIMIT 1
@@ -43,7 +43,7 @@ var insertClaimedSQL = `WITH r AS (
 	INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key,
 		unique_global, unique_finished, unique_period, unique_window,
 		state, owner, lease_token, attempt, fence, lease_expires_at, attempted_at)
-	SELECT $1, $2, $3, $4, $5, t.at, t.at, $8, $9, $11, $12, $13, ` + uniqueWindowSQL("$13::int") + `,
+	SELECT $1, $2, $3, $4, $5, t.at, t.at, $8, $9, $11, $12, $13, `+uniqueWindowSQL("$13::int")+`,
 		CASE WHEN t.take THEN 'running' ELSE 'scheduled' END,
 		CASE WHEN t.take THEN $14 ELSE '' END,
 		CASE WHEN t.take THEN gen_random_uuid() END,
@@ -52,16 +52,9 @@ var insertClaimedSQL = `WITH r AS (
 		CASE WHEN t.take THEN now() + $15::bigint * interval '1 microsecond' END,
 		CASE WHEN t.take THEN now() END
 	FROM t
-	ON CONFLICT ` + uniqueIndexSQL + ` DO NOTHING
-	RETURNING {jcols}
-), changed AS (SELECT * FROM ins
-), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$10") + `)
-SELECT false, (SELECT count(*) FROM notified), ins.* FROM ins
-UNION ALL
-SELECT true, 0, {cols} FROM {jobs}
-WHERE ` + uniqueSpaceSQL + ` = (CASE WHEN $11 THEN '' ELSE $2 END) AND unique_period = $13
-	AND unique_window = ` + uniqueWindowSQL("$13::int") + ` AND unique_key = $9
-	AND ` + uniqueHeldSQL("") + ` AND NOT EXISTS (SELECT 1 FROM ins)`
+	ON CONFLICT `+uniqueIndexSQL+` DO NOTHING
+	RETURNING {jcols}`,
+	"false, (SELECT count(*) FROM notified), ins.*", "true, 0, {cols}")
 
 // InsertClaimed inserts one job as Insert does and, when
 // store.InsertClaimer allows it, claims it for claim.Owner in the same

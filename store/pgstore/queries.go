@@ -61,6 +61,27 @@ const plainClaimOrderSQL = `aged DESC, CASE WHEN aged THEN 0 ELSE priority END, 
 const notifiedSQL = `SELECT pg_notify($CHAN, json_build_object('kind', kind, 'run_at', min(run_at))::text)
 	FROM changed WHERE state IN ` + claimableSQL + ` GROUP BY kind`
 
+// insertOneSQL completes a statement that inserts one job (insertOne,
+// insertClaimedSQL): head is its WITH list up to the ins CTE, an INSERT
+// ... ON CONFLICT DO NOTHING RETURNING without its closing parenthesis.
+// The statement notifies listeners of the inserted row when it is
+// claimable and returns it (the inserted columns), or, when the insert
+// gave way to a unique key, the job holding that key in the key's scope
+// (the held columns; $2 kind, $9 key, $11 global, $13 period). A holder
+// committed after the statement's snapshot, or that gave the key up
+// meanwhile, yields no row: the caller retries.
+func insertOneSQL(head, inserted, held string) string {
+	return head + `
+), changed AS (SELECT * FROM ins
+), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$10") + `)
+SELECT ` + inserted + ` FROM ins
+UNION ALL
+SELECT ` + held + ` FROM {jobs}
+WHERE ` + uniqueSpaceSQL + ` = (CASE WHEN $11 THEN '' ELSE $2 END) AND unique_period = $13
+	AND unique_window = ` + uniqueWindowSQL("$13::int") + ` AND unique_key = $9
+	AND ` + uniqueHeldSQL("") + ` AND NOT EXISTS (SELECT 1 FROM ins)`
+}
+
 // errorEntrySQL builds one entry of the errors array for attempt j.attempt.
 func errorEntrySQL(msg string) string {
 	return `jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', now(), 'error', ` + msg + `))`
@@ -77,28 +98,19 @@ func buildQueries(schema string) queries {
 		insertClaimed: insertClaimedSQL,
 
 		// One round trip for one job: insert, or find the holder of the
-		// unique key in its scope. A holder committed after this
-		// statement's snapshot, or that gave the key up meanwhile, yields
-		// no row; the caller retries. The run_at expression is written
+		// unique key in its scope (insertOneSQL). The run_at expression is written
 		// twice, for run_at and scheduled_at: now() is the transaction's
 		// start, so both get the same value. The Period window is that of
 		// statement_timestamp(), the store clock (Store.Now), which is one
 		// value for the whole statement: the insert and the lookup agree.
-		insertOne: `WITH ins AS (
+		insertOne: insertOneSQL(`WITH ins AS (
 	INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key,
 		unique_global, unique_finished, unique_period, unique_window)
-	VALUES ($1, $2, $3, $4, $5, ` + insertRunAtSQL + `, ` + insertRunAtSQL + `, $8, $9,
-		$11, $12, $13, ` + uniqueWindowSQL("$13::int") + `)
-	ON CONFLICT ` + uniqueIndexSQL + ` DO NOTHING
-	RETURNING id, kind, run_at, state
-), changed AS (SELECT * FROM ins
-), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$10") + `)
-SELECT id, false, (SELECT count(*) FROM notified) FROM ins
-UNION ALL
-SELECT id, true, 0 FROM {jobs}
-WHERE ` + uniqueSpaceSQL + ` = (CASE WHEN $11 THEN '' ELSE $2 END) AND unique_period = $13
-	AND unique_window = ` + uniqueWindowSQL("$13::int") + ` AND unique_key = $9
-	AND ` + uniqueHeldSQL("") + ` AND NOT EXISTS (SELECT 1 FROM ins)`,
+	VALUES ($1, $2, $3, $4, $5, `+insertRunAtSQL+`, `+insertRunAtSQL+`, $8, $9,
+		$11, $12, $13, `+uniqueWindowSQL("$13::int")+`)
+	ON CONFLICT `+uniqueIndexSQL+` DO NOTHING
+	RETURNING id, kind, run_at, state`,
+			"id, false, (SELECT count(*) FROM notified)", "id, true, 0"),
 
 		// Payloads travel as json, which PostgreSQL keeps as the text sent.
 		// The caller computes the windows ($12) from one reading of the
