@@ -52,7 +52,10 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 		res.Now = now
 		return res, err
 	}
-	from, cursor := s.cursors.begin(kinds, time.Now())
+	from, cursor, audit := s.cursors.begin(kinds, time.Now())
+	if audit {
+		s.auditCursors(kinds, from)
+	}
 	var held []pgtype.Timestamptz
 	err := s.claimRows(ctx, res, &held, kinds, limits, params, from)
 	s.cursors.end(cursor, kinds, held, res.Now, err == nil)

@@ -7,11 +7,16 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// fullScanEvery is how often the plain claim scans every range from its
-// start even while claim cursors are on: a safety net for a job made
+// auditEvery is how often the cursors are audited: a scan of every range
+// a claim asked for, from its start up to the cursor, for a job made
 // claimable below a cursor by something that did not notify (an
-// operator's hand-written UPDATE). Every path of this package notifies.
-const fullScanEvery = 10 * time.Second
+// operator's hand-written UPDATE). Every path of this package notifies;
+// this is a safety net. The audit runs beside the claims, never in one
+// (Store.auditCursors): under a held snapshot it steps over every entry
+// claimed since the horizon was pinned, which once made every tenth
+// second's claim, and the jobs waiting behind it, hundreds of
+// milliseconds late.
+const auditEvery = 10 * time.Second
 
 // cursorKey is one range of jobs_claim_idx: a kind and a priority.
 type cursorKey struct {
@@ -54,7 +59,7 @@ type claimCursors struct {
 	on       bool
 	at       map[cursorKey]time.Time
 	inflight map[*cursorClaim]struct{}
-	fullAt   time.Time // when the last full scan was started
+	fullAt   time.Time // when the last audit was started
 	every    time.Duration
 }
 
@@ -66,25 +71,26 @@ type cursorClaim struct {
 }
 
 func newClaimCursors() *claimCursors {
-	return &claimCursors{at: map[cursorKey]time.Time{}, inflight: map[*cursorClaim]struct{}{}, every: fullScanEvery}
+	return &claimCursors{at: map[cursorKey]time.Time{}, inflight: map[*cursorClaim]struct{}{}, every: auditEvery}
 }
 
 // begin returns the lower bound of each range of kinds (3 per kind, in
 // priority order 1, 2, 3; invalid: the range's start) and a handle for
-// end, or (nil, nil) when cursors are off or a full scan is due.
-func (c *claimCursors) begin(kinds []string, now time.Time) ([]pgtype.Timestamptz, *cursorClaim) {
+// end, or (nil, nil, false) when cursors are off. audit reports that the
+// ranges below those bounds are due for an audit (auditEvery).
+func (c *claimCursors) begin(kinds []string, now time.Time) (from []pgtype.Timestamptz, cl *cursorClaim, audit bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.on {
-		return nil, nil
+		return nil, nil, false
 	}
-	cl := &cursorClaim{}
+	cl = &cursorClaim{}
 	c.inflight[cl] = struct{}{}
 	if now.Sub(c.fullAt) >= c.every || now.Before(c.fullAt) {
 		c.fullAt = now
-		return nil, cl
+		audit = true
 	}
-	from := make([]pgtype.Timestamptz, 3*len(kinds))
+	from = make([]pgtype.Timestamptz, 3*len(kinds))
 	for i, k := range kinds {
 		for p := 1; p <= 3; p++ {
 			if t, ok := c.at[cursorKey{k, p}]; ok {
@@ -92,7 +98,7 @@ func (c *claimCursors) begin(kinds []string, now time.Time) ([]pgtype.Timestampt
 			}
 		}
 	}
-	return from, cl
+	return from, cl, audit
 }
 
 // peek returns the lower bound of each range of kind (3, in priority

@@ -16,11 +16,12 @@ import (
 // transaction that read now() before a claim and committed after it (its
 // notification lowers the cursor), and a job inserted with a run_at in
 // the past. A row written by hand, without a notification, below the
-// cursor is skipped (the cursor is in use) until the next full scan.
+// cursor is skipped (the cursor is in use) until the next audit, which a
+// claim starts beside itself and the claims after it see.
 func TestClaimCursorsMissNothing(t *testing.T) {
 	s, pool := newStorePool(t)
 	ctx := ctxT(t)
-	s.SetClaimFullScanEvery(time.Hour)
+	s.SetCursorAuditEvery(time.Hour)
 	var heard atomic.Int64
 	unsubscribe := s.Subscribe(func(store.Notification) { heard.Add(1) })
 	defer unsubscribe()
@@ -68,7 +69,7 @@ func TestClaimCursorsMissNothing(t *testing.T) {
 	require.Equal(t, past.ID, got[0].ID)
 
 	// A row made claimable by hand, without a notification: below the
-	// cursor, it waits for the next full scan.
+	// cursor, it waits for the next audit.
 	hand := job("cur")
 	_, err = s.Insert(ctx, []store.InsertParams{hand})
 	require.NoError(t, err)
@@ -78,9 +79,12 @@ func TestClaimCursorsMissNothing(t *testing.T) {
 	_, err = pool.Exec(ctx, `UPDATE ax.jobs SET state = 'scheduled', run_at = now() - interval '1 minute' WHERE id = $1`, hand.ID)
 	require.NoError(t, err)
 	require.Empty(t, claimOne(), "below the cursor, not notified: skipped while cursors are in use")
-	s.SetClaimFullScanEvery(0)
-	got = claimOne()
-	require.Len(t, got, 1, "found by the full scan")
+	s.SetCursorAuditEvery(0)
+	require.Empty(t, claimOne(), "the claim that starts an audit scans from its cursors")
+	require.Eventually(t, func() bool {
+		got = claimOne()
+		return len(got) == 1
+	}, 10*time.Second, 10*time.Millisecond, "found once an audit lowered the cursor")
 	require.Equal(t, hand.ID, got[0].ID)
 }
 
@@ -90,7 +94,7 @@ func TestClaimCursorsMissNothing(t *testing.T) {
 func TestClaimCursorsOffWithoutListener(t *testing.T) {
 	s, pool := newStorePool(t)
 	ctx := ctxT(t)
-	s.SetClaimFullScanEvery(time.Hour)
+	s.SetCursorAuditEvery(time.Hour)
 	_, err := s.Insert(ctx, []store.InsertParams{job("cur")})
 	require.NoError(t, err)
 	require.Len(t, claimKind(t, s, "cur", 10), 1)

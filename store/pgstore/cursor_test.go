@@ -12,8 +12,8 @@ import (
 // claim scans whole ranges; a range's next start is the earliest due
 // candidate left, else the claim's now; a notification lowers a kind's
 // cursors, also under a claim in flight; a reset or a stopped listener
-// forgets them; a failed claim records nothing; a full scan comes back
-// after the interval.
+// forgets them; a failed claim records nothing; an audit is due after the
+// interval, the claim that starts it still scanning from its cursors.
 func TestClaimCursors(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
@@ -26,13 +26,13 @@ func TestClaimCursors(t *testing.T) {
 		name  string
 		do    func(c *claimCursors)
 		begin bool                 // check what a claim's begin returns
-		want  []pgtype.Timestamptz // from begin; nil: cursors off or a full scan
+		want  []pgtype.Timestamptz // from begin; nil: cursors off
 		check func(t *testing.T, c *claimCursors)
 	}
 	// claimed runs one claim that ends with the given held values at now.
 	claimed := func(now time.Duration, h []pgtype.Timestamptz) func(c *claimCursors) {
 		return func(c *claimCursors) {
-			_, cl := c.begin(kinds, at(now))
+			_, cl, _ := c.begin(kinds, at(now))
 			c.end(cl, kinds, h, at(now), true)
 		}
 	}
@@ -61,7 +61,7 @@ func TestClaimCursors(t *testing.T) {
 			{name: "listen", do: func(c *claimCursors) { c.listening(true) }},
 			{name: "claim", do: claimed(time.Second, allNow)},
 			{name: "claim with a notification in flight", do: func(c *claimCursors) {
-				_, cl := c.begin(kinds, at(2*time.Second))
+				_, cl, _ := c.begin(kinds, at(2*time.Second))
 				c.lower("a", at(1500*time.Millisecond)) // above a's cursor: lowers only what the claim sets
 				c.end(cl, kinds, allNow, at(2*time.Second), true)
 			}},
@@ -72,7 +72,7 @@ func TestClaimCursors(t *testing.T) {
 			{name: "listen", do: func(c *claimCursors) { c.listening(true) }},
 			{name: "claim", do: claimed(time.Second, allNow)},
 			{name: "claim reset in flight", do: func(c *claimCursors) {
-				_, cl := c.begin(kinds, at(2*time.Second))
+				_, cl, _ := c.begin(kinds, at(2*time.Second))
 				c.reset()
 				c.end(cl, kinds, allNow, at(2*time.Second), true)
 			}},
@@ -82,7 +82,7 @@ func TestClaimCursors(t *testing.T) {
 			{name: "listen", do: func(c *claimCursors) { c.listening(true) }},
 			{name: "claim", do: claimed(time.Second, allNow)},
 			{name: "failed", do: func(c *claimCursors) {
-				_, cl := c.begin(kinds, at(2*time.Second))
+				_, cl, _ := c.begin(kinds, at(2*time.Second))
 				c.end(cl, kinds, nil, at(2*time.Second), false)
 			}},
 			{name: "next", begin: true, want: held(ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second))},
@@ -93,12 +93,19 @@ func TestClaimCursors(t *testing.T) {
 			{name: "lost", do: func(c *claimCursors) { c.listening(false) }},
 			{name: "off", begin: true, want: nil, check: func(t *testing.T, c *claimCursors) { require.Empty(t, c.at) }},
 		}},
-		{"full scan after the interval", []step{
+		{"audit after the interval", []step{
 			{name: "listen", do: func(c *claimCursors) { c.listening(true) }},
 			{name: "claim", do: claimed(time.Second, allNow)},
-			{name: "claim later", do: claimed(time.Second+fullScanEvery, allNow)},
-			{name: "that one was full", check: func(t *testing.T, c *claimCursors) {
-				require.Equal(t, at(time.Second+fullScanEvery), c.fullAt)
+			{name: "claim at the interval", check: func(t *testing.T, c *claimCursors) {
+				from, cl, audit := c.begin(kinds, at(time.Second+auditEvery))
+				c.end(cl, kinds, allNow, at(time.Second+auditEvery), true)
+				require.True(t, audit, "an audit is due")
+				require.Equal(t, held(ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second)), from,
+					"the claim still scans from its cursors")
+				require.Equal(t, at(time.Second+auditEvery), c.fullAt)
+				_, cl, audit = c.begin(kinds, at(2*time.Second+auditEvery))
+				c.end(cl, kinds, allNow, at(2*time.Second+auditEvery), true)
+				require.False(t, audit, "the next one is auditEvery later")
 			}},
 		}},
 	}
@@ -111,7 +118,7 @@ func TestClaimCursors(t *testing.T) {
 					st.do(c)
 				}
 				if st.begin {
-					got, cl := c.begin(kinds, at(3*time.Second))
+					got, cl, _ := c.begin(kinds, at(3*time.Second))
 					require.Equal(t, st.want, got, st.name)
 					c.end(cl, kinds, nil, time.Time{}, false)
 				}

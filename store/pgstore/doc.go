@@ -149,9 +149,13 @@
 // claimable below a cursor always notifies with its run_at in the same
 // transaction (insert, retry, snooze, release, rescue, resume, run now,
 // follow-ups), and the listener lowers the kind's cursors before anyone
-// hears of it; without a listening connection there are no cursors, and
-// every 10 s a claim scans whole ranges anyway, as a safety net for rows
-// changed by hand.
+// hears of it; without a listening connection there are no cursors. As a
+// safety net for rows changed by hand, every 10 s a claim starts an audit
+// beside it: one scan of each of its ranges from the start to the cursor,
+// in a goroutine of the Store's (Close waits for it), which lowers a
+// cursor to any claimable job it finds below. The claims never wait for
+// it: under a held snapshot that scan steps over every entry claimed
+// since the horizon was pinned.
 //
 // Finish writes any number of outcomes in one statement (unnest arrays),
 // each row guarded by lease_token and state = 'running', and matched to
@@ -162,7 +166,7 @@
 //
 // Every batched statement (Claim, Finish, ExtendLeases, the keyed Insert,
 // RescueExpired, Prune, Archive's pick and move, the restore from the
-// history) is linear in its batch under any plan: pgx caches
+// history, the flow-controlled kinds' claim and Finish) is linear in its batch under any plan: pgx caches
 // prepared statements, and after five executions PostgreSQL may run a
 // generic plan, costed without the parameters' values. Input rows reach
 // jobs only through lateral primary-key probes, joins on the primary key

@@ -27,9 +27,9 @@ func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int) error {
 	})
 }
 
-// SetClaimFullScanEvery changes how often the plain claim ignores its
-// cursors, for tests of the cursors' safety net.
-func (s *Store) SetClaimFullScanEvery(d time.Duration) {
+// SetCursorAuditEvery changes how often claims audit their cursors, for
+// tests of the cursors' safety net.
+func (s *Store) SetCursorAuditEvery(d time.Duration) {
 	s.cursors.mu.Lock()
 	defer s.cursors.mu.Unlock()
 	s.cursors.every = d

@@ -15,6 +15,7 @@ import (
 type queries struct {
 	get           string
 	insertOne     string
+	cursorAudit   string
 	insertClaimed string
 	insertMany    string
 	holders       string
@@ -96,6 +97,7 @@ func buildQueries(schema string) queries {
 		get: `SELECT {cols} FROM {alljobs} WHERE id = $1`,
 
 		insertClaimed: insertClaimedSQL,
+		cursorAudit:   cursorAuditSQL,
 
 		// One round trip for one job: insert, or find the holder of the
 		// unique key in its scope (insertOneSQL). The run_at expression is written
@@ -452,7 +454,7 @@ FROM pg_class c
 WHERE c.oid = '{jobs}'::regclass
    OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = '{history}'::regclass)`,
 	}
-	for _, p := range []*string{&q.get, &q.insertOne, &q.insertClaimed, &q.insertMany, &q.holders, &q.notify, &q.claim,
+	for _, p := range []*string{&q.get, &q.insertOne, &q.insertClaimed, &q.cursorAudit, &q.insertMany, &q.holders, &q.notify, &q.claim,
 		&q.finish, &q.extend, &q.rescue, &q.prune, &q.list, &q.controlCur, &q.cancel, &q.pause,
 		&q.resume, &q.runNow, &q.countLive, &q.finalBound, &q.countFinal, &q.finalSample, &q.reltuples} {
 		*p = r.Replace(*p)

@@ -27,8 +27,14 @@ type Store struct {
 
 	closed atomic.Bool
 
-	lmu      sync.Mutex // guards listener lifecycle
+	lmu      sync.Mutex // guards listener lifecycle and auditing
 	listener *listener
+	// life ends when the Store closes; it bounds the work the Store
+	// runs on its own (cursor audits), which Close waits for (audits).
+	life     context.Context
+	endLife  context.CancelFunc
+	auditing bool // a cursor audit runs (cursoraudit.go)
+	audits   sync.WaitGroup
 
 	flow flowCache // flow control (flow.go)
 
@@ -50,7 +56,8 @@ var (
 // an error naming its host and port) and, unless WithoutMigrate is given,
 // runs Migrate with the same options; with WithoutMigrate it checks that the
 // schema is at SchemaVersion. New starts no goroutine: the listener starts
-// with the first Subscribe.
+// with the first Subscribe, and only while it listens do claims audit
+// their cursors beside them (cursor.go).
 //
 // The pool stays the caller's: Close does not close it.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
@@ -73,6 +80,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if err != nil {
 		return nil, err
 	}
+	life, endLife := context.WithCancel(context.Background())
 	return &Store{
 		pool:    pool,
 		schema:  o.schema,
@@ -80,6 +88,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		q:       buildQueries(o.schema),
 		opts:    o,
 		cursors: newClaimCursors(),
+		life:    life,
+		endLife: endLife,
 	}, nil
 }
 
@@ -100,6 +110,8 @@ func (s *Store) Close() error {
 	if l != nil {
 		l.stop()
 	}
+	s.endLife()
+	s.audits.Wait()
 	return nil
 }
 
