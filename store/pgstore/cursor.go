@@ -59,7 +59,7 @@ type claimCursors struct {
 	on       bool
 	at       map[cursorKey]time.Time
 	inflight map[*cursorClaim]struct{}
-	fullAt   time.Time // when the last audit was started
+	auditAt  time.Time // when the last audit was started
 	every    time.Duration
 }
 
@@ -86,8 +86,8 @@ func (c *claimCursors) begin(kinds []string, now time.Time) (from []pgtype.Times
 	}
 	cl = &cursorClaim{}
 	c.inflight[cl] = struct{}{}
-	if now.Sub(c.fullAt) >= c.every || now.Before(c.fullAt) {
-		c.fullAt = now
+	if now.Sub(c.auditAt) >= c.every || now.Before(c.auditAt) {
+		c.auditAt = now
 		audit = true
 	}
 	from = make([]pgtype.Timestamptz, 3*len(kinds))

@@ -102,7 +102,7 @@ func TestClaimCursors(t *testing.T) {
 				require.True(t, audit, "an audit is due")
 				require.Equal(t, held(ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second), ts(time.Second)), from,
 					"the claim still scans from its cursors")
-				require.Equal(t, at(time.Second+auditEvery), c.fullAt)
+				require.Equal(t, at(time.Second+auditEvery), c.auditAt)
 				_, cl, audit = c.begin(kinds, at(2*time.Second+auditEvery))
 				c.end(cl, kinds, allNow, at(2*time.Second+auditEvery), true)
 				require.False(t, audit, "the next one is auditEvery later")
@@ -112,7 +112,7 @@ func TestClaimCursors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newClaimCursors()
-			c.fullAt = at(0)
+			c.auditAt = at(0)
 			for _, st := range tt.steps {
 				if st.do != nil {
 					st.do(c)
