@@ -78,6 +78,7 @@ type options struct {
 	heldRate     int
 	heldWorkers  int
 	heldClean    time.Duration
+	heldWarmup   time.Duration
 	heldHold     time.Duration
 	heldRecovery time.Duration
 	heldWindow   time.Duration
@@ -166,6 +167,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.heldRate, "heldxmin-rate", 2000, "heldxmin: jobs scheduled per second")
 	fs.IntVar(&o.heldWorkers, "heldxmin-workers", 100, "heldxmin: Config.Workers")
 	fs.DurationVar(&o.heldClean, "heldxmin-clean", time.Minute, "heldxmin: phase before the snapshot is held")
+	fs.DurationVar(&o.heldWarmup, "heldxmin-warmup", 10*time.Second, "heldxmin: start of the clean phase left out of its figures (new connections, first plans)")
 	fs.DurationVar(&o.heldHold, "heldxmin-hold", 5*time.Minute, "heldxmin: how long one transaction holds an xid (BEGIN; SELECT txid_current())")
 	fs.DurationVar(&o.heldRecovery, "heldxmin-recovery", 2*time.Minute, "heldxmin: phase after it is released")
 	fs.DurationVar(&o.heldWindow, "heldxmin-window", 10*time.Second, "heldxmin: time-series window")
@@ -188,7 +190,7 @@ var quickValues = map[string]string{
 	"flow-reps": "1", "flow-lag-jobs": "500", "flow-breaker-jobs": "50",
 	"insert-single": "300", "insert-total": "5000", "insert-batches": "100,1000",
 	"bigtable-sizes": "2000,5000", "bigtable-for": "1s", "bigtable-warmup": "200ms", "feed-batch": "1000",
-	"heldxmin-rate": "300", "heldxmin-clean": "2s", "heldxmin-hold": "2s", "heldxmin-recovery": "2s", "heldxmin-window": "1s",
+	"heldxmin-rate": "300", "heldxmin-clean": "2s", "heldxmin-warmup": "200ms", "heldxmin-hold": "2s", "heldxmin-recovery": "2s", "heldxmin-window": "1s",
 	"wide-for": "2s", "wide-interval": "500ms",
 }
 
@@ -251,6 +253,9 @@ func (o *options) parseLists() error {
 		if d <= 0 {
 			return fmt.Errorf("-%s must be positive, not %s", name, d)
 		}
+	}
+	if o.heldWarmup < 0 || o.heldWarmup >= o.heldClean {
+		return fmt.Errorf("-heldxmin-warmup %s must be at least 0 and shorter than -heldxmin-clean %s", o.heldWarmup, o.heldClean)
 	}
 	if o.bigWarmup < 0 || o.wideInterval > o.wideFor {
 		return fmt.Errorf("-bigtable-warmup must not be negative, and -wide-interval must not exceed -wide-for")
