@@ -18,14 +18,21 @@ import (
 // such a call can never succeed, so it must not pass for a transient
 // failure; the params' Validate methods refuse nearly all of it before a
 // statement is sent, and this covers the rest (texts no Validate checks,
-// constraints an operator added). Other errors, nil included, are returned
-// as they are.
+// constraints an operator added), or an ID that already exists: a unique
+// violation of the jobs' or batches' primary key (an explicit ID reused;
+// the store.Store contract makes it ErrInvalidParams). Other errors, nil
+// included, are returned as they are.
 func invalidData(err error) error {
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || !(strings.HasPrefix(pe.Code, "22") || pe.Code == "23514") {
+	switch {
+	case !errors.As(err, &pe):
 		return err
+	case pe.Code == "23505" && (pe.ConstraintName == "jobs_pkey" || pe.ConstraintName == "batches_pkey"):
+		return fmt.Errorf("%w: an ID already exists: %w", store.ErrInvalidParams, err)
+	case strings.HasPrefix(pe.Code, "22") || pe.Code == "23514":
+		return fmt.Errorf("%w: %w", store.ErrInvalidParams, err)
 	}
-	return fmt.Errorf("%w: %w", store.ErrInvalidParams, err)
+	return err
 }
 
 // isUniqueViolation reports whether err is PostgreSQL's unique_violation.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -15,8 +16,8 @@ import (
 )
 
 // TestDatabaseRefusalsAreInvalidParams checks that when PostgreSQL itself
-// refuses a write's data (a check violation, or a data exception on text
-// no Validate method checks), every write path returns an error wrapping
+// refuses a write's data (a check violation, a data exception on text no
+// Validate method checks, or an ID that already exists), every write path returns an error wrapping
 // both store.ErrInvalidParams and the *pgconn.PgError, and stores nothing.
 // The check constraints stand for what an operator may add; Validate
 // refuses everything the shipped schema would.
@@ -29,6 +30,12 @@ func TestDatabaseRefusalsAreInvalidParams(t *testing.T) {
 		}
 	}
 	keyed := func(p store.InsertParams) store.InsertParams { p.UniqueKey = p.ID.String(); return p }
+	// An explicit ID reused: a unique violation of the primary key.
+	const existing = "01900000-0000-7000-8000-000000000001"
+	const existingJob = `INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts)
+		VALUES ('` + existing + `', 'k', '{}', 2, now(), now(), 3)`
+	const notExisting = `SELECT count(*) FROM ax.jobs WHERE id <> '` + existing + `'`
+	reuse := func(p store.InsertParams) store.InsertParams { p.ID = uuid.MustParse(existing); return p }
 	cases := []struct {
 		name       string
 		constraint string // run before the call; "" for none
@@ -81,6 +88,22 @@ func TestDatabaseRefusalsAreInvalidParams(t *testing.T) {
 				_, err := s.DeclarePeriodic(ctx, &store.DeclarePeriodicParams{Name: "p", Spec: "forbidden"})
 				return err
 			}, "23514", `SELECT count(*) FROM ax.periodic`},
+		{"InsertExistingID", existingJob, insert(job("ok"), reuse(job("ok"))), "23505", notExisting},
+		{"InsertKeyedExistingID", existingJob, insert(keyed(job("ok")), keyed(reuse(job("ok")))), "23505", notExisting},
+		{"InsertTxExistingID", existingJob, func(ctx context.Context, t *testing.T, s *pgstore.Store, pool *pgxpool.Pool) error {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck // the failed statement aborted it
+			_, err = s.InsertTx(ctx, tx, []store.InsertParams{job("ok"), reuse(job("ok"))})
+			return err
+		}, "23505", notExisting},
+		{"InsertClaimedExistingID", existingJob, func(ctx context.Context, _ *testing.T, s *pgstore.Store, _ *pgxpool.Pool) error {
+			p := reuse(job("ok"))
+			_, _, err := s.InsertClaimed(ctx, &p, &store.InsertClaim{Owner: "n", LeaseDuration: time.Minute})
+			return err
+		}, "23505", notExisting},
 		{"StopNodeNUL", "", func(ctx context.Context, _ *testing.T, s *pgstore.Store, _ *pgxpool.Pool) error {
 			_, err := s.StopNode(ctx, "a\x00b")
 			return err

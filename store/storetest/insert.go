@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -149,6 +150,71 @@ func testInsert(t *testing.T, newStore NewStoreFunc) {
 				res := claim(t, st, claimParams(10, longLease, "insert.valid", "insert.bad"))
 				require.Empty(t, res.Jobs)
 				insert(t, st, params(t, "insert.valid", withUniqueKey("valid-first")), params(t, "insert.valid", withUniqueKey("valid-last")))
+			})
+		}
+	})
+
+	// An ID that already exists (an explicit ID reused) fails the whole
+	// call with ErrInvalidParams and changes nothing, whatever path the
+	// store takes for the call's rows: one row, several, with unique keys
+	// or without, the ID earlier in the same call.
+	t.Run("ExistingID", func(t *testing.T) {
+		cases := []struct {
+			name  string
+			keyed bool
+			rows  func(existing uuid.UUID, fresh func() store.InsertParams) []store.InsertParams
+		}{
+			{"OneRow", false, func(id uuid.UUID, fresh func() store.InsertParams) []store.InsertParams {
+				p := fresh()
+				p.ID = id
+				return []store.InsertParams{p}
+			}},
+			{"OneKeyedRow", true, func(id uuid.UUID, fresh func() store.InsertParams) []store.InsertParams {
+				p := fresh()
+				p.ID = id
+				return []store.InsertParams{p}
+			}},
+			{"AmongOthers", false, func(id uuid.UUID, fresh func() store.InsertParams) []store.InsertParams {
+				p := fresh()
+				p.ID = id
+				return []store.InsertParams{fresh(), p, fresh()}
+			}},
+			{"AmongKeyedOthers", true, func(id uuid.UUID, fresh func() store.InsertParams) []store.InsertParams {
+				p := fresh()
+				p.ID = id
+				return []store.InsertParams{fresh(), p, fresh()}
+			}},
+			{"TwiceInOneCall", false, func(_ uuid.UUID, fresh func() store.InsertParams) []store.InsertParams {
+				a, b := fresh(), fresh()
+				b.ID = a.ID
+				return []store.InsertParams{a, fresh(), b}
+			}},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				st := newStore(t)
+				existing := insertOne(t, st, "insert.existing")
+				before := get(t, st, existing)
+				n := 0
+				fresh := func() store.InsertParams {
+					n++
+					var mods []func(*store.InsertParams)
+					if c.keyed {
+						mods = append(mods, withUniqueKey(fmt.Sprintf("existing-%d", n)))
+					}
+					return params(t, "insert.other", mods...)
+				}
+				rows := c.rows(existing, fresh)
+				_, err := st.Insert(t.Context(), rows)
+				require.ErrorIs(t, err, store.ErrInvalidParams)
+				requireUnchanged(t, st, before)
+				for _, r := range rows {
+					if r.ID != existing {
+						requireNotFound(t, st, r.ID)
+					}
+				}
+				res := claim(t, st, claimParams(10, longLease, "insert.other"))
+				require.Empty(t, res.Jobs, "nothing of the call was inserted")
 			})
 		}
 	})
