@@ -117,13 +117,16 @@ func ExampleAdmin_PauseKind() {
 		close(ran)
 		return nil
 	}))
-	_ = s.Start(ctx)
-	defer s.Stop(ctx)
-
+	// Paused before Start here, so that no claim is in flight: a claim
+	// that began before a pause may still start the kind's jobs (a pause
+	// reaches every claim within one heartbeat).
 	admin := s.Admin()
 	if _, err := admin.PauseKind(ctx, "report.build"); err != nil {
 		panic(err)
 	}
+	_ = s.Start(ctx)
+	defer s.Stop(ctx)
+
 	_, _ = s.Schedule(ctx, "report.build", nil)
 	kinds, _ := admin.Kinds(ctx)
 	for _, k := range kinds {

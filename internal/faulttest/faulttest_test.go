@@ -104,12 +104,20 @@ func testKill(t *testing.T, flags []string, bound time.Duration) {
 	killedAt := c.dbNow()
 	victim.signal(t, syscall.SIGKILL)
 	victim.wait(t, 10*time.Second)
-	// The jobs the victim held; those whose handler had started ran on it.
+	// The jobs the victim held, as seen just after the kill: a lower bound,
+	// since on a loaded machine a job whose lease the victim failed to
+	// extend in time may already have been rescued.
 	held := c.count(`SELECT count(*) FROM ax.jobs_all WHERE state = 'running' AND owner = $1`, victim.name)
-	heldStarted := c.count(`SELECT count(*) FROM ax.jobs_all j WHERE state = 'running' AND owner = $1
-		AND EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.id AND e.node = $1)`, victim.name)
 
 	c.waitAllSucceeded(2 * time.Minute)
+	// What was rescued from the victim, counted once every job ended: each
+	// such job carries the rescue's error naming its owner. Those whose
+	// handler had started ran on it.
+	rescuedFromVictim := `SELECT j.id FROM ax.jobs_all j WHERE jsonb_array_length(j.errors) > 0
+		AND j.errors->0->>'error' LIKE '%owner ' || $1 || ' %'`
+	rescued := c.count(`SELECT count(*) FROM (`+rescuedFromVictim+`) r`, victim.name)
+	heldStarted := c.count(`SELECT count(*) FROM (`+rescuedFromVictim+`) r
+		WHERE EXISTS (SELECT 1 FROM executions e WHERE e.job_id = r.id AND e.node = $1)`, victim.name)
 	tl := c.tally()
 	require.Zero(t, tl.lost, "jobs lost")
 	require.Equal(t, len(jobs), tl.jobs)
@@ -132,8 +140,9 @@ func testKill(t *testing.T, flags []string, bound time.Duration) {
 	figure(t, "killed leader %s holding %d jobs; %d ran again elsewhere; rescued %s-%s after the kill; failover (kill to re-run start) min %s avg %s max %s (bound %s, flags %v); lost %d",
 		victim.name, held, tl.duplicated, sec(minR), sec(maxR), sec(minF), sec(avgF), sec(maxF), bound, flags, tl.lost)
 	require.Equal(t, heldStarted, tl.duplicated, "every job the victim was running ran again")
-	require.Equal(t, held, c.count(`SELECT count(*) FROM ax.jobs_all WHERE jsonb_array_length(errors) > 0`),
-		"exactly the jobs the victim held were rescued")
+	require.GreaterOrEqual(t, rescued, held, "every job the victim held when it died was rescued")
+	require.Equal(t, rescued, c.count(`SELECT count(*) FROM ax.jobs_all WHERE jsonb_array_length(errors) > 0`),
+		"only the victim's jobs were rescued")
 	require.LessOrEqual(t, sec(maxF), bound, "failover slower than lease + rescue interval")
 	// The leadership (pruning, node reaping) passes on too, later: once the
 	// dead leader's lease lapses (LeaderTTL, 10s by default).
