@@ -16,9 +16,8 @@ var _ store.InsertClaimer = (*Store)(nil)
 // for claim.Owner in the same step, as store.InsertClaimer documents. The
 // job is claimed when params.Claimable at the store's now, its kind's flow
 // settings allow it (store.FlowConfig.InsertsClaimable), the kind has no
-// sequences, and no
-// other job of the kind, of any priority and partition, is due and
-// claimable. A claimed job is made running as Claim makes it (Attempt 1,
+// sequences, and no other job of the kind, of any priority and partition,
+// is due and claimable. A claimed job is made running as Claim makes it (Attempt 1,
 // Fence + 1, a fresh random LeaseToken, LeaseExpiresAt = now +
 // LeaseDuration, AttemptedAt = now) and notifies no one; its record is
 // returned. Otherwise, or for a duplicate (the holder's ID and Duplicate =
