@@ -204,9 +204,9 @@ func queueLock(b *pgx.Batch, q *flowQueries, kinds []*claimKind, share bool) {
 	// of hundreds per second is a claim every few milliseconds). A claim
 	// lost in a server crash leaves its jobs claimable; their holders'
 	// outcomes are then refused (lease lost) and the jobs run again, as
-	// after a rescue: at least once, as always.
+	// after a rescue: at least once, as always. No JIT: see jitOffSQL.
 	b.Queue(`SELECT set_config('ax.flow_claim', 'on', true), set_config('plan_cache_mode', 'force_generic_plan', true),
-	set_config('synchronous_commit', 'off', true)`)
+	set_config('synchronous_commit', 'off', true), set_config('jit', 'off', true)`)
 	if share {
 		b.Queue(q.shareMany, names)
 	} else {
@@ -362,7 +362,9 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 		rints, probes, rbursts, gates)
 	b.Queue(`COMMIT`)
 	// What is left is read after the commit, so that the kinds' rows
-	// are not held for it.
+	// are not held for it: in the batch's next implicit transaction,
+	// without JIT.
+	b.Queue(jitOffSQL)
 	b.Queue(q.next, names, parted)
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()
@@ -398,6 +400,9 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 	}
 	if tag.String() != "COMMIT" {
 		return false, fmt.Errorf("commit: the server answered %q", tag.String())
+	}
+	if _, err := br.Exec(); err != nil {
+		return false, fmt.Errorf("turn JIT off: %w", err)
 	}
 	rows, err = br.Query()
 	if err != nil {

@@ -247,7 +247,17 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 	}
 	// FinishParams.Result and Then are not this statement's: FinishFlow
 	// writes them afterwards in the same transaction (finishExtras).
-	rows, _ := q.Query(ctx, s.flowQ().finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, limited)
+	// Without JIT (jitOffSQL), in one round trip: on the pool, the two
+	// statements share the batch's implicit transaction.
+	b := &pgx.Batch{}
+	b.Queue(jitOffSQL)
+	b.Queue(s.flowQ().finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, limited)
+	br := q.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, nil, fmt.Errorf("turn JIT off: %w", err)
+	}
+	rows, _ := br.Query()
 	applied := make(map[store.Lease]bool, len(params))
 	breakers := map[string]*flowRow{}
 	var (
@@ -278,6 +288,9 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 		return nil
 	})
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := br.Close(); err != nil {
 		return nil, nil, err
 	}
 	for i, p := range params {

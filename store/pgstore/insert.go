@@ -15,9 +15,11 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// querier is what inserts need of a pool or a transaction.
+// querier is what inserts (and flow finishes) need of a pool or a
+// transaction.
 type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
