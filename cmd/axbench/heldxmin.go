@@ -39,6 +39,9 @@ func runHeldXmin(ctx context.Context, b *bench) (*result, error) {
 	o := b.opt
 	r := newResult(map[string]any{"rate": o.heldRate, "workers": o.heldWorkers, "clean": o.heldClean.String(), "warmup": o.heldWarmup.String(),
 		"hold": o.heldHold.String(), "recovery": o.heldRecovery.String(), "window": o.heldWindow.String(), "conns": connsParam(o.conns)})
+	if o.heldRescue > 0 {
+		r.Params["rescue interval"] = o.heldRescue.String()
+	}
 	d, err := b.createDB(ctx)
 	if err != nil {
 		return nil, err
@@ -57,7 +60,7 @@ func runHeldXmin(ctx context.Context, b *bench) (*result, error) {
 	defer prod.close()
 
 	ts := newTimedStore(run.store)
-	s, err := newScheduler(ts, o.heldWorkers)
+	s, err := ax.New(ax.Config{Store: ts, Workers: o.heldWorkers, RescueInterval: o.heldRescue})
 	if err != nil {
 		return nil, err
 	}

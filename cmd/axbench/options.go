@@ -67,16 +67,19 @@ type options struct {
 	batches      string
 	batchList    []int
 
-	bigSizes     string
-	bigSizeList  []int
-	bigWorkers   string
-	bigWorkList  []int
-	bigFor       time.Duration
-	bigWarmup    time.Duration
-	bigFresh     bool
-	feedBatch    int
-	heldRate     int
-	heldWorkers  int
+	bigSizes    string
+	bigSizeList []int
+	bigWorkers  string
+	bigWorkList []int
+	bigFor      time.Duration
+	bigWarmup   time.Duration
+	bigFresh    bool
+	feedBatch   int
+	heldRate    int
+	heldWorkers int
+	// heldRescue is Config.RescueInterval in heldxmin (0: the default), for
+	// an A/B of what the rescue of expired leases costs under a held snapshot.
+	heldRescue   time.Duration
 	heldClean    time.Duration
 	heldWarmup   time.Duration
 	heldHold     time.Duration
@@ -166,6 +169,7 @@ func (o *options) register(fs *flag.FlagSet) {
 
 	fs.IntVar(&o.heldRate, "heldxmin-rate", 2000, "heldxmin: jobs scheduled per second")
 	fs.IntVar(&o.heldWorkers, "heldxmin-workers", 100, "heldxmin: Config.Workers")
+	fs.DurationVar(&o.heldRescue, "heldxmin-rescue-interval", 0, "heldxmin: Config.RescueInterval (0: the default)")
 	fs.DurationVar(&o.heldClean, "heldxmin-clean", time.Minute, "heldxmin: phase before the snapshot is held")
 	fs.DurationVar(&o.heldWarmup, "heldxmin-warmup", 10*time.Second, "heldxmin: start of the clean phase left out of its figures (new connections, first plans)")
 	fs.DurationVar(&o.heldHold, "heldxmin-hold", 5*time.Minute, "heldxmin: how long one transaction holds an xid (BEGIN; SELECT txid_current())")

@@ -176,6 +176,17 @@
 // for 1,000 outcomes). TestGenericPlansAreLinear checks each statement
 // with plan_cache_mode = force_generic_plan at 100 and 1,000 rows.
 //
+// The flow-controlled kinds' claim, the read of what it left and their
+// Finish run with JIT compilation off for their transaction
+// (set_config('jit', 'off', true), sent in the same round trip): their
+// plans' estimated cost grows with the table's statistics, and once a
+// large queue had been analyzed it passed every JIT threshold, so that
+// each claim spent 1.7–2 s in LLVM for a statement that runs in under a
+// millisecond. The plain statements' estimates stay in the hundreds
+// (LIMITs and primary-key probes) and run as the session is set up.
+// TestFlowStatementsRunWithoutJIT checks it on sessions that compile
+// everything.
+//
 // Pausing a running job only sets pause_requested; Finish and
 // RescueExpired read it when the attempt ends and write paused instead of
 // retrying or scheduled (a requested cancel still wins). Inserts of one job take one round trip; several jobs go in one
