@@ -182,10 +182,11 @@
 // plans' estimated cost grows with the table's statistics, and once a
 // large queue had been analyzed it passed every JIT threshold, so that
 // each claim spent 1.7–2 s in LLVM for a statement that runs in under a
-// millisecond. The plain statements' estimates stay in the hundreds
-// (LIMITs and primary-key probes) and run as the session is set up.
-// TestFlowStatementsRunWithoutJIT checks it on sessions that compile
-// everything.
+// millisecond. The plain statements' estimates stay far below the
+// thresholds (LIMITs and primary-key probes: at most a few thousand with
+// 30,000 analyzed due or running jobs, against jit_above_cost's 100,000)
+// and run as the session is set up. TestFlowStatementsRunWithoutJIT
+// checks the flow statements on sessions that compile everything.
 //
 // Pausing a running job only sets pause_requested; Finish and
 // RescueExpired read it when the attempt ends and write paused instead of

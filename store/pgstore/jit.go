@@ -12,5 +12,6 @@ package pgstore
 // in under a millisecond, while the claim held its kinds' rows and every
 // other claim of the kinds queued behind it (axbench flow at -n 100000:
 // from 10,000 jobs/s to about 30). These statements never run long enough
-// for compiled expressions to pay back.
+// for compiled expressions to pay back. Inside a caller's transaction
+// (CompleteTx) the setting lasts until that transaction ends.
 const jitOffSQL = `SELECT set_config('jit', 'off', true)`
