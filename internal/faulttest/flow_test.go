@@ -247,18 +247,28 @@ func TestFlowBreaker(t *testing.T) {
 		}
 	}
 	failedBefore := c.count(`SELECT count(*) FROM executions WHERE outcome LIKE 'failed:%' AND host_finished_at <= $1`, opened)
-	// A job whose claim began before the opening host emitted its event
-	// was claimed while the breaker was closed (or it is a probe, which
-	// comes a cool-down later), even if its handler started after that
-	// event: claimed_at (the claim's transaction start, store clock; one
-	// machine, one clock) tells them apart. The claim time alone cannot
-	// judge the close: a claim that waited for the closing Finish's lock
-	// has a claimed_at before the close.
+	// A start counts as one while the breaker was not closed when its
+	// claim came (claimed_at: the flow claim's clock once it held the
+	// kind's row, store clock; one machine, one clock) after the opening
+	// and before the close. The opening is the opening host's event,
+	// emitted once its Finish committed: a job claimed before it may
+	// still reach its handler after it. The close is the store's time of
+	// the change (the breaker's changed_at, read once the closing Finish
+	// held the kind's row, which every claim shares): a claim that
+	// waited for the closing Finish took its jobs after the close, yet
+	// they can start before the closing host emits its event (50 such
+	// starts failed the count once when it was judged by that event).
+	var closedAt time.Time
+	var closedState string
+	require.NoError(t, c.pool.QueryRow(context.Background(),
+		`SELECT (breaker ->> 'changed_at')::timestamptz, breaker ->> 'state' FROM ax.flows WHERE kind = 'work'`).Scan(&closedAt, &closedState))
+	require.Equal(t, "closed", closedState)
 	during := c.count(`SELECT count(*) FROM executions
-		WHERE host_started_at > $1 AND host_started_at < $2 AND claimed_at > $1`, opened, closed)
+		WHERE host_started_at > $1 AND claimed_at > $1 AND claimed_at < $2`, opened, closedAt)
 	overlapDuring := c.count(`SELECT count(*) FROM executions a JOIN executions b ON a.job_id < b.job_id
-		WHERE a.host_started_at > $1 AND a.host_started_at < $2 AND b.host_started_at > $1 AND b.host_started_at < $2
-		AND a.host_started_at < b.host_finished_at AND b.host_started_at < a.host_finished_at`, opened, closed)
+		WHERE a.claimed_at > $1 AND a.claimed_at < $2 AND b.claimed_at > $1 AND b.claimed_at < $2
+		AND a.host_started_at > $1 AND b.host_started_at > $1
+		AND a.host_started_at < b.host_finished_at AND b.host_started_at < a.host_finished_at`, opened, closedAt)
 	dead := c.count(`SELECT count(*) FROM ax.jobs_all WHERE state = 'dead'`)
 	var p50, p99, worst float64
 	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT
