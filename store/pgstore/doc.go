@@ -182,11 +182,13 @@
 // plans' estimated cost grows with the table's statistics, and once a
 // large queue had been analyzed it passed every JIT threshold, so that
 // each claim spent 1.7–2 s in LLVM for a statement that runs in under a
-// millisecond. The plain statements' estimates stay far below the
-// thresholds (LIMITs and primary-key probes: at most a few thousand with
-// 30,000 analyzed due or running jobs, against jit_above_cost's 100,000)
-// and run as the session is set up. TestFlowStatementsRunWithoutJIT
-// checks the flow statements on sessions that compile everything.
+// millisecond. The plain statements run as the session is set up: their
+// plans are LIMITs and primary-key probes, and in one hand-run
+// measurement (2026-12-01: the plans test's statements on 30,000 analyzed
+// due and running jobs, not kept as a test) the highest estimate was the
+// rescue's 4,004, against jit_above_cost's 100,000; a much larger table
+// would raise it. TestFlowStatementsRunWithoutJIT checks the flow
+// statements on sessions that compile everything.
 //
 // Pausing a running job only sets pause_requested; Finish and
 // RescueExpired read it when the attempt ends and write paused instead of
