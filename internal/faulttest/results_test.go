@@ -169,11 +169,28 @@ func TestBatchAcrossKill(t *testing.T) {
 	}
 	// Killed while it holds children: a kill that lands while the
 	// process's claim is still in flight (its transaction then rolls back)
-	// would cut nothing short, as once under CI load.
-	c.waitFor("a third of the children, and b running some", 60*time.Second, func() bool {
-		return succeeded() >= n/3 && c.count(`SELECT count(*) FROM ax.jobs_all WHERE batch_id = $1 AND kind = 'child'
-			AND state = 'running' AND owner = $2`, res.ID, procs[1].name) >= 10
-	})
+	// would cut nothing short, as once under CI load; and b, seen holding
+	// children, finished them all before a kill that came a moment later
+	// (once more under CI load). So b is frozen first (SIGSTOP: it can
+	// write nothing more once the statements it had sent are done), and
+	// killed only if it then holds children in the database; otherwise it
+	// is let go and caught again.
+	heldByB := func() int {
+		return c.count(`SELECT count(*) FROM ax.jobs_all WHERE batch_id = $1 AND kind = 'child'
+			AND state = 'running' AND owner = $2`, res.ID, procs[1].name)
+	}
+	for try := 1; ; try++ {
+		c.waitFor("a third of the children, and b running some", 60*time.Second, func() bool {
+			return succeeded() >= n/3 && heldByB() >= 10
+		})
+		procs[1].signal(t, syscall.SIGSTOP)
+		time.Sleep(200 * time.Millisecond) // statements b had sent end
+		if heldByB() > 0 {
+			break
+		}
+		require.Less(t, try, 5, "b, frozen, held no child five times")
+		procs[1].signal(t, syscall.SIGCONT)
+	}
 	procs[1].signal(t, syscall.SIGKILL)
 	procs[1].wait(t, 10*time.Second)
 
