@@ -143,14 +143,16 @@ func (s *Store) bulk(ctx context.Context, params *store.BulkParams, applier func
 		for changed < params.Limit {
 			want := params.Limit - changed
 			a[len(a)-1] = want
+			var restored []uuid.UUID
 			if restore != "" {
 				// The next candidates in the history come back to jobs
 				// first, so that the pick sees them among the others
-				// in ID order. Those it does not pick stay in jobs,
-				// finished, until Archive moves them again.
-				if _, err := tx.Exec(ctx, restore, a...); err != nil {
+				// in ID order.
+				back, err := collectIDs(tx.Query(ctx, restore, a...))
+				if err != nil {
 					return err
 				}
+				restored = back
 			}
 			ids, risky, err := pickBulk(ctx, tx, pick, a)
 			if err != nil {
@@ -159,6 +161,15 @@ func (s *Store) bulk(ctx context.Context, params *store.BulkParams, applier func
 			n, err := applyBulk(ctx, tx, apply, ids, risky)
 			if err != nil {
 				return err
+			}
+			if len(restored) > 0 {
+				// Those the pick did not reach, or that the operation
+				// left alone (a key held), go back before this commits:
+				// a finished row left in jobs with an old finished_at is
+				// behind every later archive pass's starting point.
+				if _, err := tx.Exec(ctx, s.sql(returnSQL), restored); err != nil {
+					return err
+				}
 			}
 			changed += n
 			if len(ids) < want {

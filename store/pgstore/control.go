@@ -86,6 +86,7 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 	// The statement is guarded by the states it leaves. When it matches
 	// nothing, the job's state tells why; a state the statement would have
 	// moved means the job changed between the two, so try again.
+	restored := false
 	for range maxInsertRetries {
 		args := []any{id}
 		if rule.notify {
@@ -95,6 +96,14 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 		jobs, err := collectJobs(rows)
 		switch {
 		case isUniqueViolation(err):
+			if restored {
+				// Back where it was: left in jobs with its old
+				// finished_at, it would be behind every later archive
+				// pass's starting point. Should that fail (a Prune
+				// dropped its day since), it stays in jobs, where
+				// reads see it the same and Prune reaches it.
+				_, _ = s.pool.Exec(ctx, s.sql(returnSQL), []uuid.UUID{id})
+			}
 			return nil, fmt.Errorf("pgstore: %s job %s: another job holds its unique key: %w", op, id, store.ErrWrongState)
 		case err != nil:
 			return nil, fmt.Errorf("pgstore: %s job %s: %w", op, id, err)
@@ -122,9 +131,14 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 			// A finished job the op changes (run-now) may be in the
 			// history, which the statement does not reach: move it back
 			// first (a no-op when it is in jobs).
-			if _, err := s.pool.Exec(ctx, s.sql(restoreSQL("$1::uuid[]")), []uuid.UUID{id}); err != nil {
+			tag, err := s.pool.Exec(ctx, s.sql(restoreSQL("$1::uuid[]")), []uuid.UUID{id})
+			switch {
+			case isUniqueViolation(err):
+				return nil, fmt.Errorf("pgstore: %s job %s: another job holds its unique key: %w", op, id, store.ErrWrongState)
+			case err != nil:
 				return nil, fmt.Errorf("pgstore: %s job %s: restore from history: %w", op, id, err)
 			}
+			restored = restored || tag.RowsAffected() > 0
 		}
 	}
 	return nil, fmt.Errorf("pgstore: %s job %s: job kept changing", op, id)

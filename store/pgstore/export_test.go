@@ -3,8 +3,10 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -45,3 +47,19 @@ func (s *Store) RewindArchive() {
 
 // InsertClaimedSQL returns the insert that claims, for the EXPLAIN test.
 func (s *Store) InsertClaimedSQL() string { return s.q.insertClaimed }
+
+// JobColumns returns the columns reads scan, and the columns of jobs no
+// read scans, for the catalog test.
+func JobColumns() (read []string, unread map[string]string) {
+	for _, c := range strings.Split(jobColumns, ",") {
+		read = append(read, strings.TrimSpace(c))
+	}
+	return read, unreadColumns
+}
+
+// Restore moves the jobs ids back from the history to jobs, as RunNow and
+// Bulk do before they change them, and returns how many it moved.
+func (s *Store) Restore(ctx context.Context, ids []uuid.UUID) (int, error) {
+	tag, err := s.pool.Exec(ctx, s.sql(restoreSQL("$1::uuid[]")), ids)
+	return int(tag.RowsAffected()), err
+}
