@@ -50,7 +50,8 @@ func MatchAll() BulkOption {
 }
 
 // RetryJobs makes the jobs f selects due now: dead and cancelled jobs are
-// scheduled again with their attempts reset (their errors kept), paused
+// scheduled again, their attempts numbered on and their errors kept
+// (the next attempt is n+1, with one more allowed when all were used), paused
 // jobs are resumed, and scheduled or retrying jobs not yet due are
 // brought forward. This is how failures are retried by hand, in bulk
 // (RunNow does it for one job). Running, succeeded and already due jobs

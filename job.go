@@ -46,8 +46,7 @@ type Job struct {
 	// other jobs.
 	Schedule string
 	// FencingToken grows with every attempt of the job (every claim), and
-	// never decreases, even across snoozes and RunNow, which give back or
-	// reset Attempt. Pass it to downstream systems that can refuse a write
+	// never decreases, even across snoozes, which give Attempt back. Pass it to downstream systems that can refuse a write
 	// carrying a token lower than one they already saw: a late write of an
 	// attempt whose lease was lost is then refused there too.
 	FencingToken int64

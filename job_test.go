@@ -18,7 +18,7 @@ import (
 // TestJobTellsTheHandler: across retries, a snooze and a RunNow of the
 // dead job, Job.ScheduledAt stays the originally scheduled time while
 // RunAt moves, and Job.FencingToken grows with every attempt although
-// Attempt is given back by the snooze and reset by RunNow.
+// Attempt is given back by the snooze and numbered on by RunNow.
 func TestJobTellsTheHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()

@@ -205,8 +205,8 @@ type BulkOp int
 const (
 	// BulkRunNow makes matching paused, dead and cancelled jobs, and
 	// scheduled and retrying jobs not yet due, due now, as ControlOp
-	// OpRunNow does for one job (dead and cancelled ones get their
-	// attempts reset, errors kept). Others are left alone: running and
+	// OpRunNow does for one job (dead and cancelled ones keep their
+	// errors and their attempts are numbered on). Others are left alone: running and
 	// succeeded jobs, scheduled and retrying jobs already due (run_at at
 	// or before store now: there is nothing to make due), and dead and
 	// cancelled jobs whose unique key another job holds meanwhile (see

@@ -51,7 +51,7 @@ const (
 	// StateDead: the dead letter state. The last attempt failed, the error
 	// was permanent, or the lease of the last attempt expired. Entered by
 	// Finish and RescueExpired. Final, except that RunNow schedules it
-	// again with its attempt counter reset.
+	// again, its attempts numbered on (see OpRunNow).
 	StateDead State = "dead"
 
 	// StateCancelled: cancelled by a user before it could finish. Entered by

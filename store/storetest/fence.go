@@ -10,7 +10,7 @@ import (
 
 // testFence checks JobRecord.Fence: zero until the first claim, then one
 // more with every claim and changed by nothing else, so it grows strictly
-// with each attempt even where Attempt is given back or reset.
+// with each attempt even where Attempt is given back (a snooze).
 func testFence(t *testing.T, newStore NewStoreFunc) {
 	t.Run("ZeroBeforeFirstClaim", func(t *testing.T) {
 		st := newStore(t)
@@ -82,7 +82,7 @@ func testFence(t *testing.T, newStore NewStoreFunc) {
 			})
 		}
 		got := get(t, st, id)
-		require.Greater(t, got.Fence, int64(got.Attempt), "the attempt was given back and reset; the fence was not")
+		require.Greater(t, got.Fence, int64(got.Attempt), "the attempt was given back; the fence was not")
 	})
 
 	t.Run("ClaimsOfManyJobs", func(t *testing.T) {

@@ -1,0 +1,58 @@
+package ax_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// docClaims are things the code does not do, which docs once said it did.
+// The behaviour itself is checked where it lives (the reference named
+// with each); this keeps every doc comment, README and page of the
+// repository from saying the opposite again.
+var docClaims = []struct {
+	wrong *regexp.Regexp
+	code  string // what the code does, and the test that checks it
+}{
+	{
+		wrong: regexp.MustCompile(`(?i)attempts?( counter)?( are| is)? reset|reset(s|ting)? (the |its |their )?attempt|attempt (counter|count) back to`),
+		code:  "a run-now (RunNow, RetryJobs, BulkRunNow) numbers attempts on: storetest Bulk and the memstore transition test",
+	},
+}
+
+// TestDocsSayWhatTheCodeDoes walks the repository's Go files and Markdown
+// and fails on a sentence that contradicts what the code does.
+func TestDocsSayWhatTheCodeDoes(t *testing.T) {
+	for _, c := range docClaims {
+		err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || path == filepath.Join("docs", "benchmarks")) {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if ext := filepath.Ext(path); ext != ".go" && ext != ".md" && ext != ".html" && ext != ".tmpl" || path == "docs_test.go" {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for i, line := range strings.Split(string(b), "\n") {
+				if c.wrong.MatchString(line) {
+					t.Errorf("%s:%d says %q; the code: %s", path, i+1, strings.TrimSpace(line), c.code)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
