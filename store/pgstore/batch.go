@@ -33,6 +33,7 @@ func (s *Store) InsertBatch(ctx context.Context, params *store.BatchParams) (*st
 	if err := validateBatch(params); err != nil {
 		return nil, err
 	}
+	defer s.cursors.hold(params.Children)() // until committed (cursor.go)
 	var res *store.BatchResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/axsched/ax/store"
 )
 
 // auditEvery is how often the cursors are audited: a scan of every range
@@ -50,7 +52,11 @@ type cursorKey struct {
 // can leave a job claimable below a cursor also lower it themselves
 // before they return (an insert with an explicit run_at, a resumed or
 // run-now job, a kind's resume): a claim that follows them in the same
-// process sees the job at once. Writes that set run_at from their own
+// process sees the job at once. An insert holds its kinds' cursors down
+// from before its statement until it has committed (hold), so that a
+// claim overlapping it cannot set them past its rows again. An insert in
+// the caller's transaction (InsertTx) holds them until it returns; what
+// it commits later is found through its notification. Writes that set run_at from their own
 // now() (inserts, retries, snoozes, releases, rescues) land at or above
 // every cursor set by a claim that started before them; one that
 // overlapped a claim is found once its notification arrives.
@@ -59,6 +65,7 @@ type claimCursors struct {
 	on       bool
 	at       map[cursorKey]time.Time
 	inflight map[*cursorClaim]struct{}
+	holds    map[*cursorHold]struct{}
 	auditAt  time.Time // when the last audit was started
 	every    time.Duration
 }
@@ -70,8 +77,56 @@ type cursorClaim struct {
 	reset   bool
 }
 
+// cursorHold is an insert in flight of jobs with an explicit run_at: the
+// earliest run_at per kind, which no claim's end may set a cursor above
+// until the insert has committed (see hold).
+type cursorHold struct {
+	below map[string]time.Time
+}
+
 func newClaimCursors() *claimCursors {
-	return &claimCursors{at: map[cursorKey]time.Time{}, inflight: map[*cursorClaim]struct{}{}, every: auditEvery}
+	return &claimCursors{at: map[cursorKey]time.Time{}, inflight: map[*cursorClaim]struct{}{},
+		holds: map[*cursorHold]struct{}{}, every: auditEvery}
+}
+
+// hold lowers the cursors of each kind of params that has an explicit
+// run_at to the earliest such run_at, and keeps every claim that ends
+// before release is called from setting them above it. An insert holds
+// from before its statement until its transaction has committed: a claim
+// that began in between did not see the rows (not yet committed) and
+// would otherwise set the cursor past them, where a claim right after the
+// insert returned would not find them until their notification arrived.
+// Without an explicit run_at there is nothing to hold (the rows land at
+// or above every cursor; see claimCursors), and release is a no-op.
+func (c *claimCursors) hold(params []store.InsertParams) (release func()) {
+	var h *cursorHold
+	for i := range params {
+		p := &params[i]
+		if p.RunAt.IsZero() {
+			continue
+		}
+		if h == nil {
+			h = &cursorHold{below: map[string]time.Time{}}
+		}
+		at := p.RunAt.Add(-time.Microsecond)
+		if t, ok := h.below[p.Kind]; !ok || at.Before(t) {
+			h.below[p.Kind] = at
+		}
+	}
+	if h == nil {
+		return func() {}
+	}
+	for kind, at := range h.below {
+		c.lower(kind, at.Add(time.Microsecond))
+	}
+	c.mu.Lock()
+	c.holds[h] = struct{}{}
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.holds, h)
+		c.mu.Unlock()
+	}
 }
 
 // begin returns the lower bound of each range of kinds (3 per kind, in
@@ -143,6 +198,11 @@ func (c *claimCursors) end(cl *cursorClaim, kinds []string, held []pgtype.Timest
 			}
 			if low, ok := cl.lowered[k]; ok && low.Before(next) {
 				next = low
+			}
+			for h := range c.holds {
+				if low, ok := h.below[k]; ok && low.Before(next) {
+					next = low
+				}
 			}
 			c.at[cursorKey{k, p}] = next
 		}

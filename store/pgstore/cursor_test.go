@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax/store"
 )
 
 // TestClaimCursors walks the cursor rules: off until listening; the first
@@ -129,4 +131,48 @@ func TestClaimCursors(t *testing.T) {
 			require.Empty(t, c.inflight, "every claim ended")
 		})
 	}
+}
+
+// TestClaimCursorsHoldUntilCommitted: an insert of a job with a past
+// run_at holds its kind's cursors down until it has committed. A claim
+// that begins after the insert lowered them, and ends before the insert
+// committed, did not see the row; without the hold it set the cursor to
+// its own now, past the row, and a claim right after the insert returned
+// did not find the job until its notification arrived.
+func TestClaimCursorsHoldUntilCommitted(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	kinds := []string{"a", "b"}
+	none := pgtype.Timestamptz{}
+	allNow := []pgtype.Timestamptz{none, none, none, none, none, none}
+	claim := func(c *claimCursors, now time.Duration) {
+		_, cl, _ := c.begin(kinds, at(now))
+		c.end(cl, kinds, allNow, at(now), true)
+	}
+	from := func(c *claimCursors) []time.Time {
+		f, cl, _ := c.begin(kinds, at(time.Hour))
+		c.end(cl, kinds, nil, at(time.Hour), false)
+		out := make([]time.Time, len(f))
+		for i, v := range f {
+			out[i] = v.Time
+		}
+		return out
+	}
+	c := newClaimCursors()
+	c.listening(true)
+	claim(c, 500*time.Millisecond)
+
+	release := c.hold([]store.InsertParams{{Kind: "a", RunAt: at(200 * time.Millisecond)}, {Kind: "b"}})
+	claim(c, time.Second) // began after the insert's statement, ends before its commit
+	low := at(200*time.Millisecond - time.Microsecond)
+	require.Equal(t, []time.Time{low, low, low, at(time.Second), at(time.Second), at(time.Second)}, from(c),
+		"a claim overlapping the insert must leave a's cursors below its row")
+
+	release()
+	claim(c, 2*time.Second)
+	require.Equal(t, []time.Time{at(2 * time.Second), at(2 * time.Second), at(2 * time.Second),
+		at(2 * time.Second), at(2 * time.Second), at(2 * time.Second)}, from(c), "released: cursors move on")
+
+	require.NotPanics(t, func() { c.hold([]store.InsertParams{{Kind: "a"}})() }, "no explicit run_at: nothing held")
+	require.Empty(t, c.holds)
 }

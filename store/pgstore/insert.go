@@ -62,6 +62,8 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 	if err := validateInserts(params); err != nil {
 		return nil, err
 	}
+	// The kinds' cursors stay down until the rows commit (cursor.go).
+	defer s.cursors.hold(params)()
 	if len(params) > 0 && s.flowInserts(ctx, params) { // partitions, sequences, pending bounds, and follow-ups with them: insertflow.go
 		return s.insertFlow(ctx, nil, params)
 	}
@@ -105,6 +107,8 @@ func (s *Store) InsertTx(ctx context.Context, tx pgx.Tx, params []store.InsertPa
 	if err := validateInserts(params); err != nil {
 		return nil, err
 	}
+	// The kinds' cursors stay down until this returns (cursor.go).
+	defer s.cursors.hold(params)()
 	if len(params) > 0 && s.flowInserts(ctx, params) { // partitions, sequences, pending bounds, and follow-ups with them: insertflow.go
 		return s.insertFlow(ctx, tx, params)
 	}

@@ -95,7 +95,8 @@ func (s *Store) InsertClaimed(ctx context.Context, params *store.InsertParams, c
 	}
 	var runAt *time.Time
 	if !params.RunAt.IsZero() {
-		s.cursors.lower(params.Kind, params.RunAt) // a past run_at: claimable at once (cursor.go)
+		// A past run_at: claimable at once, should the claim not take it.
+		defer s.cursors.hold([]store.InsertParams{*params})() // until committed (cursor.go)
 		runAt = &params.RunAt
 	}
 	from := s.cursors.peek(params.Kind)
