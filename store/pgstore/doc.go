@@ -304,7 +304,39 @@
 // Subscribe starts one goroutine with one dedicated connection that
 // LISTENs, reconnecting with exponential backoff; notifications sent while
 // it is disconnected are lost, which only delays jobs until the
-// scheduler's next poll.
+// scheduler's next poll. A connection that goes quiet for 10 seconds must
+// answer a query within 5: one whose peer vanished without closing it is
+// found out within 15 seconds, not the kernel's TCP timeouts.
+//
+// # What a Store keeps in memory
+//
+// The database is the only source of truth; a Store keeps four things of
+// its own to save work, each with what it relies on and what bounds its
+// staleness:
+//
+//   - Claim cursors (cursor.go): where each (kind, priority) range scan of
+//     jobs_claim_idx starts. They rely on every write that makes a job
+//     claimable below a cursor notifying in its transaction, and hold only
+//     while the listener listens (off before the first LISTEN, after a
+//     lost or unanswering connection, reset on a kind's resume and on an
+//     unreadable notification). This process's own writes lower them
+//     before they return, and an insert holds them down until it commits.
+//     A write that notifies nothing (an operator's UPDATE) is found by the
+//     audit every 10 seconds, which runs when a claim starts.
+//   - Flow settings (flow.go): which kinds have flow settings or
+//     sequences, read at most once a second; this Store's own SetFlows and
+//     sequenced inserts refresh it at once. Other hosts' new settings
+//     apply here within a second; claims of a kind newly under a limit
+//     meanwhile take the plain path, which a trigger keeps from starting
+//     the kind's sequenced jobs out of turn.
+//   - History partitions and the archive position (history.go): the day
+//     partitions known to exist (forgotten on any archive error, so a
+//     partition another host's Prune dropped is created again) and where
+//     the next archive pass walks from. A pass looks back 10 seconds, a
+//     sweep every minute 2 minutes, a Store's first pass the whole index:
+//     a job whose finish committed later than that after its finished_at
+//     waits for a Store's start or Prune (reads see it all the same).
+//   - The listener's subscribers, and the probe interval above.
 //
 // # Flow control
 //

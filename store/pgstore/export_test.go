@@ -63,3 +63,18 @@ func (s *Store) Restore(ctx context.Context, ids []uuid.UUID) (int, error) {
 	tag, err := s.pool.Exec(ctx, s.sql(restoreSQL("$1::uuid[]")), ids)
 	return int(tag.RowsAffected()), err
 }
+
+// SetListenerProbe changes when a quiet listener connection must answer,
+// for the test of a connection that stops answering. Call it before the
+// first Subscribe.
+func (s *Store) SetListenerProbe(interval, timeout time.Duration) {
+	s.listenerProbe = listenerProbe{interval: interval, timeout: timeout}
+}
+
+// CursorsOn reports whether the claim cursors are on (the listener
+// listens).
+func (s *Store) CursorsOn() bool {
+	s.cursors.mu.Lock()
+	defer s.cursors.mu.Unlock()
+	return s.cursors.on
+}

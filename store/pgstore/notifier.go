@@ -25,13 +25,33 @@ const (
 	maxListenBackoff = 5 * time.Second
 )
 
+// listenerProbe is how the listener finds out that its connection is
+// gone when nothing says so: a connection whose peer vanished without a
+// FIN or RST (a host or NAT that dropped it, a failover that moved the
+// address) stays open for the kernel's TCP timeouts, minutes or hours,
+// delivering nothing, while claim cursors stay on and skip what its lost
+// notifications would have lowered them to. After every quiet interval
+// the listener sends a query on the connection and gives it timeout to
+// answer; one that does not is closed, which turns the cursors off and
+// reconnects (a new LISTEN, then the subscribers' re-check). A connect or
+// LISTEN that hangs is bounded the same way. So a dead connection costs
+// at most interval + timeout of notifications.
+type listenerProbe struct {
+	interval, timeout time.Duration
+}
+
+// defaultListenerProbe: quiet for 10 s, then 5 s to answer.
+var defaultListenerProbe = listenerProbe{interval: 10 * time.Second, timeout: 5 * time.Second}
+
 // Subscribe calls fn for every notification on the Store's channel (jobs
 // inserted, resumed, run now, retried, snoozed, handed back or rescued),
 // until unsubscribe is called. The first subscriber starts one goroutine
 // holding one dedicated connection (outside the pool, or to the
 // WithListenerConnString server) that LISTENs and, on any error, reconnects
 // with exponential backoff (50ms doubling to 5s); notifications sent while
-// it is disconnected are lost, so callers also poll. The last unsubscribe
+// it is disconnected are lost, so callers also poll. A connection quiet for
+// 10s must answer a query within 5s, or it is closed and replaced
+// (listenerProbe). The last unsubscribe
 // stops it and waits for it to exit. Subscribe returns once the listener
 // is listening, or after its first failed attempt to connect, or after 5s.
 //
@@ -155,34 +175,50 @@ func (s *Store) listen(ctx context.Context, l *listener) {
 // it got as far as listening. When resumed (a reconnect), it tells
 // subscribers that notifications may have been missed while it was away.
 func (s *Store) listenOnce(ctx context.Context, l *listener, resumed bool) (listening bool, err error) {
+	probe := s.listenerProbe
 	var conn *pgx.Conn
+	cctx, cancel := context.WithTimeout(ctx, probe.interval+probe.timeout)
 	if s.opts.listenerDSN != "" {
-		conn, err = pgx.Connect(ctx, s.opts.listenerDSN)
+		conn, err = pgx.Connect(cctx, s.opts.listenerDSN)
 	} else {
-		conn, err = pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+		conn, err = pgx.ConnectConfig(cctx, s.pool.Config().ConnConfig.Copy())
+	}
+	if err == nil {
+		_, err = conn.Exec(cctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize())
+	}
+	cancel()
+	if conn != nil {
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = conn.Close(cctx)
+		}()
 	}
 	if err != nil {
 		l.setReady()
 		return false, err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
-	_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize())
-	l.setReady()
-	if err != nil {
-		return false, err
-	}
-	// Claim cursors hold only while notifications are heard (cursor.go).
+	// Claim cursors hold only while notifications are heard (cursor.go),
+	// from before Subscribe returns.
 	s.cursors.listening(true)
 	defer s.cursors.listening(false)
+	l.setReady()
 	if resumed {
 		l.deliver(store.Notification{}) // "re-check": anything may have been missed
 	}
 	for {
-		pn, err := conn.WaitForNotification(ctx)
+		wctx, cancel := context.WithTimeout(ctx, probe.interval)
+		pn, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && wctx.Err() != nil && !conn.IsClosed() {
+			// Quiet for an interval: the connection must answer.
+			pctx, cancel := context.WithTimeout(ctx, probe.timeout)
+			_, err = conn.Exec(pctx, "SELECT 1")
+			cancel()
+			if err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			return true, err
 		}

@@ -27,8 +27,9 @@ type Store struct {
 
 	closed atomic.Bool
 
-	lmu      sync.Mutex // guards listener lifecycle and auditing
-	listener *listener
+	lmu           sync.Mutex // guards listener lifecycle and auditing
+	listener      *listener
+	listenerProbe listenerProbe // when a quiet listener connection must answer (notifier.go)
 	// life ends when the Store closes; it bounds the work the Store
 	// runs on its own (cursor audits), which Close waits for (audits).
 	life     context.Context
@@ -90,6 +91,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		cursors: newClaimCursors(),
 		life:    life,
 		endLife: endLife,
+
+		listenerProbe: defaultListenerProbe,
 	}, nil
 }
 
