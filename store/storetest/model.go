@@ -139,9 +139,9 @@ type mbatch struct {
 	// completionParams is the completion job, inserted when the last
 	// pending child ends.
 	completionParams store.InsertParams
-	children   []uuid.UUID // inserted children (duplicates are not children)
-	completed  bool
-	createdAt  span
+	children         []uuid.UUID // inserted children (duplicates are not children)
+	completed        bool
+	createdAt        span
 }
 
 // model is the reference model of a whole store.

@@ -700,7 +700,6 @@ func (r *modelRun) opPrune() {
 	}
 }
 
-
 // pickJob returns a known job (perhaps deleted), preferring live ones,
 // or nil.
 func (r *modelRun) pickJob() *mjob {

@@ -1,0 +1,38 @@
+package pgstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// LeftBehind returns the jobs still in the hot table that an archive pass
+// would move but that finished before where the next recent pass starts
+// walking: no pass but a sweep or a Store's first one reaches them again.
+// Right after a pass that drained, it is empty unless a change put an old
+// finished job back in the hot table without changing it (issue 23,
+// defect 4). Before the first pass it returns nothing.
+func (s *Store) LeftBehind(ctx context.Context) ([]uuid.UUID, error) {
+	s.history.mu.Lock()
+	from := s.history.from
+	s.history.mu.Unlock()
+	if from.IsZero() {
+		return nil, nil
+	}
+	rows, _ := s.pool.Query(ctx, s.sql(`SELECT id FROM {jobs}
+WHERE (`+archivableSQL+`) AND finished_at < $1
+  AND (unique_period = 0 OR unique_key IS NULL OR state = 'cancelled'
+       OR finished_at < now() - unique_period * interval '1 second')
+ORDER BY id`), from)
+	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+}
+
+// ArchiveFrom returns where the next recent archive pass starts walking
+// (zero before the first pass), for messages.
+func (s *Store) ArchiveFrom() time.Time {
+	s.history.mu.Lock()
+	defer s.history.mu.Unlock()
+	return s.history.from
+}
