@@ -77,6 +77,13 @@ func (r *modelRun) genParams(kind string) store.InsertParams {
 	}
 	if r.chance(3, 5) {
 		p.UniqueKey, p.Unique = r.key(), r.scope()
+		if h, ok := r.habits[p.UniqueKey]; ok && r.chance(3, 4) {
+			// Mostly the key's usual kind and scope, so that jobs meet
+			// in one scope (and window) often.
+			p.Kind, p.Unique = h.kind, h.scope
+		} else if !ok {
+			r.habits[p.UniqueKey] = keyHabit{kind: p.Kind, scope: p.Unique}
+		}
 	}
 	if r.fus != nil && r.chance(1, 4) {
 		for i := range 1 + r.rng.IntN(2) {
@@ -716,7 +723,17 @@ func (r *modelRun) opControl() {
 	}
 	op := store.ControlOp(1 + r.rng.IntN(4))
 	if r.chance(1, 3) {
-		op = store.OpRunNow // the way back from the history
+		// The way back from the history: mostly a dead or cancelled job.
+		op = store.OpRunNow
+		var final []*mjob
+		for _, id := range r.m.order {
+			if f := r.m.jobs[id]; !f.deleted && (f.state == store.StateDead || f.state == store.StateCancelled) {
+				final = append(final, f)
+			}
+		}
+		if len(final) > 0 && r.chance(3, 4) {
+			j = pick(r, final)
+		}
 	}
 	r.note("control %s %s (%s, key %q %+v)", op, j.id, j.state, j.key, j.scope)
 	r.begin()

@@ -150,6 +150,7 @@ type modelRun struct {
 	keys    []string
 	keySeq  int
 	counts  map[string]int // operations run, by name
+	habits  map[string]keyHabit
 
 	shortLease, longLease, far time.Duration
 	periods                    []time.Duration
@@ -159,7 +160,7 @@ func newModelRun(t *testing.T, ms *ModelStore, seed uint64) *modelRun {
 	r := &modelRun{
 		t: t, ctx: t.Context(), ms: ms, st: ms.Store, seed: seed,
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		m:   newModel(), touched: map[uuid.UUID]bool{}, counts: map[string]int{},
+		m:   newModel(), touched: map[uuid.UUID]bool{}, counts: map[string]int{}, habits: map[string]keyHabit{},
 	}
 	r.insp, _ = r.st.(store.JobInspector)
 	r.bulk, _ = r.st.(store.BulkController)
@@ -256,6 +257,12 @@ func (r *modelRun) newID() uuid.UUID {
 	id, err := uuid.NewV7()
 	r.must(err, "new id")
 	return id
+}
+
+// keyHabit is the kind and scope a key is mostly inserted with.
+type keyHabit struct {
+	kind  string
+	scope store.UniqueScope
 }
 
 // modelOp is one kind of operation with its weight.
