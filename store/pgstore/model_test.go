@@ -23,12 +23,12 @@ func TestModel(t *testing.T) {
 	t.Run("Plain", func(t *testing.T) {
 		storetest.RunModel(t, func(t *testing.T) *storetest.ModelStore {
 			return modelStore(t, false)
-		}, storetest.ModelOptions{Seeds: 1, Steps: 150})
+		}, storetest.ModelOptions{Seeds: 1, Steps: 200})
 	})
 	t.Run("ArchiveEveryStep", func(t *testing.T) {
 		storetest.RunModel(t, func(t *testing.T) *storetest.ModelStore {
 			return modelStore(t, true)
-		}, storetest.ModelOptions{Seeds: 1, Steps: 150})
+		}, storetest.ModelOptions{Seeds: 1, Steps: 200})
 	})
 }
 

@@ -842,11 +842,14 @@ func (r *modelRun) opBulk() {
 	p := &store.BulkParams{Filter: r.randomFilter(), Op: store.BulkOp(1 + r.rng.IntN(3)), Limit: 1 + r.rng.IntN(5)}
 	if r.chance(1, 2) {
 		p.Op = store.BulkRunNow
-		if len(p.Filter.States) == 0 && r.chance(1, 2) {
-			p.Filter.States = []store.State{store.StateDead}
-		}
 	}
-	r.note("bulk %s %+v limit %d", p.Op, p.Filter, p.Limit)
+	if p.Op != store.BulkCancel && r.chance(2, 3) {
+		// Mostly finished jobs, the ones a bulk brings back from a
+		// history; a small limit leaves some of them unpicked.
+		p.Filter.States = []store.State{store.StateDead, store.StateCancelled}
+		p.Limit = 1 + r.rng.IntN(2)
+	}
+	r.note("bulk %s kinds %v states %v key %q limit %d", p.Op, p.Filter.Kinds, p.Filter.States, p.Filter.UniqueKey, p.Limit)
 	r.begin()
 	n, err := r.bulk.Bulk(r.ctx, p)
 	r.end()
@@ -897,7 +900,7 @@ func (r *modelRun) opBulk() {
 		}
 	}
 	if n != changed {
-		r.failf("bulk %s %+v limit %d: model changes %d, store %d", p.Op, p.Filter, p.Limit, changed, n)
+		r.failf("bulk %s kinds %v states %v key %q limit %d: model changes %d, store %d", p.Op, p.Filter.Kinds, p.Filter.States, p.Filter.UniqueKey, p.Limit, changed, n)
 	}
 	r.learnFollowUps(ends)
 }

@@ -417,7 +417,7 @@ func (r *modelRun) checkCounts() {
 			}
 		}
 		if got != want {
-			r.failf("count matching %+v: model %d, store %d", f, want, got)
+			r.failf("count matching kinds %v states %v key %q: model %d, store %d", f.Kinds, f.States, f.UniqueKey, want, got)
 		}
 	}
 }
