@@ -36,3 +36,16 @@ func (s *Store) ArchiveFrom() time.Time {
 	defer s.history.mu.Unlock()
 	return s.history.from
 }
+
+// HotFinished returns the jobs in a final state that are in the hot table
+// (jobs), not in the history.
+func (s *Store) HotFinished(ctx context.Context) ([]uuid.UUID, error) {
+	rows, _ := s.pool.Query(ctx, s.sql(`SELECT id FROM {jobs} WHERE state IN `+finalSQL+` ORDER BY id`))
+	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+}
+
+// HotIDs returns the jobs in the hot table (jobs), in every state.
+func (s *Store) HotIDs(ctx context.Context) ([]uuid.UUID, error) {
+	rows, _ := s.pool.Query(ctx, s.sql(`SELECT id FROM {jobs} ORDER BY id`))
+	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+}

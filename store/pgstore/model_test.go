@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/store"
@@ -38,7 +42,8 @@ func TestModel(t *testing.T) {
 // in the hot table.
 func modelStore(t *testing.T, archive bool) *storetest.ModelStore {
 	s, pool := newStorePool(t)
-	ms := &storetest.ModelStore{Store: s, CompleteTx: completeTx(s, pool)}
+	ws := &restoreWatch{Store: s}
+	ms := &storetest.ModelStore{Store: ws, CompleteTx: completeTx(s, pool), Check: ws.check}
 	if archive {
 		ms.AfterStep = func(ctx context.Context) error {
 			for {
@@ -52,6 +57,9 @@ func modelStore(t *testing.T, archive bool) *storetest.ModelStore {
 			}
 		}
 		ms.Check = func(ctx context.Context) error {
+			if err := ws.check(ctx); err != nil {
+				return err
+			}
 			ids, err := s.LeftBehind(ctx)
 			if err != nil {
 				return err
@@ -80,4 +88,69 @@ func completeTx(s *pgstore.Store, pool *pgxpool.Pool) func(context.Context, stor
 		}
 		return ok, tx.Commit(ctx)
 	}
+}
+
+// restoreWatch is a *pgstore.Store whose Bulk and Control are watched for
+// finished jobs they bring back from the history and leave finished in
+// the hot table (issue 23, defect 4: a restore of what the call does not
+// change). Embedding keeps every optional interface of the Store.
+type restoreWatch struct {
+	*pgstore.Store
+	mu  sync.Mutex
+	bad []string
+}
+
+// watch runs call and records the finished jobs that were not in the hot
+// table before it (they were in the history) and are there after it,
+// finished.
+func (w *restoreWatch) watch(ctx context.Context, what string, call func() error) error {
+	before, err := w.HotIDs(ctx)
+	if err != nil {
+		return err
+	}
+	if err := call(); err != nil {
+		return err
+	}
+	after, err := w.HotFinished(ctx)
+	if err != nil {
+		return err
+	}
+	var back []uuid.UUID
+	for _, id := range after {
+		if !slices.Contains(before, id) {
+			back = append(back, id)
+		}
+	}
+	if len(back) > 0 {
+		w.mu.Lock()
+		w.bad = append(w.bad, fmt.Sprintf("%s brought back %v from the history and left them finished in the hot table", what, back))
+		w.mu.Unlock()
+	}
+	return nil
+}
+
+// check reports what watch recorded.
+func (w *restoreWatch) check(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.bad) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(w.bad, "; "))
+}
+
+func (w *restoreWatch) Bulk(ctx context.Context, p *store.BulkParams) (n int, err error) {
+	err = w.watch(ctx, "bulk "+p.Op.String(), func() error {
+		n, err = w.Store.Bulk(ctx, p)
+		return err
+	})
+	return n, err
+}
+
+func (w *restoreWatch) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (rec *store.JobRecord, err error) {
+	werr := w.watch(ctx, op.String(), func() error {
+		rec, err = w.Store.Control(ctx, id, op)
+		return nil
+	})
+	return rec, errors.Join(err, werr)
 }
