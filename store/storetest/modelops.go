@@ -715,8 +715,8 @@ func (r *modelRun) opPrune() {
 	}
 }
 
-// pickJob returns a known job (perhaps deleted), preferring live ones,
-// or nil.
+// pickJob returns a known job (perhaps deleted: its operations must then
+// fail with ErrNotFound), or nil when there is none.
 func (r *modelRun) pickJob() *mjob {
 	if len(r.m.order) == 0 {
 		return nil
@@ -754,8 +754,7 @@ func (r *modelRun) opControl() {
 		}
 		return
 	}
-	changed, ends, wantErr := r.applyControl(j, op, r.now, err)
-	_ = changed
+	_, ends, wantErr := r.applyControl(j, op, r.now, err)
 	if wantErr != nil {
 		if !errors.Is(err, wantErr) {
 			r.failf("control %s of %s (%s): want %v, got %v", op, j.id, j.state, wantErr, err)

@@ -230,8 +230,8 @@ func (r *modelRun) begin() { r.now0 = r.storeNow() }
 
 func (r *modelRun) end() { r.now = span{r.now0, r.storeNow()} }
 
-// advance moves a hand-moved clock, or waits until the store's real clock
-// has passed t.
+// passTime moves a hand-moved clock by d, or waits until the store's
+// real clock has passed t.
 func (r *modelRun) passTime(d time.Duration, t time.Time) {
 	if r.ms.Advance != nil {
 		r.ms.Advance(d)
