@@ -186,3 +186,60 @@ func (s *Scheduler) breakerChanged(t store.BreakerTransition) {
 	}
 	s.emit(Event{Kind: kind, JobKind: t.Kind, Reason: t.Reason, Delay: t.CoolDown})
 }
+
+// A host holds back the claims of a kind with a breaker while a failed
+// attempt of the kind, which the breaker counts, is queued and not yet
+// written: otherwise the slot it freed is claimed again before the store
+// counted the failure, and with Failures: 3 a kind running one job at a
+// time started 4 to 7 attempts before the breaker opened. The outcome is
+// then written at once, without waiting for FlushInterval. Successes,
+// snoozes and the like are not held: none of them can open a breaker.
+
+// holdForBreaker counts cp's outcome in breakerHeld, and reports true,
+// when it is a failure that the breaker of its kind counts.
+func (r *runtime) holdForBreaker(cp *completion) bool {
+	if r.flow == nil || cp.attempt.kind.settings.flow.Breaker.IsZero() {
+		return false
+	}
+	if o := cp.params.Outcome; o != store.OutcomeRetry && o != store.OutcomeDead {
+		return false
+	}
+	r.mu.Lock()
+	if r.breakerHeld == nil {
+		r.breakerHeld = make(map[string]int)
+	}
+	r.breakerHeld[cp.attempt.job.Kind]++
+	r.mu.Unlock()
+	return true
+}
+
+// releaseBreakerHold ends the hold of an outcome holdForBreaker counted,
+// once it is written (or will never be), and reports whether that was
+// the kind's last, when the claimer must be woken. Called with r.mu held.
+func (r *runtime) releaseBreakerHold(cp *completion) bool {
+	if !cp.breakerHeld {
+		return false
+	}
+	kind := cp.attempt.job.Kind
+	r.breakerHeld[kind]--
+	if r.breakerHeld[kind] > 0 {
+		return false
+	}
+	delete(r.breakerHeld, kind)
+	return true
+}
+
+// releaseHolds ends the holds of outcomes that will not be written
+// (refused, or dropped at Stop) and wakes the claimer if one was a
+// kind's last.
+func (r *runtime) releaseHolds(batch []completion) {
+	r.mu.Lock()
+	wake := false
+	for i := range batch {
+		wake = r.releaseBreakerHold(&batch[i]) || wake
+	}
+	r.mu.Unlock()
+	if wake {
+		r.wake()
+	}
+}
