@@ -23,6 +23,7 @@ func TestCompleteTxBreakerNoLock(t *testing.T) {
 	tests := []struct {
 		name    string
 		breaker store.BreakerConfig
+		failed  bool // CompleteTx writes a retry rather than a success
 		// prepare claims the job to complete in a transaction and may
 		// feed the breaker first.
 		prepare func(t *testing.T, s *pgstore.Store, kind string) *store.JobRecord
@@ -57,6 +58,21 @@ func TestCompleteTxBreakerNoLock(t *testing.T) {
 			check: func(t *testing.T, _ *store.ClaimResult, f store.FlowState) {
 				require.Equal(t, store.BreakerClosed, f.Breaker.State)
 				require.Zero(t, f.Breaker.Failures, "the success reset the failures in a row")
+			},
+		},
+		{
+			name:    "failure opens",
+			breaker: store.BreakerConfig{Failures: 1, CoolDown: time.Hour, MaxCoolDown: time.Hour},
+			failed:  true,
+			prepare: func(t *testing.T, s *pgstore.Store, kind string) *store.JobRecord {
+				return claimKind(t, s, kind, 1)[0]
+			},
+			claimWhileOpen: 1, // not committed: not yet a failure
+			check: func(t *testing.T, res *store.ClaimResult, f store.FlowState) {
+				require.Equal(t, store.BreakerOpen, f.Breaker.State, "the failure opened it")
+				require.Empty(t, res.Jobs, "nothing starts once the committed failure is folded in")
+				require.Len(t, res.Breakers, 1)
+				require.Equal(t, store.BreakerOpen, res.Breakers[0].To)
 			},
 		},
 		{
@@ -97,7 +113,11 @@ func TestCompleteTxBreakerNoLock(t *testing.T) {
 			tx, err := pool.Begin(ctx)
 			require.NoError(t, err)
 			defer func() { _ = tx.Rollback(ctx) }()
-			ok, err := s.CompleteTx(ctx, tx, store.FinishParams{Lease: leaseOf(j), Outcome: store.OutcomeSucceeded})
+			p := store.FinishParams{Lease: leaseOf(j), Outcome: store.OutcomeSucceeded}
+			if tt.failed {
+				p.Outcome, p.Error, p.Delay = store.OutcomeRetry, "boom", time.Hour
+			}
+			ok, err := s.CompleteTx(ctx, tx, p)
 			require.NoError(t, err)
 			require.True(t, ok)
 
@@ -183,4 +203,46 @@ func waitStoreTime(t *testing.T, s *pgstore.Store, at time.Time) {
 		}
 		time.Sleep(at.Sub(now) + time.Millisecond)
 	}
+}
+
+// TestBreakerVerdictFoldedByFinish: a success committed through
+// CompleteTx, recorded as a verdict, comes before a later failure written
+// by Finish: the Finish folds it in first (the failures in a row start
+// again from zero) and deletes it.
+func TestBreakerVerdictFoldedByFinish(t *testing.T) {
+	s, pool := newStorePool(t)
+	ctx := ctxT(t)
+	const kind = "cb.fold"
+	require.NoError(t, s.SetFlows(ctx, &store.SetFlowsParams{Node: "n", Flows: []store.FlowConfig{{Kind: kind,
+		Breaker: store.BreakerConfig{Failures: 2, CoolDown: time.Hour, MaxCoolDown: time.Hour}}}}))
+	for range 3 {
+		_, err := s.Insert(ctx, []store.InsertParams{job(kind)})
+		require.NoError(t, err)
+	}
+	jobs := claimKind(t, s, kind, 3)
+	require.Len(t, jobs, 3)
+	fail := func(j *store.JobRecord) []store.BreakerTransition {
+		res, err := s.FinishFlow(ctx, []store.FinishParams{{Lease: leaseOf(j), Outcome: store.OutcomeRetry, Error: "boom", Delay: time.Hour}})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, res.OK)
+		return res.Breakers
+	}
+	require.Empty(t, fail(jobs[0]))
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	ok, err := s.CompleteTx(ctx, tx, store.FinishParams{Lease: leaseOf(jobs[1]), Outcome: store.OutcomeSucceeded})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, tx.Commit(ctx))
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM ax.flow_breaker_verdicts`).Scan(&n))
+	require.Equal(t, 1, n, "the success waits as a verdict")
+
+	require.Empty(t, fail(jobs[2]), "success, then failure: one failure in a row")
+	f := flowState(t, s, kind)
+	require.Equal(t, store.BreakerClosed, f.Breaker.State)
+	require.Equal(t, 1, f.Breaker.Failures)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM ax.flow_breaker_verdicts`).Scan(&n))
+	require.Zero(t, n, "folded verdicts are deleted")
 }
