@@ -21,6 +21,17 @@ import (
 //	half-open ──the probe succeeds──▶ closed
 //	half-open ──the probe fails──▶ open again, for twice the last cool-down (at most MaxCoolDown)
 //
+// Failures: n means that attempt n+1 does not start: no job of the kind
+// starts once the store counted the nth failure in a row, and a host
+// writes a failure of a kind with a breaker at once and leaves the kind
+// out of its claims until it is written, so with one job at a time exactly
+// n attempts run. Attempts already running when the threshold is reached
+// (several at a time, or on other hosts) may still fail: the open breaker
+// ignores them, so they add failed attempts but do not extend the
+// opening. On PostgreSQL an outcome written by CompleteTx is counted when
+// the first claim or finish of the kind after the caller's commit folds
+// it in (so that claims never wait for the caller's transaction).
+//
 // While it is open, jobs of the kind wait as they are: no attempt is used
 // and none goes dead for it. A failed attempt is one that returns an
 // error (retried or dead, timeouts and panics included); snoozes,
