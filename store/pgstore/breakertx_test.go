@@ -2,12 +2,16 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
+	"github.com/axsched/ax"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 )
@@ -245,4 +249,47 @@ func TestBreakerVerdictFoldedByFinish(t *testing.T) {
 	require.Equal(t, 1, f.Breaker.Failures)
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM ax.flow_breaker_verdicts`).Scan(&n))
 	require.Zero(t, n, "folded verdicts are deleted")
+}
+
+// breakerOpened signals when a Scheduler emits EventBreakerOpened.
+type breakerOpened chan struct{}
+
+func (o breakerOpened) Observe(e ax.Event) {
+	if e.Kind == ax.EventBreakerOpened {
+		select {
+		case o <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// TestBreakerThresholdStopsNextStartPG is the runtime's check on
+// PostgreSQL (issue 23, item 12): Failures: 3, one job at a time, a
+// handler that always fails, outcomes gathered for 50 ms: exactly three
+// attempts start before the breaker opens. Stop waits for the handlers,
+// so the count read after it is final.
+func TestBreakerThresholdStopsNextStartPG(t *testing.T) {
+	st := newStore(t)
+	opened := make(breakerOpened, 1)
+	s, err := ax.New(ax.Config{Store: st, PollInterval: 50 * time.Millisecond, FlushInterval: 50 * time.Millisecond,
+		Observers: []ax.Observer{opened}, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	var started atomic.Int64
+	require.NoError(t, s.Handle("cb.runtime", ax.HandlerFunc(func(context.Context, *ax.Job) error {
+		started.Add(1)
+		return errors.New("down")
+	}), ax.Concurrency(1), ax.Retry(ax.RetryPolicyFunc(func(int, error) time.Duration { return 0 })),
+		ax.CircuitBreaker(ax.BreakerConfig{Failures: 3, CoolDown: time.Hour})))
+	require.NoError(t, s.Start(ctxT(t)))
+	for range 10 {
+		_, err := s.Schedule(ctxT(t), "cb.runtime", nil)
+		require.NoError(t, err)
+	}
+	select {
+	case <-opened:
+	case <-ctxT(t).Done():
+		t.Fatal("the breaker did not open")
+	}
+	require.NoError(t, s.Stop(ctxT(t)))
+	require.EqualValues(t, 3, started.Load(), "attempts started with Failures: 3 and one job at a time")
 }
