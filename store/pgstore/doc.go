@@ -328,7 +328,8 @@
 //     sequenced inserts refresh it at once. Other hosts' new settings
 //     apply here within a second; claims of a kind newly under a limit
 //     meanwhile take the plain path, which a trigger keeps from starting
-//     the kind's sequenced jobs out of turn.
+//     the kind's sequenced jobs out of turn, and finishes of a kind whose
+//     breaker is new to this Store do not feed that breaker.
 //   - History partitions and the archive position (history.go): the day
 //     partitions known to exist (forgotten on any archive error, so a
 //     partition another host's Prune dropped is created again) and where
