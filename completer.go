@@ -127,9 +127,9 @@ func (c *completer) add(cp completion) bool {
 	return true
 }
 
-// gatherFor reports whether the queue may gather outcomes before it is
+// mayGather reports whether the queue may gather outcomes before it is
 // written: not while one of them holds its kind's claims.
-func (c *completer) gatherFor() bool {
+func (c *completer) mayGather() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return !c.urgent
@@ -178,7 +178,7 @@ func (c *completer) run() {
 	slots := make(chan struct{}, flushConcurrency)
 	for {
 		<-c.ready
-		if c.gatherFor() {
+		if c.mayGather() {
 			gather.Reset(c.r.cfg.FlushInterval)
 			select {
 			case <-gather.C:
