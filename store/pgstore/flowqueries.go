@@ -87,9 +87,12 @@ const kindAvailSQL = `CASE WHEN f.rate_tat IS NULL OR f.rate_tat <= $11::timesta
 
 // pendingVerdictsSQL lists, for a locked flows row f, the verdicts that
 // callers' transactions recorded for its kind (failed, in seq order) and
-// their seqs, NULL when there are none.
-const pendingVerdictsSQL = `(SELECT array_agg(v.failed ORDER BY v.seq) FROM {verdicts} v WHERE v.kind = f.kind),
-	(SELECT array_agg(v.seq ORDER BY v.seq) FROM {verdicts} v WHERE v.kind = f.kind)`
+// their seqs, NULL when there are none (or the kind has no breaker: no
+// lookup then).
+const pendingVerdictsSQL = `CASE WHEN f.config -> 'breaker' IS NOT NULL THEN
+		(SELECT array_agg(v.failed ORDER BY v.seq) FROM {verdicts} v WHERE v.kind = f.kind) END,
+	CASE WHEN f.config -> 'breaker' IS NOT NULL THEN
+		(SELECT array_agg(v.seq ORDER BY v.seq) FROM {verdicts} v WHERE v.kind = f.kind) END`
 
 func buildFlowQueries(schema string) flowQueries {
 	r := strings.NewReplacer(
