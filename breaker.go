@@ -21,6 +21,17 @@ import (
 //	half-open ──the probe succeeds──▶ closed
 //	half-open ──the probe fails──▶ open again, for twice the last cool-down (at most MaxCoolDown)
 //
+// Failures: n means that attempt n+1 does not start: no job of the kind
+// starts once the store counted the nth failure in a row, and a host
+// writes a failure of a kind with a breaker at once and leaves the kind
+// out of its claims until it is written, so with one job at a time exactly
+// n attempts run. Attempts already running when the threshold is reached
+// (several at a time, or on other hosts) may still fail: the open breaker
+// ignores them, so they add failed attempts but do not extend the
+// opening. On PostgreSQL an outcome written by CompleteTx is counted when
+// the first claim or finish of the kind after the caller's commit folds
+// it in (so that claims never wait for the caller's transaction).
+//
 // While it is open, jobs of the kind wait as they are: no attempt is used
 // and none goes dead for it. A failed attempt is one that returns an
 // error (retried or dead, timeouts and panics included); snoozes,
@@ -185,4 +196,61 @@ func (s *Scheduler) breakerChanged(t store.BreakerTransition) {
 		s.log.Info("circuit breaker closed", fields...)
 	}
 	s.emit(Event{Kind: kind, JobKind: t.Kind, Reason: t.Reason, Delay: t.CoolDown})
+}
+
+// A host holds back the claims of a kind with a breaker while a failed
+// attempt of the kind, which the breaker counts, is queued and not yet
+// written: otherwise the slot it freed is claimed again before the store
+// counted the failure, and with Failures: 3 a kind running one job at a
+// time started 4 to 7 attempts before the breaker opened. The outcome is
+// then written at once, without waiting for FlushInterval. Successes,
+// snoozes and the like are not held: none of them can open a breaker.
+
+// holdForBreaker counts cp's outcome in breakerHeld, and reports true,
+// when it is a failure that the breaker of its kind counts.
+func (r *runtime) holdForBreaker(cp *completion) bool {
+	if r.flow == nil || cp.attempt.kind.settings.flow.Breaker.IsZero() {
+		return false
+	}
+	if o := cp.params.Outcome; o != store.OutcomeRetry && o != store.OutcomeDead {
+		return false
+	}
+	r.mu.Lock()
+	if r.breakerHeld == nil {
+		r.breakerHeld = make(map[string]int)
+	}
+	r.breakerHeld[cp.attempt.job.Kind]++
+	r.mu.Unlock()
+	return true
+}
+
+// releaseBreakerHold ends the hold of an outcome holdForBreaker counted,
+// once it is written (or will never be), and reports whether that was
+// the kind's last, when the claimer must be woken. Called with r.mu held.
+func (r *runtime) releaseBreakerHold(cp *completion) bool {
+	if !cp.breakerHeld {
+		return false
+	}
+	kind := cp.attempt.job.Kind
+	r.breakerHeld[kind]--
+	if r.breakerHeld[kind] > 0 {
+		return false
+	}
+	delete(r.breakerHeld, kind)
+	return true
+}
+
+// releaseHolds ends the holds of outcomes that will not be written
+// (refused, or dropped at Stop) and wakes the claimer if one was a
+// kind's last.
+func (r *runtime) releaseHolds(batch []completion) {
+	r.mu.Lock()
+	wake := false
+	for i := range batch {
+		wake = r.releaseBreakerHold(&batch[i]) || wake
+	}
+	r.mu.Unlock()
+	if wake {
+		r.wake()
+	}
 }

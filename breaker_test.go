@@ -303,3 +303,47 @@ func TestBreakerProbeStartsAtCoolDownEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestBreakerThresholdStopsNextStart: a breaker with Failures: 3 on a
+// kind that runs one job at a time, whose handler always fails, lets
+// exactly three attempts start: the third failure opens it before the
+// host starts a fourth (issue 23, item 12). Before the fix the host freed
+// the slot as soon as an outcome was queued, claimed the next job before
+// the failure was written, and 4 to 7 attempts started.
+func TestBreakerThresholdStopsNextStart(t *testing.T) {
+	tests := []struct {
+		name  string
+		flush time.Duration // Config.FlushInterval: how long outcomes gather
+	}{
+		{"DefaultFlush", 0},
+		{"SlowFlush", 50 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := memstore.New()
+				events := newFlowEvents()
+				s := newScheduler(t, st, quiet, func(c *ax.Config) {
+					c.Observers = []ax.Observer{events}
+					c.FlushInterval = tt.flush
+				})
+				var started atomic.Int64
+				require.NoError(t, s.Handle("call", ax.HandlerFunc(func(context.Context, *ax.Job) error {
+					started.Add(1)
+					return errors.New("down")
+				}), ax.Concurrency(1), ax.Retry(noDelay),
+					ax.CircuitBreaker(ax.BreakerConfig{Failures: 3, CoolDown: time.Hour})))
+				start(t, s)
+				scheduleN(t, s, "call", 10)
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				require.Len(t, events.of(ax.EventBreakerOpened), 1)
+				require.EqualValues(t, 3, started.Load(), "attempts started with Failures: 3 and one job at a time")
+				f, err := s.Admin().Flows(t.Context())
+				require.NoError(t, err)
+				require.Len(t, f, 1)
+				require.Equal(t, ax.BreakerOpen, f[0].Breaker.State)
+			})
+		})
+	}
+}

@@ -110,6 +110,11 @@ func (r *runtime) claimRound() error {
 			// Paused cluster-wide: a resume wakes the claimer.
 			continue
 		}
+		if r.breakerHeld[k.kind] > 0 {
+			// A failure its breaker counts is not yet written: its
+			// write wakes the claimer (breaker.go).
+			continue
+		}
 		if n := min(k.settings.concurrency-r.busy[k.kind], params.Limit); n > 0 {
 			params.Kinds = append(params.Kinds, store.KindLimit{Kind: k.kind, Limit: n})
 		} else if r.free > 0 {

@@ -31,6 +31,9 @@ type completion struct {
 	// applies only if the handler's transaction did not commit; refused,
 	// it means the transaction ended the job, successfully.
 	inTx bool
+	// breakerHeld: a failure the kind's breaker counts, whose kind's
+	// claims wait until it is written (breaker.go).
+	breakerHeld bool
 }
 
 // fields returns the log fields of the attempt, built only when a line is
@@ -76,6 +79,7 @@ type completer struct {
 	ready   chan struct{} // capacity 1: the queue went from empty to non-empty, or closed
 	hasRoom *sync.Cond    // signalled when the queue shrinks or closes
 	lost    int           // outcomes not written: refused, dropped at close, or cut by Stop's deadline
+	urgent  bool          // a queued outcome holds its kind's claims: write without gathering
 
 	// final ends when Stop's grace deadline passes: the last writes give
 	// up then.
@@ -98,6 +102,9 @@ func newCompleter(r *runtime) *completer {
 // add queues an outcome, blocking while the queue is full. It reports
 // false, and the outcome is not written, once Stop closed the queue.
 func (c *completer) add(cp completion) bool {
+	// Counted before the caller frees its slot, so that the claim the
+	// freed slot triggers leaves the kind out.
+	cp.breakerHeld = c.r.holdForBreaker(&cp)
 	c.mu.Lock()
 	for len(c.queue) >= c.capacity && !c.closed {
 		c.hasRoom.Wait()
@@ -106,16 +113,26 @@ func (c *completer) add(cp completion) bool {
 		c.lost++
 		c.mu.Unlock()
 		c.r.discard(cp.attempt)
+		c.r.releaseHolds([]completion{cp})
 		c.r.log.Warn("attempt outcome after stop dropped; the job runs again once its lease expires", cp.fields()...)
 		return false
 	}
 	c.queue = append(c.queue, cp)
 	n := len(c.queue)
+	c.urgent = c.urgent || cp.breakerHeld
 	c.mu.Unlock()
-	if n == 1 || n == maxFlushBatch {
+	if n == 1 || n == maxFlushBatch || cp.breakerHeld {
 		c.signal()
 	}
 	return true
+}
+
+// mayGather reports whether the queue may gather outcomes before it is
+// written: not while one of them holds its kind's claims.
+func (c *completer) mayGather() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.urgent
 }
 
 func (c *completer) signal() {
@@ -139,6 +156,9 @@ func (c *completer) take(batch []completion) ([]completion, bool) {
 	if n > 0 {
 		c.hasRoom.Broadcast()
 	}
+	if len(c.queue) == 0 {
+		c.urgent = false
+	}
 	return batch, c.closed
 }
 
@@ -158,11 +178,13 @@ func (c *completer) run() {
 	slots := make(chan struct{}, flushConcurrency)
 	for {
 		<-c.ready
-		gather.Reset(c.r.cfg.FlushInterval)
-		select {
-		case <-gather.C:
-		case <-c.ready: // a full batch is queued, or Stop began
-			gather.Stop()
+		if c.mayGather() {
+			gather.Reset(c.r.cfg.FlushInterval)
+			select {
+			case <-gather.C:
+			case <-c.ready: // a full batch is queued, a failure holds its kind's claims, or Stop began
+				gather.Stop()
+			}
 		}
 		for {
 			slots <- struct{}{}
@@ -243,10 +265,15 @@ func (c *completer) finish(ctx context.Context, params []store.FinishParams) ([]
 func (c *completer) written(batch []completion, ok []bool) {
 	r := c.r
 	r.mu.Lock()
-	for _, cp := range batch {
-		r.unregister(cp.attempt)
+	wake := false
+	for i := range batch {
+		r.unregister(batch[i].attempt)
+		wake = r.releaseBreakerHold(&batch[i]) || wake
 	}
 	r.mu.Unlock()
+	if wake {
+		r.wake()
+	}
 	for i, cp := range batch {
 		r.logOutcome(cp, ok[i])
 		r.emitOutcome(cp, ok[i])
@@ -262,6 +289,7 @@ func (c *completer) notWritten(batch []completion) {
 	for _, cp := range batch {
 		c.r.discard(cp.attempt)
 	}
+	c.r.releaseHolds(batch)
 }
 
 // stop closes the queue and waits for the goroutine to write what is

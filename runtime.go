@@ -47,6 +47,10 @@ type runtime struct {
 	// a kind: direct starts take only slots beyond them (direct.go).
 	claimLimit int
 	claimKinds map[string]int
+	// breakerHeld counts, per kind with a breaker, the failed outcomes
+	// queued and not yet written: claims leave the kind out meanwhile
+	// (breaker.go).
+	breakerHeld map[string]int
 	// stopping: Stop began, no more direct starts are reserved;
 	// launchClosed: Stop no longer waits for handlers, nothing starts.
 	stopping     bool

@@ -23,8 +23,12 @@ type claimKind struct {
 	holdAt time.Time
 	taken  int
 	// gate: a claim in one round trip of a kind with a breaker, which
-	// the statement lets start jobs only while the breaker is closed.
+	// the statement lets start jobs only while the breaker is closed
+	// with no verdict waiting to be folded.
 	gate bool
+	// folded: the claim folded verdicts of callers' transactions into
+	// the breaker (flow.seqs), which it writes back before claiming.
+	folded bool
 }
 
 // parted reports whether the kind's jobs are claimed partition by
@@ -114,6 +118,12 @@ func (s *Store) claimDecided(ctx context.Context, conn *pgx.Conn, q *flowQueries
 		return err
 	}
 	for _, k := range kinds {
+		if f := k.flow; f != nil && len(f.seqs) > 0 {
+			// Verdicts of callers' transactions (CompleteTx) first: the
+			// decision below sees the breaker with them.
+			res.Breakers = append(res.Breakers, f.fold(k.kind, now)...)
+			k.folded = true
+		}
 		k.decide(now)
 	}
 	_, err = s.claimAndCommit(ctx, conn, q, params, kinds, seen, &now, res)
@@ -235,9 +245,11 @@ func readLock(br pgx.BatchResults, seen map[string]*claimKind) (time.Time, error
 		kind         string
 		cfg, breaker []byte
 		tat          *time.Time
+		verdicts     []bool
+		seqs         []int64
 	)
-	_, err = pgx.ForEachRow(rows, []any{&kind, &cfg, &breaker, &tat}, func() error {
-		f := &flowRow{tat: tat}
+	_, err = pgx.ForEachRow(rows, []any{&kind, &cfg, &breaker, &tat, &verdicts, &seqs}, func() error {
+		f := &flowRow{tat: tat, verdicts: verdicts, seqs: seqs}
 		if err := f.decode(cfg, breaker); err != nil {
 			return err
 		}
@@ -357,6 +369,10 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 		// a closing breaker claim at once instead of one after another.
 		queueLock(b, q, kinds, readsOnly(kinds))
 	}
+	folded, err := queueFold(b, q, kinds)
+	if err != nil {
+		return false, err
+	}
 	b.Queue(q.claim, names, lims, concs, parted, pconcs, pbursts, pints,
 		int32(min(params.Limit, 1<<30)), params.Owner, micros(params.LeaseDuration), at, micros(params.AgeAfter),
 		rints, probes, rbursts, gates)
@@ -380,9 +396,14 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 			return false, err
 		}
 		for _, k := range kinds {
-			if l := locked[k.kind]; k.gate && l.flow != nil && !l.flow.breaker.Closed() {
+			if l := locked[k.kind]; k.gate && l.flow != nil && (!l.flow.breaker.Closed() || len(l.flow.seqs) > 0) {
 				gated = true // the statement started nothing of the kind
 			}
+		}
+	}
+	if folded {
+		if _, err := br.Exec(); err != nil {
+			return false, fmt.Errorf("fold breaker verdicts: %w", err)
 		}
 	}
 	res.Now = now
@@ -459,6 +480,32 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 	}
 	res.NextRunAt = next
 	return gated, nil
+}
+
+// queueFold queues, on b, the write of the breakers a claim folded
+// verdicts into and the delete of those verdicts, and reports whether it
+// queued anything.
+func queueFold(b *pgx.Batch, q *flowQueries, kinds []*claimKind) (bool, error) {
+	var (
+		names    []string
+		breakers []string
+		seqs     []int64
+	)
+	for _, k := range kinds {
+		if !k.folded {
+			continue
+		}
+		raw, err := json.Marshal(&k.flow.breaker)
+		if err != nil {
+			return false, err
+		}
+		names, breakers, seqs = append(names, k.kind), append(breakers, string(raw)), append(seqs, k.flow.seqs...)
+	}
+	if len(names) == 0 {
+		return false, nil
+	}
+	b.Queue(q.foldVerdicts, names, breakers, seqs)
+	return true, nil
 }
 
 // readyAt returns when a job of the kind due at runAt, in a partition with

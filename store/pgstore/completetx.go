@@ -45,7 +45,9 @@ func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, params store.FinishPa
 	if tx == nil {
 		return false, fmt.Errorf("pgstore: complete job %s in tx: nil transaction: %w", params.Lease.ID, store.ErrInvalidParams)
 	}
-	ok, err := s.finishIn(ctx, tx, []store.FinishParams{params})
+	// A user's transaction: breaker verdicts are recorded, not fed
+	// (finishflow.go, recordVerdicts), so that it holds no flows row.
+	ok, err := s.finishIn(context.WithValue(ctx, userTxKey{}, true), tx, []store.FinishParams{params})
 	if err != nil {
 		return false, err // says "pgstore: finish", the job and the step
 	}

@@ -328,7 +328,8 @@
 //     sequenced inserts refresh it at once. Other hosts' new settings
 //     apply here within a second; claims of a kind newly under a limit
 //     meanwhile take the plain path, which a trigger keeps from starting
-//     the kind's sequenced jobs out of turn.
+//     the kind's sequenced jobs out of turn, and finishes of a kind whose
+//     breaker is new to this Store do not feed that breaker.
 //   - History partitions and the archive position (history.go): the day
 //     partitions known to exist (forgotten on any archive error, so a
 //     partition another host's Prune dropped is created again) and where
@@ -397,6 +398,20 @@
 // them, read them again and apply the outcomes to what they hold. Without
 // any breaker it is one statement. Finish takes this path whenever some
 // kind has settings.
+//
+// CompleteTx runs in the caller's transaction, which may stay open long
+// after the call: locking a kind's row there would make every claim of the
+// kind, on every host, wait for it. So an outcome of CompleteTx that
+// changes its breaker is appended to flow_breaker_verdicts (migration
+// 0011), which takes no lock anyone waits for, and is dropped with a
+// rollback. Whoever next holds the kind's row to decide with the breaker
+// folds the committed verdicts in, in their order, at its clock, deletes
+// exactly those rows and reports the transitions: a claim (a claim in one
+// round trip starts nothing of a kind with a breaker while verdicts wait,
+// and the claim decided in Go folds them), or a FinishFlow that feeds the
+// breaker (its fast path is not taken while verdicts wait). Until then
+// Flows shows the breaker without them. SetBreaker by hand, and SetFlows
+// removing the breaker, discard them.
 //
 // A kind's MaxPending is checked against a counter, never by counting
 // jobs: inserts of the kind lock its flows row, fold in the deltas that a

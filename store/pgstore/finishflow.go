@@ -61,8 +61,11 @@ func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*s
 		// Inside a caller's transaction (CompleteTx, a Finish with
 		// results), or with results and Then jobs to write: everything
 		// goes in one transaction, the caller's when there is one, so
-		// that nothing commits before the caller does.
-		run := func(tx pgx.Tx) error { return s.finishFlowIn(ctx, tx, params, limited, res) }
+		// that nothing commits before the caller does. In a user's
+		// transaction (CompleteTx), verdicts are recorded, not fed: see
+		// recordVerdicts.
+		deferred := ctx.Value(userTxKey{}) != nil
+		run := func(tx pgx.Tx) error { return s.finishFlowIn(ctx, tx, params, limited, deferred, res) }
 		if inTx {
 			err = run(callerTx)
 		} else {
@@ -120,7 +123,8 @@ func (s *Store) finishFeeding(ctx context.Context, conn *pgx.Conn, params []stor
 // Then jobs of the rows that applied (followup.go), then the breakers'
 // verdicts, so a claim never sees an attempt's end without its breaker
 // update. It does not commit.
-func (s *Store) finishFlowIn(ctx context.Context, tx pgx.Tx, params []store.FinishParams, limited []string, res *store.FinishResult) error {
+func (s *Store) finishFlowIn(ctx context.Context, tx pgx.Tx, params []store.FinishParams, limited []string,
+	deferred bool, res *store.FinishResult) error {
 	verdicts, seen, err := s.finishRows(ctx, tx, params, limited, res.OK)
 	if err != nil {
 		return err
@@ -129,6 +133,9 @@ func (s *Store) finishFlowIn(ctx context.Context, tx pgx.Tx, params []store.Fini
 		if err := s.finishExtras(ctx, tx, params, res.OK); err != nil {
 			return err
 		}
+	}
+	if deferred {
+		return s.recordVerdicts(ctx, tx, seen, verdicts)
 	}
 	if changesBreakers(seen, verdicts) {
 		kinds := make([]string, 0, len(seen))
@@ -142,8 +149,43 @@ func (s *Store) finishFlowIn(ctx context.Context, tx pgx.Tx, params []store.Fini
 	return nil
 }
 
+// userTxKey marks a context whose connKey transaction is a user's
+// (CompleteTx), which may stay open long after the call.
+type userTxKey struct{}
+
+// recordVerdicts appends, in a user's transaction, the verdicts that
+// change their kinds' breakers to flow_breaker_verdicts instead of
+// feeding the breakers: feeding them locks the kinds' flows rows, which
+// the user's transaction would hold until it ends, and every claim of
+// the kinds, on every host, would wait for it. The verdicts take effect
+// when the next claim or breaker-feeding Finish of the kind after the
+// commit folds them in (at its clock); a rollback drops them with the
+// outcome. A verdict that changes nothing as the statement saw the
+// breaker (a success with no failure counted, anything while open) is
+// not recorded, as FinishFlow's own fast path: it is ordered there.
+func (s *Store) recordVerdicts(ctx context.Context, tx pgx.Tx, seen map[string]*flowRow, verdicts []verdict) error {
+	var (
+		kinds  []string
+		failed []bool
+	)
+	for _, v := range verdicts {
+		if changesBreakers(seen, []verdict{v}) {
+			kinds, failed = append(kinds, v.kind), append(failed, v.failed)
+		}
+	}
+	if len(kinds) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, s.flowQ().addVerdicts, kinds, failed); err != nil {
+		return fmt.Errorf("record breaker verdicts: %w", err)
+	}
+	return nil
+}
+
 // feedBreakers locks the kinds' flows rows, feeds them verdicts in order
-// at the clock read once they are held, and writes them back.
+// at the clock read once they are held (after the verdicts callers'
+// transactions recorded, which it folds in and deletes), and writes them
+// back.
 func (s *Store) feedBreakers(ctx context.Context, tx pgx.Tx, kinds []string, verdicts []verdict, res *store.FinishResult) error {
 	q := s.flowQ()
 	rows, err := readBreakers(ctx, tx, q.lockBreakers, kinds)
@@ -155,6 +197,19 @@ func (s *Store) feedBreakers(ctx context.Context, tx pgx.Tx, kinds []string, ver
 		return err
 	}
 	changed := map[string]bool{}
+	var seqs []int64
+	for kind, f := range rows {
+		if len(f.seqs) > 0 {
+			res.Breakers = append(res.Breakers, f.fold(kind, now)...)
+			seqs = append(seqs, f.seqs...)
+			changed[kind] = true
+		}
+	}
+	if len(seqs) > 0 {
+		if _, err := tx.Exec(ctx, q.clearVerdicts, seqs, ""); err != nil {
+			return fmt.Errorf("delete folded verdicts: %w", err)
+		}
+	}
 	for _, v := range verdicts {
 		f := rows[v.kind]
 		if f == nil {
@@ -200,6 +255,9 @@ func changesBreakers(rows map[string]*flowRow, verdicts []verdict) bool {
 		}
 		b := &f.breaker
 		switch {
+		case f.hasVerdicts:
+			// Verdicts recorded in callers' transactions come first.
+			return true
 		case b.State == store.BreakerOpen:
 			// Attempts begun before it opened: no verdict.
 		case b.Closed() && !v.failed && b.Failures == 0 && f.cfg.Breaker.FailureRatio == 0:
@@ -220,9 +278,11 @@ func readBreakers(ctx context.Context, q querier, sql string, kinds []string) (m
 		kind         string
 		cfg, breaker []byte
 		tat          *time.Time
+		verdicts     []bool
+		seqs         []int64
 	)
-	_, err := pgx.ForEachRow(rows, []any{&kind, &cfg, &breaker, &tat}, func() error {
-		f := &flowRow{tat: tat}
+	_, err := pgx.ForEachRow(rows, []any{&kind, &cfg, &breaker, &tat, &verdicts, &seqs}, func() error {
+		f := &flowRow{tat: tat, verdicts: verdicts, seqs: seqs}
 		if err := f.decode(cfg, breaker); err != nil {
 			return err
 		}
@@ -266,11 +326,12 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 		outcome      *int32
 		ord          *int64
 		cfg, breaker []byte
+		pending      *bool
 		verdicts     []verdict
 	)
-	_, err := pgx.ForEachRow(rows, []any{&id, &token, &kind, &outcome, &ord, &cfg, &breaker}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&id, &token, &kind, &outcome, &ord, &cfg, &breaker, &pending}, func() error {
 		if id == nil { // a breaker
-			f := &flowRow{}
+			f := &flowRow{hasVerdicts: pending != nil && *pending}
 			if err := f.decode(cfg, breaker); err != nil {
 				return err
 			}

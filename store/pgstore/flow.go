@@ -133,6 +133,30 @@ type flowRow struct {
 	declaredAt time.Time
 	breaker    store.BreakerStatus
 	tat        *time.Time
+	// verdicts are the verdicts callers' transactions recorded for the
+	// kind and not yet folded into breaker (failed, in order), seqs
+	// their rows in flow_breaker_verdicts; read with the row locked.
+	// hasVerdicts: the finish statement saw some (it reads neither).
+	verdicts    []bool
+	seqs        []int64
+	hasVerdicts bool
+}
+
+// fold feeds the breaker the verdicts recorded in callers' transactions,
+// in their order, at now (the clock once the row is held), and returns the
+// transitions they made. The caller writes the breaker back and deletes
+// the rows of f.seqs in the same transaction.
+func (f *flowRow) fold(kind string, now time.Time) []store.BreakerTransition {
+	var out []store.BreakerTransition
+	if !f.cfg.Breaker.IsZero() {
+		for _, failed := range f.verdicts {
+			if t := f.breaker.Observe(&f.cfg.Breaker, kind, failed, now); t != nil {
+				out = append(out, *t)
+			}
+		}
+	}
+	f.verdicts = nil
+	return out
 }
 
 // scanFlowRow decodes the JSON columns of a flows row.
@@ -334,6 +358,11 @@ func (s *Store) SetBreaker(ctx context.Context, kind string, open bool) (*store.
 		if res.Transition != nil {
 			if err := writeBreaker(ctx, tx, q, kind, &f.breaker); err != nil {
 				return err
+			}
+			// Verdicts recorded in callers' transactions and not yet
+			// folded came before the decision by hand: discarded.
+			if _, err := tx.Exec(ctx, q.clearVerdicts, []int64{}, kind); err != nil {
+				return fmt.Errorf("discard breaker verdicts: %w", err)
 			}
 			if !open {
 				if _, err := tx.Exec(ctx, q.notifyKinds, s.channel, []string{kind}); err != nil {

@@ -8,7 +8,8 @@ import (
 
 // flowQueries holds the flow-control SQL, with the schema's tables
 // substituted: {jobs}, {flows}, {buckets} (partition rate buckets),
-// {deltas} (pending count changes) and {seqkinds}.
+// {deltas} (pending count changes), {verdicts} (breaker verdicts recorded
+// in callers' transactions) and {seqkinds}.
 type flowQueries struct {
 	kinds          string
 	lockOne        string
@@ -24,6 +25,9 @@ type flowQueries struct {
 	next           string
 	finish         string
 	lockBreakers   string
+	addVerdicts    string
+	foldVerdicts   string
+	clearVerdicts  string
 	pending        string
 	pendingAll     string
 	addPending     string
@@ -81,6 +85,15 @@ const kindAvailSQL = `CASE WHEN f.rate_tat IS NULL OR f.rate_tat <= $11::timesta
 	ELSE greatest(0, least(k.rburst, floor((extract(epoch FROM $11::timestamptz - f.rate_tat) * 1000000
 		+ k.rburst::numeric * k.rint) / k.rint)))::int END`
 
+// pendingVerdictsSQL lists, for a locked flows row f, the verdicts that
+// callers' transactions recorded for its kind (failed, in seq order) and
+// their seqs, NULL when there are none (or the kind has no breaker: no
+// lookup then).
+const pendingVerdictsSQL = `CASE WHEN f.config -> 'breaker' IS NOT NULL THEN
+		(SELECT array_agg(v.failed ORDER BY v.seq) FROM {verdicts} v WHERE v.kind = f.kind) END,
+	CASE WHEN f.config -> 'breaker' IS NOT NULL THEN
+		(SELECT array_agg(v.seq ORDER BY v.seq) FROM {verdicts} v WHERE v.kind = f.kind) END`
+
 func buildFlowQueries(schema string) flowQueries {
 	r := strings.NewReplacer(
 		"{jobs}", pgx.Identifier{schema, "jobs"}.Sanitize(),
@@ -88,6 +101,7 @@ func buildFlowQueries(schema string) flowQueries {
 		"{buckets}", pgx.Identifier{schema, "flow_partition_buckets"}.Sanitize(),
 		"{deltas}", pgx.Identifier{schema, "flow_pending_deltas"}.Sanitize(),
 		"{seqkinds}", pgx.Identifier{schema, "flow_sequence_kinds"}.Sanitize(),
+		"{verdicts}", pgx.Identifier{schema, "flow_breaker_verdicts"}.Sanitize(),
 		"{cols}", jobColumns, "{jcols}", prefixed("j"))
 	q := flowQueries{
 		// The cached list: kinds with settings (config) and kinds with
@@ -101,24 +115,26 @@ func buildFlowQueries(schema string) flowQueries {
 		// every path locking several kinds does. Kinds with only a
 		// MaxPending are not locked: their claims need not queue behind
 		// their inserts.
-		lockMany: `SELECT kind, config, breaker, rate_tat FROM {flows}
-WHERE kind = ANY($1::text[]) AND config - 'kind' - 'max_pending' - 'partition' <> '{}'::jsonb
-ORDER BY kind FOR UPDATE`,
+		lockMany: `SELECT f.kind, f.config, f.breaker, f.rate_tat, ` + pendingVerdictsSQL + ` FROM {flows} f
+WHERE f.kind = ANY($1::text[]) AND f.config - 'kind' - 'max_pending' - 'partition' <> '{}'::jsonb
+ORDER BY f.kind FOR UPDATE OF f`,
 
 		// shareMany is lockMany for a claim that writes none of the rows
 		// (every kind's settings at most a breaker, which a claim in one
 		// round trip only reads): such claims of one kind run side by
 		// side, and a breaker's change still waits for them.
-		shareMany: `SELECT kind, config, breaker, rate_tat FROM {flows}
-WHERE kind = ANY($1::text[]) AND config - 'kind' - 'max_pending' - 'partition' <> '{}'::jsonb
-ORDER BY kind FOR SHARE`,
+		shareMany: `SELECT f.kind, f.config, f.breaker, f.rate_tat, ` + pendingVerdictsSQL + ` FROM {flows} f
+WHERE f.kind = ANY($1::text[]) AND f.config - 'kind' - 'max_pending' - 'partition' <> '{}'::jsonb
+ORDER BY f.kind FOR SHARE OF f`,
 
-		deleteFlow: `WITH b AS (DELETE FROM {buckets} WHERE kind = $1), d AS (DELETE FROM {deltas} WHERE kind = $1)
+		deleteFlow: `WITH b AS (DELETE FROM {buckets} WHERE kind = $1), d AS (DELETE FROM {deltas} WHERE kind = $1),
+	v AS (DELETE FROM {verdicts} WHERE kind = $1)
 DELETE FROM {flows} WHERE kind = $1`,
 
 		// $4: keep the breaker, $5: keep the rate bucket, $6: keep the
 		// partition buckets.
-		upsertFlow: `WITH b AS (DELETE FROM {buckets} WHERE kind = $1 AND NOT $6::bool)
+		upsertFlow: `WITH b AS (DELETE FROM {buckets} WHERE kind = $1 AND NOT $6::bool),
+	v AS (DELETE FROM {verdicts} WHERE kind = $1 AND NOT $4::bool)
 INSERT INTO {flows} AS f (kind, config, declared_by, declared_at) VALUES ($1, $2, $3, now())
 ON CONFLICT (kind) DO UPDATE SET
 	config = excluded.config,
@@ -166,10 +182,12 @@ FROM {flows} f WHERE $1 = '' OR f.kind = $1 ORDER BY f.kind`,
 		// partitions' from k) and, for kinds whose claim starts a probe,
 		// stores the half-open breaker Go computed ($14, NULL: none).
 		// $16: kinds with a breaker claimed without Go's decision, which
-		// start nothing unless the breaker is closed.
+		// start nothing unless the breaker is closed with no verdict
+		// waiting to be folded in (callers' transactions' verdicts).
 		claim: `WITH k AS MATERIALIZED (
 	SELECT k.kind, k.parted, k.pconc, k.pburst, k.pint,
-		CASE WHEN k.gate AND f.breaker ->> 'state' IN ('open', 'half_open') THEN 0
+		CASE WHEN k.gate AND (f.breaker ->> 'state' IN ('open', 'half_open')
+			OR EXISTS (SELECT 1 FROM {verdicts} v WHERE v.kind = k.kind)) THEN 0
 		ELSE least(
 			CASE WHEN k.conc > 0 THEN least(k.lim, greatest(0, k.conc - (
 				SELECT count(*) FROM {jobs} r WHERE r.kind = k.kind AND r.state = 'running'))::int)
@@ -306,8 +324,9 @@ GROUP BY k.kind, k.parted, pk.key`,
 		// far below the limit no claim waits for a slot, and every
 		// notification makes every host claim. After the applied
 		// rows (ordered by the call's order) come the breakers of their
-		// kinds as the statement's snapshot saw them (id NULL), for
-		// FinishFlow to see whether the outcomes change them.
+		// kinds as the statement's snapshot saw them (id NULL), and
+		// whether verdicts wait to be folded into them, for FinishFlow
+		// to see whether the outcomes change them.
 		finish: `WITH ` + finishLockedSQL + `, changed AS (
 	UPDATE {jobs} j SET ` + finishSetSQL + `
 	FROM locked i
@@ -324,10 +343,11 @@ GROUP BY k.kind, k.parted, pk.key`,
 	      >= 3 * (f.config ->> 'concurrency')::bigint
 )
 SELECT * FROM (
-	SELECT id, token, kind, outcome, ord, NULL::jsonb AS config, NULL::jsonb AS breaker
+	SELECT id, token, kind, outcome, ord, NULL::jsonb AS config, NULL::jsonb AS breaker, NULL::bool AS pending
 	FROM changed WHERE (SELECT count(*) FROM notified) >= 0
 	UNION ALL
-	SELECT NULL, NULL, f.kind, NULL, NULL, f.config, f.breaker FROM {flows} f
+	SELECT NULL, NULL, f.kind, NULL, NULL, f.config, f.breaker,
+		EXISTS (SELECT 1 FROM {verdicts} v WHERE v.kind = f.kind) FROM {flows} f
 	WHERE f.kind IN (SELECT kind FROM changed) AND f.config -> 'breaker' IS NOT NULL
 ) r ORDER BY r.ord NULLS LAST`,
 
@@ -357,9 +377,24 @@ WHERE kind = $1 RETURNING pending`,
 )
 SELECT kind, count(*) FROM u WHERE pending_counted GROUP BY kind`,
 
-		lockBreakers: `SELECT kind, config, breaker, rate_tat FROM {flows}
-WHERE kind = ANY($1::text[]) AND config -> 'breaker' IS NOT NULL
-ORDER BY kind FOR UPDATE`,
+		lockBreakers: `SELECT f.kind, f.config, f.breaker, f.rate_tat, ` + pendingVerdictsSQL + ` FROM {flows} f
+WHERE f.kind = ANY($1::text[]) AND f.config -> 'breaker' IS NOT NULL
+ORDER BY f.kind FOR UPDATE OF f`,
+
+		// A caller's transaction (CompleteTx) records its verdicts here
+		// rather than in the kind's row, which it would hold until the
+		// caller commits (migration 0011).
+		addVerdicts: `INSERT INTO {verdicts} (kind, failed)
+SELECT u.kind, u.failed FROM unnest($1::text[], $2::bool[]) WITH ORDINALITY AS u(kind, failed, ord) ORDER BY u.ord`,
+
+		// A claim holding the kinds' rows stores the breakers it folded
+		// the verdicts into, and deletes those verdicts (by seq: one
+		// committed since it read them is kept for the next).
+		foldVerdicts: `WITH d AS (DELETE FROM {verdicts} WHERE seq = ANY($3::bigint[]))
+UPDATE {flows} f SET breaker = u.breaker
+FROM unnest($1::text[], $2::jsonb[]) AS u(kind, breaker) WHERE f.kind = u.kind`,
+
+		clearVerdicts: `DELETE FROM {verdicts} WHERE seq = ANY($1::bigint[]) OR kind = $2`,
 
 		addSeqKinds: `INSERT INTO {seqkinds} (kind) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`,
 	}
@@ -368,7 +403,8 @@ ORDER BY kind FOR UPDATE`,
 	q.claim = strings.ReplaceAll(q.claim, "$11::timestamptz", "coalesce($11::timestamptz, current_setting('ax.flow_now')::timestamptz)")
 	for _, p := range []*string{&q.kinds, &q.lockOne, &q.lockMany, &q.shareMany, &q.deleteFlow, &q.upsertFlow, &q.recountPending,
 		&q.notifyKinds, &q.states, &q.setBreaker, &q.claim, &q.next, &q.finish, &q.lockBreakers,
-		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds} {
+		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds,
+		&q.addVerdicts, &q.foldVerdicts, &q.clearVerdicts} {
 		*p = r.Replace(*p)
 	}
 	return q

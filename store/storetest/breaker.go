@@ -88,6 +88,44 @@ func testFlowBreaker(t *testing.T, newStore NewStoreFunc) {
 		// snoozed ones are due again at once (no delay).
 		require.Len(t, claim(t, st, claimParams(100, longLease, "fb")).Jobs, 17, "all the rest")
 	})
+	t.Run("ThresholdOneAtATime", func(t *testing.T) {
+		// Claims of one job each, every attempt failing: the claim after
+		// the call that recorded the third failure starts nothing, with
+		// the outcomes written by FinishFlow or by the plain Finish, and
+		// with the jobs retried at once (due again) or held back.
+		tests := []struct {
+			name  string
+			flow  bool
+			delay time.Duration
+		}{
+			{"FinishFlow", true, 0},
+			{"Finish", false, 0},
+			{"FinishRetryLater", false, time.Hour},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				st := newStore(t)
+				setFlows(t, st, store.FlowConfig{Kind: "fb", Breaker: store.BreakerConfig{Failures: 3, CoolDown: time.Hour, MaxCoolDown: time.Hour}})
+				insertN(t, st, "fb", 10)
+				for i := range 3 {
+					res := claim(t, st, claimParams(1, longLease, "fb"))
+					require.Len(t, res.Jobs, 1, "attempt %d starts: %d failure(s) recorded", i+1, i)
+					p := outcome(res.Jobs[0], store.OutcomeRetry)
+					p.Delay = tt.delay
+					if tt.flow {
+						finishFlow(t, st, p)
+					} else {
+						require.Equal(t, []bool{true}, finish(t, st, p))
+					}
+				}
+				f := flowOf(t, st, "fb")
+				require.Equal(t, store.BreakerOpen, f.Breaker.State, "3 failures in a row recorded")
+				res := claim(t, st, claimParams(10, longLease, "fb"))
+				require.Empty(t, res.Jobs, "no attempt starts once the threshold is reached")
+				requireTimeNear(t, f.Breaker.ProbeAt, res.NextRunAt, storedTolerance, "NextRunAt is the cool-down's end")
+			})
+		}
+	})
 	t.Run("CoolDownCapped", func(t *testing.T) {
 		st := newStore(t)
 		setFlows(t, st, store.FlowConfig{Kind: "fb", Breaker: store.BreakerConfig{Failures: 1, CoolDown: 50 * time.Millisecond, MaxCoolDown: 120 * time.Millisecond}})
