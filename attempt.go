@@ -51,7 +51,7 @@ type attempt struct {
 	state        attemptState
 	lastExtended time.Time // host time the lease was last known held
 	lost         bool      // the lease was lost: the result is discarded
-	released     bool      // handed back by Stop: the result is discarded
+	released     bool      // handed back (Stop, or a pause before it started): the result is discarded
 }
 
 // extendable reports whether the heartbeat should extend a's lease: its

@@ -154,7 +154,10 @@ func (r *runtime) claimRound() error {
 	if clock.Before(res.Now) {
 		clock = res.Now
 	}
-	for _, rec := range res.Jobs {
+	// A claim that began before this host paused a kind may return its
+	// jobs after the pause: they go back unstarted (kindpause.go).
+	jobs := r.withoutPaused(res.Jobs)
+	for _, rec := range jobs {
 		var startAt time.Time
 		if rec.RunAt.After(clock) {
 			startAt = after.Add(rec.RunAt.Sub(clock))
@@ -164,7 +167,7 @@ func (r *runtime) claimRound() error {
 	for _, t := range res.Breakers {
 		r.s.breakerChanged(t)
 	}
-	if len(res.Jobs) > 0 {
+	if len(jobs) > 0 {
 		r.s.capacity.broadcast() // Schedule calls waiting for room may find some
 	}
 
@@ -177,7 +180,7 @@ func (r *runtime) claimRound() error {
 	free := r.free
 	r.mu.Unlock()
 	switch {
-	case moreDue && free > 0 && len(res.Jobs) > 0:
+	case moreDue && free > 0 && len(jobs) > 0:
 		r.wake() // more is due and slots remain: claim again now
 	case moreDue:
 		// Slots are full (a freed slot wakes us), or the due rows are

@@ -92,12 +92,19 @@ func (d *directStart) settle() bool {
 		r.returnSlot(d.kind)
 		return false
 	}
+	if r.pauses.paused(d.kind) {
+		// Paused here while the insert was in flight: from the pause on,
+		// no attempt of the kind starts on this host (kindpause.go).
+		r.returnSlot(d.kind)
+		r.handBackUnstarted(unstartedRecords([]*store.JobRecord{d.rec}), "its kind was paused")
+		return true
+	}
 	if !r.startAttempt(d.rec, r.s.now(), time.Time{}) {
 		// Stop gave up waiting for this call and no longer waits for
 		// handlers: hand the job back at once rather than run it
 		// unwatched.
 		r.returnSlot(d.kind)
-		r.handBackDirect(d.rec)
+		r.handBackUnstarted(unstartedRecords([]*store.JobRecord{d.rec}), "Stop stopped waiting for its direct start")
 	}
 	return true
 }
@@ -116,16 +123,40 @@ func (r *runtime) returnSlot(kind string) {
 	}
 }
 
-// handBackDirect releases a job claimed by a direct start that ended
-// after Stop stopped waiting for such calls, so that another host runs
-// it at once instead of after its lease expires.
-func (r *runtime) handBackDirect(rec *store.JobRecord) {
+// unstarted is a job this host claimed and will not start.
+type unstarted struct {
+	lease store.Lease
+	kind  string
+}
+
+// unstartedRecords lists claimed records for handBackUnstarted.
+func unstartedRecords(recs []*store.JobRecord) []unstarted {
+	out := make([]unstarted, len(recs))
+	for i, rec := range recs {
+		out[i] = unstarted{lease: store.Lease{ID: rec.ID, Token: rec.LeaseToken}, kind: rec.Kind}
+	}
+	return out
+}
+
+// handBackUnstarted releases jobs this host claimed but will not start
+// (why says the reason), so that they wait as scheduled, due at once and
+// with the attempt not counted, instead of until their leases expire. It
+// is a rare path and writes at once, bounded by ReleaseTimeout.
+func (r *runtime) handBackUnstarted(jobs []unstarted, why string) {
+	params := make([]store.FinishParams, len(jobs))
+	for i, j := range jobs {
+		params[i] = store.FinishParams{Lease: j.lease, Outcome: store.OutcomeRelease}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ReleaseTimeout)
 	defer cancel()
-	_, err := r.store.Finish(ctx, []store.FinishParams{{Lease: store.Lease{ID: rec.ID, Token: rec.LeaseToken},
-		Outcome: store.OutcomeRelease}})
+	ok, err := r.store.Finish(ctx, params)
 	if err != nil {
-		r.log.Error("hand back a job started directly during Stop: it is rescued when its lease expires",
-			zap.Stringer(fieldJobID, rec.ID), zap.Error(err))
+		r.log.Error("hand back claimed jobs that will not start here: they are rescued when their leases expire",
+			zap.String("reason", why), zap.Int("jobs", len(jobs)), zap.Error(err))
+		return
+	}
+	for i, j := range jobs {
+		r.log.Info("claimed job handed back unstarted", zap.Stringer(fieldJobID, j.lease.ID), zap.String(fieldKind, j.kind),
+			zap.String("reason", why), zap.Bool("applied", ok[i]))
 	}
 }

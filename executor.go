@@ -62,6 +62,9 @@ func (r *runtime) execute(ctx context.Context, a *attempt) {
 		r.finish(a, cause, cause, 0)
 		return
 	}
+	if !a.startAt.IsZero() && r.handBackHeld(a) {
+		return // its kind was paused here while it waited (kindpause.go)
+	}
 	start := r.s.now()
 	job := a.job
 	lag := startLag(start, r.s.hostTime(job.RunAt), a.startAt)

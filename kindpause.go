@@ -2,6 +2,7 @@ package ax
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -19,7 +20,12 @@ import (
 // HeartbeatInterval, and leaves paused kinds out of its claims, so no
 // attempt of a paused kind starts later than one HeartbeatInterval after
 // the pause (at once on the host that paused it). Attempts already
-// running finish; nothing is cancelled and nothing is lost. A resume
+// running finish; nothing is cancelled and nothing is lost. On the host
+// whose own Admin paused the kind, the pause holds from the moment the
+// call returns: a claim or a direct start in flight at the call, and a
+// job claimed ahead of its run time and waiting for it, hand the kind's
+// jobs back to the store unstarted (scheduled, due at once, the attempt
+// not counted) instead of starting them. A resume
 // makes the store send an empty-kind notification: each host re-reads
 // the set and claims at once, without waiting for its next read.
 //
@@ -50,8 +56,9 @@ type KindState struct {
 
 // PauseKind pauses kind across the cluster: no host starts a new attempt
 // of it from at most one HeartbeatInterval after the call (from the call
-// on for this host, when the Admin is a running Scheduler's); attempts
-// already running finish. Jobs of the kind keep their state and wait;
+// on for this host, when the Admin is a running Scheduler's: a claim or
+// direct start in flight at the call hands the kind's jobs back
+// unstarted); attempts already running finish. Jobs of the kind keep their state and wait;
 // jobs scheduled meanwhile wait too. The pause is stored, so it outlives
 // restarts and applies to hosts started later. A kind needs no jobs or
 // handler to be paused. Pausing a paused kind changes nothing. It
@@ -342,3 +349,55 @@ func (p *kindPauses) read() {
 	}
 	p.replace(set, since)
 }
+
+// withoutPaused returns the jobs of a claim whose kinds this host does not
+// hold as paused, and hands the others back to the store unstarted. A
+// claim leaves paused kinds out when it begins, but one in flight when
+// PauseKind is called here (the first claim after Start, say, slow on a
+// cold connection) can still take a job of the kind scheduled after the
+// pause returned; checking again once it returns keeps the promise that
+// the kind is no longer started here from the call on.
+func (r *runtime) withoutPaused(jobs []*store.JobRecord) []*store.JobRecord {
+	var paused []*store.JobRecord
+	kept := jobs
+	for i, rec := range jobs {
+		if !r.pauses.paused(rec.Kind) {
+			if paused != nil {
+				kept = append(kept, rec)
+			}
+			continue
+		}
+		if paused == nil {
+			kept = slices.Clone(jobs[:i])
+		}
+		paused = append(paused, rec)
+	}
+	if len(paused) > 0 {
+		r.handBackUnstarted(unstartedRecords(paused), "its kind was paused")
+	}
+	return kept
+}
+
+// handBackHeld hands back an attempt claimed ahead of its run time (held
+// in holds until then) when its kind was paused here meanwhile, and
+// reports whether it did: its handler must not start. The attempt ends
+// as one handed back at Stop does: its result, none, is discarded.
+func (r *runtime) handBackHeld(a *attempt) bool {
+	if !r.pauses.paused(a.job.Kind) {
+		return false
+	}
+	r.mu.Lock()
+	if !a.extendable() {
+		r.mu.Unlock()
+		return false // lost or handed back already: execute ends it
+	}
+	a.released = true
+	r.mu.Unlock()
+	r.handBackUnstarted([]unstarted{{lease: a.lease, kind: a.job.Kind}}, "its kind was paused while it waited for its run time")
+	r.finish(a, errKindPaused, errKindPaused, 0)
+	return true
+}
+
+// errKindPaused ends an attempt handed back unstarted because its kind
+// was paused (never written: the hand-back discards the result).
+var errKindPaused = errors.New("ax: kind paused before the attempt started")
