@@ -66,6 +66,8 @@ type Store struct {
 	// kindStates holds the kinds an operator paused or resumed
 	// (kindpause.go).
 	kindStates map[string]*store.KindState
+	// kindDefaults holds kinds' declared job defaults (kinddefaults.go).
+	kindDefaults map[string]store.KindDefaults
 	// flows holds kinds' flow settings and state (flow.go); pending counts
 	// the claimable jobs of every kind; wakes collects the notifications
 	// flow control owes listeners (a slot freed, a sequence moved on),
@@ -447,6 +449,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.jobs, s.kinds, s.unique, s.kindStates, s.batches, s.followUpsOf, s.flows = nil, nil, nil, nil, nil, nil, nil
+	s.kindDefaults = nil
 	s.leases.reset()
 	s.finished.reset()
 	s.ids = idIndex{}

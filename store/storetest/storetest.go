@@ -15,7 +15,8 @@
 // store boundary, byte-exact payloads, and the optional Notifier, Pruner,
 // Lister, Counter, PeriodicStore, Leaser and NodeRegistry interfaces when
 // implemented, as well as the operator's (JobInspector, BulkController,
-// KindPauser, PeriodicController, LeaderReader, DueInspector) and flow
+// KindPauser, KindDefaulter, PeriodicController, LeaderReader,
+// DueInspector) and flow
 // control (FlowStore: cluster-wide and per-partition concurrency, rate
 // limits, circuit breakers, pending bounds, sequences, priority aging,
 // concurrent where it matters): an area whose interface the store lacks
@@ -116,6 +117,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Inspector", testInspector},
 		{"Bulk", testBulk},
 		{"KindPauser", testKindPauser},
+		{"KindDefaulter", testKindDefaulter},
 		{"PeriodicController", testPeriodicController},
 		{"LeaderReader", testLeaderReader},
 		{"DueInspector", testDueInspector},
