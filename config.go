@@ -52,7 +52,8 @@ type Config struct {
 	JobTimeout time.Duration
 
 	// MaxAttempts is the attempts a job gets when neither Schedule nor its
-	// kind says otherwise. Defaults to 20.
+	// kind says otherwise (a kind's MaxAttempts holds on every host, see
+	// the MaxAttempts option). Defaults to 20.
 	MaxAttempts int
 
 	// RetryPolicy is used by kinds without a Retry option. Defaults to

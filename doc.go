@@ -97,4 +97,11 @@
 // by hand with RunNow. Permanent (or wrapping ErrSkipRetry) skips the
 // retries; Snooze reschedules without using an attempt; panics are recovered
 // and recorded with their stack.
+//
+// A kind's handler options hold whoever schedules its jobs: the host that
+// runs an attempt applies its kind's Timeout and RetryPolicy, and the
+// hosts that handle a kind store its MaxAttempts and Priority at Start
+// (store.KindDefaulter), so a job scheduled where the kind has no handler
+// (ax serve, the HTTP API) gets them too. A job's own MaxAttempts or
+// Priority option wins; jobs keep what they got when they were scheduled.
 package ax

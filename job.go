@@ -315,8 +315,11 @@ type Option interface {
 }
 
 // Priority sets the job's priority (Schedule) or the kind's default
-// priority (Handle). A value other than High, Normal or Low is an error
-// wrapping ErrInvalidOption.
+// priority (Handle). Without it, a job gets its kind's default: the
+// handler's on this host, or the one the kind's handlers stored
+// (store.KindDefaulter) when this host does not handle the kind, else
+// Normal. A value other than High, Normal or Low is an error wrapping
+// ErrInvalidOption.
 func Priority(p PriorityLevel) Option { return priorityOption(p) }
 
 type priorityOption PriorityLevel
@@ -344,9 +347,14 @@ func (o priorityOption) applyPeriodic(s *periodicSettings) error {
 }
 
 // MaxAttempts sets how many attempts a job gets before a failure is final:
-// for one job (Schedule) or as the kind's default (Handle). Defaults to
-// Config.MaxAttempts. n outside [1, store.MaxAttemptsLimit] is an error
-// wrapping ErrInvalidOption.
+// for one job (Schedule) or as the kind's default (Handle). A job without
+// it gets its kind's default whoever schedules it: the handler's on this
+// host, or, when this host does not handle the kind (ax serve, the HTTP
+// API, a producer-only service), the one the kind's handlers stored at
+// their Start (store.KindDefaulter; the last to start wins); else
+// Config.MaxAttempts. The job keeps the value it got: a later change of
+// the kind's option applies to jobs scheduled afterwards. n outside [1,
+// store.MaxAttemptsLimit] is an error wrapping ErrInvalidOption.
 func MaxAttempts(n int) Option { return maxAttemptsOption(n) }
 
 type maxAttemptsOption int

@@ -450,7 +450,7 @@ func (r *runtime) tickSchedule(ctx context.Context, ps store.PeriodicStore, sc *
 	log := r.log.With(zap.String("schedule", sc.name))
 	if !sc.declared {
 		before := r.s.now()
-		tmpl, err := r.s.insertParam(Request{Kind: sc.kind, Payload: sc.payload, Options: sc.opts}, nil)
+		tmpl, err := r.s.insertParam(ctx, Request{Kind: sc.kind, Payload: sc.payload, Options: sc.opts}, nil)
 		if err != nil {
 			log.Error("periodic: build job template", zap.Error(err))
 			return r.cfg.PollInterval
@@ -481,7 +481,7 @@ func (r *runtime) tickSchedule(ctx context.Context, ps store.PeriodicStore, sc *
 		if ticks[i].Job == nil {
 			continue
 		}
-		job, err := r.periodicJob(sc, ticks[i].At)
+		job, err := r.periodicJob(ctx, sc, ticks[i].At)
 		if err != nil {
 			log.Error("periodic: build job", zap.Error(err))
 			return r.cfg.PollInterval
@@ -563,9 +563,9 @@ func (r *runtime) untilNextTick(sc *schedule, now time.Time) time.Duration {
 }
 
 // periodicJob returns the job of sc's tick at.
-func (r *runtime) periodicJob(sc *schedule, at time.Time) (store.InsertParams, error) {
+func (r *runtime) periodicJob(ctx context.Context, sc *schedule, at time.Time) (store.InsertParams, error) {
 	opts := append(append([]ScheduleOption(nil), sc.opts...), At(at), uniqueKeyOption(periodicKey(sc.name, at)))
-	return r.s.insertParam(Request{Kind: sc.kind, Payload: sc.payload, Options: opts}, nil)
+	return r.s.insertParam(ctx, Request{Kind: sc.kind, Payload: sc.payload, Options: opts}, nil)
 }
 
 // periodicKeyPrefix starts the unique key of every periodic job. UniqueKey

@@ -139,7 +139,7 @@ func Then(ctx context.Context, kind string, payload any, opts ...ScheduleOption)
 	if _, err := x.s.followUpStore(); err != nil {
 		return fmt.Errorf("then %q: %w", kind, err)
 	}
-	p, err := x.s.insertParam(Request{Kind: kind, Payload: payload, Options: opts}, nil)
+	p, err := x.s.insertParam(ctx, Request{Kind: kind, Payload: payload, Options: opts}, nil)
 	if err != nil {
 		return fmt.Errorf("then %q: %w", kind, err)
 	}
@@ -190,7 +190,7 @@ func (s *Scheduler) followUps(opts []followUpOption) ([]store.FollowUp, error) {
 				return nil, fmt.Errorf("%w: FollowUp on %q, which is not a final state", ErrInvalidOption, st)
 			}
 		}
-		p, err := s.insertParam(o.req, nil)
+		p, err := s.unresolvedParam(o.req, nil) // resolved with the job that carries it
 		if err != nil {
 			return nil, fmt.Errorf("follow-up %q: %w", o.req.Kind, err)
 		}

@@ -37,8 +37,12 @@ type Request struct {
 //
 // Scheduling a kind that has no handler on this host is allowed, since
 // another host may handle it; such a job waits until a host that handles
-// the kind runs. Its MaxAttempts and Priority then default to Config's
-// values rather than the kind's.
+// the kind runs. Its MaxAttempts and Priority, unless set by options, are
+// the kind's all the same: those its handlers stored at their Start
+// (store.KindDefaulter, read in one store call per Schedule), or
+// Config.MaxAttempts and Normal when no handler of the kind has started
+// yet or the store keeps none. The kind's Timeout and RetryPolicy are
+// always those of the host that runs the attempt.
 //
 // Errors (nothing is stored): ErrInvalidKind, ErrInvalidPayload,
 // ErrInvalidOption, ErrSchedulerClosed, ErrBackpressure (a
@@ -204,17 +208,39 @@ func (s *Scheduler) insertParams(ctx context.Context, reqs []Request) ([]store.I
 	}
 	params := make([]store.InsertParams, len(reqs))
 	for i, r := range reqs {
-		p, err := s.insertParam(r, ctxMetadata)
+		p, err := s.unresolvedParam(r, ctxMetadata)
 		if err != nil {
 			return nil, fmt.Errorf("schedule %q: %w", r.Kind, err)
 		}
 		p.PendingLimit = s.cfg.MaxPending
 		params[i] = p
 	}
+	if err := s.resolveKindDefaults(ctx, params); err != nil {
+		return nil, fmt.Errorf("schedule: %w", err)
+	}
 	return params, nil
 }
 
-func (s *Scheduler) insertParam(r Request, ctxMetadata map[string]string) (store.InsertParams, error) {
+// insertParam validates one request and turns it into a store row, its
+// kind's defaults resolved (kinddefaults.go).
+func (s *Scheduler) insertParam(ctx context.Context, r Request, ctxMetadata map[string]string) (store.InsertParams, error) {
+	p, err := s.unresolvedParam(r, ctxMetadata)
+	if err != nil {
+		return store.InsertParams{}, err
+	}
+	params := []store.InsertParams{p}
+	if err := s.resolveKindDefaults(ctx, params); err != nil {
+		return store.InsertParams{}, err
+	}
+	return params[0], nil
+}
+
+// unresolvedParam validates one request and turns it into a store row
+// whose MaxAttempts and Priority are left zero when neither the request
+// nor a handler on this host sets them: resolveKindDefaults fills them
+// (one store read for many rows), and a row left zero is refused by the
+// store, never stored with a guess.
+func (s *Scheduler) unresolvedParam(r Request, ctxMetadata map[string]string) (store.InsertParams, error) {
 	if err := checkKind(r.Kind); err != nil {
 		return store.InsertParams{}, err
 	}
@@ -234,7 +260,8 @@ func (s *Scheduler) insertParam(r Request, ctxMetadata map[string]string) (store
 	if err != nil {
 		return store.InsertParams{}, err
 	}
-	priority, maxAttempts := Normal, s.cfg.MaxAttempts
+	var priority PriorityLevel // zero: the kind's default, resolved later
+	var maxAttempts int
 	if h := s.handler(r.Kind); h != nil {
 		priority, maxAttempts = h.settings.priority, h.settings.maxAttempts
 	}

@@ -147,7 +147,7 @@ func (s *Scheduler) Handle(kind string, h JobHandler, opts ...HandlerOption) err
 	}
 	if running {
 		ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
-		err := s.declareFlows(ctx, []*kindHandler{kh})
+		err := s.declareKinds(ctx, []*kindHandler{kh})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("handle %q: %w", kind, err)
@@ -250,7 +250,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 			break // holding s.mu
 		}
 		s.mu.Unlock()
-		if err := s.declareFlows(ctx, undeclared); err != nil {
+		if err := s.declareKinds(ctx, undeclared); err != nil {
 			return fmt.Errorf("start: %w", err)
 		}
 		s.mu.Lock()
