@@ -294,6 +294,14 @@
 // kind, whatever the backlog. RememberNonce is one upsert that also deletes
 // up to 100 expired nonces.
 //
+// # Kind defaults
+//
+// The Store implements store.KindDefaulter with the kind_defaults table
+// (migration 0010): one row per kind, upserted by the hosts that handle
+// it at their start, read by a host that schedules a kind it does not
+// handle. Only those two calls touch it; jobs keep their own max_attempts
+// and priority, so no claim, finish or rescue reads it.
+//
 // # Notifications
 //
 // Inserts, Resume, RunNow, and Finish or RescueExpired outcomes that make a

@@ -74,6 +74,8 @@ const (
 	qKindGet
 	qKindPut
 	qKindsAll
+	qKindDefaultGet
+	qKindDefaultPut
 	qDueKinds
 	qNonceGC
 	qNoncePut
@@ -197,6 +199,10 @@ var queryText = [numQueries]string{
 	qKindGet:  `SELECT paused, updated_at FROM kinds WHERE kind = ?`,
 	qKindPut:  `INSERT INTO kinds (kind, paused, updated_at) VALUES (?, ?, ?) ON CONFLICT (kind) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`,
 	qKindsAll: `SELECT kind, paused, updated_at FROM kinds ORDER BY kind`,
+
+	qKindDefaultGet: `SELECT max_attempts, priority, updated_at FROM kind_defaults WHERE kind = ?`,
+	qKindDefaultPut: `INSERT INTO kind_defaults (kind, max_attempts, priority, updated_at) VALUES (?, ?, ?, ?)
+	ON CONFLICT (kind) DO UPDATE SET max_attempts = excluded.max_attempts, priority = excluded.priority, updated_at = excluded.updated_at`,
 	qDueKinds: `SELECT DISTINCT kind FROM counts WHERE state IN ` + claimableSQL + ` AND n > 0 ORDER BY kind`,
 
 	qNonceGC: `DELETE FROM nonces WHERE nonce IN (SELECT nonce FROM nonces WHERE expires_at <= ? ORDER BY expires_at LIMIT 100)`,
@@ -209,7 +215,7 @@ var queryText = [numQueries]string{
 var (
 	writerQueries = allQueries()
 	readerQueries = []query{qGetID, qCounts, qFollowUps, qBatchGet, qBatchChildren, qPeriodicGet, qPeriodicAll,
-		qLeaderGet, qNodesAll, qKindsAll, qDueKinds, qClaimNext, qBatchLoad}
+		qLeaderGet, qNodesAll, qKindsAll, qKindDefaultGet, qDueKinds, qClaimNext, qBatchLoad}
 )
 
 func allQueries() []query {
