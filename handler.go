@@ -39,6 +39,12 @@ type Middleware func(JobHandler) JobHandler
 // Use, the cluster-wide flow options GlobalConcurrency, PartitionBy,
 // RateLimit, CircuitBreaker and MaxPending, and the shared options
 // Priority and MaxAttempts.
+//
+// They hold whoever schedules the kind's jobs: Timeout, Retry and Use
+// apply to every attempt this host runs, and MaxAttempts and Priority are
+// stored with the kind at Start (store.KindDefaulter) for the jobs that
+// hosts without a handler for the kind schedule (see the MaxAttempts
+// option).
 type HandlerOption interface {
 	applyHandler(*handlerSettings) error
 }
