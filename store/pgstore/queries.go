@@ -349,7 +349,8 @@ SELECT id, token FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 		// job still runs under the token (busy: held, not extended this
 		// time); kind 2, the job left running under the token (an outcome
 		// written with it ended the attempt: Finish keeps the token, rescue
-		// clears it); no row, the lease is lost. Kind 0 rows were extended.
+		// clears it; Archive may have moved the job to the history, token
+		// and all); no row, the lease is lost. Kind 0 rows were extended.
 		extend: `WITH input AS MATERIALIZED (
 	SELECT DISTINCT ON (id, token) id, token
 	FROM unnest($1::uuid[], $2::uuid[]) AS u(id, token)
@@ -374,6 +375,8 @@ SELECT l.id, l.token, j.cancel_requested, CASE WHEN (j.state = 'running') IS TRU
 FROM input l
 CROSS JOIN LATERAL (
 	SELECT j.state, j.cancel_requested FROM {jobs} j WHERE j.id = l.id AND j.lease_token = l.token
+	UNION ALL
+	SELECT h.state, false FROM {history} h WHERE h.id = l.id AND h.lease_token = l.token
 ) j
 WHERE l.id NOT IN (SELECT id FROM locked) -- a hashed subplan`,
 
