@@ -31,7 +31,10 @@ func TestCompleteTxHeldOpen(t *testing.T) {
 	c := newCluster(t)
 	c.resultsTables()
 	a := c.start("a", "", append(append([]string(nil), fastFailover...), "-txhold", "-max-conns", "16")...)
-	b := c.start("b", "", fastFailover...)
+	// b has few workers, so that a takes most work jobs (the ones whose
+	// leases its held transactions would hold back) and b is there to
+	// rescue, and run again, any lease a lets lapse.
+	b := c.start("b", "", append(append([]string(nil), fastFailover...), "-workers", "8")...)
 
 	var held []string
 	for w := range waves {
