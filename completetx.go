@@ -23,6 +23,18 @@ import (
 // after all, the job is retried, never marked succeeded without its
 // writes.
 //
+// On PostgreSQL the job's row stays locked from CompleteTx until tx ends.
+// The host does not wait on it: its lease extensions skip the row (the
+// lease counts as held; its expiry is not pushed while tx is open, and no
+// other host can rescue a locked row), and its other jobs' leases and
+// outcomes go through. After the commit, an extension that runs before the
+// handler returns sees the job finished under this attempt's own lease and
+// does not report it lost. A transaction rolled back after CompleteTx
+// leaves the job running; it stays this host's if the next extension comes
+// before the lease expires, so keep tx open after CompleteTx for less than
+// LeaseDuration. The end of a batch child also locks its batch's row until
+// tx ends, and the ends of its siblings wait for it.
+//
 // Errors: ErrNotInHandler, ErrTxUnsupported (a store without transactions,
 // such as memstore), ErrLeaseLost, or the store's error. For other stores'
 // transactions, see CompleteTxOf.

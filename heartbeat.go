@@ -10,8 +10,12 @@ import (
 
 // heartbeat extends the leases of every job this host holds (handlers
 // running, and outcomes not yet written), in one store call per beat, and
-// cancels the handlers of jobs whose lease is lost or whose cancellation
-// was requested. If the store cannot be reached for a whole lease, the host
+// cancels the handlers of jobs whose lease is lost (taken over by another
+// host: rescued, re-claimed, pruned) or whose cancellation was requested.
+// A lease the store reports finished by its own outcome (ExtendResult.
+// Finished: the handler's CompleteTx committed and the handler has not
+// returned yet) is not lost, and neither is one the store skipped because
+// another transaction holds the job's row. If the store cannot be reached for a whole lease, the host
 // assumes its leases lapsed (another host may have rescued the jobs) and
 // cancels those handlers itself: a partitioned or paused host stops working
 // on jobs it may no longer own.
@@ -78,6 +82,12 @@ func (h *heartbeat) beat() {
 	for _, l := range res.Lost {
 		lost[l] = true
 	}
+	for _, l := range res.Finished {
+		// The attempt's own outcome ended the job (a handler's committed
+		// CompleteTx, before the handler returned; an outcome whose write
+		// is in flight): not taken over, so not lost.
+		lost[l] = false
+	}
 	var cancelled []*attempt
 	r.mu.Lock()
 	for _, l := range leases {
@@ -86,7 +96,13 @@ func (h *heartbeat) beat() {
 			continue // written meanwhile
 		}
 		if !lost[l] {
-			a.lastExtended = before // the store extended from its now, which is after before
+			// The store extended the lease from its now, which is after
+			// before; or it found the job's row held by another
+			// transaction (the handler's CompleteTx, not yet committed),
+			// which no rescue can take while it lasts; or the lease's own
+			// outcome ended the job. Either way the job is not another
+			// host's.
+			a.lastExtended = before
 			continue
 		}
 		if a.state == attemptRunning && !a.released {

@@ -270,11 +270,26 @@ func (p *ExtendParams) Validate() error {
 // requested for the rest. Leases, not job IDs, are reported, since one
 // caller may send two leases of the same job (an attempt whose outcome is
 // being written and the job's next attempt).
+//
+// A lease whose job's row another transaction holds locked (a handler's
+// CompleteTx not yet committed, a rescue or a finish in flight) may be
+// left unextended for this call rather than waited for: it is still held,
+// and it is reported in neither Lost nor Finished. Such a lease cannot be
+// rescued while the lock lasts (rescues skip locked rows), and the next
+// call extends it once the lock is gone, or reports it lost or finished.
 type ExtendResult struct {
 	// Lost lists the leases the caller no longer holds (token changed, job
-	// rescued, finished or pruned). Their handlers must stop; their
-	// results will be refused.
+	// rescued, finished or pruned). Their results will be refused.
 	Lost []Lease
+	// Finished lists the leases of Lost whose job left running through
+	// an outcome written under that very lease (Finish with its token, or
+	// a committed CompleteTx): the holder itself ended the attempt, so it
+	// was not taken over and its handler need not be stopped. The other
+	// leases of Lost were taken from their holder (rescued, re-claimed,
+	// pruned) and their handlers must stop. A store that cannot tell the
+	// two apart leaves Finished empty, and its callers then treat every
+	// lost lease as taken over.
+	Finished []Lease
 	// CancelRequested lists the still-held leases whose job a user asked
 	// to cancel.
 	CancelRequested []Lease

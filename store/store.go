@@ -68,6 +68,10 @@ type Store interface {
 	// + Duration, in one operation, and reports the ones that are lost. A
 	// lease is held while the job is running with its token, even past its
 	// expiry: it is lost only once RescueExpired (or a finish) took the job.
+	// Of the lost leases, those whose own outcome ended the job are also
+	// reported as finished. A store may skip a held lease whose job another
+	// transaction holds locked instead of waiting for it (see
+	// ExtendResult): an extension never queues behind a user's transaction.
 	ExtendLeases(ctx context.Context, params *ExtendParams) (*ExtendResult, error)
 
 	// Finish records attempt outcomes, in one operation. ok[i] reports

@@ -285,6 +285,7 @@ func (s *Store) start(j *job, owner string, now, expires time.Time) {
 	r.State = store.StateRunning
 	r.Owner = owner
 	r.LeaseToken = uuid.New()
+	j.ended = uuid.Nil // one token per job, as a database row keeps it
 	r.LeaseExpiresAt = expires
 	r.AttemptedAt = latest(now, r.RunAt) // claimed ahead: the attempt starts at its run_at
 	r.Attempt++

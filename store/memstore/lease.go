@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/axsched/ax/store"
 )
 
@@ -11,9 +13,10 @@ import (
 // that token) to the store's now + params.Duration, in one operation. A
 // lease is reported in Lost when its job is not found, not running, or runs
 // under another token; held leases whose job has a cancel requested are
-// reported in CancelRequested. A lease past its expiry is still held until
-// RescueExpired takes it back. A nil params or a Duration <= 0 fails with an
-// error wrapping store.ErrInvalidParams.
+// reported in CancelRequested. A lost lease whose job left running through
+// a Finish with that very lease is reported in Finished too. A lease past
+// its expiry is still held until RescueExpired takes it back. A nil params
+// or a Duration <= 0 fails with an error wrapping store.ErrInvalidParams.
 func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*store.ExtendResult, error) {
 	if params == nil {
 		return nil, fmt.Errorf("extend leases: %w: nil params", store.ErrInvalidParams)
@@ -31,6 +34,9 @@ func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*
 		j := s.held(l)
 		if j == nil {
 			res.Lost = append(res.Lost, l)
+			if e := s.jobs[l.ID]; e != nil && e.rec.State != store.StateRunning && l.Token != uuid.Nil && e.ended == l.Token {
+				res.Finished = append(res.Finished, l)
+			}
 			continue
 		}
 		j.rec.LeaseExpiresAt = expires
@@ -120,6 +126,7 @@ func (s *Store) finish(ctx context.Context, params []store.FinishParams) ([]bool
 			out = store.OutcomeCancelled
 		}
 		paused := r.PauseRequested && reschedules
+		j.ended = r.LeaseToken
 		leaveRunning(r)
 		switch out {
 		case store.OutcomeSucceeded:

@@ -90,6 +90,11 @@ type job struct {
 	ukey    uniqueKey
 	hasKey  bool
 	keepKey bool
+	// ended is the token of the lease whose Finish took the job out of
+	// running, until the job is claimed again (rescued jobs have none), so
+	// that ExtendLeases tells a lease its holder finished from one taken
+	// over.
+	ended uuid.UUID
 }
 
 // newJob returns an unindexed job holding rec.

@@ -30,11 +30,17 @@ var _ interface {
 // job was rescued and perhaps claimed again by another host): the caller
 // must roll tx back, so that a stale owner's writes are never committed.
 //
-// The job's row stays locked until tx ends, so heartbeats and rescues of
-// the job wait for it, and so does its batch's row for a batch child (the
-// ends of its siblings wait): keep the transaction short after the call. Follow-
-// ups and batch progress that the job's end sets off are written in tx
-// too. Listeners hear of inserted jobs when tx commits. On error, tx is
+// The job's row stays locked until tx ends. Nothing of the scheduler's
+// waits for it: the host's lease extensions skip the row (the lease is
+// held, not lost, but its expiry is not pushed while tx is open), rescues
+// skip it, and a Finish writes its other rows first (only a Finish of this
+// very job waits). Once tx commits, extensions report the lease finished
+// by its holder, not lost; if tx rolls back, the next extension pushes the
+// lease again, unless it expired meanwhile and a rescue took the job: so
+// keep tx open after the call for less than the lease. A batch child's
+// end also locks its batch's row until tx ends, and the ends of its
+// siblings (Finish, on any host) wait for it. Follow-ups and batch
+// progress that the job's end sets off are written in tx too. Listeners hear of inserted jobs when tx commits. On error, tx is
 // left for the caller to roll back (a failed statement aborts a PostgreSQL
 // transaction); params that FinishParams.Validate refuses fail with an
 // error wrapping store.ErrInvalidParams before anything is sent.

@@ -162,7 +162,15 @@
 // its job on (id, token), so that a zombie's outcome and the current
 // holder's for the same job in one call cannot be mixed up; ExtendLeases
 // extends all of a host's leases in one statement and reports the lost
-// ones, likewise by (id, token). A claim adds one to each job's fence.
+// ones, likewise by (id, token). Neither waits on a row another
+// transaction holds (FOR UPDATE SKIP LOCKED; a handler's CompleteTx keeps
+// its job's row locked until it commits): ExtendLeases leaves such a
+// lease unextended, held, not lost; Finish writes the other rows first,
+// then that one alone with a statement that waits. A finish keeps the
+// lease token in the row (a rescue clears it, records show it only while
+// running), so that an extension of that lease reports it finished by its
+// holder (store.ExtendResult.Finished) rather than taken over. A claim adds
+// one to each job's fence.
 //
 // Every batched statement (Claim, Finish, ExtendLeases, the keyed Insert,
 // RescueExpired, Prune, Archive's pick and move, the restore from the

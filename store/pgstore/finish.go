@@ -19,7 +19,12 @@ import (
 // an error wrapping store.ErrInvalidParams. Jobs that become claimable again
 // (retry, snooze, release) notify listeners, one notification per kind, so
 // a near-term retry wakes the hosts that can run it; jobs paused instead
-// (their pause was requested) do not.
+// (their pause was requested) do not. A row another transaction holds (a
+// handler returned with its CompleteTx transaction still open) does not
+// hold back the others: they are written first, then that row alone waits
+// for the lock and applies, or not, by what the transaction did. A batch
+// child's end still waits for its batch's row while a sibling's
+// CompleteTx holds it (see CompleteTx).
 func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -43,13 +48,28 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 	a := newFinishArrays(params)
 	rows, _ := s.conn(ctx).Query(ctx, s.q.finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel)
 	applied := make(map[store.Lease]bool, n)
-	var l store.Lease
-	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token}, func() error {
-		applied[l] = true
+	var (
+		l    store.Lease
+		busy bool
+		wait []store.FinishParams
+	)
+	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &busy}, func() error {
+		if busy {
+			wait = append(wait, store.FinishParams{Lease: l})
+		} else {
+			applied[l] = true
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
+	}
+	if len(wait) > 0 {
+		// Rows another transaction holds: the others are written (and,
+		// outside a caller's transaction, committed); only these wait.
+		if err := s.finishBusy(ctx, params, wait, applied); err != nil {
+			return nil, err
+		}
 	}
 	for i, p := range params {
 		// A lease listed twice is applied once: report the first.
@@ -59,10 +79,43 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 	return ok, nil
 }
 
+// finishBusy writes, waiting for their row locks, the outcomes of the
+// leases in busy (the first row of each in params), and marks those that
+// applied.
+func (s *Store) finishBusy(ctx context.Context, params, busy []store.FinishParams, applied map[store.Lease]bool) error {
+	want := make(map[store.Lease]bool, len(busy))
+	for _, b := range busy {
+		want[b.Lease] = true
+	}
+	rest := make([]store.FinishParams, 0, len(busy))
+	for _, p := range params {
+		if want[p.Lease] {
+			rest = append(rest, p)
+			want[p.Lease] = false
+		}
+	}
+	a := newFinishArrays(rest)
+	rows, _ := s.conn(ctx).Query(ctx, s.q.finishWait, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel)
+	var l store.Lease
+	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token}, func() error {
+		applied[l] = true
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: finish: rows held by another transaction: %w", invalidData(err))
+	}
+	return nil
+}
+
 // ExtendLeases extends every still-held lease in one statement, as
 // store.Store requires. Leases are matched on (job, token), so a stale and
 // a current lease of the same job are told apart: the stale one is
-// reported lost and the current one extended.
+// reported lost and the current one extended. It never waits on a row
+// lock: a held lease whose job another transaction has locked (a handler's
+// CompleteTx not yet committed) is skipped, reported neither lost nor
+// finished, and extended by a later call once the lock is gone. A lease
+// whose own outcome ended the job (Finish or a committed CompleteTx with
+// its token) is reported in both Lost and Finished.
 func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*store.ExtendResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -80,14 +133,20 @@ func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*
 		ids[i], tokens[i] = l.ID, l.Token
 	}
 	rows, _ := s.pool.Query(ctx, s.q.extend, ids, tokens, micros(params.Duration))
-	held := make(map[store.Lease]bool, len(ids))
+	const (
+		extended = iota // the extend statement's kinds
+		busy
+		finished
+	)
+	found := make(map[store.Lease]int32, len(ids))
 	var (
 		l      store.Lease
 		cancel bool
+		kind   int32
 	)
-	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &cancel}, func() error {
-		held[l] = true
-		if cancel {
+	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &cancel, &kind}, func() error {
+		found[l] = kind
+		if cancel && kind != finished {
 			res.CancelRequested = append(res.CancelRequested, l)
 		}
 		return nil
@@ -96,8 +155,13 @@ func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*
 		return nil, fmt.Errorf("pgstore: extend leases: %w", err)
 	}
 	for _, l := range params.Leases {
-		if !held[l] {
+		k, ok := found[l]
+		switch {
+		case !ok:
 			res.Lost = append(res.Lost, l)
+		case k == finished:
+			res.Lost = append(res.Lost, l)
+			res.Finished = append(res.Finished, l)
 		}
 	}
 	return res, nil

@@ -22,6 +22,7 @@ type queries struct {
 	notify        string
 	claim         string
 	finish        string
+	finishWait    string
 	extend        string
 	rescue        string
 	prune         string
@@ -287,15 +288,46 @@ ORDER BY ($6::bigint > 0 AND c.run_at <= now() - $6::bigint * interval '1 micros
 		// the job only when the token is the current one and it runs, so
 		// only the current lease applies and locked holds at most one row
 		// per job, carrying its outcome. The probes run in id order (the
-		// input's sort), as in extend, so a finish and a heartbeat over the
-		// same jobs cannot deadlock. The UPDATE then joins locked to jobs
+		// input's sort), as in extend. The UPDATE then joins locked to jobs
 		// on the primary key alone.
+		//
+		// The probes skip rows another transaction holds (a handler that
+		// returned with its CompleteTx transaction still open): the rows
+		// of the other jobs are written at once instead of queueing behind
+		// a user's transaction. The input rows whose job still runs under
+		// their token in the statement's snapshot but were not locked come
+		// back flagged busy (third column true); Finish writes them with
+		// finishWait, which waits, so that no outcome is lost.
 		//
 		// Linear by construction: an earlier form joined locked back to the
 		// input on (id, token); under a generic plan that became a nested
 		// loop over two CTE scans comparing every outcome with every other
 		// (Rows Removed by Join Filter: 999,000 at 1,000 rows).
-		finish: `WITH ` + finishLockedSQL + `, changed AS (
+		finish: `WITH ` + finishInputSQL + `, locked AS MATERIALIZED (
+	SELECT j.id, i.token, i.outcome, i.delay_us, i.err, i.ord
+	FROM input i
+	CROSS JOIN LATERAL (
+		SELECT j.id FROM {jobs} j
+		WHERE j.id = i.id AND j.lease_token = i.token AND (j.state = 'running') IS TRUE
+		FOR UPDATE SKIP LOCKED
+	) j
+), changed AS (
+	UPDATE {jobs} j SET ` + finishSetSQL + `
+	FROM locked i
+	WHERE j.id = i.id -- locked checked state and token on the rows it holds
+	RETURNING j.id, i.token, j.kind, j.state, j.run_at
+), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `)
+SELECT id, token, false FROM changed WHERE (SELECT count(*) FROM notified) >= 0
+UNION ALL
+SELECT i.id, i.token, true FROM input i
+WHERE i.id NOT IN (SELECT id FROM locked) -- a hashed subplan
+  AND EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = i.id AND j.lease_token = i.token AND (j.state = 'running') IS TRUE)`,
+
+		// FinishWait is the finish of the rows finish found busy: the
+		// same, waiting for the locks. It runs after finish applied the
+		// other rows (committed them, outside a caller's transaction), so
+		// only the busy rows wait.
+		finishWait: `WITH ` + finishLockedSQL + `, changed AS (
 	UPDATE {jobs} j SET ` + finishSetSQL + `
 	FROM locked i
 	-- No state or token test on j here: locked checked both on the rows
@@ -308,24 +340,45 @@ SELECT id, token FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 
 		// Extend: as in finish, a lateral probe by primary key per lease,
 		// in id order, locks the jobs still held under their tokens; the
-		// UPDATE joins them on the primary key alone.
-		extend: `WITH locked AS MATERIALIZED (
+		// UPDATE joins them on the primary key alone. The probes skip rows
+		// another transaction holds (a handler's CompleteTx not yet
+		// committed): an extension never waits on a user's transaction,
+		// which would hold back the extension of every other lease of the
+		// host until their leases lapsed. The leases it did not lock are
+		// read from the statement's snapshot, by primary key: kind 1, the
+		// job still runs under the token (busy: held, not extended this
+		// time); kind 2, the job left running under the token (an outcome
+		// written with it ended the attempt: Finish keeps the token, rescue
+		// clears it; Archive may have moved the job to the history, token
+		// and all); no row, the lease is lost. Kind 0 rows were extended.
+		extend: `WITH input AS MATERIALIZED (
+	SELECT DISTINCT ON (id, token) id, token
+	FROM unnest($1::uuid[], $2::uuid[]) AS u(id, token)
+	ORDER BY id, token
+), locked AS MATERIALIZED (
 	SELECT j.id
-	FROM (
-		SELECT DISTINCT ON (id, token) id, token
-		FROM unnest($1::uuid[], $2::uuid[]) AS u(id, token)
-		ORDER BY id, token
-	) l
+	FROM input l
 	CROSS JOIN LATERAL (
 		SELECT j.id FROM {jobs} j
 		WHERE j.id = l.id AND j.lease_token = l.token AND (j.state = 'running') IS TRUE
-		FOR UPDATE
+		FOR UPDATE SKIP LOCKED
 	) j
+), extended AS (
+	UPDATE {jobs} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond'
+	FROM locked
+	WHERE j.id = locked.id -- locked checked state and token on the rows it holds
+	RETURNING j.id, j.lease_token, j.cancel_requested
 )
-UPDATE {jobs} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond'
-FROM locked
-WHERE j.id = locked.id -- locked checked state and token on the rows it holds
-RETURNING j.id, j.lease_token, j.cancel_requested`,
+SELECT id, lease_token, cancel_requested, 0 FROM extended
+UNION ALL
+SELECT l.id, l.token, j.cancel_requested, CASE WHEN (j.state = 'running') IS TRUE THEN 1 ELSE 2 END
+FROM input l
+CROSS JOIN LATERAL (
+	SELECT j.state, j.cancel_requested FROM {jobs} j WHERE j.id = l.id AND j.lease_token = l.token
+	UNION ALL
+	SELECT h.state, false FROM {history} h WHERE h.id = l.id AND h.lease_token = l.token
+) j
+WHERE l.id NOT IN (SELECT id FROM locked) -- a hashed subplan`,
 
 		// Rescue: expired leases, oldest first, skipping rows another
 		// rescuer (or a late Finish) holds. The running jobs are read
@@ -346,7 +399,7 @@ RETURNING j.id, j.lease_token, j.cancel_requested`,
 		state = ` + rescueStateSQL + `,
 		run_at = CASE WHEN ` + rescueStateSQL + ` IN ('retrying', 'paused') THEN now() ELSE j.run_at END,
 		errors = j.errors || ` + errorEntrySQL(`'lease expired (owner ' || j.owner || ' stopped extending it)'`) + `,
-		lease_token = NULL,
+		lease_token = NULL, -- the lease was taken: its extension reads "lost"
 		lease_expires_at = NULL,
 		cancel_requested = false,
 		pause_requested = false,
@@ -455,7 +508,7 @@ WHERE c.oid = '{jobs}'::regclass
    OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = '{history}'::regclass)`,
 	}
 	for _, p := range []*string{&q.get, &q.insertOne, &q.insertClaimed, &q.cursorAudit, &q.insertMany, &q.holders, &q.notify, &q.claim,
-		&q.finish, &q.extend, &q.rescue, &q.prune, &q.list, &q.controlCur, &q.cancel, &q.pause,
+		&q.finish, &q.finishWait, &q.extend, &q.rescue, &q.prune, &q.list, &q.controlCur, &q.cancel, &q.pause,
 		&q.resume, &q.runNow, &q.countLive, &q.finalBound, &q.countFinal, &q.finalSample, &q.reltuples} {
 		*p = r.Replace(*p)
 	}
@@ -495,8 +548,17 @@ const insertRunAtSQL = `coalesce($6, now() + $7::bigint * interval '1 microsecon
 // finishStateSQL is the state a Finish row moves its job to: retry, snooze
 // and release of a job whose cancel was requested become cancelled, and
 // otherwise, when its pause was requested, paused.
-// finishLockedSQL is the locked CTE of both Finish statements (plain and
-// flow, see the plain one's comment): one row per job whose current lease
+// finishInputSQL is the input CTE of the plain finish statement: the
+// rows of the call, the first of a lease listed twice, in id order.
+const finishInputSQL = `input AS MATERIALIZED (
+	SELECT DISTINCT ON (id, token) id, token, outcome, delay_us, err, ord
+	FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[]) WITH ORDINALITY
+		AS u(id, token, outcome, delay_us, err, ord)
+	ORDER BY id, token, ord
+)`
+
+// finishLockedSQL is the locked CTE of the waiting Finish statements
+// (finishWait and flow's finish, see the plain one's comment): one row per job whose current lease
 // an input row names, locked by a primary-key probe in id order, carrying
 // the outcome and the input's position (ord).
 const finishLockedSQL = `locked AS MATERIALIZED (
@@ -523,7 +585,9 @@ var finishSetSQL = `
 		attempt = CASE WHEN i.outcome IN (4, 5) AND ` + finishStateSQL + ` IN ('scheduled', 'paused')
 			THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
 		errors = CASE WHEN i.outcome IN (2, 3, 6) THEN j.errors || ` + errorEntrySQL("i.err") + ` ELSE j.errors END,
-		lease_token = NULL,
+		-- lease_token is kept: an extension of the lease that wrote the
+		-- outcome then reads "finished by its holder", not "lost" (a rescue
+		-- clears it). Reads show the token of running jobs only.
 		lease_expires_at = NULL,
 		cancel_requested = false,
 		pause_requested = false,

@@ -219,7 +219,9 @@ func (js *jobScan) record() (*store.JobRecord, error) {
 		j.UniqueKey = *js.uniqueKey
 		j.Unique = store.UniqueScope{Global: js.uGlobal, Finished: js.uFinished, Period: time.Duration(js.uPeriod) * time.Second}
 	}
-	if js.leaseToken != nil {
+	if js.leaseToken != nil && j.State == store.StateRunning {
+		// A finish keeps the token of the lease that wrote it (see the
+		// extend statement); the record shows it while running only.
 		j.LeaseToken = *js.leaseToken
 	}
 	if js.leaseExp != nil {

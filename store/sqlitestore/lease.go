@@ -15,10 +15,13 @@ import (
 // that token) to the store's now + params.Duration, in one transaction. A
 // lease is reported in Lost when its job is not found, not running, or runs
 // under another token; held leases whose job has a cancel requested are
-// reported in CancelRequested. A lease past its expiry is still held until
-// RescueExpired takes it back. A nil params or a Duration <= 0 fails with an
-// error wrapping store.ErrInvalidParams. One statement extends every held
-// lease, each found through the ID index.
+// reported in CancelRequested. A lost lease whose job left running through
+// a Finish with that very lease is reported in Finished too. A lease past
+// its expiry is still held until RescueExpired takes it back. A nil params
+// or a Duration <= 0 fails with an error wrapping store.ErrInvalidParams.
+// One statement extends every held lease, each found through the ID index;
+// a second one, run only when some are lost, reads which of those ended
+// under their own token.
 func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*store.ExtendResult, error) {
 	if params == nil {
 		return nil, fmt.Errorf("extend leases: %w: nil params", store.ErrInvalidParams)
@@ -67,12 +70,50 @@ func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*
 				res.CancelRequested = append(res.CancelRequested, l)
 			}
 		}
-		return nil
+		return w.finishedLeases(res)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)
 	}
 	return res, nil
+}
+
+// finishedLeases fills res.Finished with the leases of res.Lost whose job
+// left running under that very token (a finish keeps it).
+func (w *wtx) finishedLeases(res *store.ExtendResult) error {
+	if len(res.Lost) == 0 {
+		return nil
+	}
+	pairs := make([][2]string, len(res.Lost))
+	for i, l := range res.Lost {
+		pairs[i] = [2]string{hex.EncodeToString(l.ID[:]), hex.EncodeToString(l.Token[:])}
+	}
+	list, err := json.Marshal(pairs)
+	if err != nil {
+		return err
+	}
+	rows, err := w.query(qExtendEnded, string(list))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	ended := make(map[store.Lease]bool, len(res.Lost))
+	for rows.Next() {
+		var id, token []byte
+		if err := rows.Scan(&id, &token); err != nil {
+			return err
+		}
+		ended[store.Lease{ID: uuid.UUID(id), Token: uuid.UUID(token)}] = true
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, l := range res.Lost {
+		if ended[l] {
+			res.Finished = append(res.Finished, l)
+		}
+	}
+	return nil
 }
 
 // Finish records attempt outcomes in one transaction, as store.Store.Finish
@@ -139,7 +180,7 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 			if err := w.finish(j, p); err != nil {
 				return fmt.Errorf("row %d: %w", i, err)
 			}
-			done = append(done, ended{j: j, result: p.Result})
+			done = append(done, ended{j: j, result: p.Result, token: p.Lease.Token})
 			ok[i] = true
 		}
 		// The rows are written last, in one statement: what finish

@@ -48,6 +48,7 @@ const (
 	qSave
 	qSaveEnded
 	qExtend
+	qExtendEnded
 	qRescueSelect
 	qPrune
 	qDeleteSeq
@@ -146,9 +147,12 @@ var queryText = [numQueries]string{
 	qSave: `UPDATE jobs SET state = ?, run_at = ?, attempt = ?, max_attempts = ?, errors = ?, lease_token = ?, lease_expires_at = ?,
 	cancel_requested = ?, pause_requested = ?, finished_at = ? WHERE seq = ?`,
 	// Jobs leaving running, as a JSON array of
-	// [seq, state, run_at, attempt, errors, finished_at, result] rows.
+	// [seq, state, run_at, attempt, errors, finished_at, result, token]
+	// rows. token (hex, or null) is the lease kept by a finish, so that
+	// an extension of it reads "finished by its holder"; a rescue clears
+	// it.
 	qSaveEnded: `UPDATE jobs SET state = l.value ->> 1, run_at = l.value ->> 2, attempt = l.value ->> 3,
-	errors = l.value ->> 4, lease_token = NULL, lease_expires_at = NULL, cancel_requested = 0,
+	errors = l.value ->> 4, lease_token = unhex(l.value ->> 7), lease_expires_at = NULL, cancel_requested = 0,
 	pause_requested = 0, finished_at = l.value ->> 5, result = coalesce(l.value ->> 6, result)
 	FROM json_each(?) AS l WHERE jobs.seq = l.value ->> 0`,
 	// The leases come as a JSON array of [hex id, hex token] pairs.
@@ -156,6 +160,12 @@ var queryText = [numQueries]string{
 	FROM (SELECT unhex(value ->> 0) AS id, unhex(value ->> 1) AS token FROM json_each(?)) AS l
 	WHERE jobs.id = l.id AND jobs.lease_token = l.token AND jobs.state = 'running'
 	RETURNING jobs.id, jobs.lease_token, jobs.cancel_requested`,
+	// The leases an extension found not held, as qExtend takes them: those
+	// whose job left running under that very token (a finish kept it).
+	qExtendEnded: `SELECT jobs.id, jobs.lease_token
+	FROM (SELECT unhex(value ->> 0) AS id, unhex(value ->> 1) AS token FROM json_each(?)) AS l
+	JOIN jobs ON jobs.id = l.id
+	WHERE jobs.lease_token = l.token AND jobs.state <> 'running'`,
 	qRescueSelect: `SELECT ` + lightCols + ` FROM jobs
 	WHERE state = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at, id LIMIT ?`,
 	qPrune: `DELETE FROM jobs WHERE seq IN (SELECT seq FROM jobs

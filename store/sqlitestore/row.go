@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,9 @@ type jobRow struct {
 	rec        store.JobRecord
 	errorsJSON string // JSON array, "" when none
 	followUps  string // JSON templates, "" when none
+	// kept is the lease token a finish left in the row of a job no longer
+	// running (see qSaveEnded), which the record does not show.
+	kept uuid.UUID
 }
 
 // scanner is a *sql.Row or *sql.Rows.
@@ -55,6 +59,11 @@ func scanJob(sc scanner) (*jobRow, error) {
 	}
 	if r.LeaseToken, err = idFrom(token); err != nil {
 		return nil, fmt.Errorf("lease token: %w", err)
+	}
+	if state != string(store.StateRunning) {
+		// A finish keeps the token of the lease that wrote it (qSaveEnded);
+		// the record shows it while running only, and save writes it back.
+		j.kept, r.LeaseToken = r.LeaseToken, uuid.Nil
 	}
 	if r.Parent, err = idFrom(parent); err != nil {
 		return nil, fmt.Errorf("parent: %w", err)
@@ -132,7 +141,11 @@ func (j *jobRow) leaveRunning() {
 // save writes the row's mutable columns (those transitions change).
 func (w *wtx) save(j *jobRow) error {
 	r := &j.rec
-	_, err := w.exec(qSave, string(r.State), toUS(r.RunAt), r.Attempt, r.MaxAttempts, nullText(j.errorsJSON), idArg(r.LeaseToken),
+	token := r.LeaseToken
+	if r.State != store.StateRunning && token == uuid.Nil {
+		token = j.kept
+	}
+	_, err := w.exec(qSave, string(r.State), toUS(r.RunAt), r.Attempt, r.MaxAttempts, nullText(j.errorsJSON), idArg(token),
 		nullUS(r.LeaseExpiresAt), boolInt(r.CancelRequested), boolInt(r.PauseRequested), nullUS(r.FinishedAt), j.seq)
 	return err
 }
@@ -141,6 +154,9 @@ func (w *wtx) save(j *jobRow) error {
 type ended struct {
 	j      *jobRow
 	result json.RawMessage // recorded when not nil
+	// token is the lease whose outcome ended the attempt, kept in the row
+	// (see qSaveEnded); zero for a rescue, which clears it.
+	token uuid.UUID
 }
 
 // saveEnded writes, in one statement, the rows of jobs that left running
@@ -150,12 +166,15 @@ func (w *wtx) saveEnded(es []ended) error {
 	if len(es) == 0 {
 		return nil
 	}
-	rows := make([][7]any, len(es))
+	rows := make([][8]any, len(es))
 	for i, e := range es {
 		r := &e.j.rec
-		rows[i] = [7]any{e.j.seq, string(r.State), toUS(r.RunAt), r.Attempt, nullText(e.j.errorsJSON), nullUS(r.FinishedAt), nil}
+		rows[i] = [8]any{e.j.seq, string(r.State), toUS(r.RunAt), r.Attempt, nullText(e.j.errorsJSON), nullUS(r.FinishedAt), nil, nil}
 		if e.result != nil {
 			rows[i][6] = string(e.result)
+		}
+		if e.token != uuid.Nil {
+			rows[i][7] = hex.EncodeToString(e.token[:])
 		}
 	}
 	list, err := json.Marshal(rows)

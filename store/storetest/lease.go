@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axsched/ax/store"
@@ -61,11 +62,14 @@ func testLease(t *testing.T, newStore NewStoreFunc) {
 		cases := []struct {
 			name string
 			make func(t *testing.T, st store.Store) (store.Lease, *store.JobRecord)
+			// finished: the lease's own outcome ended the job, so it is
+			// reported in Finished too.
+			finished bool
 		}{
 			{"StaleAfterRescueAndReclaim", func(t *testing.T, st store.Store) (store.Lease, *store.JobRecord) {
 				stale, current := rescuedAndReclaimed(t, st, "lease.lost")
 				return lease(stale), get(t, st, current.ID)
-			}},
+			}, false},
 			{"StaleAfterRescue", func(t *testing.T, st store.Store) (store.Lease, *store.JobRecord) {
 				id := insertOne(t, st, "lease.lost")
 				j := claimOnly(t, st, "lease.lost", id, shortLease)
@@ -74,23 +78,23 @@ func testLease(t *testing.T, newStore NewStoreFunc) {
 				require.NoError(t, err)
 				require.Len(t, rescued, 1)
 				return lease(j), get(t, st, id)
-			}},
+			}, false},
 			{"Finished", func(t *testing.T, st store.Store) (store.Lease, *store.JobRecord) {
 				j := makeJob(t, st, store.StateRunning, "lease.lost")
 				return lease(j), finishOne(t, st, j, store.FinishParams{Outcome: store.OutcomeSucceeded})
-			}},
+			}, true},
 			{"Released", func(t *testing.T, st store.Store) (store.Lease, *store.JobRecord) {
 				j := makeJob(t, st, store.StateRunning, "lease.lost")
 				return lease(j), finishOne(t, st, j, store.FinishParams{Outcome: store.OutcomeRelease})
-			}},
+			}, true},
 			{"WrongToken", func(t *testing.T, st store.Store) (store.Lease, *store.JobRecord) {
 				j := makeJob(t, st, store.StateRunning, "lease.lost")
 				return store.Lease{ID: j.ID, Token: newID(t)}, j
-			}},
+			}, false},
 			{"NilToken", func(t *testing.T, st store.Store) (store.Lease, *store.JobRecord) {
 				j := makeJob(t, st, store.StateScheduled, "lease.lost")
 				return store.Lease{ID: j.ID}, j
-			}},
+			}, false},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -101,6 +105,11 @@ func testLease(t *testing.T, newStore NewStoreFunc) {
 
 				res := extend(t, st, 2*time.Hour, lease(held), lost, unknown)
 				require.ElementsMatch(t, []store.Lease{lost, unknown}, res.Lost)
+				if c.finished {
+					require.Equal(t, []store.Lease{lost}, res.Finished, "the lease's own outcome ended the job")
+				} else {
+					require.Empty(t, res.Finished, "a lease taken over is not finished by its holder")
+				}
 				require.Empty(t, res.CancelRequested)
 				requireUnchanged(t, st, before)
 				requireTimeNear(t, storeNow(t, st).Add(2*time.Hour), get(t, st, held.ID).LeaseExpiresAt, clockTolerance)
@@ -163,7 +172,59 @@ func testLease(t *testing.T, newStore NewStoreFunc) {
 		finishOne(t, st, a, store.FinishParams{Outcome: store.OutcomeCancelled, Error: "cancelled"})
 		res = extend(t, st, 2*time.Hour, lease(a))
 		require.Equal(t, []store.Lease{lease(a)}, res.Lost)
+		require.Equal(t, []store.Lease{lease(a)}, res.Finished)
 		require.Empty(t, res.CancelRequested)
+	})
+
+	t.Run("FinishedByHolder", func(t *testing.T) {
+		// An extension that runs after the holder's own outcome was
+		// written (a handler's committed CompleteTx, before the handler
+		// returned) must tell it apart from a lease taken over: the job
+		// is reported in Lost and Finished, whatever the outcome, and
+		// only for the lease that wrote it.
+		outcomes := []store.FinishParams{
+			{Outcome: store.OutcomeSucceeded},
+			{Outcome: store.OutcomeRetry, Error: "boom", Delay: time.Hour},
+			{Outcome: store.OutcomeDead, Error: "boom"},
+			{Outcome: store.OutcomeSnooze, Delay: time.Hour},
+			{Outcome: store.OutcomeRelease},
+			{Outcome: store.OutcomeCancelled, Error: "cancelled"},
+		}
+		for _, p := range outcomes {
+			t.Run(p.Outcome.String(), func(t *testing.T) {
+				st := newStore(t)
+				j := makeJob(t, st, store.StateRunning, "lease.finished")
+				held := makeJob(t, st, store.StateRunning, "lease.held")
+				got := finishOne(t, st, j, p)
+				require.Equal(t, uuid.Nil, got.LeaseToken, "a finished job shows no lease token")
+				other := store.Lease{ID: j.ID, Token: newID(t)}
+
+				res := extend(t, st, 2*time.Hour, lease(j), lease(held), other)
+				require.ElementsMatch(t, []store.Lease{lease(j), other}, res.Lost)
+				require.Equal(t, []store.Lease{lease(j)}, res.Finished)
+				requireUnchanged(t, st, got)
+			})
+		}
+	})
+
+	t.Run("FinishedThenRescuedAttempt", func(t *testing.T) {
+		// The first attempt's lease finished the job (retry due at once);
+		// the second attempt's lease is rescued: neither reads as
+		// finished, since a job remembers the lease that ended it only
+		// until it is claimed again.
+		st := newStore(t)
+		id := insertOne(t, st, "lease.again")
+		first := claimOnly(t, st, "lease.again", id, longLease)
+		finishOne(t, st, first, store.FinishParams{Outcome: store.OutcomeRetry, Error: "boom"})
+		second := claimOnly(t, st, "lease.again", id, shortLease)
+		waitUntilStoreTime(t, st, second.LeaseExpiresAt)
+		rescued, err := st.RescueExpired(t.Context(), 10)
+		require.NoError(t, err)
+		require.Len(t, rescued, 1)
+
+		res := extend(t, st, 2*time.Hour, lease(first), lease(second))
+		require.ElementsMatch(t, []store.Lease{lease(first), lease(second)}, res.Lost)
+		require.Empty(t, res.Finished)
 	})
 
 	t.Run("InvalidDuration", func(t *testing.T) {

@@ -67,6 +67,7 @@ func main() {
 		brMax        = flag.Duration("breaker-max-cooldown", 4*time.Second, "the breaker's longest cool-down")
 		downstream   = flag.Bool("downstream", false, "fail work jobs while the downstream table says down")
 		retryBase    = flag.Duration("retry-base", 0, "ExponentialBackoff.Base of work (0: default)")
+		txhold       = flag.Bool("txhold", false, "register txhold (txhold.go)")
 	)
 	flag.Parse()
 	if err := run(config{
@@ -74,7 +75,7 @@ func main() {
 		rescue: *rescue, poll: *poll, clockOffset: *clockOffset, stopTimeout: *stopTimeout,
 		maxConns: *maxConns, periodicName: *periodicName, periodicSpec: *periodicSpec,
 		global: *global, rate: *rate, ratePer: *ratePer, brFailures: *brFailures, brCoolDown: *brCoolDown,
-		brMax: *brMax, downstream: *downstream, retryBase: *retryBase,
+		brMax: *brMax, downstream: *downstream, retryBase: *retryBase, txhold: *txhold,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
@@ -91,6 +92,7 @@ type config struct {
 	ratePer, brCoolDown, brMax     time.Duration
 	downstream                     bool
 	retryBase                      time.Duration
+	txhold                         bool
 }
 
 // workOptions returns the handler options of "work" the flags ask for.
@@ -172,6 +174,11 @@ func run(c config) error {
 	}
 	if err := registerResults(s, pool, node); err != nil { // results.go
 		return err
+	}
+	if c.txhold {
+		if err := registerTxHold(s, pool, node); err != nil { // txhold.go
+			return err
+		}
 	}
 	if c.periodicName != "" {
 		if err := ax.Handle(s, c.periodicName, func(ctx context.Context, j *ax.Job, _ json.RawMessage) error {
