@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/axsched/ax/store"
 )
@@ -17,8 +19,8 @@ import (
 // handles a kind declares its MaxAttempts and Priority at Start (or at
 // Handle, once started), and a host that schedules a job of a kind it
 // does not handle (ax serve, the HTTP API, a producer-only service) reads
-// them in one store call per Schedule, ScheduleMany, batch or follow-up
-// set. A job's own MaxAttempts or Priority option wins over both.
+// them, at most once a second per kind (kindDefaultsTTL), in one store
+// call per Schedule, ScheduleMany, batch or follow-up set. A job's own MaxAttempts or Priority option wins over both.
 //
 // The declaration is the last writer's: while hosts with different
 // options for a kind run side by side (a rolling deploy), jobs scheduled
@@ -43,6 +45,9 @@ func (s *Scheduler) declareKindDefaults(ctx context.Context, handlers []*kindHan
 	slices.SortFunc(defaults, func(a, b store.KindDefaults) int { return strings.Compare(a.Kind, b.Kind) })
 	if err := kd.DeclareKindDefaults(ctx, defaults); err != nil {
 		return fmt.Errorf("declare kind defaults: %w", err)
+	}
+	for _, d := range defaults {
+		s.kindDefaults.forget(d.Kind)
 	}
 	return nil
 }
@@ -78,16 +83,9 @@ func (s *Scheduler) resolveKindDefaults(ctx context.Context, params []store.Inse
 	if len(kinds) == 0 {
 		return nil
 	}
-	stored := map[string]store.KindDefaults{}
-	if kd, ok := s.store.(store.KindDefaulter); ok {
-		slices.Sort(kinds)
-		got, err := kd.KindDefaults(ctx, slices.Compact(kinds))
-		if err != nil {
-			return fmt.Errorf("read kind defaults: %w", err)
-		}
-		for _, d := range got {
-			stored[d.Kind] = d
-		}
+	stored, err := s.kindDefaults.get(ctx, s.store, s.now(), kinds)
+	if err != nil {
+		return err
 	}
 	each(func(p *store.InsertParams) {
 		d, ok := stored[p.Kind]
@@ -102,4 +100,80 @@ func (s *Scheduler) resolveKindDefaults(ctx context.Context, params []store.Inse
 		}
 	})
 	return nil
+}
+
+// kindDefaultsTTL is how long a Scheduler trusts the kind defaults it
+// read: a producer that handles nothing (ax serve, a web tier) schedules
+// many jobs of few kinds, and one read a second per kind is enough. A
+// declaration that changes a kind's defaults reaches such a producer's
+// jobs within this time.
+const kindDefaultsTTL = time.Second
+
+// kindDefaultsCache holds the kind defaults a Scheduler read, each with
+// when (host clock: only the entry's age matters), including that a kind
+// had none.
+type kindDefaultsCache struct {
+	mu      sync.Mutex
+	entries map[string]kindDefaultsEntry
+}
+
+type kindDefaultsEntry struct {
+	defaults store.KindDefaults
+	found    bool
+	readAt   time.Time
+}
+
+// get returns the stored defaults of kinds (those that have some), read
+// from st for the kinds whose entry is missing or older than
+// kindDefaultsTTL, in one call.
+func (c *kindDefaultsCache) get(ctx context.Context, st store.Store, now time.Time, kinds []string) (map[string]store.KindDefaults, error) {
+	kd, ok := st.(store.KindDefaulter)
+	if !ok {
+		return nil, nil
+	}
+	out := make(map[string]store.KindDefaults, len(kinds))
+	var stale []string
+	c.mu.Lock()
+	for _, k := range kinds {
+		e, ok := c.entries[k]
+		switch {
+		case !ok || now.Sub(e.readAt) >= kindDefaultsTTL || now.Before(e.readAt):
+			stale = append(stale, k)
+		case e.found:
+			out[k] = e.defaults
+		}
+	}
+	c.mu.Unlock()
+	if len(stale) == 0 {
+		return out, nil
+	}
+	slices.Sort(stale)
+	stale = slices.Compact(stale)
+	got, err := kd.KindDefaults(ctx, stale)
+	if err != nil {
+		return nil, fmt.Errorf("read kind defaults: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]kindDefaultsEntry{}
+	}
+	for _, k := range stale {
+		c.entries[k] = kindDefaultsEntry{readAt: now}
+	}
+	for _, d := range got {
+		c.entries[d.Kind] = kindDefaultsEntry{defaults: d, found: true, readAt: now}
+		out[d.Kind] = d
+	}
+	return out, nil
+}
+
+// forget drops what the cache holds of kinds, so that this host's own
+// declaration applies to its next Schedule at once.
+func (c *kindDefaultsCache) forget(kinds ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range kinds {
+		delete(c.entries, k)
+	}
 }

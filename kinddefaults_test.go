@@ -106,3 +106,43 @@ func TestKindDefaultsUndeclared(t *testing.T) {
 		})
 	}
 }
+
+// countingDefaulter counts KindDefaults reads.
+type countingDefaulter struct {
+	*memstore.Store
+	reads atomic.Int32
+}
+
+func (c *countingDefaulter) KindDefaults(ctx context.Context, kinds []string) ([]store.KindDefaults, error) {
+	c.reads.Add(1)
+	return c.Store.KindDefaults(ctx, kinds)
+}
+
+// TestKindDefaultsReadOncePerTTL: a producer that handles nothing reads a
+// kind's defaults once for many Schedule calls within kindDefaultsTTL, and
+// again once it has passed; the defaults it read apply to every job.
+func TestKindDefaultsReadOncePerTTL(t *testing.T) {
+	st := &countingDefaulter{Store: memstore.New()}
+	require.NoError(t, st.DeclareKindDefaults(context.Background(), []store.KindDefaults{{Kind: "mail", MaxAttempts: 2, Priority: int(ax.High)}}))
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	producer := newScheduler(t, st, func(c *ax.Config) {
+		c.Clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	})
+	schedule := func() {
+		res, err := producer.Schedule(context.Background(), "mail", nil)
+		require.NoError(t, err)
+		j, err := producer.Get(context.Background(), res.ID)
+		require.NoError(t, err)
+		require.Equal(t, 2, j.MaxAttempts)
+	}
+	for range 5 {
+		schedule()
+	}
+	require.EqualValues(t, 1, st.reads.Load(), "one read within the TTL")
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	schedule()
+	require.EqualValues(t, 2, st.reads.Load(), "read again once the TTL passed")
+}

@@ -52,6 +52,9 @@ type Scheduler struct {
 	declareMu sync.Mutex
 	// capacity wakes Schedule calls waiting for room (backpressure.go).
 	capacity capacitySignal
+	// kindDefaults caches the kinds' stored defaults for jobs of kinds
+	// without a handler here (kinddefaults.go).
+	kindDefaults kindDefaultsCache
 }
 
 // phase is the Scheduler's lifecycle position.
