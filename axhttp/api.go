@@ -129,7 +129,8 @@ type SubmitResponse struct {
 const MaxSubmitBatch = 1000
 
 // decodeJSON reads r's body as one JSON value into v: the content type
-// must be JSON, unknown fields and trailing data are refused.
+// must be JSON, unknown fields and trailing data are refused, and so are
+// texts encoding/json would rewrite to U+FFFD (checkJSONText).
 func decodeJSON(r *http.Request, v any) error {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
@@ -151,7 +152,7 @@ func decodeJSON(r *http.Request, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("malformed JSON body: data after the first value")
 	}
-	return nil
+	return checkJSONText(body)
 }
 
 // jsonErrorText describes a decoding error without echoing the body.
@@ -177,6 +178,9 @@ func jsonErrorText(err error) string {
 func (h *Handler) request(sr *SubmitRequest) (ax.Request, error) {
 	req := ax.Request{Kind: sr.Kind}
 	if len(sr.Payload) > 0 {
+		if err := checkPayloadDepth(sr.Payload); err != nil {
+			return req, err
+		}
 		req.Payload = sr.Payload
 	} else {
 		req.Payload = json.RawMessage("null")

@@ -391,3 +391,34 @@ func TestStaticPathTraversal(t *testing.T) {
 		})
 	}
 }
+
+// storeViewOf is what a refused request must leave as it was: every job
+// (ID, kind, state, attempt) and every kind the Admin lists (pause
+// state, when it changed, jobs by state).
+type storeViewOf struct {
+	Jobs  []string
+	Kinds []string
+}
+
+func storeView(t *testing.T, f *fixture) storeViewOf {
+	t.Helper()
+	ctx := context.Background()
+	var v storeViewOf
+	cursor := ""
+	for {
+		list, err := f.s.Admin().List(ctx, ax.ListOptions{Order: ax.OldestFirst, Limit: store.MaxListLimit, Cursor: cursor})
+		require.NoError(t, err)
+		for _, j := range list.Jobs {
+			v.Jobs = append(v.Jobs, fmt.Sprintf("%s %q %s %d", j.ID, j.Kind, j.State, j.Attempt))
+		}
+		if cursor = list.Cursor; cursor == "" {
+			break
+		}
+	}
+	kinds, err := f.s.Admin().Kinds(ctx)
+	require.NoError(t, err)
+	for _, k := range kinds {
+		v.Kinds = append(v.Kinds, fmt.Sprintf("%q paused=%v at=%s jobs=%v", k.Kind, k.Paused, k.UpdatedAt.Format(time.RFC3339Nano), k.Jobs))
+	}
+	return v
+}
