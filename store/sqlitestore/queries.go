@@ -73,6 +73,7 @@ const (
 	qNodeDelete
 	qKindGet
 	qKindPut
+	qKindDel
 	qKindsAll
 	qDueKinds
 	qNonceGC
@@ -196,7 +197,8 @@ var queryText = [numQueries]string{
 
 	qKindGet:  `SELECT paused, updated_at FROM kinds WHERE kind = ?`,
 	qKindPut:  `INSERT INTO kinds (kind, paused, updated_at) VALUES (?, ?, ?) ON CONFLICT (kind) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`,
-	qKindsAll: `SELECT kind, paused, updated_at FROM kinds ORDER BY kind`,
+	qKindDel:  `DELETE FROM kinds WHERE kind = ?`,
+	qKindsAll: `SELECT kind, paused, updated_at FROM kinds WHERE paused <> 0 ORDER BY kind`,
 	qDueKinds: `SELECT DISTINCT kind FROM counts WHERE state IN ` + claimableSQL + ` AND n > 0 ORDER BY kind`,
 
 	qNonceGC: `DELETE FROM nonces WHERE nonce IN (SELECT nonce FROM nonces WHERE expires_at <= ? ORDER BY expires_at LIMIT 100)`,
