@@ -561,7 +561,7 @@ func (p pageErr) pageError() string { return p.Problem }
 
 func (h *Handler) postKind(pause bool) func(r *http.Request) (string, string, error) {
 	return func(r *http.Request) (string, string, error) {
-		ks, err := h.setKindPaused(r, r.PathValue("kind"), pause)
+		ks, err := h.setKindPaused(r, r.PathValue("kind"), pause, false)
 		if err != nil {
 			return "", "", err
 		}
