@@ -163,7 +163,7 @@ type shownMeta struct {
 type jobView struct {
 	Payload, Result shown
 	Meta            []shownMeta
-	MetaCut         bool // entries were left out
+	MetaCut         bool // entries were left out, or cut
 	Attempts        []shownAttempt
 	EarlierAttempts int // failed attempts not shown (older ones)
 }
@@ -183,7 +183,9 @@ func viewOf(rec *store.JobRecord) jobView {
 		keys, v.MetaCut = keys[:pageMetaEntries], true
 	}
 	for _, k := range keys {
-		v.Meta = append(v.Meta, shownMeta{boundedText(k, pageMetaKeyBytes), boundedText(rec.Metadata[k], pageMetaValueBytes)})
+		m := shownMeta{boundedText(k, pageMetaKeyBytes), boundedText(rec.Metadata[k], pageMetaValueBytes)}
+		v.MetaCut = v.MetaCut || m.Key.Cut || m.Value.Cut
+		v.Meta = append(v.Meta, m)
 	}
 	errs := rec.Errors
 	if len(errs) > pageErrors {

@@ -137,6 +137,7 @@ func TestJobPageHostileJob(t *testing.T) {
 	require.Contains(t, page, `id="payload-cut"`)
 	require.Contains(t, page, `id="result-cut"`)
 	require.Contains(t, page, `id="attempts-cut"`)
+	require.Contains(t, page, `id="metadata-cut"`)
 	require.Contains(t, page, "2 earlier failed attempt(s) not shown")
 
 	for _, c := range []struct {
