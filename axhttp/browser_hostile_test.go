@@ -1,6 +1,8 @@
 package axhttp
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,6 +33,11 @@ func TestBrowserHostileJob(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#result-cut")),
 		chromedp.WaitVisible(chromedp.CSS("#attempts-cut")))
 	shot.take(ctx, "job-hostile")
+	// The payload and its cut notice as an operator sees them (the
+	// screen docs/screenshots/job-hostile.png shows).
+	run(t, ctx, "scroll to the payload", chromedp.Evaluate[chromedp.Void](`document.querySelector("#payload").previousElementSibling.scrollIntoView()`))
+	top := get(t, ctx, chromedp.CaptureScreenshot())
+	require.NoError(t, os.WriteFile(filepath.Join(shot.dir, "job-hostile-top.png"), top, 0o644))
 	size := get(t, ctx, chromedp.Evaluate[int](`document.documentElement.outerHTML.length`))
 	t.Logf("job page in the browser: %d characters of HTML", size)
 	require.Less(t, size, 1<<20)
