@@ -119,6 +119,8 @@ func TestSubmitPayloadDepth(t *testing.T) {
 		`{"kind":"deep","payload":` + nest(MaxPayloadDepth+1) + `}`,
 		`{"kind":"deep","payload":` + nest(9000) + `}`,
 		`{"jobs":[{"kind":"deep","payload":` + nest(MaxPayloadDepth+1) + `}]}`,
+		// Issue 25's request: three 18 KB payloads nested 9,000 deep, 54 KB.
+		`{"jobs":[{"kind":"deep","payload":` + nest(9000) + `},{"kind":"deep","payload":` + nest(9000) + `},{"kind":"deep","payload":` + nest(9000) + `}]}`,
 	} {
 		path := APIPrefix + "/jobs"
 		if strings.HasPrefix(body, `{"jobs"`) {
