@@ -40,8 +40,9 @@ type KindState struct {
 	Kind string `json:"kind"`
 	// Paused reports that no host claims the kind's jobs.
 	Paused bool `json:"paused"`
-	// UpdatedAt is when the kind was last paused or resumed (store
-	// clock); zero when it never was.
+	// UpdatedAt is when the kind was paused (store clock); zero for a
+	// kind that is not paused (the store keeps only pauses). From
+	// ResumeKind: when it was resumed, or zero when it was not paused.
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	// Jobs counts the kind's jobs by state (from Admin.Kinds, when the
 	// store counts jobs); states without jobs are absent.
@@ -107,7 +108,7 @@ func (a *Admin) setKindPaused(ctx context.Context, kind string, paused bool) (*K
 }
 
 // Kinds lists the kinds the cluster knows, sorted: those with jobs, those
-// a running node handles, those paused or resumed before, and those with
+// a running node handles, those paused, and those with
 // flow settings, each with its pause state, job counts by state, handling
 // nodes and flow state, as far as the store tells them (store.KindPauser,
 // store.Counter, store.NodeRegistry, store.FlowStore). It returns an error wrapping errors.ErrUnsupported

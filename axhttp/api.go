@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -129,7 +130,8 @@ type SubmitResponse struct {
 const MaxSubmitBatch = 1000
 
 // decodeJSON reads r's body as one JSON value into v: the content type
-// must be JSON, unknown fields and trailing data are refused.
+// must be JSON, unknown fields and trailing data are refused, and so are
+// texts encoding/json would rewrite to U+FFFD (checkJSONText).
 func decodeJSON(r *http.Request, v any) error {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
@@ -151,7 +153,7 @@ func decodeJSON(r *http.Request, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("malformed JSON body: data after the first value")
 	}
-	return nil
+	return checkJSONText(body)
 }
 
 // jsonErrorText describes a decoding error without echoing the body.
@@ -177,6 +179,9 @@ func jsonErrorText(err error) string {
 func (h *Handler) request(sr *SubmitRequest) (ax.Request, error) {
 	req := ax.Request{Kind: sr.Kind}
 	if len(sr.Payload) > 0 {
+		if err := checkPayloadDepth(sr.Payload); err != nil {
+			return req, err
+		}
 		req.Payload = sr.Payload
 	} else {
 		req.Payload = json.RawMessage("null")
@@ -529,9 +534,27 @@ func (h *Handler) kinds(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ks)
 }
 
+// kindAction pauses or resumes the kind of the path. A pause of a kind
+// the cluster does not know is a 404 unless force=true (see
+// setKindPaused).
 func (h *Handler) kindAction(pause bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ks, err := h.setKindPaused(r, r.PathValue("kind"), pause)
+		q := r.URL.Query()
+		force := false
+		err := checkParams(q, []string{"force"})
+		if err == nil && pause {
+			switch q.Get("force") {
+			case "", "false":
+			case "true":
+				force = true
+			default:
+				err = badRequest("force: want true or false, got %q", q.Get("force"))
+			}
+		}
+		var ks *ax.KindState
+		if err == nil {
+			ks, err = h.setKindPaused(r, r.PathValue("kind"), pause, force)
+		}
 		if err != nil {
 			writeProblem(w, r, problemFor(r, err))
 			return
@@ -540,11 +563,28 @@ func (h *Handler) kindAction(pause bool) http.HandlerFunc {
 	}
 }
 
-func (h *Handler) setKindPaused(r *http.Request, kind string, pause bool) (*ax.KindState, error) {
-	if pause {
-		return h.admin.PauseKind(r.Context(), kind)
+// setKindPaused pauses or resumes kind. Unless force, a pause of a kind
+// the cluster does not know (no jobs, no running node handles it, no
+// flow settings, not paused: absent from Admin.Kinds) is a 404 and
+// stores nothing: a typo, or "../../jobs" from a path, would otherwise
+// store a kind row nobody runs. A resume stores nothing either way (the
+// store keeps only pauses).
+func (h *Handler) setKindPaused(r *http.Request, kind string, pause, force bool) (*ax.KindState, error) {
+	if !pause {
+		return h.admin.ResumeKind(r.Context(), kind)
 	}
-	return h.admin.ResumeKind(r.Context(), kind)
+	// An invalid kind is left to PauseKind, to be refused with 400.
+	if !force && kind != "" && store.CheckText(kind, store.MaxKindLength) == nil {
+		kinds, err := h.admin.Kinds(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		if !slices.ContainsFunc(kinds, func(k ax.KindState) bool { return k.Kind == kind }) {
+			return nil, problem(http.StatusNotFound, ProblemNotFound,
+				fmt.Sprintf("kind %q: no jobs, no running node handles it, not paused (force=true pauses it anyway)", kind))
+		}
+	}
+	return h.admin.PauseKind(r.Context(), kind)
 }
 
 func (h *Handler) schedules(w http.ResponseWriter, r *http.Request) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"embed"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -65,7 +64,13 @@ var templateFuncs = template.FuncMap{
 	},
 	"dur":      humanDuration,
 	"priority": func(p int) string { return ax.PriorityLevel(p).String() },
-	"pretty":   prettyJSON,
+	"cutLink": func(base string, id uuid.UUID, part string, cut bool, size int) cutLink {
+		unit := "bytes"
+		if part == "metadata" {
+			unit = "entries"
+		}
+		return cutLink{Cut: cut, Part: part, Size: fmt.Sprintf("%d %s", size, unit), Href: base + "/jobs/" + id.String() + "/raw/" + part}
+	},
 	"count": func(m map[ax.State]int64, st ax.State) int64 {
 		return m[st]
 	},
@@ -131,16 +136,10 @@ func humanDuration(d time.Duration) string {
 	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
 }
 
-// prettyJSON indents JSON for display; anything else is shown as it is.
-func prettyJSON(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
-		return string(raw)
-	}
-	return b.String()
+// cutLink is what the "cut" template says of a value cut short.
+type cutLink struct {
+	Cut              bool
+	Part, Size, Href string
 }
 
 // pageData is what every page template gets.
@@ -221,6 +220,7 @@ func (h *Handler) dashboardMux() http.Handler {
 	mux.HandleFunc("GET /{$}", h.overviewPage)
 	mux.HandleFunc("GET /jobs", h.jobsPage)
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
+	mux.HandleFunc("GET /jobs/{id}/raw/{part}", h.rawPart)
 	mux.HandleFunc("POST /jobs/{id}/retry", h.mutate(h.postJob(opRetry)))
 	mux.HandleFunc("POST /jobs/{id}/cancel", h.mutate(h.postJob(opCancel)))
 	mux.HandleFunc("GET /dead", h.deadPage)
@@ -407,6 +407,7 @@ type timelineEntry struct {
 
 type jobBody struct {
 	Job         *store.JobRecord
+	View        jobView
 	Timeline    []timelineEntry
 	FollowUps   []*store.JobRecord
 	FollowUpErr string
@@ -427,7 +428,7 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := h.cfg.Clock()
-	body := jobBody{Job: rec, Future: rec.RunAt.After(now)}
+	body := jobBody{Job: rec, View: viewOf(rec), Future: rec.RunAt.After(now)}
 	body.CanRetry = rec.State == ax.StateDead || rec.State == ax.StateCancelled || rec.State == ax.StatePaused ||
 		(rec.State == ax.StateScheduled || rec.State == ax.StateRetrying) && body.Future
 	body.CanCancel = !rec.State.Final() && !rec.CancelRequested
@@ -438,7 +439,10 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	if !rec.ScheduledAt.IsZero() && !rec.ScheduledAt.Equal(rec.CreatedAt) {
 		body.Timeline = append(body.Timeline, timelineEntry{rec.ScheduledAt, "originally due"})
 	}
-	for _, e := range rec.Errors {
+	if n := body.View.EarlierAttempts; n > 0 {
+		body.Timeline = append(body.Timeline, timelineEntry{rec.Errors[0].At, fmt.Sprintf("%d earlier attempt(s) failed, from here", n)})
+	}
+	for _, e := range body.View.Attempts {
 		body.Timeline = append(body.Timeline, timelineEntry{e.At, fmt.Sprintf("attempt %d failed", e.Attempt)})
 	}
 	if !rec.AttemptedAt.IsZero() {
@@ -557,7 +561,7 @@ func (p pageErr) pageError() string { return p.Problem }
 
 func (h *Handler) postKind(pause bool) func(r *http.Request) (string, string, error) {
 	return func(r *http.Request) (string, string, error) {
-		ks, err := h.setKindPaused(r, r.PathValue("kind"), pause)
+		ks, err := h.setKindPaused(r, r.PathValue("kind"), pause, false)
 		if err != nil {
 			return "", "", err
 		}

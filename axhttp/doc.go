@@ -27,8 +27,8 @@
 //	POST /api/v1/jobs/{id}/retry         make one job due now (409 when its state does not allow it)
 //	POST /api/v1/jobs/{id}/cancel        cancel one job (409 likewise)
 //	GET  /api/v1/kinds                   kinds: pause state, jobs by state, nodes
-//	POST /api/v1/kinds/{kind}/pause      pause a kind cluster-wide
-//	POST /api/v1/kinds/{kind}/resume     resume it
+//	POST /api/v1/kinds/{kind}/pause      pause a kind cluster-wide (404 for a kind nobody runs, unless force=true)
+//	POST /api/v1/kinds/{kind}/resume     resume it (the store then keeps no row of it)
 //	GET  /api/v1/periodic                periodic schedules with their next ticks
 //	POST /api/v1/periodic/{name}/pause   pause a schedule
 //	POST /api/v1/periodic/{name}/resume  resume it
@@ -39,11 +39,33 @@
 // The dashboard: / (overview per kind: jobs by state, the oldest due
 // job, and this host's throughput and start lag over the last hour),
 // /jobs (the job list with the filters), /jobs/{id} (payload, metadata,
-// every attempt with its error and stack, timeline, callback deliveries),
+// every attempt with its error and stack, timeline, callback deliveries;
+// each value bounded, see below), /jobs/{id}/raw/{part} (payload, result,
+// metadata or errors whole, as application/json),
 // /dead (dead letters, retried one by one or in bulk), /kinds (pause and
 // resume), /periodic (schedules, next ticks, pause, resume, run now),
 // /nodes (nodes and leader), /login, and /static/{file} (embedded assets,
 // served by exact name only).
+//
+// # Hostile input
+//
+// Whoever can submit a job controls its kind, payload and metadata, and
+// its handler's errors; whoever opens its page may be a read-only
+// operator. So request bodies must be valid UTF-8 without lone UTF-16
+// surrogate escapes (encoding/json would silently turn both into U+FFFD,
+// storing a kind no handler serves): 400 otherwise. A payload may nest
+// MaxPayloadDepth (64) levels of arrays and objects: 400 beyond, nothing
+// stored. Pages bound what they render of any job, however it was
+// stored (a Go program may schedule deeper payloads): payload and result
+// are pretty-printed up to 16 KB and 16 indented levels (deeper levels
+// stay on one line), metadata up to 50 entries, attempts the last 10
+// with 4 KB of error each, so a job page stays under about half a
+// megabyte; a cut value says so and links its raw route, which writes
+// the stored bytes unchanged with nosniff and a sandbox CSP. Every value
+// is escaped by html/template and the pages' CSP allows no inline script.
+// A pause of a kind absent from Admin.Kinds (no jobs, no running node
+// handles it, not paused) is refused with 404 unless forced, so a typo
+// or a "../" in a path stores nothing.
 //
 // # Authentication
 //
@@ -75,13 +97,13 @@
 //
 //	urn:ax:problem:unauthorized      401 missing, expired, reused or wrong signature; unknown key
 //	urn:ax:problem:forbidden         403 a read-only key asked for a change; a cross-origin request
-//	urn:ax:problem:not-found         404 no such job, schedule or route
+//	urn:ax:problem:not-found         404 no such job, schedule or route; a pause of a kind nobody runs
 //	urn:ax:problem:method            405 the route does not take this method (Allow lists those it takes)
 //	urn:ax:problem:conflict          409 the job's state does not allow the change
 //	urn:ax:problem:too-large         413 the body is over the limit
 //	urn:ax:problem:unsupported-type  415 the body is not application/json
 //	urn:ax:problem:rate-limited      429 the key's rate limit is exhausted (Retry-After says when)
-//	urn:ax:problem:bad-request       400 malformed JSON; an invalid parameter, filter, cursor or option
+//	urn:ax:problem:bad-request       400 malformed JSON, not UTF-8, nested too deep; an invalid parameter, filter, cursor or option
 //	urn:ax:problem:internal          500 an unexpected error (logged with the request ID, not told)
 //	urn:ax:problem:unsupported       501 the store cannot do this, or the server schedules no jobs
 //	urn:ax:problem:unavailable       503 the scheduler is stopping; the nonce store failed

@@ -319,6 +319,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		{app, "POST", p + "/kinds/email/resume", "", nil},
 		{app, "POST", p + "/kinds/%FF/pause", "", nil},
 		{app, "POST", p + "/kinds/%FF/resume", "", nil},
+		{app, "POST", p + "/kinds/no.such.kind/pause", "", nil},
+		{app, "POST", p + "/kinds/new.kind/pause?force=true", "", nil},
 		{app, "GET", p + "/periodic", "", nil},
 		{app, "POST", p + "/periodic/nightly/pause", "", nil},
 		{app, "POST", p + "/periodic/nightly/resume", "", nil},

@@ -2,7 +2,9 @@ package axhttp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -36,28 +38,6 @@ func deadJob(t *testing.T, st store.Store, kind, msg string) uuid.UUID {
 	return id
 }
 
-// snapshot is what a refused request must leave as it was.
-type snapshot struct {
-	jobs   int64
-	state  ax.State
-	paused bool
-}
-
-func takeSnapshot(t *testing.T, f *fixture, id uuid.UUID) snapshot {
-	t.Helper()
-	n, err := f.s.Admin().Count(context.Background(), ax.JobFilter{})
-	require.NoError(t, err)
-	rec, err := f.s.Admin().Get(context.Background(), id)
-	require.NoError(t, err)
-	kinds, err := f.s.Admin().Kinds(context.Background())
-	require.NoError(t, err)
-	paused := false
-	for _, k := range kinds {
-		paused = paused || k.Paused
-	}
-	return snapshot{jobs: n, state: rec.State, paused: paused}
-}
-
 var secrets = [][]byte{testSecret, otherSecret, readerSecret}
 
 // requireNoSecret fails when body holds a key's secret or a signature.
@@ -73,12 +53,19 @@ func requireNoSecret(t *testing.T, body string, sigs ...string) {
 	}
 }
 
-// TestAPISecurity: each bad request to the API is refused with its
-// status and problem type; the store is as it was; the answer tells no
-// secret.
+// TestAPISecurity: each hostile request to the API is refused with its
+// status and problem type; every job and kind is as it was (storeView);
+// the answer tells no secret. The rows are the attacks of issue 25
+// (signatures, replay, read-only keys, cross-site requests, callbacks to
+// internal addresses, oversized and malformed bodies, invalid UTF-8, deep
+// nesting, path traversal in a kind); TestStoredXSSInert has the stored
+// XSS ones, which are taken and must render inert.
 func TestAPISecurity(t *testing.T) {
 	now := time.Now()
-	f := newFixture(t, fixtureOptions{cfg: func(c *Config) { c.MaxBodyBytes = 1 << 10 }})
+	f := newFixture(t, fixtureOptions{cfg: func(c *Config) {
+		c.MaxBodyBytes = 1 << 10
+		c.CallbackPolicy = &CallbackPolicy{} // the default: no private addresses
+	}})
 	dead := deadJob(t, f.st, "email", "smtp down")
 	retry := APIPrefix + "/jobs/" + dead.String() + "/retry"
 	replayed := func() *http.Request {
@@ -169,11 +156,63 @@ func TestAPISecurity(t *testing.T) {
 		{"cross-site browser POST", func() *http.Request {
 			return sign(f.app, "POST", retry, "", func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") })
 		}, 403, ProblemForbidden},
-		{"callback to a private address", func() *http.Request {
+		{"callback with another scheme", func() *http.Request {
 			return sign(f.app, "POST", APIPrefix+"/jobs", `{"kind":"email","callback_url":"ftp://127.0.0.1/"}`, nil)
 		}, 400, ProblemBadRequest},
 	}
-	before := takeSnapshot(t, f, dead)
+	// Submissions refused whatever their signature: each is sent signed
+	// by the read-write key.
+	for _, c := range []struct {
+		name, path, body string
+		status           int
+		typ              string
+	}{
+		{"callback to loopback", "/jobs", `{"kind":"email","callback_url":"http://127.0.0.1:5432/"}`, 400, ProblemBadRequest},
+		{"callback to IPv6 loopback", "/jobs", `{"kind":"email","callback_url":"http://[::1]/"}`, 400, ProblemBadRequest},
+		{"callback to cloud metadata", "/jobs", `{"kind":"email","callback_url":"http://169.254.169.254/latest/meta-data/"}`, 400, ProblemBadRequest},
+		{"callback to a private network", "/jobs", `{"kind":"email","callback_url":"https://10.0.0.7/hook"}`, 400, ProblemBadRequest},
+		{"callback to IPv4-mapped loopback", "/jobs", `{"kind":"email","callback_url":"http://[::ffff:127.0.0.1]/"}`, 400, ProblemBadRequest},
+		{"callback with user info", "/jobs", `{"kind":"email","callback_url":"https://user:pw@example.com/"}`, 400, ProblemBadRequest},
+		{"callback in a batch", "/jobs/batch", `{"jobs":[{"kind":"email"},{"kind":"email","callback_url":"http://127.0.0.1/"}]}`, 400, ProblemBadRequest},
+		{"invalid UTF-8 in kind", "/jobs", "{\"kind\":\"email\xff\"}", 400, ProblemBadRequest},
+		{"invalid UTF-8 in a metadata key", "/jobs", "{\"kind\":\"email\",\"metadata\":{\"\xc0\xaf\":\"v\"}}", 400, ProblemBadRequest},
+		{"lone surrogate in a metadata value", "/jobs", `{"kind":"email","metadata":{"k":"\udc00"}}`, 400, ProblemBadRequest},
+		{"invalid UTF-8 in the payload", "/jobs", "{\"kind\":\"email\",\"payload\":\"\xff\"}", 400, ProblemBadRequest},
+		{"NUL in kind", "/jobs", `{"kind":"email\u0000"}`, 400, ProblemBadRequest},
+		{"payload nested 65 deep", "/jobs", `{"kind":"email","payload":` + strings.Repeat("[", 65) + strings.Repeat("]", 65) + `}`, 400, ProblemBadRequest},
+		{"payload nested 65 deep in a batch", "/jobs/batch", `{"jobs":[{"kind":"email","payload":` + strings.Repeat("{\"a\":", 65) + "1" + strings.Repeat("}", 65) + `}]}`, 400, ProblemBadRequest},
+		{"unterminated nesting", "/jobs", strings.Repeat("[", 1000), 400, ProblemBadRequest},
+		{"nesting over the body limit", "/jobs", strings.Repeat("[", 2000), 413, ProblemTooLarge},
+		{"empty kind", "/jobs", `{"kind":""}`, 400, ProblemBadRequest},
+		{"kind over 255 bytes", "/jobs", `{"kind":"` + strings.Repeat("k", 256) + `"}`, 400, ProblemBadRequest},
+		{"no jobs in a batch", "/jobs/batch", `{"jobs":[]}`, 400, ProblemBadRequest},
+		{"retry of every job without all=true", "/jobs/retry", ``, 400, ProblemBadRequest},
+		{"cancel of every job without all=true", "/jobs/cancel", ``, 400, ProblemBadRequest},
+		{"pause of a kind nobody runs", "/kinds/ghost/pause", ``, 404, ProblemNotFound},
+		{"path traversal in a kind", "/kinds/..%2F..%2Fjobs/pause", ``, 404, ProblemNotFound},
+		{"pause with force=maybe", "/kinds/email/pause?force=maybe", ``, 400, ProblemBadRequest},
+		{"invalid UTF-8 in a kind's path", "/kinds/%FF/pause", ``, 400, ProblemBadRequest},
+		{"NUL in a kind's path", "/kinds/a%00b/pause?force=true", ``, 400, ProblemBadRequest},
+		{"unknown job", "/jobs/" + uuid.NewString() + "/retry", ``, 404, ProblemNotFound},
+		{"malformed job ID", "/jobs/..%2F..%2Fkinds/retry", ``, 404, ProblemNotFound},
+		{"unknown schedule", "/periodic/..%2Fnightly/trigger", ``, 404, ProblemNotFound},
+	} {
+		cases = append(cases, struct {
+			name   string
+			req    func() *http.Request
+			status int
+			typ    string
+		}{c.name, func() *http.Request { return sign(f.app, "POST", APIPrefix+c.path, c.body, nil) }, c.status, c.typ})
+	}
+	cases = append(cases, struct {
+		name   string
+		req    func() *http.Request
+		status int
+		typ    string
+	}{"read-only key forcing a pause", func() *http.Request {
+		return sign(f.reader, "POST", APIPrefix+"/kinds/ghost/pause?force=true", "", nil)
+	}, 403, ProblemForbidden})
+	before := storeView(t, f)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			req := c.req()
@@ -186,7 +225,7 @@ func TestAPISecurity(t *testing.T) {
 			require.Equal(t, "application/problem+json", res.Header.Get("Content-Type"))
 			require.Contains(t, string(b), `"type":"`+c.typ+`"`)
 			requireNoSecret(t, string(b), sig)
-			require.Equal(t, before, takeSnapshot(t, f, dead), "the store changed")
+			require.Equal(t, before, storeView(t, f), "the store changed")
 		})
 	}
 }
@@ -249,14 +288,21 @@ func TestDashboardSecurity(t *testing.T) {
 		{"cross-site POST with a good token", admin, retry, url.Values{"csrf": {token}}, []string{"Sec-Fetch-Site", "cross-site"}, 403},
 		{"cross-origin POST with a good token", admin, retry, url.Values{"csrf": {token}}, []string{"Origin", "https://evil.example"}, 403},
 		{"oversized form", admin, retry, url.Values{"csrf": {token}, "pad": {strings.Repeat("x", 2<<10)}}, nil, 413},
+		{"pause of a kind nobody runs", admin, "/kinds/ghost/pause", url.Values{"csrf": {token}}, nil, 404},
+		{"path traversal in a kind", admin, "/kinds/..%2F..%2Fjobs/pause", url.Values{"csrf": {token}}, nil, 404},
+		{"invalid UTF-8 in a kind", admin, "/kinds/%FF/pause", url.Values{"csrf": {token}}, nil, 400},
+		{"malformed ID in a bulk retry", admin, "/dead/retry", url.Values{"csrf": {token}, "id": {"../x"}}, nil, 400},
+		{"invalid UTF-8 kind in a bulk retry", admin, "/dead/retry", url.Values{"csrf": {token}, "all": {"true"}, "kind": {"\xff"}}, nil, 400},
+		{"malformed job ID", admin, "/jobs/..%2Fkinds/retry", url.Values{"csrf": {token}}, nil, 404},
+		{"unknown job", admin, "/jobs/" + uuid.NewString() + "/cancel", url.Values{"csrf": {token}}, nil, 404},
 	}
-	before := takeSnapshot(t, f, dead)
+	before := storeView(t, f)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			res, body := post(c.b, c.path, c.form, c.hdr...)
 			require.Equal(t, c.status, res.StatusCode, body)
 			requireNoSecret(t, body)
-			require.Equal(t, before, takeSnapshot(t, f, dead), "the store changed")
+			require.Equal(t, before, storeView(t, f), "the store changed")
 		})
 	}
 
@@ -388,6 +434,113 @@ func TestStaticPathTraversal(t *testing.T) {
 			f.h.ServeHTTP(rec, req)
 			require.NotEqual(t, http.StatusOK, rec.Code)
 			require.NotContains(t, rec.Body.String(), "module github.com/axsched/ax")
+		})
+	}
+}
+
+// storeViewOf is what a refused request must leave as it was: every job
+// (ID, kind, state, attempt) and every kind the Admin lists (pause
+// state, when it changed, jobs by state).
+type storeViewOf struct {
+	Jobs  []string
+	Kinds []string
+}
+
+func storeView(t *testing.T, f *fixture) storeViewOf {
+	t.Helper()
+	ctx := context.Background()
+	var v storeViewOf
+	cursor := ""
+	for {
+		list, err := f.s.Admin().List(ctx, ax.ListOptions{Order: ax.OldestFirst, Limit: store.MaxListLimit, Cursor: cursor})
+		require.NoError(t, err)
+		for _, j := range list.Jobs {
+			v.Jobs = append(v.Jobs, fmt.Sprintf("%s %q %s %d", j.ID, j.Kind, j.State, j.Attempt))
+		}
+		if cursor = list.Cursor; cursor == "" {
+			break
+		}
+	}
+	kinds, err := f.s.Admin().Kinds(ctx)
+	require.NoError(t, err)
+	for _, k := range kinds {
+		v.Kinds = append(v.Kinds, fmt.Sprintf("%q paused=%v at=%s jobs=%v", k.Kind, k.Paused, k.UpdatedAt.Format(time.RFC3339Nano), k.Jobs))
+	}
+	return v
+}
+
+// xss is stored where users control text; every page must show it as
+// text. It closes quotes and a <pre>, opens tags with handlers and a
+// script.
+const xss = `'></pre><img src=x onerror=alert(1)><script>alert(2)</script>`
+
+// TestStoredXSSInert: a hostile kind, payload, metadata, unique key,
+// error text or result is taken (these are data, not attacks on the
+// store) and every dashboard page shows it escaped: no tag of it reaches
+// the HTML. The pages' CSP forbids inline scripts besides.
+func TestStoredXSSInert(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	ctx := context.Background()
+	submit := func(body string) uuid.UUID {
+		t.Helper()
+		res, b := f.call(&f.app, "POST", APIPrefix+"/jobs", body)
+		require.Equal(t, http.StatusCreated, res.StatusCode, "%s", b)
+		var out SubmitResponse
+		require.NoError(t, json.Unmarshal(b, &out))
+		return out.ID
+	}
+	// The text as a JSON string, with its < > & as they are (json.Marshal
+	// would write \u003c, and the test would plant nothing).
+	var qb bytes.Buffer
+	enc := json.NewEncoder(&qb)
+	enc.SetEscapeHTML(false)
+	require.NoError(t, enc.Encode(xss))
+	q := bytes.TrimSpace(qb.Bytes())
+	cases := []struct {
+		name  string
+		plant func() uuid.UUID
+	}{
+		{"kind", func() uuid.UUID { return submit(`{"kind":` + string(q) + `}`) }},
+		{"kind with a double quote", func() uuid.UUID { return deadJob(t, f.st, `"`+xss, "failed") }},
+		{"payload value", func() uuid.UUID { return submit(`{"kind":"xss","payload":{"a":` + string(q) + `}}`) }},
+		{"payload key", func() uuid.UUID { return submit(`{"kind":"xss","payload":{` + string(q) + `:1}}`) }},
+		{"metadata", func() uuid.UUID {
+			return submit(`{"kind":"xss","metadata":{` + string(q) + `:` + string(q) + `}}`)
+		}},
+		{"unique key", func() uuid.UUID { return submit(`{"kind":"xss","unique_key":` + string(q) + `}`) }},
+		{"error text", func() uuid.UUID { return deadJob(t, f.st, "xss.error", xss+"\n\tat frame()") }},
+		{"result", func() uuid.UUID {
+			id := uuid.Must(uuid.NewV7())
+			_, err := f.st.Insert(ctx, []store.InsertParams{{ID: id, Kind: "xss.result", Payload: []byte(`null`), Priority: 2, MaxAttempts: 1}})
+			require.NoError(t, err)
+			res, err := f.st.Claim(ctx, &store.ClaimParams{Owner: "n", Kinds: []store.KindLimit{{Kind: "xss.result", Limit: 1}}, Limit: 1, LeaseDuration: time.Minute})
+			require.NoError(t, err)
+			require.Len(t, res.Jobs, 1)
+			_, err = f.st.Finish(ctx, []store.FinishParams{{Lease: store.Lease{ID: id, Token: res.Jobs[0].LeaseToken}, Outcome: store.OutcomeSucceeded, Result: []byte(`{"r":` + string(q) + `}`)}})
+			require.NoError(t, err)
+			return id
+		}},
+	}
+	b := f.browser()
+	b.login("app", testSecret)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := c.plant()
+			rec, err := f.s.Admin().Get(ctx, id)
+			require.NoError(t, err)
+			for _, p := range []string{"/", "/jobs", "/jobs/" + id.String(), "/dead", "/kinds", "/jobs?kind=" + url.QueryEscape(rec.Kind)} {
+				res, page := b.get(p)
+				require.Equal(t, http.StatusOK, res.StatusCode, p)
+				require.Contains(t, res.Header.Get("Content-Security-Policy"), "script-src 'self'")
+				lower := strings.ToLower(page)
+				for _, tag := range []string{"<img", "<script>alert"} {
+					if strings.Contains(lower, tag) {
+						t.Fatalf("%s shows %s raw", p, tag)
+					}
+				}
+			}
+			_, page := b.get("/jobs/" + id.String())
+			require.Contains(t, page, "&lt;img src=x onerror=alert(1)&gt;", "the value is not shown")
 		})
 	}
 }

@@ -291,17 +291,18 @@ type KindState struct {
 // listeners (a re-check, empty-kind notification), so hosts claim at once.
 type KindPauser interface {
 	// SetKindPaused pauses (paused = true) or resumes a kind and returns
-	// its state afterwards. Pausing a paused kind, or resuming one that is
-	// not, changes nothing (UpdatedAt included; resuming a kind never
-	// paused stores no state and returns one with a zero UpdatedAt). A
-	// kind needs no jobs to be paused. A resume that changed the state
+	// its state afterwards. Only a pause is stored: a resume deletes the
+	// kind's state (and returns UpdatedAt = the resume's store time), so
+	// kinds paused and resumed leave nothing behind. Pausing a paused
+	// kind changes nothing (UpdatedAt included); resuming a kind that is
+	// not paused stores nothing and returns a zero UpdatedAt. A kind
+	// needs no jobs to be paused. A resume that changed the state
 	// notifies listeners with an empty-kind Notification. An empty kind,
 	// or one that is not a storable text (CheckText) of at most
 	// MaxKindLength bytes, fails with ErrInvalidParams.
 	SetKindPaused(ctx context.Context, kind string, paused bool) (*KindState, error)
 
-	// KindStates returns the kinds with a stored state (paused now, or
-	// paused and resumed before), ordered by kind.
+	// KindStates returns the paused kinds' states, ordered by kind.
 	KindStates(ctx context.Context) ([]KindState, error)
 }
 

@@ -119,7 +119,7 @@ func kindsPause(fs *flag.FlagSet) func(*env, []string) error {
 				known = known || k.Kind == args[0]
 			}
 			if !known {
-				return fmt.Errorf("%w: kind %q: no jobs, no running node handles it, never paused (--force pauses it anyway)", errNotFound, args[0])
+				return fmt.Errorf("%w: kind %q: no jobs, no running node handles it, not paused (--force pauses it anyway)", errNotFound, args[0])
 			}
 		}
 		ks, err := a.PauseKind(e.ctx, args[0])

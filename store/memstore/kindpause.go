@@ -10,9 +10,10 @@ import (
 )
 
 // SetKindPaused pauses (paused = true) or resumes kind, cluster-wide, and
-// returns its state afterwards; see store.KindPauser. Pausing a paused
-// kind or resuming one that is not changes nothing (UpdatedAt included;
-// a kind never paused keeps no state and reads with a zero UpdatedAt).
+// returns its state afterwards; see store.KindPauser. Only paused kinds
+// keep a state: a resume drops it. Pausing a paused kind changes nothing
+// (UpdatedAt included); resuming a kind that is not paused stores
+// nothing and reads with a zero UpdatedAt.
 // A resume that changed the state notifies subscribers with an empty-kind
 // notification, so that schedulers re-read the paused kinds and claim at
 // once. An empty kind, or one that is not a storable text of at most
@@ -42,14 +43,16 @@ func (s *Store) SetKindPaused(ctx context.Context, kind string, paused bool) (*s
 	resumed := false
 	switch {
 	case ks == nil && !paused:
-		// Never paused: nothing to resume, nothing to store.
+		// Not paused: nothing to resume, nothing to store.
 		ks = &store.KindState{Kind: kind}
 	case ks == nil:
 		ks = &store.KindState{Kind: kind, Paused: paused, UpdatedAt: s.clock()}
 		s.kindStates[kind] = ks
-	case ks.Paused != paused:
-		resumed = !paused
-		ks.Paused, ks.UpdatedAt = paused, s.clock()
+	case !paused:
+		// Only a pause is kept: a resumed kind leaves no state behind.
+		resumed = true
+		delete(s.kindStates, kind)
+		ks = &store.KindState{Kind: kind, UpdatedAt: s.clock()}
 	}
 	out := *ks
 	s.mu.Unlock()
@@ -59,8 +62,8 @@ func (s *Store) SetKindPaused(ctx context.Context, kind string, paused bool) (*s
 	return &out, nil
 }
 
-// KindStates returns copies of the kinds with a stored state, ordered by
-// kind; see store.KindPauser.
+// KindStates returns copies of the paused kinds' states, ordered by kind;
+// see store.KindPauser.
 func (s *Store) KindStates(ctx context.Context) ([]store.KindState, error) {
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("kind states: %w", err)

@@ -22,20 +22,16 @@ ON CONFLICT (kind) DO UPDATE SET
 	updated_at = CASE WHEN k.paused THEN k.updated_at ELSE now() END
 RETURNING k.paused, k.updated_at`
 
-	// resumeKindSQL resumes a paused kind and, in the same transaction
-	// (so only on commit), sends the empty-kind notification that makes
-	// every host re-read the paused kinds and claim at once. A kind
-	// never paused keeps no row; one not paused is left as it is.
-	resumeKindSQL = `WITH changed AS (
-	UPDATE {kinds} SET paused = false, updated_at = now()
-	WHERE kind = $1 AND paused
-	RETURNING paused, updated_at
-)
-SELECT paused, updated_at, pg_notify($2, json_build_object('kind', '', 'run_at', now())::text) FROM changed
-UNION ALL
-SELECT paused, updated_at, NULL FROM {kinds} WHERE kind = $1 AND NOT EXISTS (SELECT 1 FROM changed)`
-
-	kindStatesSQL = `SELECT kind, paused, updated_at FROM {kinds} ORDER BY kind COLLATE "C"`
+	// resumeKindSQL resumes a paused kind by deleting its row (only a
+	// pause is kept, so kinds paused and resumed leave nothing behind)
+	// and, in the same transaction (so only on commit), sends the
+	// empty-kind notification that makes every host re-read the paused
+	// kinds and claim at once. It returns a row only when the kind was
+	// paused; a row of a kind not paused (left by an older version) is
+	// deleted quietly.
+	resumeKindSQL = `WITH gone AS (DELETE FROM {kinds} WHERE kind = $1 RETURNING paused)
+SELECT now(), pg_notify($2, json_build_object('kind', '', 'run_at', now())::text) FROM gone WHERE paused`
+	kindStatesSQL = `SELECT kind, paused, updated_at FROM {kinds} WHERE paused ORDER BY kind COLLATE "C"`
 )
 
 // kindsSQL substitutes the schema-qualified kind_states table (migration
@@ -45,10 +41,10 @@ func (s *Store) kindsSQL(q string) string {
 }
 
 // SetKindPaused pauses (paused = true) or resumes kind and returns its
-// state afterwards, in one statement; see store.KindPauser. Pausing a
-// paused kind or resuming one that is not changes nothing (UpdatedAt
-// included; a kind never paused keeps no row and reads with a zero
-// UpdatedAt). A resume that changed the state sends an empty-kind
+// state afterwards, in one statement; see store.KindPauser. Only paused
+// kinds keep a row: a resume deletes it. Pausing a paused kind changes
+// nothing (UpdatedAt included); resuming a kind that is not paused
+// stores nothing and reads with a zero UpdatedAt. A resume that changed the state sends an empty-kind
 // notification on the Store's channel, delivered on commit, so that every
 // host re-reads the paused kinds at once rather than at its next
 // heartbeat. The store does not refuse claims of a paused kind: hosts
@@ -74,10 +70,10 @@ func (s *Store) SetKindPaused(ctx context.Context, kind string, paused bool) (*s
 	if paused {
 		err = s.pool.QueryRow(ctx, s.kindsSQL(pauseKindSQL), kind).Scan(&ks.Paused, &ks.UpdatedAt)
 	} else {
-		err = s.pool.QueryRow(ctx, s.kindsSQL(resumeKindSQL), kind, s.channel).Scan(&ks.Paused, &ks.UpdatedAt, nil)
+		err = s.pool.QueryRow(ctx, s.kindsSQL(resumeKindSQL), kind, s.channel).Scan(&ks.UpdatedAt, nil)
 		s.cursors.reset() // claims scan the kind's ranges whole again (cursor.go)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ks, nil // never paused: no state
+			return ks, nil // not paused: no state
 		}
 	}
 	if err != nil {
@@ -86,8 +82,8 @@ func (s *Store) SetKindPaused(ctx context.Context, kind string, paused bool) (*s
 	return ks, nil
 }
 
-// KindStates returns the kinds with a stored state (paused now, or paused
-// and resumed before), ordered by kind in byte order; see
+// KindStates returns the paused kinds' states, ordered by kind in byte
+// order; see
 // store.KindPauser. Hosts call it at every heartbeat: it reads the small
 // kind_states table.
 func (s *Store) KindStates(ctx context.Context) ([]store.KindState, error) {

@@ -9,9 +9,10 @@ import (
 )
 
 // SetKindPaused pauses (paused = true) or resumes kind and returns its
-// state afterwards; see store.KindPauser. Pausing a paused kind or
-// resuming one that is not changes nothing (UpdatedAt included; a kind
-// never paused keeps no state and reads with a zero UpdatedAt). A resume
+// state afterwards; see store.KindPauser. Only paused kinds keep a row:
+// a resume deletes it. Pausing a paused kind changes nothing (UpdatedAt
+// included); resuming a kind that is not paused stores nothing and reads
+// with a zero UpdatedAt. A resume
 // that changed the state notifies subscribers with an empty-kind
 // notification. An empty kind, or one that is not a storable text of at
 // most store.MaxKindLength bytes, fails with an error wrapping
@@ -38,15 +39,26 @@ func (s *Store) SetKindPaused(ctx context.Context, kind string, paused bool) (*s
 			return err
 		}
 		switch {
-		case !known && !paused:
+		case !paused:
+			// Only a pause is kept: a resume deletes the row (a row of
+			// a kind not paused, left by an older version, included).
 			out = &store.KindState{Kind: kind}
+			if !known {
+				return nil
+			}
+			if _, err := w.exec(qKindDel, kind); err != nil {
+				return err
+			}
+			if was == 0 {
+				return nil
+			}
+		case known && was != 0:
+			out = &store.KindState{Kind: kind, Paused: true, UpdatedAt: fromUS(updated)}
 			return nil
-		case known && (was != 0) == paused:
-			out = &store.KindState{Kind: kind, Paused: paused, UpdatedAt: fromUS(updated)}
-			return nil
-		}
-		if _, err := w.exec(qKindPut, kind, boolInt(paused), toUS(w.now)); err != nil {
-			return err
+		default:
+			if _, err := w.exec(qKindPut, kind, boolInt(paused), toUS(w.now)); err != nil {
+				return err
+			}
 		}
 		if !paused && w.s.subs.any() {
 			w.notes.list = append(w.notes.list, store.Notification{})
@@ -60,7 +72,7 @@ func (s *Store) SetKindPaused(ctx context.Context, kind string, paused bool) (*s
 	return out, nil
 }
 
-// KindStates returns the kinds with a stored state, ordered by kind; see
+// KindStates returns the paused kinds' states, ordered by kind; see
 // store.KindPauser.
 func (s *Store) KindStates(ctx context.Context) ([]store.KindState, error) {
 	out := []store.KindState{}

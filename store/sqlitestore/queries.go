@@ -74,6 +74,7 @@ const (
 	qNodeDelete
 	qKindGet
 	qKindPut
+	qKindDel
 	qKindsAll
 	qKindDefaultGet
 	qKindDefaultPut
@@ -208,7 +209,8 @@ var queryText = [numQueries]string{
 
 	qKindGet:  `SELECT paused, updated_at FROM kinds WHERE kind = ?`,
 	qKindPut:  `INSERT INTO kinds (kind, paused, updated_at) VALUES (?, ?, ?) ON CONFLICT (kind) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`,
-	qKindsAll: `SELECT kind, paused, updated_at FROM kinds ORDER BY kind`,
+	qKindDel:  `DELETE FROM kinds WHERE kind = ?`,
+	qKindsAll: `SELECT kind, paused, updated_at FROM kinds WHERE paused <> 0 ORDER BY kind`,
 
 	qKindDefaultGet: `SELECT max_attempts, priority, updated_at FROM kind_defaults WHERE kind = ?`,
 	qKindDefaultPut: `INSERT INTO kind_defaults (kind, max_attempts, priority, updated_at) VALUES (?, ?, ?, ?)

@@ -1,0 +1,120 @@
+package axhttp
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
+)
+
+// TestPauseUnknownKind: a pause of a kind the cluster does not know (no
+// jobs, no running node handles it, not paused) is a 404 that stores
+// nothing, from the API and the dashboard, "../../jobs" from a path
+// included, unless forced; a resume leaves no kind row behind (issue 25
+// defect 5: any write key created kind rows that never went away).
+func TestPauseUnknownKind(t *testing.T) {
+	f := newFixture(t, fixtureOptions{start: true, setup: func(s *ax.Scheduler) {
+		require.NoError(t, s.Handle("handled", ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })))
+	}})
+	ctx := context.Background()
+	_, err := f.s.Schedule(ctx, "queued", nil, ax.In(1<<40))
+	require.NoError(t, err)
+	kp := f.st.(store.KindPauser)
+	rows := func() []string {
+		t.Helper()
+		states, err := kp.KindStates(ctx)
+		require.NoError(t, err)
+		var out []string
+		for _, s := range states {
+			out = append(out, s.Kind)
+		}
+		return out
+	}
+	waitFor(t, "the node registered", func() bool {
+		kinds, err := f.s.Admin().Kinds(ctx)
+		return err == nil && len(kinds) == 2 && len(kinds[0].Nodes) == 1
+	})
+	admin := f.browser()
+	admin.login("app", testSecret)
+	token := admin.csrf("/kinds")
+
+	cases := []struct {
+		name   string
+		do     func() int
+		status int
+		rows   []string // paused kinds afterwards
+	}{
+		{"API: unknown kind", func() int {
+			res, _ := f.call(&f.app, "POST", APIPrefix+"/kinds/ghost/pause", "")
+			return res.StatusCode
+		}, 404, nil},
+		{"API: ../../jobs", func() int {
+			res, _ := f.call(&f.app, "POST", APIPrefix+"/kinds/..%2F..%2Fjobs/pause", "")
+			return res.StatusCode
+		}, 404, nil},
+		{"API: force=yes", func() int {
+			res, _ := f.call(&f.app, "POST", APIPrefix+"/kinds/ghost/pause?force=yes", "")
+			return res.StatusCode
+		}, 400, nil},
+		{"API: unknown parameter", func() int {
+			res, _ := f.call(&f.app, "POST", APIPrefix+"/kinds/ghost/pause?forced=true", "")
+			return res.StatusCode
+		}, 400, nil},
+		{"dashboard: unknown kind", func() int {
+			res, _ := admin.post("/kinds/ghost/pause", url.Values{"csrf": {token}})
+			return res.StatusCode
+		}, 404, nil},
+		{"dashboard: ../../jobs", func() int {
+			res, _ := admin.post("/kinds/..%2F..%2Fjobs/pause", url.Values{"csrf": {token}})
+			return res.StatusCode
+		}, 404, nil},
+		{"API: resume of an unknown kind", func() int {
+			res, _ := f.call(&f.app, "POST", APIPrefix+"/kinds/ghost/resume", "")
+			return res.StatusCode
+		}, 200, nil},
+		{"API: a kind with jobs", func() int {
+			res, _ := f.call(&f.app, "POST", APIPrefix+"/kinds/queued/pause", "")
+			return res.StatusCode
+		}, 200, []string{"queued"}},
+		{"dashboard: a kind a node handles", func() int {
+			res, _ := admin.post("/kinds/handled/pause", url.Values{"csrf": {token}})
+			return res.StatusCode
+		}, 303, []string{"handled", "queued"}},
+		{"API: forced", func() int {
+			res, _ := f.call(&f.app, "POST", APIPrefix+"/kinds/..%2F..%2Fjobs/pause?force=true", "")
+			return res.StatusCode
+		}, 200, []string{"../../jobs", "handled", "queued"}},
+		{"API: pause of a paused kind", func() int {
+			res, _ := f.call(&f.app, "POST", APIPrefix+"/kinds/..%2F..%2Fjobs/pause", "")
+			return res.StatusCode
+		}, 200, []string{"../../jobs", "handled", "queued"}},
+		{"API: resume of the forced kind", func() int {
+			res, _ := f.call(&f.app, "POST", APIPrefix+"/kinds/..%2F..%2Fjobs/resume", "")
+			return res.StatusCode
+		}, 200, []string{"handled", "queued"}},
+		{"dashboard: resumes", func() int {
+			admin.post("/kinds/handled/resume", url.Values{"csrf": {token}})
+			res, _ := admin.post("/kinds/queued/resume", url.Values{"csrf": {token}})
+			return res.StatusCode
+		}, 303, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.status, c.do())
+			require.Equal(t, c.rows, rows())
+		})
+	}
+	// The forced kind, paused and resumed, is on no page.
+	kinds, err := f.s.Admin().Kinds(ctx)
+	require.NoError(t, err)
+	require.Len(t, kinds, 2, "%v", kinds)
+	for _, p := range []string{"/", "/kinds"} {
+		_, page := admin.get(p)
+		require.False(t, strings.Contains(page, "../../jobs") || strings.Contains(page, "ghost"), p)
+	}
+}
