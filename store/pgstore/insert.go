@@ -44,6 +44,14 @@ var errHolderVanished = errors.New("pgstore: unique key holder vanished")
 // InsertParams.Validate refuses, or that PostgreSQL refuses as data, fail
 // the call with an error wrapping store.ErrInvalidParams.
 //
+// An ID that exists is refused through the primary key of jobs, which
+// holds the live jobs and the recently finished: the ID of a job already
+// moved to jobs_history is not detected (looking there would cost every
+// insert a probe of every day partition), and inserting it makes a second
+// job with that ID. Schedulers never reuse an ID (ax makes a new UUIDv7
+// per job); a program that writes to the Store directly must not either.
+// The model-based test found this (docs/modeltest.md).
+//
 // Unique keys hold in their store.UniqueScope through one unique partial
 // index, jobs_unique_scope_idx (migration 0004), keyed on where the key
 // holds (the kind, or the empty text for a global key; the Period and its
