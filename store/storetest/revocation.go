@@ -47,8 +47,9 @@ func testRevocationKeeper(t *testing.T, newStore NewStoreFunc) {
 		st := newStore(t)
 		rk := as[store.RevocationKeeper](t, st)
 		until := storeNow(t, st).Add(shortLease)
+		// Whether it is found before then is FoundUntilExpiry's test: a
+		// slow machine can let a short expiry pass before the lookup.
 		require.NoError(t, rk.Revoke(t.Context(), "session/short", until))
-		require.Contains(t, lookup(t, rk, "session/short"), "session/short")
 		waitUntilStoreTime(t, st, until.Add(time.Millisecond))
 		require.Empty(t, lookup(t, rk, "session/short"), "an expired revocation is forgotten")
 		require.NoError(t, rk.Revoke(t.Context(), "session/past", storeNow(t, st).Add(-time.Minute)))
