@@ -9,8 +9,6 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-var _ store.RevocationKeeper = (*Store)(nil)
-
 // revocationPrefix sets revocations apart from nonces in the nonces
 // table, which keeps both (no table of their own, so no migration): a
 // revocation is the row "revoked:" + name. RememberNonce's clean-up
