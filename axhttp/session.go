@@ -227,16 +227,25 @@ func (s *sessions) middleware(h *Handler, next http.Handler) http.Handler {
 			st.loggedIn = true
 		} else if c, err := r.Cookie(sessionCookie); err == nil {
 			if sess, key, ok := s.decode(c.Value); ok {
-				revoked, err := s.revokedSession(r.Context(), sess)
+				// The static assets are public: their requests skip the
+				// store (a page loads several) and renew nothing, and count
+				// against the cookie's key, revoked or not.
+				static := strings.HasPrefix(r.URL.Path, "/static/")
+				revoked, err := false, error(nil)
+				if !static {
+					revoked, err = s.revokedSession(r.Context(), sess)
+				}
 				if err != nil {
 					logFrom(r.Context()).Error("dashboard: cannot look up session revocations", zapError(err))
 					h.dashError(w, r, http.StatusServiceUnavailable, "The session cannot be checked now: try again in a moment.")
 					return
 				}
-				if !revoked {
+				if revoked {
+					http.SetCookie(w, s.cookie(r, sessionCookie, "", -1))
+				} else {
 					st.loggedIn, st.binding = true, sess.ID
 					st.identity = Identity{KeyID: key.ID, ReadOnly: key.ReadOnly}
-					if now := s.now(); s.idle > 0 && now.Sub(time.Unix(sess.Seen, 0)) >= s.renewEvery() {
+					if now := s.now(); !static && s.idle > 0 && now.Sub(time.Unix(sess.Seen, 0)) >= s.renewEvery() {
 						sess.Seen = now.Unix()
 						s.setCookie(w, r, sess)
 					}
