@@ -148,7 +148,8 @@ func (a *Auth) Middleware(next http.Handler) http.Handler {
 // authHooks let the Handler count failures and apply the key's rate limit
 // inside Auth's checks.
 type authHooks struct {
-	// failed, when set, is told of each request refused with 401.
+	// failed, when set, is told of each request refused with 401, or
+	// with 413 before its signature could be checked.
 	failed func(r *http.Request)
 	// admit, when set, is asked once the signature is verified and
 	// before the nonce is recorded whether the key may make a request
@@ -165,7 +166,10 @@ func (a *Auth) handler(next http.Handler, hk authHooks) http.Handler {
 				p = problem(http.StatusUnauthorized, ProblemUnauthorized, errUnauthorized)
 			}
 			logFrom(r.Context()).Info("request refused by authentication", zapError(err))
-			if p.Status == http.StatusUnauthorized && hk.failed != nil {
+			// A body over the limit read before the signature is checked
+			// (chunked, so not refused up front) cost as much as a bad
+			// signature: both count.
+			if (p.Status == http.StatusUnauthorized || p.Status == http.StatusRequestEntityTooLarge) && hk.failed != nil {
 				hk.failed(r)
 			}
 			writeProblem(w, r, p)

@@ -76,19 +76,20 @@ func TestFailureLimit(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		fail func(f *fixture) int // one failed attempt; its status
+		want int
 	}{
 		{"no signature", func(f *fixture) int {
 			res, _ := f.call(nil, http.MethodGet, APIPrefix+"/jobs", "")
 			return res.StatusCode
-		}},
+		}, http.StatusUnauthorized},
 		{"unknown key", func(f *fixture) int {
 			res, _ := f.call(&Signer{KeyID: "ghost", Secret: testSecret}, http.MethodGet, APIPrefix+"/jobs", "")
 			return res.StatusCode
-		}},
+		}, http.StatusUnauthorized},
 		{"wrong secret", func(f *fixture) int {
 			res, _ := f.call(&Signer{KeyID: "app", Secret: otherSecret}, http.MethodPost, APIPrefix+"/jobs", `{"kind":"email"}`)
 			return res.StatusCode
-		}},
+		}, http.StatusUnauthorized},
 		{"reused nonce", func(f *fixture) int {
 			req, err := http.NewRequest(http.MethodGet, f.base+APIPrefix+"/jobs", nil)
 			require.NoError(t, err)
@@ -100,22 +101,35 @@ func TestFailureLimit(t *testing.T) {
 			require.NoError(t, err)
 			res.Body.Close()
 			return res.StatusCode
-		}},
+		}, http.StatusUnauthorized},
+		{"oversized chunked body", func(f *fixture) int {
+			// io.MultiReader hides the length: the body goes chunked, so
+			// it is refused only once read, before its signature.
+			req, err := http.NewRequest(http.MethodPost, f.base+APIPrefix+"/jobs", io.MultiReader(strings.NewReader(strings.Repeat("x", 4<<10))))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			require.NoError(t, f.app.Sign(req))
+			req.ContentLength = 0
+			res, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			res.Body.Close()
+			return res.StatusCode
+		}, http.StatusRequestEntityTooLarge},
 		{"failed login", func(f *fixture) int {
 			b := f.browser()
 			tok := b.csrf("/login")
 			res, _ := b.post("/login", url.Values{"csrf": {tok}, "key_id": {"app"}, "secret": {string(otherSecret)}})
 			return res.StatusCode
-		}},
+		}, http.StatusUnauthorized},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, fixtureOptions{cfg: func(cf *Config) { cf.FailureLimit = limit }})
+			f := newFixture(t, fixtureOptions{cfg: func(cf *Config) { cf.FailureLimit, cf.MaxBodyBytes = limit, 1<<10 }})
 			for range 5 {
 				res, body := f.call(&f.app, http.MethodGet, APIPrefix+"/jobs", "")
 				require.Equal(t, http.StatusOK, res.StatusCode, "%s", body)
 			}
 			for i := range limit.Burst {
-				require.Equal(t, http.StatusUnauthorized, c.fail(f), "failure %d", i+1)
+				require.Equal(t, c.want, c.fail(f), "failure %d", i+1)
 			}
 			res, body := f.call(nil, http.MethodGet, APIPrefix+"/jobs", "")
 			requireRateLimited(t, res, body)
