@@ -81,7 +81,8 @@
 //
 // Before anything else, each client address has a request rate
 // (Config.ClientRateLimit) and a budget of failed authentications
-// (Config.FailureLimit: 401s of the API and failed logins each take a
+// (Config.FailureLimit: 401s of the API, bodies over the limit read
+// before a signature could be checked, and failed logins each take a
 // token); an address over either gets 429 with Retry-After, and one
 // without failure budget has neither its signature checked nor its body
 // read. A signed request's key is then held to Config.RateLimit, checked
