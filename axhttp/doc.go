@@ -83,7 +83,8 @@
 // (Config.ClientRateLimit) and a budget of failed authentications
 // (Config.FailureLimit: 401s of the API, bodies over the limit read
 // before a signature could be checked, and failed logins each take a
-// token); an address over either gets 429 with Retry-After, and one
+// token); an address over either gets 429 (urn:ax:problem:rate-limited,
+// like a key over its limit) with Retry-After, and one
 // without failure budget has neither its signature checked nor its body
 // read. A signed request's key is then held to Config.RateLimit, checked
 // after the signature and before the nonce is recorded, so a request
@@ -107,7 +108,7 @@
 //	urn:ax:problem:conflict          409 the job's state does not allow the change
 //	urn:ax:problem:too-large         413 the body is over the limit
 //	urn:ax:problem:unsupported-type  415 the body is not application/json
-//	urn:ax:problem:rate-limited      429 the key's or the client address's limit is exhausted (Retry-After says when)
+//	urn:ax:problem:rate-limited      429 the key's rate limit is exhausted (Retry-After says when)
 //	urn:ax:problem:bad-request       400 malformed JSON; an invalid parameter, filter, cursor or option
 //	urn:ax:problem:internal          500 an unexpected error (logged with the request ID, not told)
 //	urn:ax:problem:unsupported       501 the store cannot do this, or the server schedules no jobs
