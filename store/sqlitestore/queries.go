@@ -80,8 +80,6 @@ const (
 	qDueKinds
 	qNonceGC
 	qNoncePut
-	qRevoke
-	qRevocations
 	numQueries
 )
 
@@ -220,9 +218,6 @@ var queryText = [numQueries]string{
 	qNonceGC: `DELETE FROM nonces WHERE nonce IN (SELECT nonce FROM nonces WHERE expires_at <= ? ORDER BY expires_at LIMIT 100)`,
 	qNoncePut: `INSERT INTO nonces (nonce, expires_at) VALUES (?, ?)
 	ON CONFLICT (nonce) DO UPDATE SET expires_at = excluded.expires_at WHERE nonces.expires_at <= ?`,
-	qRevoke: `INSERT INTO nonces (nonce, expires_at) VALUES (?, ?)
-	ON CONFLICT (nonce) DO UPDATE SET expires_at = max(nonces.expires_at, excluded.expires_at)`,
-	qRevocations: `SELECT nonce, expires_at FROM nonces WHERE nonce IN (SELECT value FROM json_each(?)) AND expires_at > ?`,
 }
 
 // writerQueries and readerQueries are prepared on the writer and the
@@ -230,7 +225,7 @@ var queryText = [numQueries]string{
 var (
 	writerQueries = allQueries()
 	readerQueries = []query{qGetID, qCounts, qFollowUps, qBatchGet, qBatchChildren, qPeriodicGet, qPeriodicAll,
-		qLeaderGet, qNodesAll, qKindsAll, qKindDefaultGet, qDueKinds, qClaimNext, qBatchLoad, qRevocations}
+		qLeaderGet, qNodesAll, qKindsAll, qKindDefaultGet, qDueKinds, qClaimNext, qBatchLoad}
 )
 
 func allQueries() []query {

@@ -15,6 +15,18 @@ import (
 // deletes expired revocations like expired nonces.
 const revocationPrefix = "revoked:"
 
+// The statements are not among the Store's prepared ones: a logout or a
+// dashboard page runs them, seldom enough to parse them each time.
+const (
+	// revokeSQL records a revocation, keeping the later expiry of a row
+	// already there.
+	revokeSQL = `INSERT INTO nonces (nonce, expires_at) VALUES (?, ?)
+	ON CONFLICT (nonce) DO UPDATE SET expires_at = max(nonces.expires_at, excluded.expires_at)`
+	// revocationsSQL reads the unexpired revocations of a JSON array of
+	// names, through the primary key.
+	revocationsSQL = `SELECT nonce, expires_at FROM nonces WHERE nonce IN (SELECT value FROM json_each(?)) AND expires_at > ?`
+)
+
 // Revoke records name until expiresAt, keeping the later expiry of a
 // name already recorded; see store.RevocationKeeper. An invalid name or
 // expiry fails with an error wrapping store.ErrInvalidParams.
@@ -23,7 +35,7 @@ func (s *Store) Revoke(ctx context.Context, name string, expiresAt time.Time) er
 		return fmt.Errorf("revoke: %w", err)
 	}
 	err := s.write(ctx, func(w *wtx) error {
-		_, err := w.exec(qRevoke, revocationPrefix+name, toUS(expiresAt))
+		_, err := w.tx.ExecContext(w.ctx, revokeSQL, revocationPrefix+name, toUS(expiresAt))
 		return err
 	})
 	if err != nil {
@@ -51,7 +63,7 @@ func (s *Store) Revocations(ctx context.Context, names []string) (map[string]tim
 		return nil, fmt.Errorf("revocations: %w", err)
 	}
 	err = s.read(ctx, false, func(r *rtx) error {
-		rows, err := r.query(qRevocations, string(list), toUS(s.clock()))
+		rows, err := r.queryText(revocationsSQL, string(list), toUS(s.clock()))
 		if err != nil {
 			return err
 		}
