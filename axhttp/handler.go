@@ -71,10 +71,10 @@ type Config struct {
 	// FailureLimit bounds each client address's failed authentications:
 	// requests refused with 401 (missing, expired, reused or wrong
 	// signatures, unknown keys), signed requests whose body was over
-	// MaxBodyBytes, and failed dashboard logins each take a
-	// token, and an address without one left gets 429, whatever it asks,
-	// before its signature or body is read, until the bucket refills (the
-	// zero value: no limit). ax serve sets one by default.
+	// MaxBodyBytes, and failed dashboard logins each take a token, and an
+	// address without one left gets 429, whatever it asks, before its
+	// signature or body is read, until the bucket refills (the zero
+	// value: no limit). ax serve sets one by default.
 	FailureLimit RateLimit
 
 	// TrustedProxies are the addresses of the reverse proxies in front
