@@ -138,19 +138,55 @@ const errUnauthorized = "missing or invalid request signature"
 // missing headers, an unknown key, a timestamp outside the window, a wrong
 // signature or a reused nonce get 401; a read-only key asking for a change
 // (any method but GET and HEAD) gets 403. The verified Identity is in the
-// request's context. Signatures are compared in constant time.
+// request's context. Signatures are compared in constant time. The
+// headers (key, nonce, timestamp) are checked before the body is read and
+// hashed; the nonce is recorded last, once the signature is right.
 func (a *Auth) Middleware(next http.Handler) http.Handler {
+	return a.handler(next, authHooks{})
+}
+
+// authHooks let the Handler count failures and apply the key's rate limit
+// inside Auth's checks.
+type authHooks struct {
+	// failed, when set, is told of each request refused with 401, or
+	// with 413 before its signature could be checked.
+	failed func(r *http.Request)
+	// admit, when set, is asked once the signature is verified and
+	// before the nonce is recorded whether the key may make a request
+	// now; when not, it has answered the request itself.
+	admit func(w http.ResponseWriter, r *http.Request, keyID string) bool
+}
+
+// handler is Middleware with hooks.
+func (a *Auth) handler(next http.Handler, hk authHooks) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := a.verify(r)
-		if err != nil {
+		refuse := func(err error) {
 			var p *Problem
 			if !errors.As(err, &p) {
 				p = problem(http.StatusUnauthorized, ProblemUnauthorized, errUnauthorized)
 			}
 			logFrom(r.Context()).Info("request refused by authentication", zapError(err))
+			// A body over the limit read before the signature is checked
+			// (chunked, so not refused up front) cost as much as a bad
+			// signature: both count.
+			if (p.Status == http.StatusUnauthorized || p.Status == http.StatusRequestEntityTooLarge) && hk.failed != nil {
+				hk.failed(r)
+			}
 			writeProblem(w, r, p)
+		}
+		key, at, nonce, err := a.verifySignature(r)
+		if err != nil {
+			refuse(err)
 			return
 		}
+		if hk.admit != nil && !hk.admit(w, r, key.ID) {
+			return
+		}
+		if err := a.remember(r.Context(), key.ID, nonce, at); err != nil {
+			refuse(err)
+			return
+		}
+		id := Identity{KeyID: key.ID, ReadOnly: key.ReadOnly}
 		if id.ReadOnly && r.Method != http.MethodGet && r.Method != http.MethodHead {
 			writeProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "this key may only read"))
 			return
@@ -159,44 +195,57 @@ func (a *Auth) Middleware(next http.Handler) http.Handler {
 	})
 }
 
-// verify checks r's signature and remembers its nonce.
-func (a *Auth) verify(r *http.Request) (Identity, error) {
+// verifySignature checks r's signature headers, then its signature, and
+// returns its key, timestamp and nonce. What costs nothing is checked
+// first: only a request with a known key and a timestamp in the window
+// has its body read and hashed.
+func (a *Auth) verifySignature(r *http.Request) (Key, time.Time, string, error) {
 	keyID, ts, nonce, sig := r.Header.Get(HeaderKey), r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderNonce), r.Header.Get(HeaderSignature)
 	if keyID == "" || ts == "" || nonce == "" || sig == "" {
-		return Identity{}, errors.New("signature headers missing")
+		return Key{}, time.Time{}, "", errors.New("signature headers missing")
 	}
 	key, ok := a.keys[keyID]
 	if !ok {
-		return Identity{}, errors.New("unknown key")
+		return Key{}, time.Time{}, "", errors.New("unknown key")
 	}
 	if !validNonce(nonce) {
-		return Identity{}, errors.New("malformed nonce")
+		return Key{}, time.Time{}, "", errors.New("malformed nonce")
+	}
+	if len(sig) != hex.EncodedLen(sha256.Size) {
+		return Key{}, time.Time{}, "", errors.New("malformed signature")
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
-		return Identity{}, errors.New("malformed timestamp")
+		return Key{}, time.Time{}, "", errors.New("malformed timestamp")
 	}
 	now := a.now()
 	at := time.Unix(sec, 0)
 	if at.Before(now.Add(-a.window)) || at.After(now.Add(a.window)) {
-		return Identity{}, fmt.Errorf("timestamp %s outside ±%s of %s", at.UTC().Format(time.RFC3339), a.window, now.UTC().Format(time.RFC3339))
+		return Key{}, time.Time{}, "", fmt.Errorf("timestamp %s outside ±%s of %s", at.UTC().Format(time.RFC3339), a.window, now.UTC().Format(time.RFC3339))
 	}
 	body, err := readBody(r)
 	if err != nil {
-		return Identity{}, err
+		return Key{}, time.Time{}, "", err
 	}
 	if !signatureMatches(key.Secret, r, sec, nonce, body, sig) {
-		return Identity{}, errors.New("signature mismatch")
+		return Key{}, time.Time{}, "", errors.New("signature mismatch")
 	}
-	// After the signature: only holders of a key can fill the nonce store.
-	fresh, err := a.nonces.Remember(r.Context(), keyID+":"+nonce, at.Add(2*a.window))
+	return key, at, nonce, nil
+}
+
+// remember records a verified request's nonce; a nonce seen before is an
+// error (401), a nonce store that fails a problem (503). It comes after
+// the signature, so only holders of a key can fill the nonce store, and
+// after the key's rate limit, so a refused request can be sent again.
+func (a *Auth) remember(ctx context.Context, keyID, nonce string, at time.Time) error {
+	fresh, err := a.nonces.Remember(ctx, keyID+":"+nonce, at.Add(2*a.window))
 	if err != nil {
-		return Identity{}, problem(http.StatusServiceUnavailable, ProblemUnavailable, "cannot record the request nonce")
+		return problem(http.StatusServiceUnavailable, ProblemUnavailable, "cannot record the request nonce")
 	}
 	if !fresh {
-		return Identity{}, errors.New("nonce reused")
+		return errors.New("nonce reused")
 	}
-	return Identity{KeyID: keyID, ReadOnly: key.ReadOnly}, nil
+	return nil
 }
 
 // signatureMatches recomputes r's signature over the path and query as the

@@ -9,7 +9,6 @@ import (
 	"html/template"
 	"io/fs"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -644,11 +643,7 @@ func (h *Handler) postLogin(w http.ResponseWriter, r *http.Request) {
 		h.dashError(w, r, http.StatusForbidden, "The form's security token is missing or wrong: reload the page and try again.")
 		return
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	if ok, _ := h.login.allow(host); !ok {
+	if ok, _ := h.login.allow(clientOf(r)); !ok {
 		h.render(w, r, http.StatusTooManyRequests, "login", "Log in", loginBody{Problem: "Too many attempts: wait a moment."})
 		return
 	}
@@ -660,6 +655,7 @@ func (h *Handler) postLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	if !hmacEqual([]byte(secret), want) || !known {
 		logFrom(r.Context()).Info("dashboard login refused", zap.Bool("known_key", known))
+		h.authFailed(r)
 		h.render(w, r, http.StatusUnauthorized, "login", "Log in", loginBody{KeyID: keyID, Problem: "Unknown key or wrong secret."})
 		return
 	}
@@ -674,6 +670,10 @@ func (h *Handler) postLogout(w http.ResponseWriter, r *http.Request) {
 		h.dashError(w, r, http.StatusForbidden, "The form's security token is missing or wrong: reload the page and try again.")
 		return
 	}
-	h.sessions.logout(w, r)
+	if err := h.sessions.logout(w, r); err != nil {
+		logFrom(r.Context()).Error("dashboard logout failed", zapError(err))
+		h.dashError(w, r, http.StatusServiceUnavailable, "The logout could not be recorded: try again in a moment.")
+		return
+	}
 	h.redirect(w, r, "/login", "Logged out.")
 }

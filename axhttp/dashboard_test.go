@@ -83,7 +83,9 @@ func TestSessionEnds(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	f := newFixture(t, fixtureOptions{cfg: func(c *Config) { c.Clock, c.SessionTTL = clock, time.Hour }})
+	f := newFixture(t, fixtureOptions{cfg: func(c *Config) {
+		c.Clock, c.SessionTTL, c.SessionIdleTimeout = clock, time.Hour, -1 // the idle timeout: TestSessionIdle
+	}})
 	b := f.browser()
 	b.login("app", testSecret)
 	r, _ := b.get("/kinds")

@@ -80,14 +80,41 @@
 // read-only dashboard. Every dashboard change is a POST with a CSRF token
 // (see session.go); browsers' cross-origin requests are refused besides.
 //
+// A session lasts Config.SessionTTL (DefaultSessionTTL, 8h) at most and
+// ends after Config.SessionIdleTimeout (DefaultSessionIdleTimeout, 30m)
+// without a request. A logout revokes it server-side, and RevokeSessions
+// (ax sessions revoke) every session of a key: both are recorded in
+// Config.Revocations, the store when it is a store.RevocationKeeper, so
+// every server on the store refuses a copied cookie at once. Give every
+// server behind one address the same Config.SessionKey (ax serve:
+// AX_SESSION_KEY): without one each process makes its own, so a restart
+// logs everyone out and servers refuse each other's cookies.
+//
 // Without Config.Auth the handler trusts every request: put your own
 // authentication in front and name the caller with WithIdentity (a
 // read-only identity reads only). Config.ReadOnly makes everyone
 // read-only.
 //
 // Every request gets a request ID (X-Request-ID, logged with the method,
-// path, status, duration and key), a body limit (Config.MaxBodyBytes) and
-// its key's rate limit (Config.RateLimit).
+// path, status, duration, key and client address) and a body limit
+// (Config.MaxBodyBytes).
+//
+// # Limits
+//
+// Before anything else, each client address has a request rate
+// (Config.ClientRateLimit) and a budget of failed authentications
+// (Config.FailureLimit: 401s of the API, bodies over the limit read
+// before a signature could be checked, and failed logins each take a
+// token); an address over either gets 429 (urn:ax:problem:rate-limited,
+// like a key over its limit) with Retry-After, and one without failure
+// budget has neither its signature checked nor its body read. A signed request's key is then held to Config.RateLimit, checked
+// after the signature and before the nonce is recorded, so a request
+// refused with 429 can be sent again. All three are off in the zero
+// Config; ax serve turns the first two on. The dashboard's logins are
+// throttled per address besides (10 at once, then one a second). The
+// client address is RemoteAddr's, or, from a trusted reverse proxy
+// (Config.TrustedProxies), the rightmost X-Forwarded-For address that is
+// not a trusted proxy; IPv6 addresses count by /64.
 //
 // # Errors
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -57,8 +58,34 @@ type Config struct {
 	MaxBodyBytes int64
 
 	// RateLimit bounds each key's requests (the zero value: no limit).
-	// Requests without an identity share one bucket.
+	// Requests without an identity share one bucket. A signed request
+	// over its key's limit gets 429 before its nonce is recorded, so it
+	// can be sent again once Retry-After has passed.
 	RateLimit RateLimit
+
+	// ClientRateLimit bounds each client address's requests, API and
+	// dashboard, before anything else is done with them (the zero value:
+	// no limit). ax serve sets one by default.
+	ClientRateLimit RateLimit
+
+	// FailureLimit bounds each client address's failed authentications:
+	// requests refused with 401 (missing, expired, reused or wrong
+	// signatures, unknown keys), signed requests whose body was over
+	// MaxBodyBytes, and failed dashboard logins each take a token, and an
+	// address without one left gets 429, whatever it asks, before its
+	// signature or body is read, until the bucket refills (the zero
+	// value: no limit). ax serve sets one by default.
+	FailureLimit RateLimit
+
+	// TrustedProxies are the addresses of the reverse proxies in front
+	// of the handler. A request from one of them is counted (client and
+	// failure limits, the login throttle, logs) against the address its
+	// X-Forwarded-For names: the rightmost one not itself a trusted proxy.
+	// Other requests' X-Forwarded-For is ignored, so a client cannot
+	// choose its own address. Without trusted proxies every request is
+	// counted against RemoteAddr: behind a proxy, all clients would share
+	// the proxy's buckets. IPv6 clients are counted by their /64.
+	TrustedProxies []netip.Prefix
 
 	// CallbackPolicy, when set, lets submitted jobs carry a callback_url
 	// (see Callbacks); it must be the policy of the hosts that deliver
@@ -82,8 +109,22 @@ type Config struct {
 	// address.
 	SessionKey []byte
 
-	// SessionTTL is how long a dashboard login lasts. Defaults to 12h.
+	// SessionTTL is how long a dashboard login lasts at most. Defaults
+	// to DefaultSessionTTL (8h); at most MaxSessionTTL.
 	SessionTTL time.Duration
+
+	// SessionIdleTimeout ends a dashboard session after this long
+	// without a request. Defaults to DefaultSessionIdleTimeout (30m);
+	// negative: no idle timeout.
+	SessionIdleTimeout time.Duration
+
+	// Revocations records logouts and RevokeSessions, so that a session
+	// ended on one server is refused by every server that shares it.
+	// Defaults to Store when it implements store.RevocationKeeper
+	// (pgstore, sqlitestore, memstore do), otherwise to revocations kept
+	// in this process's memory (a logout then holds on this server
+	// only).
+	Revocations store.RevocationKeeper
 
 	// SecureCookies marks the dashboard's cookies Secure even when the
 	// request came without TLS (behind a proxy that terminates TLS).
@@ -104,8 +145,10 @@ type Handler struct {
 	admin    *ax.Admin
 	store    store.Store
 	log      *zap.Logger
-	limits   *keyLimiters
-	login    *keyLimiters
+	limits   *keyLimiters // per key (or identity)
+	clients  *keyLimiters // per client address, every request
+	failures *keyLimiters // per client address, failed authentications
+	login    *keyLimiters // per client address, dashboard logins
 	sessions *sessions
 	pages    *pages
 	root     http.Handler
@@ -134,7 +177,16 @@ func New(cfg Config) (*Handler, error) {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = 12 * time.Hour
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.SessionTTL > MaxSessionTTL {
+		return nil, fmt.Errorf("%w: SessionTTL over %s", ErrInvalidConfig, MaxSessionTTL)
+	}
+	switch {
+	case cfg.SessionIdleTimeout == 0:
+		cfg.SessionIdleTimeout = DefaultSessionIdleTimeout
+	case cfg.SessionIdleTimeout < 0:
+		cfg.SessionIdleTimeout = 0
 	}
 	if cfg.Store == nil && cfg.Scheduler != nil {
 		cfg.Store = cfg.Scheduler.Store()
@@ -166,12 +218,18 @@ func New(cfg Config) (*Handler, error) {
 		p := *cfg.CallbackPolicy
 		cfg.CallbackPolicy = &p
 	}
+	if cfg.Revocations == nil {
+		cfg.Revocations, _ = revocationsFor(cfg.Store, cfg.Clock)
+	}
+	cfg.TrustedProxies = slices.Clone(cfg.TrustedProxies)
 	h := &Handler{
 		cfg: cfg, admin: admin, store: cfg.Store, log: cfg.Logger,
-		limits: newKeyLimiters(cfg.RateLimit),
-		login:  newKeyLimiters(RateLimit{PerSecond: 1, Burst: 10}),
-		sessions: &sessions{key: cfg.SessionKey, ttl: cfg.SessionTTL, auth: cfg.Auth, now: cfg.Clock,
-			secure: cfg.SecureCookies},
+		limits:   newKeyLimiters(cfg.RateLimit),
+		clients:  newKeyLimiters(cfg.ClientRateLimit),
+		failures: newKeyLimiters(cfg.FailureLimit),
+		login:    newKeyLimiters(RateLimit{PerSecond: 1, Burst: 10}),
+		sessions: &sessions{key: cfg.SessionKey, ttl: cfg.SessionTTL, idle: cfg.SessionIdleTimeout, auth: cfg.Auth,
+			now: cfg.Clock, secure: cfg.SecureCookies, revoked: cfg.Revocations},
 	}
 	pg, err := loadPages()
 	if err != nil {
@@ -186,18 +244,22 @@ func New(cfg Config) (*Handler, error) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.root.ServeHTTP(w, r) }
 
 // routes builds the handler's mux and its middleware, outermost first:
-// request ID and log line, the browser cross-origin check, body limit,
-// then per area the caller's authentication (signatures for the API, the
-// session for the dashboard) and rate limit.
+// request ID and log line, the client address's limits (every request,
+// and failed authentications), the browser cross-origin check, body
+// limit, then per area the caller's authentication (signatures for the
+// API, the session for the dashboard) and the key's rate limit (for
+// signed requests, between the signature and the nonce).
 func (h *Handler) routes() http.Handler {
 	api := http.NewServeMux()
 	for _, rt := range h.apiRoutes() {
 		api.HandleFunc(rt.pattern, rt.handle)
 		h.apiRoute = append(h.apiRoute, rt.pattern)
 	}
-	var apiH http.Handler = withRateLimit(h.limits, h.readOnlyAPI(notFoundOrMethod(api)))
+	var apiH http.Handler = h.readOnlyAPI(notFoundOrMethod(api))
 	if h.cfg.Auth != nil {
-		apiH = h.cfg.Auth.Middleware(apiH)
+		apiH = h.cfg.Auth.handler(apiH, authHooks{failed: h.authFailed, admit: h.admitKey})
+	} else {
+		apiH = withRateLimit(h.limits, apiH)
 	}
 
 	dash := h.dashboardMux()
@@ -211,7 +273,8 @@ func (h *Handler) routes() http.Handler {
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "cross-origin request refused"))
 	}))
-	return withRequestID(h.log, withBase(cop.Handler(withBodyLimit(h.cfg.MaxBodyBytes, mux))))
+	return withRequestID(h.log, withClient(h.cfg.TrustedProxies, withBase(
+		h.clientLimits(cop.Handler(withBodyLimit(h.cfg.MaxBodyBytes, mux))))))
 }
 
 // readOnlyAPI refuses changes when the handler or the caller is

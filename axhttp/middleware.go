@@ -24,6 +24,8 @@ type requestInfo struct {
 	id   string
 	log  *zap.Logger
 	base string // the mount point (withBase)
+	// client is the address the request is counted against (withClient).
+	client string
 
 	mu    sync.Mutex
 	keyID string
@@ -68,7 +70,7 @@ func zapError(err error) zap.Field { return zap.Error(err) }
 // withRequestID gives every request an ID — the client's X-Request-ID when
 // it is a sane token (1 to 128 of [A-Za-z0-9._-]), otherwise a random one —
 // echoes it in the response, and logs one line per request with it, the
-// method, path, status, duration and key.
+// method, path, status, duration, key and client address.
 func withRequestID(log *zap.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(HeaderRequestID)
@@ -85,7 +87,7 @@ func withRequestID(log *zap.Logger, next http.Handler) http.Handler {
 		ri.mu.Unlock()
 		ri.log.Info("http request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
 			zap.Int("status", rec.status), zap.Float64("duration_ms", float64(time.Since(begin))/float64(time.Millisecond)),
-			zap.String("key", key))
+			zap.String("key", key), zap.String("client", ri.client))
 	})
 }
 
@@ -187,12 +189,44 @@ func withRateLimit(kl *keyLimiters, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, _ := IdentityFrom(r.Context())
 		if ok, delay := kl.allow(id.KeyID); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(delay.Seconds()))))
-			writeProblem(w, r, problem(http.StatusTooManyRequests, ProblemRateLimited, "this key's request rate is over its limit"))
+			writeRateLimited(w, r, delay, "this key's request rate is over its limit")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// writeRateLimited answers 429 with a Retry-After of delay (whole
+// seconds, at least 1).
+func writeRateLimited(w http.ResponseWriter, r *http.Request, delay time.Duration, detail string) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(int(math.Ceil(delay.Seconds())), 1)))
+	writeProblem(w, r, problem(http.StatusTooManyRequests, ProblemRateLimited, detail))
+}
+
+// spent reports how long until key's bucket holds a token again, without
+// taking one (0: it holds one now).
+func (kl *keyLimiters) spent(key string) time.Duration {
+	if kl == nil {
+		return 0
+	}
+	kl.mu.Lock()
+	lim := kl.by[key] // no bucket yet: nothing spent, and none made
+	kl.mu.Unlock()
+	if lim == nil {
+		return 0
+	}
+	tokens := lim.Tokens()
+	if tokens >= 1 {
+		return 0
+	}
+	return time.Duration((1 - tokens) / float64(lim.Limit()) * float64(time.Second))
+}
+
+// take takes a token from key's bucket if one is there.
+func (kl *keyLimiters) take(key string) {
+	if kl != nil {
+		kl.get(key).Allow()
+	}
 }
 
 func (kl *keyLimiters) get(key string) *rate.Limiter {

@@ -26,7 +26,7 @@ const (
 	ProblemBadRequest      = ProblemTypeBase + "bad-request"      // 400: malformed JSON, invalid parameter or option
 	ProblemConflict        = ProblemTypeBase + "conflict"         // 409: the job's state does not allow the operation
 	ProblemTooLarge        = ProblemTypeBase + "too-large"        // 413: the body is over the limit
-	ProblemRateLimited     = ProblemTypeBase + "rate-limited"     // 429: the key's rate limit is exhausted
+	ProblemRateLimited     = ProblemTypeBase + "rate-limited"     // 429: the key's or the client address's limit is exhausted
 	ProblemMethod          = ProblemTypeBase + "method"           // 405: the route does not take this method
 	ProblemUnsupported     = ProblemTypeBase + "unsupported"      // 501: the store cannot do this
 	ProblemInternal        = ProblemTypeBase + "internal"         // 500: an unexpected error; the detail is logged, not returned

@@ -8,22 +8,36 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/axsched/ax/store"
 )
 
 // The dashboard's sessions and CSRF tokens.
 //
 // With Config.Auth, the dashboard asks for a login: a key ID and its
 // secret, checked in constant time like a signature. A good login sets
-// the session cookie ax_session: base64url(JSON{key ID, expiry, random
-// session ID, fingerprint of the key's secret}) "." base64url(HMAC-SHA256
-// (SessionKey, that JSON)). It is HttpOnly, SameSite=Strict, scoped to the
-// mount point, and Secure over TLS (or with Config.SecureCookies). Each
-// request re-reads the key: a key removed from Auth, or whose secret
-// changed, ends its sessions, and a read-only key gets the read-only
-// dashboard.
+// the session cookie ax_session: base64url(JSON{key ID, login time,
+// absolute expiry, last-seen time, random session ID, fingerprint of the
+// key's secret}) "." base64url(HMAC-SHA256(SessionKey, that JSON)). It is
+// HttpOnly, SameSite=Strict, scoped to the mount point, and Secure over
+// TLS (or with Config.SecureCookies). Each request re-reads the key: a
+// key removed from Auth, or whose secret changed, ends its sessions, and
+// a read-only key gets the read-only dashboard.
+//
+// A session ends at the first of: its absolute expiry (Config.SessionTTL
+// after the login), Config.SessionIdleTimeout without a request (the
+// cookie's last-seen time is renewed as the session is used, at most once
+// a minute), a logout, or a revocation of all its key's sessions
+// (RevokeSessions). The last two are server-side: a logout records the
+// session's ID, and RevokeSessions the key and the time, in
+// Config.Revocations (the store, when it is a store.RevocationKeeper),
+// until no cookie they cover can be valid anyway; every request looks its
+// session's two names up there, so a copied cookie stops working on every
+// server on the store at once.
 //
 // Every change is a POST carrying a CSRF token in the form field "csrf":
 // base64url(HMAC-SHA256(SessionKey, "csrf" 0x00 binding)), where the
@@ -41,17 +55,26 @@ const (
 )
 
 type sessions struct {
-	key    []byte
-	ttl    time.Duration
-	auth   *Auth
-	now    func() time.Time
-	secure bool
+	key     []byte
+	ttl     time.Duration
+	idle    time.Duration // 0: no idle timeout
+	auth    *Auth
+	now     func() time.Time
+	secure  bool
+	revoked store.RevocationKeeper
 }
 
 // session is the content of a session cookie.
 type session struct {
-	KeyID       string `json:"k"`
-	Expires     int64  `json:"e"`
+	KeyID string `json:"k"`
+	// Issued is the login time, in Unix microseconds: RevokeSessions
+	// ends the sessions issued at or before its time.
+	Issued int64 `json:"i"`
+	// Expires is the absolute expiry, in Unix seconds.
+	Expires int64 `json:"e"`
+	// Seen is when the cookie was last renewed, in Unix seconds: the
+	// idle timeout runs from it.
+	Seen        int64  `json:"s"`
 	ID          string `json:"n"`
 	Fingerprint string `json:"f"`
 }
@@ -94,7 +117,8 @@ func (s *sessions) encode(sess session) string {
 }
 
 // decode returns the session of a cookie value whose MAC is right, which
-// has not expired and whose key still exists with the same secret.
+// has not expired nor been idle too long, and whose key still exists with
+// the same secret. Revocations are checked apart (revokedSession).
 func (s *sessions) decode(v string) (session, Key, bool) {
 	payload, sig, ok := strings.Cut(v, ".")
 	if !ok || s.auth == nil {
@@ -106,7 +130,11 @@ func (s *sessions) decode(v string) (session, Key, bool) {
 		return session{}, Key{}, false
 	}
 	var sess session
-	if json.Unmarshal(b, &sess) != nil || s.now().Unix() >= sess.Expires || sess.ID == "" {
+	now := s.now().Unix()
+	if json.Unmarshal(b, &sess) != nil || now >= sess.Expires || sess.ID == "" {
+		return session{}, Key{}, false
+	}
+	if s.idle > 0 && now-sess.Seen >= int64(s.idle/time.Second) {
 		return session{}, Key{}, false
 	}
 	key, ok := s.auth.keys[sess.KeyID]
@@ -146,13 +174,39 @@ func (s *sessions) cookie(r *http.Request, name, value string, maxAge int) *http
 
 // login opens a session for key on w.
 func (s *sessions) login(w http.ResponseWriter, r *http.Request, key Key) {
-	sess := session{KeyID: key.ID, Expires: s.now().Add(s.ttl).Unix(), ID: randomToken(), Fingerprint: fingerprint(key.Secret)}
-	http.SetCookie(w, s.cookie(r, sessionCookie, s.encode(sess), int(s.ttl/time.Second)))
+	now := s.now()
+	sess := session{KeyID: key.ID, Issued: now.UnixMicro(), Expires: now.Add(s.ttl).Unix(), Seen: now.Unix(),
+		ID: randomToken(), Fingerprint: fingerprint(key.Secret)}
+	s.setCookie(w, r, sess)
 }
 
-// logout ends the session on w.
-func (s *sessions) logout(w http.ResponseWriter, r *http.Request) {
+// setCookie writes sess's cookie, living until the session's absolute
+// expiry.
+func (s *sessions) setCookie(w http.ResponseWriter, r *http.Request, sess session) {
+	http.SetCookie(w, s.cookie(r, sessionCookie, s.encode(sess), int(max(sess.Expires-s.now().Unix(), 1))))
+}
+
+// renewEvery is how often a session in use has its cookie renewed (its
+// last-seen time moved on): often enough for the idle timeout, seldom
+// enough not to set a cookie on every request.
+func (s *sessions) renewEvery() time.Duration {
+	return min(time.Minute, s.idle/10)
+}
+
+// logout ends the request's session on w: it is revoked for every server
+// on the store until its absolute expiry, and its cookie deleted. It
+// fails only when the revocation cannot be recorded (the cookie is then
+// kept, so that the operator sees the session still open).
+func (s *sessions) logout(w http.ResponseWriter, r *http.Request) error {
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		if sess, _, ok := s.decode(c.Value); ok {
+			if err := s.revoked.Revoke(r.Context(), sessionRevocation(sess.ID), time.Unix(sess.Expires, 0)); err != nil {
+				return fmt.Errorf("revoke session: %w", err)
+			}
+		}
+	}
 	http.SetCookie(w, s.cookie(r, sessionCookie, "", -1))
+	return nil
 }
 
 // publicPath reports whether the dashboard serves path without a
@@ -173,8 +227,29 @@ func (s *sessions) middleware(h *Handler, next http.Handler) http.Handler {
 			st.loggedIn = true
 		} else if c, err := r.Cookie(sessionCookie); err == nil {
 			if sess, key, ok := s.decode(c.Value); ok {
-				st.loggedIn, st.binding = true, sess.ID
-				st.identity = Identity{KeyID: key.ID, ReadOnly: key.ReadOnly}
+				// The static assets are public: their requests skip the
+				// store (a page loads several) and renew nothing, and count
+				// against the cookie's key, revoked or not.
+				static := strings.HasPrefix(r.URL.Path, "/static/")
+				revoked, err := false, error(nil)
+				if !static {
+					revoked, err = s.revokedSession(r.Context(), sess)
+				}
+				if err != nil {
+					logFrom(r.Context()).Error("dashboard: cannot look up session revocations", zapError(err))
+					h.dashError(w, r, http.StatusServiceUnavailable, "The session cannot be checked now: try again in a moment.")
+					return
+				}
+				if revoked {
+					http.SetCookie(w, s.cookie(r, sessionCookie, "", -1))
+				} else {
+					st.loggedIn, st.binding = true, sess.ID
+					st.identity = Identity{KeyID: key.ID, ReadOnly: key.ReadOnly}
+					if now := s.now(); !static && s.idle > 0 && now.Sub(time.Unix(sess.Seen, 0)) >= s.renewEvery() {
+						sess.Seen = now.Unix()
+						s.setCookie(w, r, sess)
+					}
+				}
 			}
 		}
 		if st.binding == "" {

@@ -16,6 +16,7 @@
 //	ax nodes
 //	ax stats
 //	ax serve --keys-file FILE [--addr 127.0.0.1:8080] [--prefix /ax] [--read-only]
+//	ax sessions revoke KEY_ID
 //
 // Filters (jobs list, retry, cancel, delete): --kind, --state, --priority
 // (each repeatable or comma-separated), --unique-key, --unique-key-prefix,
@@ -26,9 +27,28 @@
 // ax serve serves the HTTP API and the web dashboard of package axhttp
 // on the cluster's store until interrupted (SIGINT, SIGTERM). Requests
 // are signed with the keys of --keys-file (one per line: ID SECRET
-// [read-only]); the dashboard's login takes a key ID and its secret.
-// AX_SESSION_KEY, when set, signs the dashboard's sessions (give every
-// server behind one address the same one). It runs no jobs.
+// [read-only]); the dashboard's login takes a key ID and its secret. It
+// runs no jobs.
+//
+// AX_SESSION_KEY (32 bytes or more of randomness) signs the dashboard's
+// session cookies and CSRF tokens. Set it, the same on every ax serve
+// behind one address: without it each process makes a random key, so a
+// restart logs everyone out and replicas refuse each other's cookies.
+// A session lasts --session-ttl (8h) at most and ends after
+// --session-idle (30m) without a request; a logout ends it on every
+// server on the store, and ax sessions revoke KEY_ID ends every session
+// of a key (after a leak, before removing the key).
+//
+// Every client address may make --client-rate requests a second
+// (default 50, bursts of --client-burst 100) and --failure-burst (20)
+// failed authentications (bad signatures, unknown keys, failed logins),
+// then --failure-rate (1) a second; past either it gets 429 with
+// Retry-After. 0 turns a limit off; --rate limits each key besides.
+// Behind a reverse proxy, name it with --trusted-proxy (addresses or CIDR
+// prefixes): the limits then count the client its X-Forwarded-For names,
+// not the proxy, which would otherwise lock every client out together.
+// Behind a proxy that terminates TLS, --secure-cookies marks the cookies
+// Secure (--tls-cert does so itself).
 //
 // The database is --database-url, or DATABASE_URL. Output is a table for
 // people, or with --json one JSON document for scripts. Bulk changes ask

@@ -134,6 +134,7 @@ var commands = []command{
 	{"nodes", "", "list the cluster's nodes and the maintenance leader", nodesCmd},
 	{"stats", "", "show the queue by kind and state", statsCmd},
 	{"serve", "", "serve the HTTP API and the dashboard until interrupted", serveCmd},
+	{"sessions revoke", "KEY_ID", "end every dashboard session of a key, on every server on the store", sessionsRevoke},
 }
 
 // run runs the command line args and returns the exit code. Everything

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -17,7 +18,36 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/axhttp"
+	"github.com/axsched/ax/store"
 )
+
+// ax serve's default limits per client address: generous for a browser
+// (a page and its assets) and a busy client, and a brute force or flood
+// of bad signatures gets 429 after 20 failures, then one a second.
+const (
+	defaultClientRate   = 50
+	defaultClientBurst  = 100
+	defaultFailureRate  = 1
+	defaultFailureBurst = 20
+)
+
+// parseProxies parses --trusted-proxy: addresses (a /32 or /128) or CIDR
+// prefixes.
+func parseProxies(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, usageErrorf("--trusted-proxy %q: want an address or a CIDR prefix (10.0.0.0/8)", s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
 
 // serveCmd is ax serve: the HTTP API and the dashboard (package axhttp)
 // on the cluster's store, until interrupted. It runs no jobs: submitted
@@ -31,11 +61,27 @@ func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
 	readOnly := fs.Bool("read-only", false, "serve reads only, whoever asks")
 	rate := fs.Float64("rate", 0, "requests per second per key (0: no limit)")
 	burst := fs.Int("burst", 20, "requests a key may make at once, with --rate")
+	clientRate := fs.Float64("client-rate", defaultClientRate, "requests per second per client address, before authentication (0: no limit)")
+	clientBurst := fs.Int("client-burst", defaultClientBurst, "requests a client address may make at once, with --client-rate")
+	failureRate := fs.Float64("failure-rate", defaultFailureRate, "failed authentications per second per client address, after --failure-burst (0: no limit)")
+	failureBurst := fs.Int("failure-burst", defaultFailureBurst, "failed authentications a client address may make before it gets 429")
+	var proxies listFlag
+	fs.Var(&proxies, "trusted-proxy", "addresses or CIDR prefixes of reverse proxies whose X-Forwarded-For names the client (repeatable, comma-separated)")
+	secureCookies := fs.Bool("secure-cookies", false, "mark the dashboard's cookies Secure (behind a proxy that terminates TLS; implied by --tls-cert)")
+	sessionTTL := fs.Duration("session-ttl", axhttp.DefaultSessionTTL, "how long a dashboard login lasts at most")
+	sessionIdle := fs.Duration("session-idle", axhttp.DefaultSessionIdleTimeout, "end a dashboard session after this long without a request (0: never)")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate file (and --tls-key)")
 	tlsKey := fs.String("tls-key", "", "the certificate's key file")
 	return func(e *env, args []string) error {
 		if len(args) > 0 {
 			return usageErrorf("unexpected argument %q", args[0])
+		}
+		trusted, err := parseProxies(proxies)
+		if err != nil {
+			return err
+		}
+		if *sessionIdle == 0 {
+			*sessionIdle = -1 // axhttp: negative means none
 		}
 		if (*keysFile == "") == !*noAuth {
 			return usageErrorf("give --keys-file, or --no-auth behind an authenticating proxy")
@@ -68,10 +114,19 @@ func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
 			return err
 		}
 		defer func() { _ = s.Stop(context.Background()) }()
-		cfg := axhttp.Config{Scheduler: s, Logger: log, ReadOnly: *readOnly, SecureCookies: *tlsCert != "",
-			RateLimit: axhttp.RateLimit{PerSecond: *rate, Burst: *burst}, CallbackPolicy: &axhttp.CallbackPolicy{}}
+		cfg := axhttp.Config{Scheduler: s, Logger: log, ReadOnly: *readOnly, SecureCookies: *tlsCert != "" || *secureCookies,
+			RateLimit:       axhttp.RateLimit{PerSecond: *rate, Burst: *burst},
+			ClientRateLimit: axhttp.RateLimit{PerSecond: *clientRate, Burst: *clientBurst},
+			FailureLimit:    axhttp.RateLimit{PerSecond: *failureRate, Burst: *failureBurst},
+			TrustedProxies:  trusted, SessionTTL: *sessionTTL, SessionIdleTimeout: *sessionIdle,
+			CallbackPolicy: &axhttp.CallbackPolicy{}}
 		if sk := os.Getenv("AX_SESSION_KEY"); sk != "" {
 			cfg.SessionKey = []byte(sk)
+		} else if keys != nil {
+			log.Warn("AX_SESSION_KEY is not set: dashboard sessions end when this process does, and other ax serve processes refuse its cookies; set the same key of 32 bytes or more on every one")
+		}
+		if _, ok := st.(store.RevocationKeeper); !ok && keys != nil {
+			log.Warn("the store keeps no revocations: a dashboard logout holds on this ax serve process only")
 		}
 		if keys != nil {
 			nonces, shared := axhttp.NoncesFor(st)

@@ -131,6 +131,12 @@ func NewApp(st store.Store, o Options) (*App, error) {
 	h, err := axhttp.New(axhttp.Config{
 		Scheduler: s, Auth: auth, Logger: o.Logger, Activity: activity, CallbackPolicy: &policy,
 		RateLimit: axhttp.RateLimit{PerSecond: 50, Burst: 100},
+		// Per client address, before authentication: a flood, or a brute
+		// force of signatures or logins, gets 429 early. Behind a reverse
+		// proxy, list it in TrustedProxies, or every client shares the
+		// proxy's address (and its limits).
+		ClientRateLimit: axhttp.RateLimit{PerSecond: 50, Burst: 100},
+		FailureLimit:    axhttp.RateLimit{PerSecond: 1, Burst: 20},
 	})
 	if err != nil {
 		return nil, err
@@ -184,7 +190,7 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 	if addr == "" {
 		addr = "127.0.0.1:8080"
 	}
-	srv := &http.Server{Addr: addr, Handler: app.Handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(addr, app.Handler)
 	fmt.Fprintf(out, "AX on %s\n  dashboard: http://%s/ax/\n  API:       http://%s/ax/api/v1 (OpenAPI: /ax/api/v1/openapi.json)\n", where, addr, addr)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
@@ -204,4 +210,22 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 		err = serr
 	}
 	return err
+}
+
+// newServer returns the HTTP server of handler on addr, with timeouts
+// that keep slow or idle clients from holding connections open forever:
+// the headers within 10 s, the whole request within a minute (the API's
+// bodies are at most 4 MiB), the response within a minute, and an idle
+// keep-alive connection two minutes. Without them a client that sends
+// one byte a minute holds a connection (and its goroutine) for good.
+func newServer(addr string, handler http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		WriteTimeout:      time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
 }

@@ -59,6 +59,8 @@ type Store struct {
 	cluster  cluster // leadership leases and nodes (cluster.go)
 	// nonces maps remembered request nonces to their expiry (nonce.go).
 	nonces map[string]time.Time
+	// revoked maps revocations to their expiry (revocation.go).
+	revoked map[string]time.Time
 	// batches holds batches by ID, and followUpsOf the IDs of the jobs
 	// each job's end inserted (followup.go, batch.go).
 	batches     map[uuid.UUID]*batch

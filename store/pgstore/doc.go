@@ -37,7 +37,8 @@
 // (the cluster leader's lease row), nodes (node registrations and
 // heartbeats), periodic (the last fired tick of each periodic schedule,
 // its pause and job template), kind_states (paused kinds) and nonces (the
-// HTTP API's request nonces).
+// HTTP API's request nonces, and the dashboard's revocations as
+// "revoked:" + name).
 //
 // # Finished jobs
 //
@@ -260,8 +261,9 @@
 //
 // The Store implements store.JobInspector, store.BulkController,
 // store.KindPauser, store.PeriodicController, store.LeaderReader,
-// store.DueInspector and store.NonceKeeper, so ax.Admin, the ax CLI and
-// axhttp work on PostgreSQL as on the other stores. Migration 0005 adds
+// store.DueInspector, store.NonceKeeper and store.RevocationKeeper, so
+// ax.Admin, the ax CLI and axhttp work on PostgreSQL as on the other
+// stores. Migration 0005 adds
 // what they need: the kind_states and nonces tables, the periodic table's
 // paused and job_template columns (json, so a template's payload comes
 // back byte for byte), and two partial indexes for listings of dead
@@ -300,7 +302,8 @@
 //
 // OldestDue is a loose index scan of jobs_claim_idx: a few probes per
 // kind, whatever the backlog. RememberNonce is one upsert that also deletes
-// up to 100 expired nonces.
+// up to 100 expired nonces (and expired revocations, kept in the same
+// table: Revoke is one upsert, Revocations one primary-key read).
 //
 // # Kind defaults
 //

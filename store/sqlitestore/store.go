@@ -44,6 +44,7 @@ var (
 	_ store.FollowUpStore      = (*Store)(nil)
 	_ store.BatchStore         = (*Store)(nil)
 	_ store.NonceKeeper        = (*Store)(nil)
+	_ store.RevocationKeeper   = (*Store)(nil)
 )
 
 // ErrLocked means another Store (in this process or another one) has the
@@ -64,8 +65,8 @@ var migrations embed.FS
 // store.Leaser, store.NodeRegistry), the operator's (store.JobInspector,
 // store.BulkController, store.KindPauser, store.PeriodicController,
 // store.LeaderReader, store.DueInspector), store.FollowUpStore,
-// store.BatchStore and store.NonceKeeper, and adds InsertTx to insert jobs
-// inside a transaction of the caller's.
+// store.BatchStore, store.NonceKeeper and store.RevocationKeeper, and
+// adds InsertTx to insert jobs inside a transaction of the caller's.
 //
 // All methods are safe for concurrent use; each is one transaction, so it
 // either fully applies or changes nothing. Records it returns are fresh

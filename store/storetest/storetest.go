@@ -122,6 +122,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LeaderReader", testLeaderReader},
 		{"DueInspector", testDueInspector},
 		{"NonceKeeper", testNonceKeeper},
+		{"RevocationKeeper", testRevocationKeeper},
 		{"FlowSettings", testFlowSettings},
 		{"FlowConcurrency", testFlowConcurrency},
 		{"FlowPartitions", testFlowPartitions},
