@@ -15,6 +15,7 @@ import (
 // otherwise it falls back to one run per job, correct but several times
 // slower.
 func TestBulkRunNowIsSetBased(t *testing.T) {
+	t.Parallel()
 	if !newStore(t).BulkRunNowIsSetBased() {
 		t.Fatal("Control's run-now statement no longer selects its job with `WHERE id = $1 AND`: update runNowOneGuard in bulk.go")
 	}
@@ -25,6 +26,7 @@ func TestBulkRunNowIsSetBased(t *testing.T) {
 // per-job fallback, and checks that both change the same jobs the same
 // way.
 func TestBulkRunNowEach(t *testing.T) {
+	t.Parallel()
 	type bulkFunc func(*pgstore.Store, context.Context, *store.BulkParams) (int, error)
 	run := func(t *testing.T, bulk bulkFunc) []*store.JobRecord {
 		ctx := ctxT(t)

@@ -19,6 +19,7 @@ import (
 // cursor is skipped (the cursor is in use) until the next audit, which a
 // claim starts beside itself and the claims after it see.
 func TestClaimCursorsMissNothing(t *testing.T) {
+	t.Parallel()
 	s, pool := newStorePool(t)
 	ctx := ctxT(t)
 	s.SetCursorAuditEvery(time.Hour)
@@ -92,6 +93,7 @@ func TestClaimCursorsMissNothing(t *testing.T) {
 // scans whole ranges, so a row written by hand below where a claim
 // stopped is claimed at once.
 func TestClaimCursorsOffWithoutListener(t *testing.T) {
+	t.Parallel()
 	s, pool := newStorePool(t)
 	ctx := ctxT(t)
 	s.SetCursorAuditEvery(time.Hour)

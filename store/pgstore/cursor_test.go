@@ -17,6 +17,7 @@ import (
 // forgets them; a failed claim records nothing; an audit is due after the
 // interval, the claim that starts it still scanning from its cursors.
 func TestClaimCursors(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	ts := func(d time.Duration) pgtype.Timestamptz { return pgtype.Timestamptz{Time: at(d), Valid: true} }

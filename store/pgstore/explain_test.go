@@ -18,6 +18,7 @@ import (
 // index, without a sequential scan of jobs. It asserts on the plan, not on
 // time; the plan with its buffer counts is logged.
 func TestClaimPlanUsesPartialIndex(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("inserts 2M rows")
 	}
@@ -116,6 +117,7 @@ var errRollback error = rollback{}
 // partition), CountJobs still estimates the final jobs from a page sample,
 // scaled by its sampling rate, to within 10 %; live counts stay exact.
 func TestCountJobsBeforeAnalyze(t *testing.T) {
+	t.Parallel()
 	const finished = 200000
 	pool := pgtest.Pool(t)
 	ctx := ctxT(t)

@@ -23,6 +23,7 @@ import (
 // starting jobs of a sequence out of order, while jobs outside sequences
 // still start.
 func TestFlowSequenceGuard(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Pool(t)
 	ctx := ctxT(t)
 	producer, err := pgstore.New(ctx, pool)
@@ -56,6 +57,7 @@ func TestFlowSequenceGuard(t *testing.T) {
 // leaves or re-enters pending (claim, retry, pause, resume, cancel), and
 // counts the jobs already pending when MaxPending was set.
 func TestFlowPendingCounter(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := ctxT(t)
 	insert := func(n int) error {
@@ -107,6 +109,7 @@ func TestFlowPendingCounter(t *testing.T) {
 // PostgreSQL refuses as text fails with store.ErrInvalidParams, and
 // leaves its connection out of the transaction: the claims after it work.
 func TestFlowClaimRefusedData(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := ctxT(t)
 	_, err := s.Insert(ctx, []store.InsertParams{job("ok")})
@@ -132,6 +135,7 @@ func TestFlowClaimRefusedData(t *testing.T) {
 // SHARE, as a claim in flight would: the breaker's claim goes through,
 // the others wait.
 func TestFlowClaimLocks(t *testing.T) {
+	t.Parallel()
 	s, pool := newStorePool(t)
 	ctx := ctxT(t)
 	breaker := store.BreakerConfig{Failures: 3, CoolDown: time.Second, MaxCoolDown: time.Minute}

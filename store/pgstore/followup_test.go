@@ -43,6 +43,7 @@ func leaseOf(j *store.JobRecord) store.Lease { return store.Lease{ID: j.ID, Toke
 // commits, and nothing remains if it rolls back (the job stays running
 // under its lease). A stale lease applies nothing.
 func TestCompleteTxFenced(t *testing.T) {
+	t.Parallel()
 	s, pool := newStorePool(t)
 	ctx := ctxT(t)
 	p := job("k")
@@ -104,6 +105,7 @@ func TestCompleteTxFenced(t *testing.T) {
 // microsecond), under a UUIDv7 made by the database; the templates read
 // back from Get as given.
 func TestFollowUpTemplateExact(t *testing.T) {
+	t.Parallel()
 	s, _ := newStorePool(t)
 	ctx := ctxT(t)
 	at := time.Now().Add(time.Hour).Truncate(time.Microsecond).Add(789 * time.Nanosecond)
@@ -144,6 +146,7 @@ func TestFollowUpTemplateExact(t *testing.T) {
 // TestFollowUpsOnDuplicate: an insert whose unique key is held inserts
 // nothing, and the holder keeps its own follow-ups.
 func TestFollowUpsOnDuplicate(t *testing.T) {
+	t.Parallel()
 	s, _ := newStorePool(t)
 	ctx := ctxT(t)
 	holder := job("k")
@@ -165,6 +168,7 @@ func TestFollowUpsOnDuplicate(t *testing.T) {
 // multi-row Finish calls at once, complete each batch exactly once, and
 // leave nothing in batch_ends.
 func TestBatchesEndConcurrently(t *testing.T) {
+	t.Parallel()
 	s, pool := newStorePool(t)
 	ctx := ctxT(t)
 	const batches, children = 4, 150
@@ -230,6 +234,7 @@ func TestBatchesEndConcurrently(t *testing.T) {
 // TestBatchChildReopened: RunNow of a dead child counts it open again;
 // its second end completes the batch; a batch already completed stays so.
 func TestBatchChildReopened(t *testing.T) {
+	t.Parallel()
 	s, _ := newStorePool(t)
 	ctx := ctxT(t)
 	p := &store.BatchParams{ID: uuid.Must(uuid.NewV7()), Completion: job("done")}
@@ -270,6 +275,7 @@ func TestBatchChildReopened(t *testing.T) {
 // caller's later inserts in the same transaction, and the batch exists
 // only if the transaction commits.
 func TestInsertBatchTxScope(t *testing.T) {
+	t.Parallel()
 	s, pool := newStorePool(t)
 	ctx := ctxT(t)
 	p := &store.BatchParams{ID: uuid.Must(uuid.NewV7()), Completion: job("done"),
@@ -295,6 +301,7 @@ func TestInsertBatchTxScope(t *testing.T) {
 // named by WithSchema work on that schema's tables, whatever the session's
 // search_path, and notify that schema's listeners.
 func TestFollowUpsInOtherSchema(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Pool(t)
 	ctx := ctxT(t)
 	s, err := pgstore.New(ctx, pool, pgstore.WithSchema("tenant_b"))

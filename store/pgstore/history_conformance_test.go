@@ -17,7 +17,8 @@ import (
 // change, so that the suite's finished jobs are read, listed, counted,
 // retried, deleted and pruned from the history rather than from jobs.
 func TestConformanceArchived(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return archivingStore{Store: newStore(t), t: t} })
+	t.Parallel()
+	storetest.Run(t, conformanceStores(t, func(t *testing.T, s *pgstore.Store) store.Store { return archivingStore{Store: s, t: t} }))
 }
 
 // archivingStore is a *pgstore.Store whose reads and operator changes

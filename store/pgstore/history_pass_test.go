@@ -11,6 +11,7 @@ import (
 // first, then shortly before the last drained pass, and every minute a
 // sweep further back; a pass stopped by its limit moves nothing.
 func TestArchivePasses(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	steps := []struct {
 		name      string

@@ -121,6 +121,7 @@ func archiveAll(t *testing.T, s *pgstore.Store) int {
 // whose unique key still holds; every job reads back the same through
 // Get, listings and counts.
 func TestArchiveMovesFinishedJobs(t *testing.T) {
+	t.Parallel()
 	s, pool := historyStore(t)
 	ctx := ctxT(t)
 	final := finishAs(t, s, "plain", []store.Outcome{store.OutcomeSucceeded, store.OutcomeDead, store.OutcomeCancelled}, "", store.UniqueScope{})
@@ -230,6 +231,7 @@ func sameCounts(a, b []store.StateCount) bool {
 // to jobs and makes it claimable; bulk run-now and delete reach archived
 // jobs; a second archive pass moves nothing twice.
 func TestChangeArchivedJobs(t *testing.T) {
+	t.Parallel()
 	s, pool := historyStore(t)
 	ctx := ctxT(t)
 	dead := finishAs(t, s, "k", []store.Outcome{store.OutcomeDead, store.OutcomeDead, store.OutcomeDead, store.OutcomeSucceeded}, "", store.UniqueScope{})
@@ -277,6 +279,7 @@ func TestChangeArchivedJobs(t *testing.T) {
 // past the retention, counting their jobs, deletes the expired rows of the
 // partition the boundary falls in, and keeps the rest.
 func TestPruneDropsHistoryPartitions(t *testing.T) {
+	t.Parallel()
 	s, pool := historyStore(t)
 	ctx := ctxT(t)
 	ids := finishAs(t, s, "k", []store.Outcome{store.OutcomeSucceeded, store.OutcomeSucceeded, store.OutcomeSucceeded,
@@ -374,6 +377,7 @@ func TestPruneDropsHistoryPartitions(t *testing.T) {
 // TestConcurrentArchive: hosts archiving at once while jobs finish move
 // every finished job exactly once.
 func TestConcurrentArchive(t *testing.T) {
+	t.Parallel()
 	s, pool := historyStore(t)
 	ctx := ctxT(t)
 	others := make([]*pgstore.Store, 3)
@@ -430,6 +434,7 @@ func TestConcurrentArchive(t *testing.T) {
 // job loses its ID, state, attempts, unique key or result, and no held key
 // is freed.
 func TestMigrateToHistoryKeepsJobs(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
 	ctx := ctxT(t)
 	if err := pgstore.MigrateTo(ctx, pool, 7); err != nil {
@@ -527,6 +532,7 @@ func TestMigrateToHistoryKeepsJobs(t *testing.T) {
 // early: TestPostgresOperate in cmd/ax retried 0 or 7 of 20 dead jobs
 // under load), and an archive pass during a Bulk moves nothing.
 func TestBulkWaitsForArchive(t *testing.T) {
+	t.Parallel()
 	s, pool := newStorePool(t)
 	ctx := ctxT(t)
 	ids := finishAs(t, s, "bw", []store.Outcome{store.OutcomeDead}, "", store.UniqueScope{})

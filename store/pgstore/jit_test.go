@@ -28,6 +28,7 @@ import (
 // runs itself on the same pool is compiled, which shows the sessions
 // would compile and the check can fail.
 func TestFlowStatementsRunWithoutJIT(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t)
 	dsn := pgtest.DSN(t)
 	cfg, err := pgxpool.ParseConfig(dsn)

@@ -290,6 +290,7 @@ func explainWith(t *testing.T, ctx context.Context, pool *pgxpool.Pool, options,
 // (kinds in one ANY term instead), and checks both against the filter's
 // reference semantics.
 func TestListBranches(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t)
 	s := newStore(t)
 	var (

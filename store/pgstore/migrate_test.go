@@ -59,6 +59,7 @@ func schemaDump(t *testing.T, pool *pgxpool.Pool) string {
 }
 
 func TestMigrateIdempotentAndConcurrent(t *testing.T) {
+	t.Parallel()
 	// The reference: the migrated template.
 	want := schemaDump(t, pgtest.Pool(t))
 	for _, idx := range []string{"jobs_claim_idx", "jobs_unique_scope_idx", "jobs_busy_idx", "jobs_finished_idx",
@@ -98,6 +99,7 @@ func TestMigrateIdempotentAndConcurrent(t *testing.T) {
 }
 
 func TestMigrateTooNew(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Pool(t)
 	ctx := ctxT(t)
 	if _, err := pool.Exec(ctx, `INSERT INTO ax.schema_version (version, name) VALUES (9999, '9999_future.sql')`); err != nil {
@@ -120,6 +122,7 @@ func TestMigrateTooNew(t *testing.T) {
 }
 
 func TestWithoutMigrateNeedsSchema(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
 	if _, err := pgstore.New(ctxT(t), pool, pgstore.WithoutMigrate()); err == nil {
 		t.Fatal("New WithoutMigrate on an empty database: no error")
@@ -127,6 +130,7 @@ func TestWithoutMigrateNeedsSchema(t *testing.T) {
 }
 
 func TestSchemaName(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		schema string
@@ -186,6 +190,7 @@ func TestSchemaName(t *testing.T) {
 }
 
 func TestTwoSchemasShareADatabase(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
 	ctx := ctxT(t)
 	a, err := pgstore.New(ctx, pool, pgstore.WithSchema("app_a"))
@@ -231,6 +236,7 @@ func migrateAndOpen(t *testing.T, pool *pgxpool.Pool) *pgstore.Store {
 }
 
 func TestMigrateFrom0001KeepsJobs(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
 	ctx := ctxT(t)
 	if err := pgstore.MigrateTo(ctx, pool, 1); err != nil {

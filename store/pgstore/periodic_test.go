@@ -19,6 +19,7 @@ import (
 // own pools on one database, as two hosts would, and reads the state back
 // through a third Store opened afterwards.
 func TestPeriodicAcrossStores(t *testing.T) {
+	t.Parallel()
 	const perStore, ticks = 8, 25
 	dsn := pgtest.DSN(t)
 	open := func() *pgstore.Store {
@@ -85,6 +86,7 @@ func TestPeriodicAcrossStores(t *testing.T) {
 // TestPeriodicNothingAppliedCreatesNothing checks a fire of an unknown
 // schedule whose only tick is in the future leaves no row behind.
 func TestPeriodicNothingAppliedCreatesNothing(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	now, err := s.Now(ctxT(t))
 	require.NoError(t, err)
@@ -101,6 +103,7 @@ func TestPeriodicNothingAppliedCreatesNothing(t *testing.T) {
 // +30 s and -30 s from the database's, declaring one every-second schedule
 // on one database: each tick yields exactly one job, none before its tick.
 func TestPeriodicSchedulersOnPostgres(t *testing.T) {
+	t.Parallel()
 	const want = 3
 	st := newStore(t)
 	for _, skew := range []time.Duration{0, 30 * time.Second, -30 * time.Second} {

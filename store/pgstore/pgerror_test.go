@@ -22,6 +22,7 @@ import (
 // The check constraints stand for what an operator may add; Validate
 // refuses everything the shipped schema would.
 func TestDatabaseRefusalsAreInvalidParams(t *testing.T) {
+	t.Parallel()
 	const noForbiddenKind = `ALTER TABLE ax.jobs ADD CHECK (kind <> 'forbidden')`
 	insert := func(ps ...store.InsertParams) func(context.Context, *testing.T, *pgstore.Store, *pgxpool.Pool) error {
 		return func(ctx context.Context, _ *testing.T, s *pgstore.Store, _ *pgxpool.Pool) error {

@@ -38,6 +38,7 @@ const planRows = 3000
 // (the planner's choice when stale statistics call that index empty)
 // fails the second. Each execution is rolled back.
 func TestGenericPlansAreLinear(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("fills a table and runs 12 statements under EXPLAIN ANALYZE")
 	}
@@ -382,6 +383,7 @@ func indentPlan(node map[string]any) string {
 // meanwhile skips the held rows and still takes 10 others, through its
 // second round.
 func TestClaimLocksOnlyWhatItTakes(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t)
 	pool := pgtest.Pool(t)
 	s, err := pgstore.New(ctx, pool)

@@ -18,6 +18,7 @@ import (
 )
 
 func TestNewUnreachable(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2")
@@ -77,6 +78,7 @@ func (r *recorder) waitKind(t *testing.T, kind string, timeout time.Duration) (s
 }
 
 func TestInsertTx(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		rows   int
@@ -184,6 +186,7 @@ func TestInsertTx(t *testing.T) {
 }
 
 func TestConcurrentClaimsEachJobOnce(t *testing.T) {
+	t.Parallel()
 	const (
 		jobs     = 20000
 		claimers = 8
@@ -273,6 +276,7 @@ func TestConcurrentClaimsEachJobOnce(t *testing.T) {
 }
 
 func TestClaimPriorityAndKindLimits(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := ctxT(t)
 	now, err := s.Now(ctx)
@@ -329,6 +333,7 @@ func TestClaimPriorityAndKindLimits(t *testing.T) {
 }
 
 func TestListenerReconnects(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Pool(t)
 	ctx := ctxT(t)
 	s, err := pgstore.New(ctx, pool)

@@ -18,6 +18,7 @@ import (
 // TestConcurrentUniqueInserts races single and batch inserts of the same
 // unique keys: each key gets exactly one job, and every caller learns its ID.
 func TestConcurrentUniqueInserts(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		batch int // rows per Insert call: 1 takes the one-statement path
@@ -91,6 +92,7 @@ func TestConcurrentUniqueInserts(t *testing.T) {
 // every scope, a key inserted by either path is held against the other,
 // and the many-row path names the holder of each duplicate row.
 func TestUniqueScopeOneAndMany(t *testing.T) {
+	t.Parallel()
 	scopes := []store.UniqueScope{
 		{}, {Global: true}, {Finished: true}, {Period: store.MaxUniquePeriod},
 		{Global: true, Period: store.MaxUniquePeriod},
@@ -145,6 +147,7 @@ func TestUniqueScopeOneAndMany(t *testing.T) {
 // an insert's conflict and its lookup of the holder. Every insert must
 // still end in a job or a named holder, and no two live jobs share a key.
 func TestUniqueKeysChurn(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := ctxT(t)
 	const kind, keys, rounds = "churn", 4, 40
@@ -232,6 +235,7 @@ func TestUniqueKeysChurn(t *testing.T) {
 // planned on jobs_unique_scope_idx, not on a scan of jobs, with 200,000
 // finished keyed jobs in the table (which the index leaves out).
 func TestUniqueHolderPlans(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("inserts 200k rows")
 	}
