@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,15 +19,16 @@ import (
 // suites that need a fresh store per subtest by the hundred (the storetest
 // conformance suite). A fresh database per subtest costs its CREATE and DROP
 // DATABASE, about a second each on a loaded machine; migrating a new schema
-// about half a second; emptying a schema a test gave back costs
-// milliseconds. So a schema is migrated only when none is free, and a test's
-// schema is emptied when the test ends and handed to the next one.
+// about half a second; emptying a schema a test gave back costs one round
+// trip. So a schema is migrated only when none is free, and a test's schema
+// is emptied when the test ends and handed to the next one, with its pool.
 //
 // Emptying puts the schema back in the state Migrate leaves: every row of
 // every table deleted (schema_version kept), and every table the test
 // created (the history's day partitions) dropped. Only rows and tables
 // change at run time in a pgstore schema; functions, indexes and triggers
-// are created by the migrations alone. TestSchemas checks that an emptied
+// are created by the migrations alone, and the settings pgstore changes
+// last until the end of a transaction. TestSchemas checks that an emptied
 // schema is indistinguishable from a new one.
 //
 // Schemas is safe for concurrent use by parallel subtests.
@@ -35,9 +37,16 @@ type Schemas struct {
 	admin *pgxpool.Pool
 
 	mu    sync.Mutex
-	free  []string        // emptied schemas, last given back last
-	count int             // schemas created so far
-	base  map[string]bool // tables of a newly migrated schema
+	free  []*schema // emptied schemas, last given back last
+	all   []*schema // every schema made, for the final Close of their pools
+	base  []string  // tables of a newly migrated schema, those with triggers first
+	empty string    // emptying statement, with %[1]s for the schema's name
+}
+
+// schema is a schema handed out by Schemas, with its pool.
+type schema struct {
+	name string
+	pool *pgxpool.Pool
 }
 
 // NewSchemas creates a fresh database for t (see DSN), dropped when t ends,
@@ -54,157 +63,173 @@ func NewSchemas(t testing.TB) *Schemas {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	t.Cleanup(admin.Close)
-	return &Schemas{dsn: dsn, admin: admin}
+	s := &Schemas{dsn: dsn, admin: admin}
+	// Registered after DSN's drop, so it runs before it.
+	t.Cleanup(func() {
+		s.mu.Lock()
+		all := s.all
+		s.mu.Unlock()
+		for _, sc := range all {
+			sc.pool.Close()
+		}
+		admin.Close()
+	})
+	return s
 }
 
 // Pool returns a pool of up to 16 connections on the database of s and the
 // name of a migrated, empty schema in it that no other test holds. When t
-// ends the pool is closed, then the schema emptied and given back; a schema
-// that cannot be emptied is never handed out again.
+// ends the schema is emptied and given back with the pool, to be handed to
+// another test; a schema that cannot be emptied (a session of the test
+// still holds a lock on it) is never handed out again. The pool is closed
+// when the test that made s ends.
 func (s *Schemas) Pool(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
-	name, err := s.take()
+	sc, err := s.take()
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	// Registered before PoolFor registers the pool's Close, so it runs
-	// after it (cleanups run last-in first-out): no session of the test
-	// is left when the schema is emptied.
 	t.Cleanup(func() {
-		if err := s.give(name); err != nil {
-			t.Logf("pgtest: schema %s is not reused: %v", name, err)
+		if err := s.give(sc); err != nil {
+			t.Logf("pgtest: schema %s is not reused: %v", sc.name, err)
 		}
 	})
-	return PoolFor(t, s.dsn), name
+	return sc.pool, sc.name
 }
 
 // take returns a free schema, or migrates a new one.
-func (s *Schemas) take() (string, error) {
+func (s *Schemas) take() (*schema, error) {
 	s.mu.Lock()
 	if n := len(s.free); n > 0 {
-		name := s.free[n-1]
+		sc := s.free[n-1]
 		s.free = s.free[:n-1]
 		s.mu.Unlock()
-		return name, nil
+		return sc, nil
 	}
-	s.count++
-	name := fmt.Sprintf("ax_t%d", s.count)
+	name := fmt.Sprintf("ax_t%d", len(s.all)+1)
+	cfg, err := pgxpool.ParseConfig(s.dsn)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	sc := &schema{name: name, pool: pool}
+	s.all = append(s.all, sc)
 	s.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := pgstore.Migrate(ctx, s.admin, pgstore.WithSchema(name)); err != nil {
-		return "", fmt.Errorf("migrate schema %s: %w", name, err)
-	}
-	tables, err := s.tables(ctx, s.admin, name)
-	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("migrate schema %s: %w", name, err)
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.base == nil {
-		s.base = make(map[string]bool, len(tables))
-		for _, tb := range tables {
-			s.base[tb.name] = true
+		if err := s.learn(ctx, name); err != nil {
+			return nil, err
 		}
 	}
-	s.mu.Unlock()
-	return name, nil
+	return sc, nil
 }
 
-// give empties schema name and frees it.
-func (s *Schemas) give(name string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	s.mu.Lock()
-	base := s.base
-	s.mu.Unlock()
-	err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error { return s.empty(ctx, tx, name, base) })
-	if err != nil {
-		return fmt.Errorf("empty schema %s: %w", name, err)
-	}
-	s.mu.Lock()
-	s.free = append(s.free, name)
-	s.mu.Unlock()
-	return nil
-}
-
-// table is a table of a schema.
-type table struct {
-	name     string
-	triggers bool // has triggers of its own, which may write other tables
-}
-
-// tables lists the tables of schema (partitions and partitioned tables
-// included), those with triggers first.
-func (s *Schemas) tables(ctx context.Context, q interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, schema string) ([]table, error) {
-	rows, err := q.Query(ctx, `SELECT c.relname,
+// learn records the tables of the newly migrated schema name, and builds
+// the emptying statement from them.
+func (s *Schemas) learn(ctx context.Context, name string) error {
+	rows, err := s.admin.Query(ctx, `SELECT c.relname,
 			EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND NOT g.tgisinternal)
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')`, schema)
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')`, name)
 	if err != nil {
-		return nil, fmt.Errorf("list tables of %s: %w", schema, err)
+		return fmt.Errorf("list tables of %s: %w", name, err)
 	}
-	var out []table
+	type table struct {
+		name     string
+		triggers bool // has triggers of its own, which may write the others
+	}
+	var tables []table
 	for rows.Next() {
 		var tb table
 		if err := rows.Scan(&tb.name, &tb.triggers); err != nil {
-			return nil, fmt.Errorf("list tables of %s: %w", schema, err)
+			return fmt.Errorf("list tables of %s: %w", name, err)
 		}
-		out = append(out, tb)
+		tables = append(tables, tb)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list tables of %s: %w", schema, err)
+		return fmt.Errorf("list tables of %s: %w", name, err)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].triggers != out[j].triggers {
-			return out[i].triggers
+	sort.Slice(tables, func(i, j int) bool {
+		if tables[i].triggers != tables[j].triggers {
+			return tables[i].triggers
 		}
-		return out[i].name < out[j].name
+		return tables[i].name < tables[j].name
 	})
-	return out, nil
+	var names, deletes, checks []string
+	for _, tb := range tables {
+		s.base = append(s.base, tb.name)
+		names = append(names, quoteLiteral(tb.name))
+		if tb.name == "schema_version" {
+			continue
+		}
+		id := "%[1]s." + pgx.Identifier{tb.name}.Sanitize()
+		deletes = append(deletes, "DELETE FROM "+id+";")
+		checks = append(checks, "EXISTS (SELECT 1 FROM "+id+")")
+	}
+	// One round trip: drop the tables the test made (history partitions,
+	// before the rows of their parent are deleted), delete every row but
+	// the schema's version, tables with triggers first, then make sure
+	// that no trigger wrote a row back and that no table is gone.
+	s.empty = `SET LOCAL lock_timeout = '10s';
+DO $empty$
+DECLARE
+	r record;
+	n int;
+BEGIN
+	FOR r IN SELECT c.relname FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+		WHERE s.nspname = %[2]s AND c.relkind IN ('r', 'p') AND NOT c.relname = ANY (ARRAY[` + strings.Join(names, ", ") + `])
+		ORDER BY c.relispartition DESC
+	LOOP
+		EXECUTE format('DROP TABLE IF EXISTS %%I.%%I', %[2]s, r.relname);
+	END LOOP;
+	SELECT count(*) INTO n FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+		WHERE s.nspname = %[2]s AND c.relkind IN ('r', 'p');
+	IF n <> ` + fmt.Sprint(len(tables)) + ` THEN
+		RAISE EXCEPTION 'schema %% has % tables, want ` + fmt.Sprint(len(tables)) + `', %[2]s, n;
+	END IF;
+	` + strings.Join(deletes, "\n\t") + `
+	IF ` + strings.Join(checks, " OR ") + ` THEN
+		RAISE EXCEPTION 'rows left in schema %%', %[2]s;
+	END IF;
+END
+$empty$`
+	return nil
 }
 
-// empty drops the tables of schema that are not in base and deletes the
-// rows of the others but schema_version, tables with triggers first (their
-// triggers write the others), then checks that no row is left.
-func (s *Schemas) empty(ctx context.Context, tx pgx.Tx, schema string, base map[string]bool) error {
-	tables, err := s.tables(ctx, tx, schema)
-	if err != nil {
+// give empties sc and frees it.
+func (s *Schemas) give(sc *schema) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s.mu.Lock()
+	q := fmt.Sprintf(s.empty, pgx.Identifier{sc.name}.Sanitize(), quoteLiteral(sc.name))
+	s.mu.Unlock()
+	err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, q)
 		return err
+	})
+	if err != nil {
+		return fmt.Errorf("empty schema %s: %w", sc.name, err)
 	}
-	var kept []string
-	found := 0
-	for _, tb := range tables {
-		if base[tb.name] {
-			found++
-		}
-		id := pgx.Identifier{schema, tb.name}.Sanitize()
-		switch {
-		case !base[tb.name]:
-			if _, err := tx.Exec(ctx, "DROP TABLE IF EXISTS "+id); err != nil {
-				return fmt.Errorf("drop %s: %w", id, err)
-			}
-		case tb.name != "schema_version":
-			if _, err := tx.Exec(ctx, "DELETE FROM "+id); err != nil {
-				return fmt.Errorf("empty %s: %w", id, err)
-			}
-			kept = append(kept, id)
-		}
-	}
-	if found != len(base) {
-		return fmt.Errorf("%d of its %d tables are gone", len(base)-found, len(base))
-	}
-	for _, id := range kept {
-		var left bool
-		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+id+")").Scan(&left); err != nil {
-			return fmt.Errorf("check %s: %w", id, err)
-		}
-		if left {
-			return fmt.Errorf("%s still has rows after DELETE", id)
-		}
-	}
+	s.mu.Lock()
+	s.free = append(s.free, sc)
+	s.mu.Unlock()
 	return nil
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }

@@ -79,6 +79,7 @@ func TestMigrateIdempotentAndConcurrent(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // a database of its own
 			pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
 			for range c.runs {
 				var wg sync.WaitGroup
@@ -150,6 +151,7 @@ func TestSchemaName(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // a database of its own
 			pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
 			ctx := ctxT(t)
 			s, err := pgstore.New(ctx, pool, pgstore.WithSchema(c.schema))

@@ -94,6 +94,7 @@ func TestInsertTx(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // a database of its own
 			pool := pgtest.Pool(t)
 			ctx := ctxT(t)
 			s, err := pgstore.New(ctx, pool)
