@@ -12,6 +12,11 @@
 // per server (and per change of the migrations) under a server-wide advisory
 // lock, so concurrent test processes (go test ./... runs packages in
 // parallel) neither race nor use a half-built template.
+//
+// Suites that need hundreds of empty stores (the storetest conformance
+// suite) take them from Schemas instead: schemas of one database, emptied
+// and reused from test to test, since a database per test costs seconds
+// on a loaded machine.
 package pgtest
 
 import (

@@ -21,7 +21,10 @@ import (
 // DATABASE, about a second each on a loaded machine; migrating a new schema
 // about half a second; emptying a schema a test gave back costs one round
 // trip. So a schema is migrated only when none is free, and a test's schema
-// is emptied when the test ends and handed to the next one, with its pool.
+// is emptied when the test ends and handed to the next one. The tests share
+// one pool of up to 16 connections, so that the server's connections are
+// not spent on idle ones (a pool per schema ran a shared server out of
+// them: "sorry, too many clients already").
 //
 // Emptying puts the schema back in the state Migrate leaves: every row of
 // every table deleted (schema_version kept), and every table the test
@@ -34,19 +37,14 @@ import (
 // Schemas is safe for concurrent use by parallel subtests.
 type Schemas struct {
 	dsn   string
-	admin *pgxpool.Pool
+	pool  *pgxpool.Pool // the tests'
+	admin *pgxpool.Pool // migrations and emptying
 
 	mu    sync.Mutex
-	free  []*schema // emptied schemas, last given back last
-	all   []*schema // every schema made, for the final Close of their pools
-	base  []string  // tables of a newly migrated schema, those with triggers first
-	empty string    // emptying statement, with %[1]s for the schema's name
-}
-
-// schema is a schema handed out by Schemas, with its pool.
-type schema struct {
-	name string
-	pool *pgxpool.Pool
+	free  []string // emptied schemas, last given back last
+	count int      // schemas made
+	base  []string // tables of a newly migrated schema, those with triggers first
+	empty string   // emptying statement, with %[1]s for the schema's name
 }
 
 // NewSchemas creates a fresh database for t (see DSN), dropped when t ends,
@@ -63,78 +61,57 @@ func NewSchemas(t testing.TB) *Schemas {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	s := &Schemas{dsn: dsn, admin: admin}
 	// Registered after DSN's drop, so it runs before it.
-	t.Cleanup(func() {
-		s.mu.Lock()
-		all := s.all
-		s.mu.Unlock()
-		for _, sc := range all {
-			sc.pool.Close()
-		}
-		admin.Close()
-	})
-	return s
+	t.Cleanup(admin.Close)
+	return &Schemas{dsn: dsn, pool: PoolFor(t, dsn), admin: admin}
 }
 
-// Pool returns a pool of up to 16 connections on the database of s and the
-// name of a migrated, empty schema in it that no other test holds. When t
-// ends the schema is emptied and given back with the pool, to be handed to
-// another test; a schema that cannot be emptied (a session of the test
-// still holds a lock on it) is never handed out again. The pool is closed
-// when the test that made s ends.
+// Pool returns the pool of s (up to 16 connections on its database, shared
+// by the tests of s and closed when the test that made s ends) and the name
+// of a migrated, empty schema in it that no other test holds. When t ends
+// the schema is emptied and given back, to be handed to another test; a
+// schema that cannot be emptied (a session of the test still holds a lock
+// on it) is never handed out again.
 func (s *Schemas) Pool(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
-	sc, err := s.take()
+	name, err := s.take()
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := s.give(sc); err != nil {
-			t.Logf("pgtest: schema %s is not reused: %v", sc.name, err)
+		if err := s.give(name); err != nil {
+			t.Logf("pgtest: schema %s is not reused: %v", name, err)
 		}
 	})
-	return sc.pool, sc.name
+	return s.pool, name
 }
 
 // take returns a free schema, or migrates a new one.
-func (s *Schemas) take() (*schema, error) {
+func (s *Schemas) take() (string, error) {
 	s.mu.Lock()
 	if n := len(s.free); n > 0 {
-		sc := s.free[n-1]
+		name := s.free[n-1]
 		s.free = s.free[:n-1]
 		s.mu.Unlock()
-		return sc, nil
+		return name, nil
 	}
-	name := fmt.Sprintf("ax_t%d", len(s.all)+1)
-	cfg, err := pgxpool.ParseConfig(s.dsn)
-	if err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	cfg.MaxConns = 16
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	sc := &schema{name: name, pool: pool}
-	s.all = append(s.all, sc)
+	s.count++
+	name := fmt.Sprintf("ax_t%d", s.count)
 	s.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := pgstore.Migrate(ctx, s.admin, pgstore.WithSchema(name)); err != nil {
-		return nil, fmt.Errorf("migrate schema %s: %w", name, err)
+		return "", fmt.Errorf("migrate schema %s: %w", name, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.base == nil {
 		if err := s.learn(ctx, name); err != nil {
-			return nil, err
+			return "", err
 		}
 	}
-	return sc, nil
+	return name, nil
 }
 
 // learn records the tables of the newly migrated schema name, and builds
@@ -209,22 +186,22 @@ $empty$`
 	return nil
 }
 
-// give empties sc and frees it.
-func (s *Schemas) give(sc *schema) error {
+// give empties schema name and frees it.
+func (s *Schemas) give(name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s.mu.Lock()
-	q := fmt.Sprintf(s.empty, pgx.Identifier{sc.name}.Sanitize(), quoteLiteral(sc.name))
+	q := fmt.Sprintf(s.empty, pgx.Identifier{name}.Sanitize(), quoteLiteral(name))
 	s.mu.Unlock()
 	err := pgx.BeginFunc(ctx, s.admin, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, q)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("empty schema %s: %w", sc.name, err)
+		return fmt.Errorf("empty schema %s: %w", name, err)
 	}
 	s.mu.Lock()
-	s.free = append(s.free, sc)
+	s.free = append(s.free, name)
 	s.mu.Unlock()
 	return nil
 }
