@@ -164,7 +164,16 @@ func TestFlowClaimLocks(t *testing.T) {
 			_, err = tx.Exec(ctx, `SELECT 1 FROM ax.flows WHERE kind = $1 FOR SHARE`, tc.flow.Kind)
 			require.NoError(t, err)
 
-			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			// A claim that must wait is cut short after 500 ms; one that
+			// must not gets the test's whole context, so that a slow
+			// machine (the package's tests run in parallel) is not taken
+			// for a wait: if it did wait for the row, it would wait until
+			// the context ends and fail all the same.
+			wait := time.Minute
+			if tc.waits {
+				wait = 500 * time.Millisecond
+			}
+			cctx, cancel := context.WithTimeout(ctx, wait)
 			defer cancel()
 			res, err := s.Claim(cctx, &store.ClaimParams{Owner: "test", Kinds: []store.KindLimit{{Kind: tc.flow.Kind, Limit: 1}},
 				Limit: 1, LeaseDuration: time.Hour})
