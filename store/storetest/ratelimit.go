@@ -50,19 +50,31 @@ func testFlowRate(t *testing.T, newStore NewStoreFunc) {
 		rate := store.RateLimit{Limit: 100, Period: 500 * time.Millisecond} // burst 2
 		setFlows(t, st, store.FlowConfig{Kind: "fr", Rate: rate})
 		insertN(t, st, "fr", 1000)
-		var starts []time.Time
+		var (
+			starts []time.Time
+			due    time.Time // the token the last claim said is next
+		)
 		end := storeNow(t, st).Add(1500 * time.Millisecond)
 		for {
 			res := claim(t, st, claimParams(50, longLease, "fr"))
 			for _, j := range res.Jobs {
 				starts = append(starts, j.AttemptedAt)
 			}
+			// Not undershot: a claim at or after the time the store
+			// said its next token comes gets a job. (A count of starts
+			// over wall-clock time would say more about the machine's
+			// load than about the store.)
+			if !due.IsZero() && !res.Now.Before(due) {
+				require.NotEmpty(t, res.Jobs, "a claim at %s, after the next token at %s, started nothing", res.Now, due)
+			}
 			if res.Now.After(end) {
 				break
 			}
 			require.LessOrEqual(t, len(res.Jobs), rate.Burst())
+			due = time.Time{}
 			if !res.NextRunAt.IsZero() && res.NextRunAt.After(res.Now) {
-				waitUntilStoreTime(t, st, res.NextRunAt.Add(-time.Microsecond))
+				due = res.NextRunAt
+				waitUntilStoreTime(t, st, due)
 			}
 		}
 		slices.SortFunc(starts, time.Time.Compare)
@@ -77,9 +89,7 @@ func testFlowRate(t *testing.T, newStore NewStoreFunc) {
 			}
 			require.LessOrEqual(t, n, rate.Limit, "starts in the window from %s", starts[i])
 		}
-		// Three periods at (Limit − Burst + 1) per period, less what the
-		// polling of the store clock above loses.
-		require.GreaterOrEqual(t, len(starts), 3*(rate.Limit-rate.Burst()+1)*6/10, "the limit is reached, not undershot")
+		require.GreaterOrEqual(t, len(starts), 10, "the loop ran through tokens")
 	})
 	t.Run("Partitions", func(t *testing.T) {
 		st := newStore(t)
