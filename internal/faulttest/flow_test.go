@@ -430,13 +430,19 @@ func TestFlowPriorityAging(t *testing.T) {
 	left := c.count(`SELECT count(*) FROM ax.jobs_all WHERE kind = 'flood' AND state = 'scheduled'`)
 	figure(t, "10k High jobs at 4,000/s on workers running 2,000/s: the Low job waited %s (bound %s); %d High jobs still waiting then",
 		waited.Round(time.Millisecond), bound, left)
-	// High jobs claimed after the Low job had aged and before it was
-	// claimed: none (a claim that takes it takes them with the same time).
-	overtook := c.count(`SELECT count(*) FROM ax.jobs_all h, ax.jobs_all l
-WHERE l.id = $1 AND h.kind = 'flood' AND h.id <> l.id
+	// Claims that took High jobs younger than the Low job after it had
+	// aged and before the claim that took it (claims are told apart by
+	// their time, the store's now() at each; older High jobs have aged
+	// too and rightly go first). One may: a claim that began before the
+	// one that took the Low job skipped it, locked, and took High jobs.
+	// Any more means claims passed over an aged job (without aging,
+	// hundreds of claims do).
+	overtook := c.count(`SELECT count(DISTINCT h.attempted_at) FROM ax.jobs_all h, ax.jobs_all l
+WHERE l.id = $1 AND h.kind = 'flood' AND h.id <> l.id AND h.run_at > l.run_at
   AND h.attempted_at >= l.run_at + $2::bigint * interval '1 microsecond' AND h.attempted_at < l.attempted_at`,
 		lowID, bound.Microseconds())
-	require.Zero(t, overtook, "High jobs claimed after the Low job aged, before it")
+	figure(t, "claims of High jobs after the Low job aged, before it: %d", overtook)
+	require.LessOrEqual(t, overtook, 1, "claims took High jobs after the Low job aged, before it")
 }
 
 // pgPool returns a pool of n connections on dsn, closed when t ends.
