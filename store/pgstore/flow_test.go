@@ -33,6 +33,7 @@ func TestFlowSequenceGuard(t *testing.T) {
 	require.NoError(t, err)
 	defer stale.Close()
 	require.Empty(t, claimKind(t, stale, "seq", 10)) // reads its list: no flow-controlled kind
+	stale.HoldFlowCache()                            // and keeps it, however slow the machine
 
 	var ps []store.InsertParams
 	for range 3 {
