@@ -39,7 +39,10 @@ func testNonceKeeper(t *testing.T, newStore NewStoreFunc) {
 		nk := as[store.NonceKeeper](t, st)
 		until := storeNow(t, st).Add(shortLease)
 		require.True(t, remember(t, nk, "expiring-nonce-0123456789", until))
-		require.False(t, remember(t, nk, "expiring-nonce-0123456789", until))
+		again := remember(t, nk, "expiring-nonce-0123456789", until)
+		if storeNow(t, st).Before(until) { // else a slow machine let it expire first
+			require.False(t, again, "a nonce is kept until it expires")
+		}
 		waitUntilStoreTime(t, st, until.Add(time.Millisecond))
 		require.True(t, remember(t, nk, "expiring-nonce-0123456789", storeNow(t, st).Add(longLease)), "an expired nonce is forgotten")
 		require.False(t, remember(t, nk, "expiring-nonce-0123456789", storeNow(t, st).Add(longLease)))
