@@ -86,7 +86,7 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 	// The statement is guarded by the states it leaves. When it matches
 	// nothing, the job's state tells why; a state the statement would have
 	// moved means the job changed between the two, so try again.
-	restored := false
+	restored, finalSeen := false, false
 	for range maxInsertRetries {
 		args := []any{id}
 		if rule.notify {
@@ -127,7 +127,16 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 			return jobs[0], nil
 		case !rule.change(jobs[0]):
 			return nil, fmt.Errorf("pgstore: %s job %s in state %s: %w", op, id, jobs[0].State, store.ErrWrongState)
+		case jobs[0].State.Final() && finalSeen:
+			// In jobs (restored or there) and still not changed: the
+			// statement's guard found its key held by a job in the
+			// history (heldInHistorySQL).
+			if restored {
+				_, _ = s.pool.Exec(ctx, s.sql(returnSQL), []uuid.UUID{id}) // as for a key held in jobs
+			}
+			return nil, fmt.Errorf("pgstore: %s job %s: a job in the history holds its unique key: %w", op, id, store.ErrWrongState)
 		case jobs[0].State.Final():
+			finalSeen = true
 			// A finished job the op changes (run-now) may be in the
 			// history, which the statement does not reach: move it back
 			// first (a no-op when it is in jobs).

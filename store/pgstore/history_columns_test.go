@@ -313,3 +313,60 @@ func TestMigrateRepairsLostWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestRunNowRespectsArchivedHolder: a job that holds a Period key in its
+// window and was moved to the history (once the period had passed since
+// it finished) still holds it: a run-now of a cancelled job of the same
+// key and window, one by one or in bulk, leaves it alone. The unique
+// index covers the hot table alone, and the run-now took the key a second
+// time (found by the model test, step 177 of a CI run).
+func TestRunNowRespectsArchivedHolder(t *testing.T) {
+	s, pool := historyStore(t)
+	ctx := ctxT(t)
+	scope := store.UniqueScope{Period: time.Hour}
+	b := job("held")
+	b.UniqueKey, b.Unique = "k", scope
+	if _, err := s.Insert(ctx, []store.InsertParams{b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Control(ctx, b.ID, store.OpCancel); err != nil {
+		t.Fatal(err)
+	}
+	a := job("held")
+	a.UniqueKey, a.Unique = "k", scope
+	if res, err := s.Insert(ctx, []store.InsertParams{a}); err != nil || res[0].Duplicate {
+		t.Fatalf("insert a: %+v, %v", res, err)
+	}
+	// a succeeds, and its finish is made older than the period so that
+	// Archive moves it (b, cancelled, moves too).
+	res, err := s.Claim(ctx, &store.ClaimParams{Owner: "n", Kinds: []store.KindLimit{{Kind: "held", Limit: 1}}, Limit: 1, LeaseDuration: time.Minute})
+	if err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("claim: %v %v", res, err)
+	}
+	if _, err := s.Finish(ctx, []store.FinishParams{{Lease: store.Lease{ID: a.ID, Token: res.Jobs[0].LeaseToken}, Outcome: store.OutcomeSucceeded}}); err != nil {
+		t.Fatal(err)
+	}
+	// As if both were inserted 3 hours ago, in that hour's window, and a
+	// finished 2 hours ago.
+	if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET unique_window = unique_window - 3,
+		finished_at = CASE WHEN id = $1 THEN finished_at - interval '2 hours' ELSE finished_at END
+		WHERE id IN ($1, $2)`, a.ID, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.RewindArchive()
+	archiveAll(t, s)
+	assertWhere(t, pool, []uuid.UUID{a.ID, b.ID}, []string{"history", "history"})
+
+	n, err := s.Bulk(ctx, &store.BulkParams{Op: store.BulkRunNow, Limit: 10,
+		Filter: store.JobFilter{Kinds: []string{"held"}, States: []store.State{store.StateCancelled}}})
+	if err != nil || n != 0 {
+		t.Fatalf("bulk run-now of b: %d changed, %v; want 0", n, err)
+	}
+	if _, err := s.Control(ctx, b.ID, store.OpRunNow); !errors.Is(err, store.ErrWrongState) {
+		t.Fatalf("run-now of b: %v, want ErrWrongState", err)
+	}
+	assertWhere(t, pool, []uuid.UUID{a.ID, b.ID}, []string{"history", "history"})
+	if j, err := s.Get(ctx, b.ID); err != nil || j.State != store.StateCancelled {
+		t.Fatalf("b: %+v, %v", j, err)
+	}
+}

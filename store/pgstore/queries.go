@@ -476,6 +476,7 @@ SELECT * FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 	finished_at = NULL,
 	cancel_requested = false
 WHERE id = $1 AND state IN ('scheduled', 'retrying', 'paused', 'dead', 'cancelled')
+	AND NOT ` + heldInHistorySQL + `
 RETURNING {cols}, pg_notify($2, json_build_object('kind', kind, 'run_at', run_at)::text)`,
 
 		countLive: `SELECT kind, state, count(*) FROM {jobs} WHERE state IN ` + claimableSQL + ` GROUP BY kind, state
@@ -533,6 +534,22 @@ func uniqueHeldSQL(alias string) string {
 	AND ($state IN ('scheduled', 'retrying', 'paused', 'running')
 		OR (($unique_finished OR $unique_period > 0) AND $state <> 'cancelled'))`)
 }
+
+// heldInHistorySQL is true for a row of {jobs} that is dead or cancelled
+// with a Period key that a job in the history holds in the same window.
+// jobs_unique_scope_idx covers jobs alone, and Archive moves a period
+// key's holder once the period has passed since it finished (no insert
+// computes that window again); a run-now of an old dead or cancelled job
+// of that window would otherwise take the key a second time. The lookup
+// reads only the history finished since the window began (the holder was
+// inserted in it, so finished after), and runs only for such rows, a
+// rare operator action.
+const heldInHistorySQL = `(state IN ('dead', 'cancelled') AND unique_key IS NOT NULL AND unique_period > 0
+	AND EXISTS (SELECT 1 FROM {history} h
+		WHERE h.finished_at >= to_timestamp({jobs}.unique_window * {jobs}.unique_period)
+		  AND h.unique_key = {jobs}.unique_key AND h.unique_period = {jobs}.unique_period
+		  AND h.unique_window = {jobs}.unique_window AND h.state <> 'cancelled'
+		  AND (CASE WHEN h.unique_global THEN '' ELSE h.kind END) = (CASE WHEN {jobs}.unique_global THEN '' ELSE {jobs}.kind END)))`
 
 // uniqueWindowSQL is the window of the store clock (statement_timestamp())
 // for a Period of period seconds, 0 without one: windows are counted from
