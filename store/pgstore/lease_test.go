@@ -42,16 +42,8 @@ func TestExtendSkipsRowsLockedByUserTx(t *testing.T) {
 	for _, c := range lockers {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := ctxT(t)
-			pool := pgtest.Pool(t)
-			st, err := pgstore.New(ctx, pool)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = st.Close() })
-			leases := claimN(t, st, "extend.busy", 3)
+			st, leases, tx := heldLeases(t, "extend.busy")
 			busy, others := leases[1], []store.Lease{leases[0], leases[2]}
-
-			tx, err := pool.Begin(ctx)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 			c.lock(t, st, tx, busy)
 			before := expiries(t, st, leases)
 
@@ -101,16 +93,8 @@ func TestFinishSkipsRowsLockedByUserTx(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := ctxT(t)
-			pool := pgtest.Pool(t)
-			st, err := pgstore.New(ctx, pool)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = st.Close() })
-			leases := claimN(t, st, "finish.busy", 3)
+			st, leases, tx := heldLeases(t, "finish.busy")
 			busy := leases[1]
-
-			tx, err := pool.Begin(ctx)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 			completeIn(t, st, tx, busy)
 
 			params := make([]store.FinishParams, len(leases))
@@ -154,6 +138,23 @@ func completeIn(t *testing.T, st *pgstore.Store, tx pgx.Tx, l store.Lease) {
 
 // claimN inserts and claims n jobs of kind with a one-minute lease and
 // returns their leases in ID order.
+// heldLeases returns a store on a fresh database, the leases of three
+// claimed jobs of kind, and an open transaction (rolled back when t ends)
+// for the test to lock one of them in.
+func heldLeases(t *testing.T, kind string) (*pgstore.Store, []store.Lease, pgx.Tx) {
+	t.Helper()
+	ctx := ctxT(t)
+	pool := pgtest.Pool(t)
+	st, err := pgstore.New(ctx, pool)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	leases := claimN(t, st, kind, 3)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return st, leases, tx
+}
+
 func claimN(t *testing.T, st *pgstore.Store, kind string, n int) []store.Lease {
 	t.Helper()
 	params := make([]store.InsertParams, n)
