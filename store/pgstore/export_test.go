@@ -87,3 +87,19 @@ func (s *Store) HoldFlowCache() {
 	defer s.flow.mu.Unlock()
 	s.flow.loadedAt = time.Now().Add(time.Hour)
 }
+
+// FinishSetColumns returns the columns a Finish writes to the job it ends.
+func FinishSetColumns() []string {
+	cols := make([]string, len(finishSets))
+	for i, f := range finishSets {
+		cols[i] = f.col
+	}
+	return cols
+}
+
+// KeepFinishedRows returns ctx with which Finish leaves the jobs it ends in
+// jobs, for the archive pass, as it does for the jobs it ends with results:
+// tests of the pass make its input this way.
+func KeepFinishedRows(ctx context.Context) context.Context {
+	return context.WithValue(ctx, keepRowsKey{}, true)
+}

@@ -46,23 +46,31 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 		return ok, nil
 	}
 	a := newFinishArrays(params)
-	rows, _ := s.conn(ctx).Query(ctx, s.q.finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel)
 	applied := make(map[store.Lease]bool, n)
 	var (
 		l    store.Lease
 		busy bool
 		wait []store.FinishParams
 	)
-	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &busy}, func() error {
-		if busy {
-			wait = append(wait, store.FinishParams{Lease: l})
-		} else {
-			applied[l] = true
+	_, inTx := ctx.Value(connKey{}).(pgx.Tx)
+	for try := 0; ; try++ {
+		lo, hi := s.finishWindow(ctx)
+		rows, _ := s.conn(ctx).Query(ctx, s.q.finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, lo, hi)
+		_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &busy}, func() error {
+			if busy {
+				wait = append(wait, store.FinishParams{Lease: l})
+			} else {
+				applied[l] = true
+			}
+			return nil
+		})
+		if err != nil && try == 0 && !inTx && s.isNoPartition(err) {
+			continue // nothing applied: again, with the partitions checked
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
+		}
+		break
 	}
 	if len(wait) > 0 {
 		// Rows another transaction holds: the others are written (and,

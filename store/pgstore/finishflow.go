@@ -40,13 +40,25 @@ func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*s
 			return nil, fmt.Errorf("pgstore: finish row %d: %w", i, err)
 		}
 	}
-	res := &store.FinishResult{OK: make([]bool, len(params))}
 	if len(params) == 0 {
-		return res, nil
+		return &store.FinishResult{OK: []bool{}}, nil
 	}
+	res, err := s.finishFlow(ctx, params)
+	if _, inTx := ctx.Value(connKey{}).(pgx.Tx); err != nil && !inTx && s.isNoPartition(err) {
+		res, err = s.finishFlow(ctx, params) // nothing applied: again, with the partitions checked
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
+	}
+	return res, nil
+}
+
+// finishFlow is FinishFlow once, for valid params.
+func (s *Store) finishFlow(ctx context.Context, params []store.FinishParams) (*store.FinishResult, error) {
+	res := &store.FinishResult{OK: make([]bool, len(params))}
 	snap, err := s.flowKinds(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: finish: %w", err)
+		return nil, err
 	}
 	var limited []string
 	breakers := false
@@ -71,26 +83,18 @@ func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*s
 		} else {
 			err = pgx.BeginFunc(ctx, s.pool, run)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
-		}
-		return res, nil
+		return res, err
 	}
 	if !breakers {
-		if _, _, err := s.finishRows(ctx, s.pool, params, limited, res.OK); err != nil {
-			return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
-		}
-		return res, nil
+		_, _, err := s.finishRows(ctx, s.pool, params, limited, res.OK)
+		return res, err
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: finish: %w", err)
+		return nil, err
 	}
 	defer releaseConn(conn)
-	if err := s.finishFeeding(ctx, conn.Conn(), params, limited, res); err != nil {
-		return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
-	}
-	return res, nil
+	return res, s.finishFeeding(ctx, conn.Conn(), params, limited, res)
 }
 
 // finishFeeding runs FinishFlow's transaction on conn.
@@ -309,9 +313,15 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 	// writes them afterwards in the same transaction (finishExtras).
 	// Without JIT (jitOffSQL), in one round trip: on the pool, the two
 	// statements share the batch's implicit transaction.
+	// Jobs that end leave jobs in the statement (finishmove.go), unless
+	// results follow them.
+	lo, hi := s.finishWindow(ctx)
+	if anyRich(params) {
+		lo, hi = nil, nil
+	}
 	b := &pgx.Batch{}
 	b.Queue(jitOffSQL)
-	b.Queue(s.flowQ().finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, limited)
+	b.Queue(s.flowQ().finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, limited, lo, hi)
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {

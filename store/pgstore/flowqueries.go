@@ -97,6 +97,7 @@ const pendingVerdictsSQL = `CASE WHEN f.config -> 'breaker' IS NOT NULL THEN
 func buildFlowQueries(schema string) flowQueries {
 	r := strings.NewReplacer(
 		"{jobs}", pgx.Identifier{schema, "jobs"}.Sanitize(),
+		"{history}", pgx.Identifier{schema, "jobs_history"}.Sanitize(),
 		"{flows}", pgx.Identifier{schema, "flows"}.Sanitize(),
 		"{buckets}", pgx.Identifier{schema, "flow_partition_buckets"}.Sanitize(),
 		"{deltas}", pgx.Identifier{schema, "flow_pending_deltas"}.Sanitize(),
@@ -327,15 +328,16 @@ GROUP BY k.kind, k.parted, pk.key`,
 		// kinds as the statement's snapshot saw them (id NULL), and
 		// whether verdicts wait to be folded into them, for FinishFlow
 		// to see whether the outcomes change them.
-		finish: `WITH ` + finishLockedSQL + `, changed AS (
-	UPDATE {jobs} j SET ` + finishSetSQL + `
-	FROM locked i
-	WHERE j.id = i.id -- locked checked state and token on the rows it holds
-	RETURNING j.id, i.token, j.kind, j.state, j.run_at, i.outcome, i.ord
+		finish: `WITH ` + finishLockedSQL(finishLeavesSQL("$8", "$9")) + `,
+` + finishEndSQL("j.id, i.token, j.kind, j.state, j.run_at, i.outcome, i.ord") + `,
+ended AS (
+	SELECT id, token, kind, outcome, ord FROM changed
+	UNION ALL
+	SELECT id, fin_token, kind, fin_outcome, fin_ord FROM gone
 ), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `
 	UNION ALL
 	SELECT pg_notify($6, json_build_object('kind', f.kind, 'run_at', clock_timestamp())::text)
-	FROM (SELECT DISTINCT kind FROM changed WHERE kind = ANY($7::text[])) freed
+	FROM (SELECT DISTINCT kind FROM ended WHERE kind = ANY($7::text[])) freed
 	JOIN {flows} f ON f.kind = freed.kind
 	WHERE f.config -> 'partition_concurrency' IS NOT NULL
 	   OR f.breaker ->> 'state' IN ('open', 'half_open')
@@ -344,11 +346,11 @@ GROUP BY k.kind, k.parted, pk.key`,
 )
 SELECT * FROM (
 	SELECT id, token, kind, outcome, ord, NULL::jsonb AS config, NULL::jsonb AS breaker, NULL::bool AS pending
-	FROM changed WHERE (SELECT count(*) FROM notified) >= 0
+	FROM ended WHERE (SELECT count(*) FROM notified) >= 0
 	UNION ALL
 	SELECT NULL, NULL, f.kind, NULL, NULL, f.config, f.breaker,
 		EXISTS (SELECT 1 FROM {verdicts} v WHERE v.kind = f.kind) FROM {flows} f
-	WHERE f.kind IN (SELECT kind FROM changed) AND f.config -> 'breaker' IS NOT NULL
+	WHERE f.kind IN (SELECT kind FROM ended) AND f.config -> 'breaker' IS NOT NULL
 ) r ORDER BY r.ord NULLS LAST`,
 
 		// A kind's pending count: what inserts counted, plus the deltas

@@ -87,6 +87,10 @@ func (s *Store) finishIn(ctx context.Context, tx pgx.Tx, params []store.FinishPa
 		p.Result, p.Then = nil, nil
 		plain[i] = p
 	}
+	if anyRich(params) {
+		// finishExtras writes to the rows next: they stay in jobs.
+		ctx = context.WithValue(ctx, keepRowsKey{}, true)
+	}
 	ok, err := s.Finish(withConn(ctx, tx), plain)
 	if err != nil {
 		return nil, err

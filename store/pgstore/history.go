@@ -78,6 +78,11 @@ type historyState struct {
 	from      time.Time          // the next recent pass walks jobs finished from here (zero: walk all)
 	sweepFrom time.Time          // the next sweep walks from here
 	lastSweep time.Time          // when the last sweep (or full walk) drained (host clock)
+
+	// ensuring is held while a Finish creates the partitions it needs
+	// (finishWindow); ensureAfter is when it may try again after a failure.
+	ensuring    sync.Mutex
+	ensureAfter time.Time
 }
 
 // archiveSQL is the statement that picks and locks up to $2 movable jobs

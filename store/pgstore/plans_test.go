@@ -168,7 +168,8 @@ func planCases() []planCase {
 					errs[i] = "boom"
 				}
 			}
-			return []any{ids, tokens, outcomes, delays, errs, "ax"}
+			lo, hi := historyToday(ctx, t, conn)
+			return []any{ids, tokens, outcomes, delays, errs, "ax", lo, hi}
 		}},
 		{"flowClaim", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			// One kind, a concurrency limit that does not bind, no
@@ -185,7 +186,8 @@ func planCases() []planCase {
 			for i := range outcomes {
 				outcomes[i] = []int32{1, 2, 4}[i%3]
 			}
-			return []any{ids, tokens, outcomes, delays, errs, "ax", []string{"run"}}
+			lo, hi := historyToday(ctx, t, conn)
+			return []any{ids, tokens, outcomes, delays, errs, "ax", []string{"run"}, lo, hi}
 		}},
 		{"setKeys", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids := idsOf(ctx, t, conn, `SELECT id FROM ax.jobs WHERE state = 'scheduled' ORDER BY id LIMIT $1`, n)
@@ -458,4 +460,21 @@ func TestClaimLocksOnlyWhatItTakes(t *testing.T) {
 	if res.NextRunAt.IsZero() || res.NextRunAt.After(res.Now) {
 		t.Errorf("NextRunAt %s with due jobs left (now %s)", res.NextRunAt, res.Now)
 	}
+}
+
+// historyToday makes sure the history partition of the server's day
+// exists and returns its bounds, the window in which the finish
+// statements move the jobs they end into the history.
+func historyToday(ctx context.Context, t *testing.T, conn *pgx.Conn) (lo, hi time.Time) {
+	t.Helper()
+	if err := conn.QueryRow(ctx, `SELECT date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'`).Scan(&lo); err != nil {
+		t.Fatal(err)
+	}
+	hi = lo.Add(24 * time.Hour)
+	_, err := conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS ax.jobs_history_p%s PARTITION OF ax.jobs_history
+	FOR VALUES FROM ('%s') TO ('%s')`, lo.UTC().Format("20060102"), lo.UTC().Format(time.RFC3339), hi.UTC().Format(time.RFC3339)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lo, hi
 }

@@ -1,6 +1,8 @@
 package pgstore
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -299,25 +301,31 @@ ORDER BY ($6::bigint > 0 AND c.run_at <= now() - $6::bigint * interval '1 micros
 		// back flagged busy (third column true); Finish writes them with
 		// finishWait, which waits, so that no outcome is lost.
 		//
+		// A job that ends here and needs nothing more of the hot table
+		// (finishLeavesSQL) leaves it in this statement: finishEndSQL
+		// deletes it from jobs and inserts its final row into the
+		// history, so it is written once at its end rather than updated
+		// here and moved by a later archive pass. $7 and $8 bound the
+		// store clock's times whose history partitions are known to
+		// exist (NULL: none, every job stays).
+		//
 		// Linear by construction: an earlier form joined locked back to the
 		// input on (id, token); under a generic plan that became a nested
 		// loop over two CTE scans comparing every outcome with every other
 		// (Rows Removed by Join Filter: 999,000 at 1,000 rows).
 		finish: `WITH ` + finishInputSQL + `, locked AS MATERIALIZED (
-	SELECT j.id, i.token, i.outcome, i.delay_us, i.err, i.ord
+	SELECT j.id, i.token, i.outcome, i.delay_us, i.err, i.ord, j.fstate, j.leaves
 	FROM input i
 	CROSS JOIN LATERAL (
-		SELECT j.id FROM {jobs} j
+		SELECT j.id, ` + finishStateSQL + ` AS fstate, ` + finishLeavesSQL("$7", "$8") + ` AS leaves FROM {jobs} j
 		WHERE j.id = i.id AND j.lease_token = i.token AND (j.state = 'running') IS TRUE
 		FOR UPDATE SKIP LOCKED
 	) j
-), changed AS (
-	UPDATE {jobs} j SET ` + finishSetSQL + `
-	FROM locked i
-	WHERE j.id = i.id -- locked checked state and token on the rows it holds
-	RETURNING j.id, i.token, j.kind, j.state, j.run_at
-), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `)
+), ` + finishEndSQL("j.id, i.token, j.kind, j.state, j.run_at") + `,
+notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `)
 SELECT id, token, false FROM changed WHERE (SELECT count(*) FROM notified) >= 0
+UNION ALL
+SELECT id, fin_token, false FROM gone
 UNION ALL
 SELECT i.id, i.token, true FROM input i
 WHERE i.id NOT IN (SELECT id FROM locked) -- a hashed subplan
@@ -327,7 +335,7 @@ WHERE i.id NOT IN (SELECT id FROM locked) -- a hashed subplan
 		// same, waiting for the locks. It runs after finish applied the
 		// other rows (committed them, outside a caller's transaction), so
 		// only the busy rows wait.
-		finishWait: `WITH ` + finishLockedSQL + `, changed AS (
+		finishWait: `WITH ` + finishLockedSQL("false") + `, changed AS (
 	UPDATE {jobs} j SET ` + finishSetSQL + `
 	FROM locked i
 	-- No state or token test on j here: locked checked both on the rows
@@ -562,9 +570,6 @@ func uniqueWindowSQL(period string) string {
 // set, else now() + $7 microseconds.
 const insertRunAtSQL = `coalesce($6, now() + $7::bigint * interval '1 microsecond')`
 
-// finishStateSQL is the state a Finish row moves its job to: retry, snooze
-// and release of a job whose cancel was requested become cancelled, and
-// otherwise, when its pause was requested, paused.
 // finishInputSQL is the input CTE of the plain finish statement: the
 // rows of the call, the first of a lease listed twice, in id order.
 const finishInputSQL = `input AS MATERIALIZED (
@@ -574,12 +579,16 @@ const finishInputSQL = `input AS MATERIALIZED (
 	ORDER BY id, token, ord
 )`
 
-// finishLockedSQL is the locked CTE of the waiting Finish statements
-// (finishWait and flow's finish, see the plain one's comment): one row per job whose current lease
-// an input row names, locked by a primary-key probe in id order, carrying
-// the outcome and the input's position (ord).
-const finishLockedSQL = `locked AS MATERIALIZED (
-	SELECT j.id, i.token, i.outcome, i.delay_us, i.err, i.ord
+// finishLockedSQL returns the locked CTE of the waiting Finish
+// statements (finishWait and flow's finish, see the plain one's comment):
+// one row per job whose current lease an input row names, locked by a
+// primary-key probe in id order, carrying the outcome, the input's
+// position (ord), the job's next state (fstate) and whether the job leaves
+// the hot table (leaves, a condition on j and i: finishLeavesSQL, or
+// false).
+func finishLockedSQL(leaves string) string {
+	return `locked AS MATERIALIZED (
+	SELECT j.id, i.token, i.outcome, i.delay_us, i.err, i.ord, j.fstate, j.leaves
 	FROM (
 		SELECT DISTINCT ON (id, token) id, token, outcome, delay_us, err, ord
 		FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[]) WITH ORDINALITY
@@ -587,29 +596,122 @@ const finishLockedSQL = `locked AS MATERIALIZED (
 		ORDER BY id, token, ord
 	) i
 	CROSS JOIN LATERAL (
-		SELECT j.id FROM {jobs} j
+		SELECT j.id, ` + finishStateSQL + ` AS fstate, ` + leaves + ` AS leaves FROM {jobs} j
 		WHERE j.id = i.id AND j.lease_token = i.token AND (j.state = 'running') IS TRUE
 		FOR UPDATE
 	) j
 )`
+}
 
-// finishSetSQL is what both Finish statements write to a job j whose
-// locked row is i.
-var finishSetSQL = `
-		state = ` + finishStateSQL + `,
-		run_at = CASE WHEN ` + finishStateSQL + ` IN ('scheduled', 'retrying', 'paused')
-			THEN now() + i.delay_us * interval '1 microsecond' ELSE j.run_at END,
-		attempt = CASE WHEN i.outcome IN (4, 5) AND ` + finishStateSQL + ` IN ('scheduled', 'paused')
-			THEN greatest(j.attempt - 1, 0) ELSE j.attempt END,
-		errors = CASE WHEN i.outcome IN (2, 3, 6) THEN j.errors || ` + errorEntrySQL("i.err") + ` ELSE j.errors END,
-		-- lease_token is kept: an extension of the lease that wrote the
-		-- outcome then reads "finished by its holder", not "lost" (a rescue
-		-- clears it). Reads show the token of running jobs only.
-		lease_expires_at = NULL,
-		cancel_requested = false,
-		pause_requested = false,
-		finished_at = CASE WHEN ` + finishStateSQL + ` IN ` + finalSQL + ` THEN now() END`
+// finishSets are the columns a Finish writes to a job j whose locked row
+// is i, with their values: the SET list of the UPDATE of a job that stays
+// in jobs (finishSetSQL) and the final row of one that leaves it for the
+// history (finalRowSQL), from this one list.
+var finishSets = []struct{ col, value string }{
+	{"state", finishStateSQL},
+	{"run_at", `CASE WHEN ` + finishStateSQL + ` IN ('scheduled', 'retrying', 'paused')
+			THEN now() + i.delay_us * interval '1 microsecond' ELSE j.run_at END`},
+	{"attempt", `CASE WHEN i.outcome IN (4, 5) AND ` + finishStateSQL + ` IN ('scheduled', 'paused')
+			THEN greatest(j.attempt - 1, 0) ELSE j.attempt END`},
+	{"errors", `CASE WHEN i.outcome IN (2, 3, 6) THEN j.errors || ` + errorEntrySQL("i.err") + ` ELSE j.errors END`},
+	// lease_token is kept: an extension of the lease that wrote the
+	// outcome then reads "finished by its holder", not "lost" (a rescue
+	// clears it). Reads show the token of running jobs only.
+	{"lease_expires_at", `NULL`},
+	{"cancel_requested", `false`},
+	{"pause_requested", `false`},
+	{"finished_at", `CASE WHEN ` + finishStateSQL + ` IN ` + finalSQL + ` THEN now() END`},
+}
 
+// finishSetSQL is what the Finish statements write to a job j that stays
+// in jobs, whose locked row is i.
+var finishSetSQL = func() string {
+	sets := make([]string, len(finishSets))
+	for k, f := range finishSets {
+		sets[k] = "\n\t\t" + f.col + " = " + f.value
+	}
+	return strings.Join(sets, ",")
+}()
+
+// historyColumns are every column of jobs (and jobs_history): those reads
+// scan and those they leave out. TestHistoryCarriesEveryColumn checks the
+// two lists against the catalog, so a column a migration adds is in this
+// one, and a job moved by its Finish keeps it.
+var historyColumns = func() []string {
+	var cols []string
+	for _, c := range strings.Split(jobColumns, ",") {
+		cols = append(cols, strings.TrimSpace(c))
+	}
+	for _, c := range slices.Sorted(maps.Keys(unreadColumns)) {
+		cols = append(cols, c)
+	}
+	return cols
+}()
+
+// finalRowSQL is the select list of a job's final row, in historyColumns'
+// order, for a job j (its row as it was) ended by the locked row i: what
+// finishSets write, the rest of j as it was.
+var finalRowSQL = func() string {
+	vals := make([]string, len(historyColumns))
+	for k, c := range historyColumns {
+		vals[k] = "j." + c
+		for _, f := range finishSets {
+			if f.col == c {
+				vals[k] = f.value
+			}
+		}
+	}
+	return strings.Join(vals, ",\n\t\t")
+}()
+
+// finishLeavesSQL is true for a locked job j that the outcome of input row
+// i ends (succeeded, dead, cancelled) and that needs nothing more of the
+// hot table, while the store clock is in [lo, hi), the times whose history
+// partitions exist: it leaves jobs in the finishing statement. A job stays
+// (for the archive pass, or for good) when it keeps its unique key (a
+// scope that keeps finished jobs' keys, a Period whose window has not
+// passed: as archiveSQL), or when a trigger of jobs acts on its end:
+// follow-ups and batches (0006: jobs_state_changed), sequences (0007:
+// jobs_flow_sequence_moved). Those triggers fire on UPDATE OF state,
+// which a job leaving by DELETE does not run.
+func finishLeavesSQL(lo, hi string) string {
+	fstate := finishStateSQL
+	return `(now() >= ` + lo + `::timestamptz AND now() < ` + hi + `::timestamptz
+			AND j.follow_ups IS NULL AND j.batch_id IS NULL AND j.sequence_key IS NULL
+			AND ` + fstate + ` IN ` + finalSQL + `
+			AND (j.unique_key IS NULL OR ` + fstate + ` = 'cancelled'
+				OR (NOT j.unique_finished AND j.unique_period = 0))) IS TRUE`
+}
+
+// finishEndSQL returns the CTEs that end the jobs of locked: changed
+// updates those that stay in jobs (returning ret), gone deletes those
+// that leave (returning each row as it was, with the outcome's columns
+// as fin_*), and an insert writes their final rows into the history. One
+// statement deletes and inserts, so a reader sees each job once, in one
+// table or the other.
+func finishEndSQL(ret string) string {
+	return `changed AS (
+	UPDATE {jobs} j SET ` + finishSetSQL + `
+	FROM locked i
+	WHERE j.id = i.id AND NOT i.leaves -- locked checked state and token on the rows it holds
+	RETURNING ` + ret + `
+), gone AS (
+	DELETE FROM {jobs} j
+	USING locked i
+	WHERE j.id = i.id AND i.leaves
+	RETURNING j.*, i.token AS fin_token, i.outcome AS fin_outcome, i.delay_us AS fin_delay_us,
+		i.err AS fin_err, i.ord AS fin_ord, i.fstate AS fin_state
+), archived AS (
+	INSERT INTO {history} (` + strings.Join(historyColumns, ", ") + `)
+	SELECT ` + finalRowSQL + `
+	FROM gone j
+	CROSS JOIN LATERAL (SELECT j.fin_outcome AS outcome, j.fin_delay_us AS delay_us, j.fin_err AS err) i
+)`
+}
+
+// finishStateSQL is the state a Finish row moves its job to: retry, snooze
+// and release of a job whose cancel was requested become cancelled, and
+// otherwise, when its pause was requested, paused.
 const finishStateSQL = `(CASE WHEN i.outcome = 1 THEN 'succeeded' WHEN i.outcome = 3 THEN 'dead'
 	WHEN i.outcome = 6 OR j.cancel_requested THEN 'cancelled'
 	WHEN j.pause_requested THEN 'paused'
