@@ -42,15 +42,23 @@
 //
 // # Finished jobs
 //
-// Migration 0008 moves finished jobs out of the hot table. Store.Archive
+// Migration 0008 moves finished jobs out of the hot table. A job's end is
+// its last write: the Finish statement (Finish, FinishFlow, and CompleteTx
+// in the caller's transaction) that makes a job succeeded, dead or
+// cancelled deletes it from jobs and inserts its final row into
+// jobs_history in the same statement. A job stays in jobs when something
+// still needs it there: a unique key that still holds (a scope with
+// Finished until it is pruned; a Period until the period has passed since
+// it finished), because jobs_unique_scope_idx covers jobs alone;
+// follow-ups, a batch or a sequence, whose triggers act on an UPDATE of
+// the job's state; a result written after the outcome. Store.Archive
 // (store.Archiver; the ax runtime calls it every second on every host)
-// moves succeeded, dead and cancelled jobs from jobs to jobs_history in
-// batches, each a short transaction locking only the rows it moves; a job
-// whose unique key still holds stays in jobs (a scope with Finished until
-// it is pruned; a Period until the period has passed since it finished),
-// because jobs_unique_scope_idx covers jobs alone. jobs_history is
-// partitioned by UTC day of finished_at (jobs_history_pYYYYMMDD, created
-// when a batch first needs one); Prune drops a day's partition once the
+// moves those, and the jobs that rescues and operators end, in batches,
+// each a short transaction locking only the rows it moves, once their key
+// is free. jobs_history is partitioned by UTC day of finished_at
+// (jobs_history_pYYYYMMDD; a Store makes its day's and the next day's
+// partition ahead of its Finish calls, once a day, and an archive batch
+// makes any other it needs); Prune drops a day's partition once the
 // whole day is past the retention, and deletes row by row only in the
 // partition the boundary falls in. So claims, finishes, lease extensions
 // and rescues work on a table and indexes holding the live jobs and the
