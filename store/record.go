@@ -87,7 +87,9 @@ type JobRecord struct {
 	// FollowUps are the jobs this job inserts when it becomes final.
 	FollowUps []FollowUp `json:"follow_ups,omitempty"`
 	// Parent is the job whose finalization inserted this one (a
-	// follow-up, or a batch's completion job); zero otherwise.
+	// follow-up, or a batch's completion job: when several children end
+	// in one call and so complete the batch, any one of them); zero
+	// otherwise.
 	Parent uuid.UUID `json:"parent,omitzero"`
 	// Batch is the batch this job is a child of, or completes; zero
 	// otherwise.

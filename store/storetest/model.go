@@ -90,6 +90,11 @@ type mjob struct {
 	parent      uuid.UUID
 	batch       uuid.UUID
 	deleted     bool // pruned or deleted: Get says ErrNotFound
+	// parentChoices are, for a batch's completion job, the children
+	// whose ends in one call completed the batch: the store records any
+	// one of them as its Parent (store.JobRecord.Parent), and the model
+	// learns which (modelRun.settleParents).
+	parentChoices []uuid.UUID
 }
 
 // uniqueIdent is a unique key in its scope: two jobs with equal idents
@@ -157,6 +162,9 @@ type model struct {
 	// order lists every job in the order the model learned of it, so that
 	// random picks depend on the seed, not on IDs.
 	order []uuid.UUID
+	// unsettled are the completion jobs inserted by the last operation
+	// whose Parent the store chose among several children.
+	unsettled []*mjob
 }
 
 func newModel() *model {
@@ -252,7 +260,15 @@ func (m *model) finalize(j *mjob, now span) []ended {
 	}
 	if b := m.batchOf(j); b != nil && !b.completed && m.pending(b) == 0 {
 		b.completed = true
-		m.newJob(&b.completionParams, now, 0, j.id, b.id)
+		c := m.newJob(&b.completionParams, now, 0, j.id, b.id)
+		for _, id := range b.children {
+			if k := m.jobs[id]; k.state.Final() && k.finishedAt.lo.Equal(now.lo) && k.finishedAt.hi.Equal(now.hi) {
+				c.parentChoices = append(c.parentChoices, id)
+			}
+		}
+		if len(c.parentChoices) > 1 {
+			m.unsettled = append(m.unsettled, c)
+		}
 	}
 	return out
 }
@@ -370,4 +386,15 @@ func jsonEqual(a, b []byte) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return bytes.Equal(xa, ya)
+}
+
+// setParent makes parent the parent of j, in the listing of follow-ups
+// too.
+func (m *model) setParent(j *mjob, parent uuid.UUID) {
+	kids := m.children[j.parent]
+	if i := slices.Index(kids, j.id); i >= 0 {
+		m.children[j.parent] = slices.Delete(kids, i, i+1)
+	}
+	j.parent = parent
+	m.children[parent] = append(m.children[parent], j.id)
 }

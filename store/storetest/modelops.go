@@ -561,6 +561,7 @@ func (r *modelRun) finalize(j *mjob, now span) []ended {
 // the store inserted (their IDs are the store's), and adds them.
 func (r *modelRun) learnFollowUps(ends []ended) {
 	r.t.Helper()
+	r.settleParents()
 	for _, e := range ends {
 		recs, err := r.fus.FollowUps(r.ctx, e.parent.id)
 		r.must(err, "follow-ups")
@@ -587,6 +588,25 @@ func (r *modelRun) learnFollowUps(ends []ended) {
 			r.touched[j.id] = true
 		}
 	}
+}
+
+// settleParents learns, for each completion job the last operation
+// inserted when several of its batch's children ended in one call, which
+// of them the store recorded as its Parent: any one may be (pgstore takes
+// the greatest ID, memstore the last in the call's order).
+func (r *modelRun) settleParents() {
+	r.t.Helper()
+	for _, c := range r.m.unsettled {
+		got, err := r.st.Get(r.ctx, c.id)
+		r.must(err, "get completion job")
+		if got.Parent != c.parent {
+			if !slices.Contains(c.parentChoices, got.Parent) {
+				r.failf("completion job %s: parent %s, none of the children %v whose ends completed its batch", c.id, got.Parent, c.parentChoices)
+			}
+			r.m.setParent(c, got.Parent)
+		}
+	}
+	r.m.unsettled = nil
 }
 
 func (r *modelRun) opCompleteTx() {
