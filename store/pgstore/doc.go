@@ -109,7 +109,8 @@
 //	jobs_claim_idx      (kind, priority, run_at) WHERE state IN ('scheduled', 'retrying')
 //	jobs_unique_scope_idx UNIQUE (kind or '' if global, unique_period, unique_window, unique_key)
 //	                    WHERE the job holds its key: live, or finished (not cancelled) when its scope keeps it
-//	jobs_busy_idx       (kind, state) WHERE state IN ('running', 'paused')   -- RescueExpired, CountJobs
+//	jobs_busy_idx       (kind, state, partition_key) WHERE state IN ('running', 'paused')
+//	                    -- RescueExpired, CountJobs, running counts of concurrency limits
 //	jobs_finished_idx   (finished_at) WHERE finished and free to move          -- Archive, Prune
 //	jobs_kept_idx       (finished_at) WHERE finished and keeping its key        -- Prune
 //
