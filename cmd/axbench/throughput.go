@@ -21,8 +21,12 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		return nil, err
 	}
 	defer d.close()
-	t := table{Title: "per worker count", Columns: []string{"workers", "COPY jobs/s", "jobs/s", "starts/s", "CPU s/1k jobs", "elapsed s",
-		"WAL B/job", "FPI/job", "commits/job", "HOT %"}}
+	t := table{Title: "per worker count", Columns: []string{"workers", "COPY jobs/s", "jobs/s", "starts/s", "CPU s/1k jobs",
+		"server CPU s/1k jobs", "elapsed s", "WAL B/job", "FPI/job", "commits/job", "HOT %"}}
+	srv, srvErr := newServerClock(ctx, d)
+	if srvErr != nil {
+		r.note("server CPU: not measured (%v)", srvErr)
+	}
 	costs := table{Title: "server cost per run, by table (counters over the run; dead and size at its end)", Columns: statsColumns}
 	plans := table{Title: "plans of the scheduler's prepared statements (executions)", Columns: planColumns}
 	for i, w := range o.workerList {
@@ -58,6 +62,7 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		}
 		copyRate := float64(o.n) / took.Seconds()
 
+		srv0 := serverCPU(srv)
 		cpu0, start := cpuTotal(), time.Now()
 		if err := s.Start(ctx); err != nil {
 			return nil, err
@@ -66,6 +71,7 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		stopErr := stopScheduler(s)
 		written := time.Since(start) // Stop returns once every outcome is written
 		cpu := cpuTotal() - cpu0
+		srvCPU := serverCPU(srv) - srv0
 		if waitErr != nil {
 			return nil, waitErr
 		}
@@ -98,9 +104,15 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		r.atLeast(fmt.Sprintf("no-op jobs/s, W=%d", w), rate, "jobs/s", 20000)
 		r.add(fmt.Sprintf("handler starts/s, W=%d", w), startRate, "jobs/s")
 		r.add(fmt.Sprintf("CPU per 1k jobs, W=%d", w), cpuPer1k, "s")
+		srvPer1k := "-"
+		if srv != nil {
+			per := srvCPU.Seconds() / (float64(o.n) / 1000)
+			r.add(fmt.Sprintf("server CPU per 1k jobs, W=%d", w), per, "s")
+			srvPer1k = fmt.Sprintf("%.3f", per)
+		}
 		cost.addMetrics(r, fmt.Sprintf("W=%d: ", w))
 		t.Rows = append(t.Rows, []string{fmt.Sprint(w), fmt.Sprintf("%.0f", copyRate), fmt.Sprintf("%.0f", rate),
-			fmt.Sprintf("%.0f", startRate), fmt.Sprintf("%.3f", cpuPer1k), fmt.Sprintf("%.2f", elapsed.Seconds()),
+			fmt.Sprintf("%.0f", startRate), fmt.Sprintf("%.3f", cpuPer1k), srvPer1k, fmt.Sprintf("%.2f", elapsed.Seconds()),
 			fmt.Sprintf("%.0f", cost.perJob(cost.wal)), fmt.Sprintf("%.2f", cost.perJob(cost.walFPI)),
 			fmt.Sprintf("%.3f", cost.perJob(cost.commits)), fmt.Sprintf("%.1f", cost.hotShare())})
 		costs.Rows = append(costs.Rows, cost.tableRows(fmt.Sprintf("W=%d", w))...)
@@ -111,7 +123,7 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 	if err := d.noteStorageParams(ctx, r); err != nil {
 		return nil, err
 	}
-	r.note("jobs/s: N / (Start → Stop returned, every outcome written); starts/s: N / (Start → last handler start); CPU: user+sys of this process from Start to Stop (pgx client included)")
+	r.note("jobs/s: N / (Start → Stop returned, every outcome written); starts/s: N / (Start → last handler start); CPU: user+sys of this process from Start to Stop (pgx client included); server CPU: user+sys of the PostgreSQL server's processes over the same time (postmaster, backends, autovacuum, WAL writer; on a shared server, other clients' work too)")
 	return r, nil
 }
 
