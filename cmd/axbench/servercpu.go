@@ -63,7 +63,7 @@ func (c *serverClock) total() (time.Duration, error) {
 
 // statFields are the fields of /proc/PID/stat serverClock reads.
 type statFields struct {
-	ppid                          int
+	ppid                         int
 	utime, stime, cutime, cstime int64
 }
 

@@ -131,6 +131,16 @@ func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]p
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("pgstore: claim: %w", invalidData(err))
 	}
+	// The batch's implicit transaction commits after the rows: only its
+	// end says the claim is made. A commit that fails (a primary stopped
+	// while a synchronous standby confirms it) leaves the jobs unclaimed
+	// in the database, and a host that ran them would run them alongside
+	// their next claimer, with the same fencing token.
+	rows.Close()
+	if err := br.Close(); err != nil {
+		res.Jobs = res.Jobs[:0]
+		return fmt.Errorf("pgstore: claim: commit: %w", err)
+	}
 	res.Ahead = params.Ahead
 	return nil
 }
