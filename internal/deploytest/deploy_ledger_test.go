@@ -3,7 +3,6 @@ package deploytest
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -199,9 +198,9 @@ func judge(ids []uuid.UUID, errs int, states map[uuid.UUID]string, execs map[uui
 }
 
 // tickGaps returns the tick times of a periodic kind's jobs in order, the
-// ticks that appear more than once, and the intervals between consecutive
-// ticks longer than every.
-func tickGaps(t *testing.T, pool *pgxpool.Pool, kind string, every time.Duration) (ticks []time.Time, doubled []time.Time, gaps []time.Duration) {
+// ticks that appear more than once, and the ticks of the schedule (every
+// interval) that have no job.
+func tickGaps(t *testing.T, pool *pgxpool.Pool, kind string, every time.Duration) (ticks, doubled, missed []time.Time) {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `SELECT run_at FROM ax.jobs_all WHERE kind = $1 ORDER BY run_at`, kind)
 	if err != nil {
@@ -224,9 +223,10 @@ func tickGaps(t *testing.T, pool *pgxpool.Pool, kind string, every time.Duration
 		case d == 0:
 			doubled = append(doubled, ticks[i])
 		case d > every:
-			gaps = append(gaps, d)
+			for at := ticks[i-1].Add(every); at.Before(ticks[i]); at = at.Add(every) {
+				missed = append(missed, at)
+			}
 		}
 	}
-	slices.Sort(gaps)
-	return ticks, doubled, gaps
+	return ticks, doubled, missed
 }

@@ -123,17 +123,13 @@ func (s *pgServer) appendConf(lines ...string) {
 }
 
 // newPrimary initdbs a cluster in a subdirectory of root, configured for
-// streaming replication (synchronous to a standby named "standby" when
-// sync), and starts it. It stops (immediately) when t ends.
-func newPrimary(t *testing.T, root string, asPG, sync bool) *pgServer {
+// streaming replication (asynchronous until makeSync), and starts it. It
+// stops (immediately) when t ends.
+func newPrimary(t *testing.T, root string, asPG bool) *pgServer {
 	t.Helper()
 	s := &pgServer{t: t, bin: pgBinDir(t), dir: filepath.Join(root, "primary"), port: serverPort(t), asPG: asPG}
 	s.log = s.dir + ".log"
 	s.run("initdb", "-D", s.dir, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C")
-	syncNames := "''"
-	if sync {
-		syncNames = "'standby'"
-	}
 	s.appendConf(
 		"listen_addresses = '127.0.0.1'",
 		"port = "+strconv.Itoa(s.port),
@@ -144,7 +140,6 @@ func newPrimary(t *testing.T, root string, asPG, sync bool) *pgServer {
 		"shared_buffers = '32MB'",
 		"fsync = off", // an immediate stop is not a power cut: the OS keeps the WAL
 		"synchronous_commit = on",
-		"synchronous_standby_names = "+syncNames,
 		"wal_sender_timeout = '5s'",
 	)
 	s.start()
@@ -220,6 +215,15 @@ func (s *pgServer) exec(db, sql string) {
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		s.t.Fatalf("%s: %v", sql, err)
 	}
+}
+
+// makeSync makes commits wait for the standby named "standby" and waits
+// until it is the synchronous standby.
+func (s *pgServer) makeSync() {
+	s.t.Helper()
+	s.exec("postgres", "ALTER SYSTEM SET synchronous_standby_names = 'standby'")
+	s.exec("postgres", "SELECT pg_reload_conf()")
+	s.waitSync("sync")
 }
 
 // waitSync waits until the standby named "standby" streams from this
