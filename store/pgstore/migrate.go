@@ -134,6 +134,11 @@ CREATE TABLE IF NOT EXISTS `+s+`.schema_version (
 	if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, s+", pg_catalog"); err != nil {
 		return fmt.Errorf("pgstore: migrate: %w", err)
 	}
+	if exists {
+		if err := lockTables(ctx, tx, schema); err != nil {
+			return err
+		}
+	}
 	for _, m := range ms[current:] {
 		if _, err := tx.Exec(ctx, m.sql); err != nil {
 			return fmt.Errorf("pgstore: migrate: apply %s: %w", m.name, err)
