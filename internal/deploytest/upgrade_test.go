@@ -1,7 +1,9 @@
 package deploytest
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"os"
 	"strconv"
 	"strings"
@@ -117,6 +119,11 @@ func TestRollingUpgrade(t *testing.T) {
 	if len(oldErrs) > 0 {
 		t.Logf("first Schedule error of the %s client: %s", prev.version, oldErrs[0])
 	}
+	for _, w := range old {
+		for msg, n := range logComplaints(t, w) {
+			t.Logf("%s logged %d times: %s", w.name, n, msg)
+		}
+	}
 
 	if v.lost > 0 {
 		t.Errorf("%d jobs whose Schedule returned were lost: %v", v.lost, v.lostIDs)
@@ -130,4 +137,30 @@ func TestRollingUpgrade(t *testing.T) {
 	if !refused {
 		t.Errorf("a %s host started on main's schema did not refuse it clearly; its log:\n%s", prev.version, lateLog)
 	}
+}
+
+// logComplaints counts a worker's warnings and errors by message and error
+// text (the first 160 bytes).
+func logComplaints(t *testing.T, p *proc) map[string]int {
+	t.Helper()
+	f, err := os.Open(p.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l struct{ Level, Msg, Error string }
+		if json.Unmarshal(sc.Bytes(), &l) != nil || (l.Level != "warn" && l.Level != "error") {
+			continue
+		}
+		key := l.Msg + ": " + l.Error
+		if len(key) > 160 {
+			key = key[:160]
+		}
+		out[key]++
+	}
+	return out
 }
