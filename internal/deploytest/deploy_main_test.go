@@ -25,6 +25,17 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
 }
 
+// skipUnderRace skips a scenario in a test binary built with -race: the
+// system under test is the worker processes, built without it, and CI
+// runs the package once without -race (go test ./...) as well, so a second
+// run under -race would only double the scenarios' minutes.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("deployment scenarios run without -race (go test ./internal/deploytest); their processes are built without it anyway")
+	}
+}
+
 // soak reports whether the long variants run (AX_SOAK=1).
 func soak() bool { return os.Getenv("AX_SOAK") == "1" }
 

@@ -22,6 +22,7 @@ import (
 // lost or run twice. An old host started after the migration must refuse
 // to start, naming the schema.
 func TestRollingUpgrade(t *testing.T) {
+	skipUnderRace(t)
 	rs := releases(t)
 	if len(rs) == 0 || rs[0].commit == "" {
 		t.Fatal("CHANGELOG.md names no commit for the latest release")
