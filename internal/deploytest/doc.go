@@ -13,6 +13,10 @@
 // pg_config's bindir; as root they run as the postgres user), the upgrade
 // needs the git history (a shallow clone skips it), and the executions
 // are recorded on the TEST_DATABASE_URL server; without them the tests
-// skip, or fail under AX_REQUIRE_POSTGRES=1 (CI). AX_SOAK=1 runs longer
-// variants.
+// skip, or fail under AX_REQUIRE_POSTGRES=1 (CI, which clones the whole
+// history). AX_SOAK=1 runs longer variants. The scenarios take 45-90 s
+// each; building the previous release adds a few seconds with a warm Go
+// build cache and a few minutes with a cold one (its dependencies are
+// downloaded and compiled once). Under -race the scenarios skip: their
+// processes are built without it, and go test ./... runs them.
 package deploytest

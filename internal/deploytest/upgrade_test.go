@@ -28,8 +28,10 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Fatal("CHANGELOG.md names no commit for the latest release")
 	}
 	prev := rs[0]
+	built := time.Now()
 	oldBins := releaseBinaries(t, prev.commit)
 	newBins := currentBins(t)
+	t.Logf("built %s (commit %s) and this tree in %s", prev.version, prev.commit[:12], time.Since(built).Round(time.Millisecond))
 
 	dsn := pgtest.EmptyDSN(t)
 	pool := pgtest.PoolFor(t, dsn)
