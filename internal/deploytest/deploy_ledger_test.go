@@ -89,10 +89,12 @@ func jobStates(t *testing.T, pool *pgxpool.Pool, kind string) map[uuid.UUID]stri
 	return out
 }
 
-// acked is a success a worker reported written (EVENT succeeded).
+// acked is a success a worker reported written (EVENT succeeded): the
+// job, the attempt and the host that ran it.
 type acked struct {
 	job     uuid.UUID
 	attempt int
+	node    string
 }
 
 // ackedSuccesses collects the EVENT succeeded lines of workers.
@@ -107,7 +109,7 @@ func ackedSuccesses(t *testing.T, workers ...*proc) map[acked]bool {
 				t.Fatalf("%s: bad line %q", w.name, l)
 			}
 			n, _ := strconv.Atoi(f[1])
-			out[acked{id, n}] = true
+			out[acked{id, n, w.name}] = true
 		}
 	}
 	return out
@@ -181,7 +183,7 @@ func judge(ids []uuid.UUID, errs int, states map[uuid.UUID]string, execs map[uui
 		}
 		for i := 1; i < len(ex); i++ {
 			prev := ex[i-1]
-			if acks[acked{id, prev.attempt}] {
+			if acks[acked{id, prev.attempt, prev.node}] {
 				v.afterAck++
 				breach = "run after its success was written"
 			}

@@ -271,3 +271,9 @@ func (s *pgServer) logTail() string {
 	}
 	return "--- " + filepath.Base(s.dir) + " server log tail ---\n" + strings.Join(lines, "\n")
 }
+
+// logCount counts the lines of the server's log that contain text.
+func (s *pgServer) logCount(text string) int {
+	b, _ := os.ReadFile(s.log)
+	return strings.Count(string(b), text)
+}
