@@ -63,6 +63,7 @@ func newCluster(t *testing.T) *cluster {
 	finished_at     timestamptz,
 	host_finished_at timestamptz,
 	outcome         text,
+	fence           bigint,
 	PRIMARY KEY (job_id, attempt, node)
 )`)
 	require.NoError(t, err)

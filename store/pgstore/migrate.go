@@ -74,6 +74,12 @@ func SchemaVersion() int {
 // concurrent callers wait for the first and then find nothing to do. Applied
 // versions are recorded in the schema's schema_version table.
 //
+// Applied to a database in use, the migrations' locks can deadlock with
+// hosts' transactions (a host of an older release holding one table and
+// waiting for another that a migration holds); when PostgreSQL picks the
+// migration as the deadlock's victim, its transaction is rolled back whole
+// and Migrate runs it again, up to migrateAttempts times (deadlockRetry).
+//
 // A schema recorded at a version newer than SchemaVersion makes Migrate
 // return an error wrapping ErrSchemaTooNew without changing anything. Other
 // options than WithSchema are ignored.
@@ -86,8 +92,10 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		return migrateTx(ctx, tx, o.schema, ms)
+	return deadlockRetry(ctx, migrateAttempts, migrateRetryBackoff, func() error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			return migrateTx(ctx, tx, o.schema, ms)
+		})
 	})
 }
 
@@ -125,6 +133,11 @@ CREATE TABLE IF NOT EXISTS `+s+`.schema_version (
 	}
 	if _, err := tx.Exec(ctx, `SELECT set_config('search_path', $1, true)`, s+", pg_catalog"); err != nil {
 		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	if exists {
+		if err := lockTables(ctx, tx, schema); err != nil {
+			return err
+		}
 	}
 	for _, m := range ms[current:] {
 		if _, err := tx.Exec(ctx, m.sql); err != nil {

@@ -10,7 +10,12 @@
 //	EVENT leader <true|false>     this host gained or lost the maintenance leadership
 //	EVENT lease_lost <job id>     a lease was lost (handler cancelled, or its result refused)
 //	EVENT breaker <state> <time>  this host moved the breaker of "work" to open, half_open or closed (host time, RFC 3339)
+//	EVENT succeeded <job> <attempt> the job's success was written (with -say-finished)
 //	STOPPED <error or nil>        Stop returned after SIGTERM
+//
+// With -ledger, executions are recorded in that database instead of the
+// jobs' one, so that a scenario that fails the jobs' database over keeps
+// a record of what ran that the failover cannot lose (internal/deploytest).
 //
 // Flow flags (-global-concurrency, -rate, -breaker-failures, ...) give the
 // "work" kind the matching handler options; with -downstream, its handler
@@ -68,6 +73,8 @@ func main() {
 		downstream   = flag.Bool("downstream", false, "fail work jobs while the downstream table says down")
 		retryBase    = flag.Duration("retry-base", 0, "ExponentialBackoff.Base of work (0: default)")
 		txhold       = flag.Bool("txhold", false, "register txhold (txhold.go)")
+		ledger       = flag.String("ledger", "", "record executions in this database (default: -dsn's)")
+		sayFinished  = flag.Bool("say-finished", false, "print EVENT succeeded lines")
 	)
 	flag.Parse()
 	if err := run(config{
@@ -76,6 +83,7 @@ func main() {
 		maxConns: *maxConns, periodicName: *periodicName, periodicSpec: *periodicSpec,
 		global: *global, rate: *rate, ratePer: *ratePer, brFailures: *brFailures, brCoolDown: *brCoolDown,
 		brMax: *brMax, downstream: *downstream, retryBase: *retryBase, txhold: *txhold,
+		ledger: *ledger, sayFinished: *sayFinished,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
@@ -93,6 +101,8 @@ type config struct {
 	downstream                     bool
 	retryBase                      time.Duration
 	txhold                         bool
+	ledger                         string
+	sayFinished                    bool
 }
 
 // workOptions returns the handler options of "work" the flags ask for.
@@ -152,7 +162,7 @@ func run(c config) error {
 	cfg := ax.Config{
 		Store: st, Logger: log, Node: c.node, Workers: c.workers,
 		LeaseDuration: c.lease, LeaderTTL: c.leaderTTL, RescueInterval: c.rescue, PollInterval: c.poll,
-		Observers: []ax.Observer{ax.ObserverFunc(observe)},
+		Observers: []ax.Observer{ax.ObserverFunc(func(e ax.Event) { observe(e, c.sayFinished) })},
 	}
 	if c.clockOffset != 0 {
 		off := c.clockOffset
@@ -163,7 +173,14 @@ func run(c config) error {
 		return err
 	}
 	node := s.Node()
-	rec := &recorder{pool: pool, node: node, now: cfg.Clock, downstream: c.downstream}
+	ledger := pool
+	if c.ledger != "" {
+		if ledger, err = pgxpool.New(ctx, c.ledger); err != nil {
+			return err
+		}
+		defer ledger.Close()
+	}
+	rec := &recorder{pool: ledger, node: node, now: cfg.Clock, downstream: c.downstream}
 	if rec.now == nil {
 		rec.now = time.Now
 	}
@@ -220,8 +237,12 @@ func every(s *ax.Scheduler, name, spec string) error {
 	return nil
 }
 
-func observe(e ax.Event) {
+func observe(e ax.Event, sayFinished bool) {
 	switch e.Kind {
+	case ax.EventSucceeded:
+		if sayFinished {
+			say("EVENT succeeded %s %d", e.JobID, e.Attempt)
+		}
 	case ax.EventLeaderChanged:
 		say("EVENT leader %t", e.Leader)
 	case ax.EventLeaseLost:
@@ -237,7 +258,7 @@ func observe(e ax.Event) {
 
 // recorder writes executions.
 type recorder struct {
-	pool       *pgxpool.Pool
+	pool       *pgxpool.Pool // the ledger: executions' database
 	node       string
 	now        func() time.Time
 	downstream bool // fail while the downstream table says down
@@ -250,8 +271,8 @@ type recorder struct {
 func (r *recorder) work(ctx context.Context, j *ax.Job, d time.Duration) error {
 	hostStart := r.now()
 	for {
-		_, err := r.pool.Exec(ctx, `INSERT INTO executions (job_id, node, attempt, run_at, host_started_at, claimed_at)
-VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (job_id, attempt, node) DO NOTHING`, j.ID, r.node, j.Attempt, j.RunAt, hostStart, j.StartedAt)
+		_, err := r.pool.Exec(ctx, `INSERT INTO executions (job_id, node, attempt, run_at, host_started_at, claimed_at, fence)
+VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (job_id, attempt, node) DO NOTHING`, j.ID, r.node, j.Attempt, j.RunAt, hostStart, j.StartedAt, j.FencingToken)
 		if err == nil {
 			break
 		}
