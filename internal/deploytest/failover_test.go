@@ -13,17 +13,6 @@ import (
 	"github.com/axsched/ax/internal/pgtest"
 )
 
-// knownClaimCommitDefect: pgstore's plain claim (claimRows, claim.go,
-// since 2d93539) sends its plan settings and the claim in one batch and
-// never reads the batch's end (br.Close), where the implicit transaction's
-// commit is confirmed. A claim whose commit fails (here: the old primary
-// stopped while the commit waited for the synchronous standby) is returned
-// as made; its host runs the job, and the new primary, which never saw the
-// claim, hands the same job out again with the same fencing token. With
-// the error checked, TestFailoverSync shows no such run (checked by hand);
-// without, 3 of 3 runs had 2-3. While this is true the scenario logs such
-// runs as a KNOWN DEFECT instead of failing; set it to false with the fix.
-const knownClaimCommitDefect = true
 
 // failoverCase is one run of the failover scenario.
 type failoverCase struct {
@@ -225,9 +214,6 @@ func runFailover(t *testing.T, c failoverCase) {
 	switch {
 	case v.thrice+tv.thrice > 0:
 		t.Errorf("jobs ran three times or more: %v %v", v.breachIDs, tv.breachIDs)
-	case v.fenceNotUp+tv.fenceNotUp > 0 && knownClaimCommitDefect:
-		t.Logf("KNOWN DEFECT (see knownClaimCommitDefect): %d jobs ran again with the same fencing token: %v %v",
-			v.fenceNotUp+tv.fenceNotUp, v.breachIDs, tv.breachIDs)
 	case v.fenceNotUp+tv.fenceNotUp > 0:
 		t.Errorf("fencing breached: %v %v", v.breachIDs, tv.breachIDs)
 	}
