@@ -13,7 +13,6 @@ import (
 	"github.com/axsched/ax/internal/pgtest"
 )
 
-
 // failoverCase is one run of the failover scenario.
 type failoverCase struct {
 	sync     bool          // synchronous replication to the standby
