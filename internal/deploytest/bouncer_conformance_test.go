@@ -18,18 +18,18 @@ import (
 
 // bouncerMode is the query execution mode the scenarios give the pools
 // that go through PgBouncer: the mode pgstore's docs prescribe
-// (pgstore.WithTransactionPooler). AX_BOUNCER_MODE=describe|exec|simple
-// tries another.
+// (pgstore.WithTransactionPooler). AX_BOUNCER_MODE=exec|simple|statement
+// tries another (pgstore refuses them: see pooler.go).
 func bouncerMode() pgx.QueryExecMode {
 	switch os.Getenv("AX_BOUNCER_MODE") {
-	case "describe":
-		return pgx.QueryExecModeCacheDescribe
+	case "exec":
+		return pgx.QueryExecModeExec
 	case "simple":
 		return pgx.QueryExecModeSimpleProtocol
 	case "statement":
 		return pgx.QueryExecModeCacheStatement
 	}
-	return pgx.QueryExecModeExec
+	return pgx.QueryExecModeCacheDescribe
 }
 
 // TestBouncerConformance runs the storetest conformance suite on stores

@@ -17,25 +17,33 @@ import (
 //
 //   - Named prepared statements, which pgx's default query execution mode
 //     (pgx.QueryExecModeCacheStatement) prepares once per connection and
-//     reuses: on another server connection they do not exist ("prepared
-//     statement "stmtcache_..." does not exist"), and PgBouncer before 1.21
-//     does not carry them over. New refuses (store.ErrInvalidParams) a pool
-//     whose ConnConfig.DefaultQueryExecMode is QueryExecModeCacheStatement
-//     or QueryExecModeDescribeExec (whose describe and execute may land on
-//     two server connections). Build the pool with
+//     reuses: on another server connection they do not exist (prepared
+//     statement "stmtcache_..." does not exist), and PgBouncer before 1.21
+//     does not carry them over. Build the pool with
 //
-//     cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+//     cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 //
-//     which sends each statement with its parameters in one round trip
-//     through the unnamed statement (types taken from the Go values, in
-//     the text format), and never describes or prepares ahead. Every
-//     execution is then parsed and planned again: the cost, measured in
-//     docs/deployments.md, is a few percent of throughput. Its plans are
-//     custom plans; the statements pgstore forces generic (the flow claim)
-//     stay generic, since plan_cache_mode applies to the unnamed statement
-//     too. QueryExecModeCacheDescribe and QueryExecModeSimpleProtocol also
-//     work, and pass the conformance suite; Exec is the one pgx recommends
-//     and the one AX's deployment suite runs.
+//     New refuses any other mode (store.ErrInvalidParams). CacheDescribe
+//     sends each statement through the unnamed statement, parsed, bound and
+//     executed in one round trip, with the parameter and result types the
+//     server described the first time the connection ran it (one extra
+//     round trip per statement and connection), in the binary format, as
+//     the default mode does. QueryExecModeExec and
+//     QueryExecModeSimpleProtocol also keep to one round trip, but guess the
+//     types from the Go values: a []byte payload goes as bytea into a json
+//     column ("invalid input syntax for type json") and []uuid.UUID has no
+//     text encoding, so most of pgstore's writes fail. DescribeExec
+//     describes and executes in two round trips, which the pooler may send
+//     to two server connections. The cost: every execution is parsed and
+//     planned again, where a prepared statement is planned once per
+//     connection (or on its first executions); docs/deployments.md has
+//     the measured throughput and lag. The flow claim still asks for a
+//     generic plan (plan_cache_mode, for its transaction), planned at
+//     every execution all the same; the other statements get custom
+//     plans, planned with their parameters' values. A description cached
+//     before a migration
+//     changed a statement's types fails that statement once on each
+//     connection (pgx then forgets it).
 //
 //   - LISTEN, which belongs to a session: through such a pooler the LISTEN
 //     lands on a server connection that then serves other clients, and
@@ -58,14 +66,13 @@ func WithTransactionPooler() Option {
 
 // checkPoolerMode refuses, with WithTransactionPooler, a pool whose query
 // execution mode needs a statement to stay on one server connection
-// across round trips.
+// across round trips, or encodes pgstore's parameters wrongly.
 func checkPoolerMode(pool *pgxpool.Pool, o *options) error {
 	if !o.txPooler {
 		return nil
 	}
-	switch mode := pool.Config().ConnConfig.DefaultQueryExecMode; mode {
-	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeDescribeExec:
-		return fmt.Errorf("pgstore: WithTransactionPooler: the pool's DefaultQueryExecMode (%v) needs a session the pooler does not keep; set cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec: %w",
+	if mode := pool.Config().ConnConfig.DefaultQueryExecMode; mode != pgx.QueryExecModeCacheDescribe {
+		return fmt.Errorf("pgstore: WithTransactionPooler: the pool's DefaultQueryExecMode is %q; set cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe (see WithTransactionPooler): %w",
 			mode, store.ErrInvalidParams)
 	}
 	return nil
