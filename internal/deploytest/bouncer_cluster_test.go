@@ -146,6 +146,11 @@ func runBouncerCluster(t *testing.T, b *bouncer, directListener bool) {
 	client, err := ax.New(ax.Config{Store: newStore(clientPool), Node: "client"})
 	require.NoError(t, err)
 
+	// The operator holds kindHeld back before the hosts start (a pause
+	// reaches running hosts within a heartbeat).
+	op := client.Admin()
+	_, err = op.PauseKind(ctx, kindHeld)
+	require.NoError(t, err)
 	for _, s := range hosts {
 		require.NoError(t, s.Start(ctx))
 	}
@@ -171,10 +176,6 @@ func runBouncerCluster(t *testing.T, b *bouncer, directListener bool) {
 	}
 	t.Cleanup(stopAll)
 
-	// The operator holds kindHeld back before any job of it is scheduled.
-	op := client.Admin()
-	_, err = op.PauseKind(ctx, kindHeld)
-	require.NoError(t, err)
 
 	var (
 		scheduled  []uuid.UUID // must each run exactly once
