@@ -67,6 +67,7 @@ func (r *runs) record(j *ax.Job) {
 // a lost job, a job run twice, a broken limit, or a periodic tick lost or
 // doubled.
 func TestBouncerCluster(t *testing.T) {
+	noLeaks(t)
 	b := startBouncer(t, pgtest.ServerURL())
 	for _, tc := range []struct {
 		name   string
@@ -175,7 +176,6 @@ func runBouncerCluster(t *testing.T, b *bouncer, directListener bool) {
 		wg.Wait()
 	}
 	t.Cleanup(stopAll)
-
 
 	var (
 		scheduled  []uuid.UUID // must each run exactly once

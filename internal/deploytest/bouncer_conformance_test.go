@@ -19,7 +19,8 @@ import (
 // bouncerMode is the query execution mode the scenarios give the pools
 // that go through PgBouncer: the mode pgstore's docs prescribe
 // (pgstore.WithTransactionPooler). AX_BOUNCER_MODE=exec|simple|statement
-// tries another (pgstore refuses them: see pooler.go).
+// tries another (pgstore refuses them with WithTransactionPooler, which
+// TestBouncerConformance then leaves out, to show what breaks).
 func bouncerMode() pgx.QueryExecMode {
 	switch os.Getenv("AX_BOUNCER_MODE") {
 	case "exec":
@@ -37,6 +38,7 @@ func bouncerMode() pgx.QueryExecMode {
 // an empty schema of one database (pgtest.Schemas), the listener on a
 // direct connection to the server.
 func TestBouncerConformance(t *testing.T) {
+	noLeaks(t)
 	top := t
 	b := startBouncer(t, pgtest.ServerURL())
 	schemas := pgtest.NewSchemas(t)
@@ -57,8 +59,11 @@ func TestBouncerConformance(t *testing.T) {
 			direct = withDatabase(top, pgtest.ServerURL(), pool.Config().ConnConfig.Database)
 			pooled = poolOn(top, b.url(top, direct), bouncerMode(), 16)
 		})
-		s, err := pgstore.New(context.Background(), pooled, pgstore.WithSchema(schema), pgstore.WithoutMigrate(),
-			pgstore.WithTransactionPooler(), pgstore.WithListenerConnString(direct))
+		opts := []pgstore.Option{pgstore.WithSchema(schema), pgstore.WithoutMigrate(), pgstore.WithListenerConnString(direct)}
+		if os.Getenv("AX_BOUNCER_MODE") == "" {
+			opts = append(opts, pgstore.WithTransactionPooler())
+		}
+		s, err := pgstore.New(context.Background(), pooled, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,6 +77,7 @@ func TestBouncerConformance(t *testing.T) {
 // PgBouncer; once with the listener on a direct connection, once polling
 // only.
 func TestBouncerModel(t *testing.T) {
+	noLeaks(t)
 	b := startBouncer(t, pgtest.ServerURL())
 	for _, tc := range []struct {
 		name   string

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/axsched/ax/internal/pgtest"
 )
@@ -255,4 +256,14 @@ func withDatabase(t *testing.T, serverURL, db string) string {
 	}
 	u.Path = "/" + db
 	return u.String()
+}
+
+// noLeaks fails t if goroutines that were not running when it was called
+// still run once t and all its cleanups registered later are done (pools,
+// stores, schedulers). The package has no TestMain of its own, so that the
+// other scenarios' files can add one.
+func noLeaks(t *testing.T) {
+	t.Helper()
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
 }

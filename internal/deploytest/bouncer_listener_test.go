@@ -25,6 +25,7 @@ import (
 // WithListenerConnString the Store polls: no cursor, and the next claim
 // finds the job.
 func TestBouncerPollingOnlyClaimsBelowCursor(t *testing.T) {
+	noLeaks(t)
 	ctx := context.Background()
 	b := startBouncer(t, pgtest.ServerURL())
 	direct := directURL(t)
