@@ -18,7 +18,8 @@ import (
 //   - Named prepared statements, which pgx's default query execution mode
 //     (pgx.QueryExecModeCacheStatement) prepares once per connection and
 //     reuses: on another server connection they do not exist (prepared
-//     statement "stmtcache_..." does not exist), and PgBouncer before 1.21
+//     statement "stmtcache_..." does not exist), or another client's of
+//     the same name does (... already exists), and PgBouncer before 1.21
 //     does not carry them over. Build the pool with
 //
 //     cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
