@@ -139,7 +139,9 @@ func runBouncerCluster(t *testing.T, b *bouncer, directListener bool) {
 			r.record(j)
 			return nil
 		}))
-		require.NoError(t, s.Every("bouncer.tick", "@every 1s", struct{}{}, ax.JobKind(kindPeriodic)))
+		// MisfireRunAll: a tick every host found late (a loaded machine)
+		// still runs, so any gap is a lost tick.
+		require.NoError(t, s.Every("bouncer.tick", "@every 1s", struct{}{}, ax.JobKind(kindPeriodic), ax.Misfire(ax.MisfireRunAll(60))))
 		hosts = append(hosts, s)
 	}
 	// The client schedules and operates; it is never started.
