@@ -484,13 +484,14 @@
 //   - Settings: every one is set with set_config(name, value, true) or SET
 //     LOCAL, for its transaction: ax.batch_id (InsertBatch), ax.batch_ends
 //     (the batch triggers), statement_timeout (Bulk, listings),
-//     max_parallel_workers_per_gather (listings), ax.flow_claim,
+//     max_parallel_workers_per_gather (listings), plan_cache_mode and jit
+//     (the plain claim, in its batch's implicit transaction), ax.flow_claim,
 //     ax.flow_now, plan_cache_mode, synchronous_commit and jit (the flow
 //     claim and its Finish), lock_timeout (history partitions' DDL),
 //     search_path (Migrate). A custom setting a session has seen reads as
 //     the empty string after the transaction that set it, not NULL; every
-//     reader takes the empty string as unset. The functions' SET search_path FROM CURRENT holds for the
-//     call.
+//     reader takes the empty string as unset. The functions' SET
+//     search_path FROM CURRENT holds for the call.
 //   - Advisory locks: transaction-level only (pg_advisory_xact_lock for
 //     Migrate, history partitions and Bulk against Archive;
 //     pg_try_advisory_xact_lock_shared for Archive), released at commit.
