@@ -31,6 +31,9 @@ type benchDB struct {
 	jobs   string // the jobs table, quoted and schema-qualified
 	// noDirect: Config.DisableDirectStart for every Scheduler (-no-direct-start).
 	noDirect bool
+	// via is the PgBouncer the scenario's stores go through (pooler.go).
+	via     string
+	viaPool *pgxpool.Pool
 }
 
 // createDB creates a fresh database on the server, migrated by pgstore.New.
@@ -51,6 +54,9 @@ func (b *bench) createDB(ctx context.Context) (*benchDB, error) {
 	}
 	if err == nil {
 		d.store, err = pgstore.New(ctx, d.pool)
+	}
+	if err == nil && b.via != "" {
+		err = d.usePooler(ctx, b.via, b.opt.conns)
 	}
 	if err != nil {
 		d.close()
@@ -84,11 +90,11 @@ type session struct {
 
 // openSession opens a session whose connections are named app.
 func (d *benchDB) openSession(ctx context.Context, conns int, app string) (*session, error) {
-	pool, err := newPool(ctx, d.dsn, conns, app)
+	pool, err := d.sessionPool(ctx, conns, app)
 	if err != nil {
 		return nil, err
 	}
-	st, err := pgstore.New(ctx, pool)
+	st, err := pgstore.New(ctx, pool, d.storeOptions()...)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -119,6 +125,9 @@ func (d *benchDB) close() {
 	}
 	if d.pool != nil {
 		d.pool.Close()
+	}
+	if d.viaPool != nil {
+		d.viaPool.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

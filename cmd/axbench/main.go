@@ -128,6 +128,7 @@ type bench struct {
 	stdout  io.Writer
 	stderr  io.Writer
 	machine machine
+	via     string // the PgBouncer of the scenario running now, if any (pooler.go)
 }
 
 // progressf writes a progress line to stderr.
@@ -165,6 +166,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	todo = withPoolerRuns(todo, opt.viaPgBouncer)
 	if opt.cpuProfile != "" {
 		f, err := os.Create(opt.cpuProfile)
 		if err != nil {

@@ -43,6 +43,8 @@ type options struct {
 	// noDirect turns the Scheduler's direct start off in every scenario
 	// (Config.DisableDirectStart), for an A/B.
 	noDirect bool
+	// viaPgBouncer: run each scenario again through this PgBouncer (pooler.go).
+	viaPgBouncer string
 
 	rate       int
 	susFor     time.Duration
@@ -136,6 +138,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.lagMax, "lag-max", 62*time.Second, "lag: latest offset (the run lasts about this long)")
 
 	fs.IntVar(&o.immRate, "immediate-rate", 500, "immediate: Schedule calls per second")
+	registerPooler(fs, o)
 	fs.BoolVar(&o.noDirect, "no-direct-start", false, "every scenario: Config.DisableDirectStart (Schedule never starts its job directly)")
 	fs.DurationVar(&o.immFor, "immediate-for", time.Minute, "immediate: how long to schedule (long enough for pgx's prepared statements to be on generic plans)")
 

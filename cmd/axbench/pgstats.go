@@ -82,6 +82,9 @@ func (d *benchDB) walSince(ctx context.Context, lsn string) (int64, error) {
 // little longer, because a backend leaves pg_stat_activity just before it
 // writes its last report.
 func (d *benchDB) settle(ctx context.Context) error {
+	if d.via != "" {
+		return d.settlePooled(ctx)
+	}
 	d.pool.Reset()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -469,9 +469,34 @@
 //
 // # Poolers
 //
-// LISTEN needs a session. If the pool goes through a transaction-mode
-// pooler such as PgBouncer, give the listener a direct connection to the
-// server with WithListenerConnString. Everything else works through such a
-// pooler: the Store uses no session state, prepared statements aside (set
-// the pool's DefaultQueryExecMode as your pooler requires).
+// Through a pooler in transaction mode (PgBouncer's pool_mode =
+// transaction), give New WithTransactionPooler and build the pool with
+// pgx.QueryExecModeCacheDescribe (named prepared statements do not survive
+// a change of server connection), and give the listener a direct
+// connection with WithListenerConnString, or none: the Store then polls
+// (see WithTransactionPooler). internal/deploytest runs the conformance
+// suite, the model test and a cluster of hosts through PgBouncer 1.18.
+//
+// No other state of pgstore's outlives a transaction, so a pooled server
+// connection that served another client serves the Store as a fresh one
+// (grep for SET, set_config, advisory, TEMP and LISTEN finds each of these):
+//
+//   - Settings: every one is set with set_config(name, value, true) or SET
+//     LOCAL, for its transaction: ax.batch_id (InsertBatch), ax.batch_ends
+//     (the batch triggers), statement_timeout (Bulk, listings),
+//     max_parallel_workers_per_gather (listings), plan_cache_mode and jit
+//     (the plain claim, in its batch's implicit transaction), ax.flow_claim,
+//     ax.flow_now, plan_cache_mode, synchronous_commit and jit (the flow
+//     claim and its Finish), lock_timeout (history partitions' DDL),
+//     search_path (Migrate). A custom setting a session has seen reads as
+//     the empty string after the transaction that set it, not NULL; every
+//     reader takes the empty string as unset. The functions' SET
+//     search_path FROM CURRENT holds for the call.
+//   - Advisory locks: transaction-level only (pg_advisory_xact_lock for
+//     Migrate, history partitions and Bulk against Archive;
+//     pg_try_advisory_xact_lock_shared for Archive), released at commit.
+//   - Temporary tables: none. batch_ends is an ordinary unlogged table
+//     whose rows live within the statement that writes them.
+//   - LISTEN: only on the listener's own connection, outside the pool.
+//   - Prepared statements: pgx's, per the pool's query execution mode.
 package pgstore

@@ -57,11 +57,13 @@ var defaultListenerProbe = listenerProbe{interval: 10 * time.Second, timeout: 5 
 //
 // fn must not block, and must not call unsubscribe. Unsubscribe is safe to
 // call more than once; once it returns, fn is not running and will not be
-// called again. After Close, Subscribe returns a no-op unsubscribe.
+// called again. After Close, and with WithTransactionPooler but no
+// WithListenerConnString (polling only), Subscribe returns a no-op
+// unsubscribe.
 func (s *Store) Subscribe(fn func(store.Notification)) (unsubscribe func()) {
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
-	if s.closed.Load() || fn == nil {
+	if s.closed.Load() || fn == nil || s.pollingOnly() {
 		return func() {}
 	}
 	if s.listener == nil {

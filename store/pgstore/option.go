@@ -33,6 +33,7 @@ type options struct {
 	schema      string
 	noMigrate   bool
 	listenerDSN string
+	txPooler    bool // WithTransactionPooler (pooler.go)
 }
 
 func buildOptions(opts []Option) (*options, error) {
@@ -68,8 +69,9 @@ func WithoutMigrate() Option {
 // WithListenerConnString gives the LISTEN connection its own connection
 // string. Use it when the pool goes through a transaction-mode pooler such
 // as PgBouncer, which cannot keep a LISTEN registered: point dsn directly at
-// the PostgreSQL server. By default the listener opens one extra connection
-// (outside the pool) with the pool's connection settings.
+// the PostgreSQL server (see WithTransactionPooler). By default the
+// listener opens one extra connection (outside the pool) with the pool's
+// connection settings.
 func WithListenerConnString(dsn string) Option {
 	return optionFunc(func(o *options) { o.listenerDSN = dsn })
 }

@@ -69,6 +69,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPoolerMode(pool, o); err != nil {
+		return nil, err
+	}
 	if err := pool.Ping(ctx); err != nil {
 		cc := pool.Config().ConnConfig
 		return nil, fmt.Errorf("pgstore: connect to PostgreSQL at %s:%d: %w", cc.Host, cc.Port, err)

@@ -1,0 +1,113 @@
+package deploytest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axsched/ax/internal/pgtest"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/pgstore"
+	"github.com/axsched/ax/store/storetest"
+)
+
+// bouncerMode is the query execution mode the scenarios give the pools
+// that go through PgBouncer: the mode pgstore's docs prescribe
+// (pgstore.WithTransactionPooler). AX_BOUNCER_MODE=exec|simple|statement
+// tries another (pgstore refuses them with WithTransactionPooler, which
+// TestBouncerConformance then leaves out, to show what breaks).
+func bouncerMode() pgx.QueryExecMode {
+	switch os.Getenv("AX_BOUNCER_MODE") {
+	case "exec":
+		return pgx.QueryExecModeExec
+	case "simple":
+		return pgx.QueryExecModeSimpleProtocol
+	case "statement":
+		return pgx.QueryExecModeCacheStatement
+	}
+	return pgx.QueryExecModeCacheDescribe
+}
+
+// TestBouncerConformance runs the storetest conformance suite on stores
+// whose pool goes through PgBouncer in transaction mode, each subtest on
+// an empty schema of one database (pgtest.Schemas), the listener on a
+// direct connection to the server.
+func TestBouncerConformance(t *testing.T) {
+	noLeaks(t)
+	top := t
+	b := startBouncer(t, pgtest.ServerURL())
+	schemas := pgtest.NewSchemas(t)
+	var (
+		once   sync.Once
+		pooled *pgxpool.Pool
+		direct string
+	)
+	var parallel sync.Map
+	storetest.Run(t, func(t *testing.T) store.Store {
+		if _, marked := parallel.LoadOrStore(t, true); !marked {
+			t.Parallel()
+		}
+		pool, schema := schemas.Pool(t)
+		once.Do(func() {
+			// One pool through PgBouncer for the suite, on the
+			// schemas' database, as the schemas' own pool is.
+			direct = withDatabase(top, pgtest.ServerURL(), pool.Config().ConnConfig.Database)
+			pooled = poolOn(top, b.url(top, direct), bouncerMode(), 16)
+		})
+		opts := []pgstore.Option{pgstore.WithSchema(schema), pgstore.WithoutMigrate(), pgstore.WithListenerConnString(direct)}
+		if os.Getenv("AX_BOUNCER_MODE") == "" {
+			opts = append(opts, pgstore.WithTransactionPooler())
+		}
+		s, err := pgstore.New(context.Background(), pooled, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// TestBouncerModel runs the model-based test (storetest.RunModel) on a
+// store whose pool, CompleteTx's transactions included, goes through
+// PgBouncer; once with the listener on a direct connection, once polling
+// only.
+func TestBouncerModel(t *testing.T) {
+	noLeaks(t)
+	b := startBouncer(t, pgtest.ServerURL())
+	for _, tc := range []struct {
+		name   string
+		direct bool
+	}{{"DirectListener", true}, {"PollingOnly", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			storetest.RunModel(t, func(t *testing.T) *storetest.ModelStore {
+				direct := directURL(t)
+				pool := poolOn(t, b.url(t, direct), bouncerMode(), 8)
+				opts := []pgstore.Option{pgstore.WithoutMigrate(), pgstore.WithTransactionPooler()}
+				if tc.direct {
+					opts = append(opts, pgstore.WithListenerConnString(direct))
+				}
+				s, err := pgstore.New(context.Background(), pool, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				return &storetest.ModelStore{Store: s, CompleteTx: func(ctx context.Context, p store.FinishParams, commit bool) (bool, error) {
+					tx, err := pool.Begin(ctx)
+					if err != nil {
+						return false, err
+					}
+					ok, err := s.CompleteTx(ctx, tx, p)
+					if err != nil || !commit {
+						return ok, errors.Join(err, tx.Rollback(ctx))
+					}
+					return ok, tx.Commit(ctx)
+				}}
+			}, storetest.ModelOptions{Seeds: 1, Steps: 200})
+		})
+	}
+}
