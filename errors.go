@@ -39,9 +39,11 @@ var (
 	// a handler in this Scheduler.
 	ErrDuplicateHandler = errors.New("ax: handler already registered for kind")
 
-	// ErrTxUnsupported is returned by ScheduleTx when the Store cannot
-	// insert inside a caller's transaction (only pgstore can).
-	ErrTxUnsupported = errors.New("ax: store does not support transactional inserts")
+	// ErrTxUnsupported is returned by ScheduleTx, CompleteTx, their Of
+	// forms and ScheduleBatchTx when the Store takes no transaction of the
+	// type given: pgstore takes a pgx.Tx, sqlitestore a *sql.Tx of its
+	// file, memstore none.
+	ErrTxUnsupported = errors.New("ax: store takes no transaction of this type")
 
 	// ErrNotFound is returned for a job ID the store does not know.
 	ErrNotFound = store.ErrNotFound

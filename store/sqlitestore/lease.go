@@ -148,45 +148,12 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 	if len(params) == 0 {
 		return ok, s.usableErr(ctx, "finish jobs")
 	}
-	ids := make([]string, len(params))
-	for i := range params {
-		ids[i] = hex.EncodeToString(params[i].Lease.ID[:])
-	}
-	list, err := json.Marshal(ids)
-	if err != nil {
-		return nil, fmt.Errorf("finish jobs: %w", err)
-	}
-	err = s.write(ctx, func(w *wtx) error {
-		clear(ok)
-		// One read of every running job the call names; a row applies
-		// when its job runs under its token, and takes the job out of
-		// the map, so that a lease listed twice applies once.
-		js, err := loadAll(w.query(qLoadRunning, string(list)))
-		if err != nil {
-			return err
+	err := s.write(ctx, func(w *wtx) error {
+		res, err := w.finishAll(params, nil)
+		if err == nil {
+			copy(ok, res)
 		}
-		running := make(map[uuid.UUID]*jobRow, len(js))
-		for _, j := range js {
-			running[j.rec.ID] = j
-		}
-		done := make([]ended, 0, len(js))
-		for i := range params {
-			p := &params[i]
-			j := running[p.Lease.ID]
-			if j == nil || j.rec.LeaseToken != p.Lease.Token {
-				continue
-			}
-			delete(running, p.Lease.ID)
-			if err := w.finish(j, p); err != nil {
-				return fmt.Errorf("row %d: %w", i, err)
-			}
-			done = append(done, ended{j: j, result: p.Result, token: p.Lease.Token})
-			ok[i] = true
-		}
-		// The rows are written last, in one statement: what finish
-		// inserted (Then jobs, follow-ups, a batch's completion) and the
-		// batch counters it moved depend on none of them.
-		return w.saveEnded(done)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
@@ -196,7 +163,7 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 
 // finish applies one outcome to j, which runs under p's lease, and sets
 // off what it inserts; the caller writes j's row (saveEnded).
-func (w *wtx) finish(j *jobRow, p *store.FinishParams) error {
+func (w *wtx) finish(j *jobRow, p *store.FinishParams, breakers *[]store.BreakerTransition) error {
 	r := &j.rec
 	out := p.Outcome
 	switch out {
