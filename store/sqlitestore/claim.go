@@ -12,9 +12,11 @@ import (
 )
 
 // Claim moves up to params.Limit due jobs of the requested kinds to
-// running, as store.Store.Claim documents, in one BEGIN IMMEDIATE
-// transaction: strictly by priority, then run_at, then ID, taking at most
-// each kind's limit (a kind listed twice keeps its first limit). Each
+// running, as store.Store.Claim and store.FlowStore document, in one BEGIN
+// IMMEDIATE transaction: strictly by priority, then run_at, then ID,
+// taking at most each kind's limit (a kind listed twice keeps its first
+// limit). A claim with priority aging, or of a kind whose flow settings
+// hold claims back or that has sequences, is claimFlow's (claimflow.go). Each
 // claimed job gets Owner, a fresh random LeaseToken, LeaseExpiresAt = now +
 // LeaseDuration, AttemptedAt = now, Attempt + 1, Fence + 1 and its cancel
 // and pause requests cleared. ClaimResult.NextRunAt is the earliest run_at
@@ -47,6 +49,18 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 	}
 	var res *store.ClaimResult
 	err := s.write(ctx, func(w *wtx) error {
+		kinds, limits := make([]string, len(wants)), make([]int, len(wants))
+		for i, wt := range wants {
+			kinds[i], limits[i] = wt.kind, wt.left
+		}
+		flow, err := w.wantsFlowClaim(params, kinds)
+		if err != nil {
+			return err
+		}
+		if flow {
+			res, err = w.claimFlow(params, kinds, limits)
+			return err
+		}
 		res = &store.ClaimResult{Now: w.now}
 		now, left := toUS(w.now), params.Limit
 		expires := toUS(w.now.Add(params.LeaseDuration))

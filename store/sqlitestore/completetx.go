@@ -101,5 +101,8 @@ func (w *wtx) finishAll(params []store.FinishParams, breakers *[]store.BreakerTr
 	if err := w.saveEnded(done); err != nil {
 		return nil, err
 	}
+	if err := w.saveFlows(); err != nil {
+		return nil, err
+	}
 	return ok, nil
 }

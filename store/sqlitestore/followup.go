@@ -22,6 +22,9 @@ import (
 // batch's completion job when this was its last open child.
 func (w *wtx) finalized(j *jobRow) error {
 	r := &j.rec
+	if r.SequenceKey != "" {
+		w.notify(r.Kind, w.now) // the sequence's next job may start
+	}
 	if j.followUps != "" {
 		fs, err := decodeFollowUps(j.followUps)
 		if err != nil {

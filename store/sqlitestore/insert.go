@@ -117,6 +117,9 @@ func (s *Store) InsertTx(ctx context.Context, tx *sql.Tx, params []store.InsertP
 // nothing in the call can make duplicates, go in statements of many rows
 // (insertMany).
 func (w *wtx) insert(params []store.InsertParams, batch uuid.UUID) ([]store.InsertResult, error) {
+	if err := w.checkPending(params); err != nil {
+		return nil, err
+	}
 	res := make([]store.InsertResult, len(params))
 	var plain []int
 	for i := range params {
@@ -184,17 +187,14 @@ func (w *wtx) insertMany(params []store.InsertParams, idx []int, batch uuid.UUID
 		if err != nil {
 			return fmt.Errorf("row %d: %w: follow-ups: %w", i, store.ErrInvalidParams, err)
 		}
-		row, err := json.Marshal([7]any{hex.EncodeToString(p.ID[:]), p.Kind, payload, md, p.Priority, toUS(runAt), p.MaxAttempts})
+		pkey, err := w.partitionKey(p)
 		if err != nil {
 			return fmt.Errorf("row %d: %w", i, err)
 		}
-		if fus != nil {
-			// The follow-ups ride as an eighth element.
-			f, err := json.Marshal(fus)
-			if err != nil {
-				return fmt.Errorf("row %d: %w", i, err)
-			}
-			row = append(append(append(row[:len(row)-1], ','), f...), ']')
+		row, err := json.Marshal([10]any{hex.EncodeToString(p.ID[:]), p.Kind, payload, md, p.Priority, toUS(runAt), p.MaxAttempts,
+			fus, pkey, nullText(p.SequenceKey)})
+		if err != nil {
+			return fmt.Errorf("row %d: %w", i, err)
 		}
 		if rows > 0 && len(buf)+len(row) > maxManyBytes {
 			if err := flush(); err != nil {
@@ -235,6 +235,10 @@ func (w *wtx) insertRow(p *store.InsertParams, parent, batch uuid.UUID, keyless 
 	if err != nil {
 		return store.InsertResult{}, fmt.Errorf("%w: follow-ups: %w", store.ErrInvalidParams, err)
 	}
+	pkey, err := w.partitionKey(p)
+	if err != nil {
+		return store.InsertResult{}, err
+	}
 	var (
 		key, ukey  any
 		u          store.UniqueScope
@@ -251,7 +255,7 @@ func (w *wtx) insertRow(p *store.InsertParams, parent, batch uuid.UUID, keyless 
 	}
 	res, err := w.exec(q, p.ID[:], p.Kind, payload, md, p.Priority, toUS(runAt), toUS(runAt), p.MaxAttempts,
 		key, boolInt(u.Global), boolInt(u.Finished), int64(u.Period/time.Second), ukey, boolInt(keep),
-		toUS(w.now), fus, idArg(parent), idArg(batch))
+		toUS(w.now), fus, idArg(parent), idArg(batch), pkey, nullText(p.SequenceKey))
 	switch {
 	case isConstraint(err):
 		return store.InsertResult{}, fmt.Errorf("%w: job ID %s already exists (%v)", store.ErrInvalidParams, p.ID, err)

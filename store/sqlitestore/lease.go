@@ -166,6 +166,16 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 func (w *wtx) finish(j *jobRow, p *store.FinishParams, breakers *[]store.BreakerTransition) error {
 	r := &j.rec
 	out := p.Outcome
+	t, err := w.observeBreaker(r.Kind, out)
+	if err != nil {
+		return err
+	}
+	if t != nil && breakers != nil {
+		*breakers = append(*breakers, *t)
+	}
+	if err := w.leftRunning(j); err != nil {
+		return err
+	}
 	switch out {
 	case store.OutcomeRetry, store.OutcomeDead, store.OutcomeCancelled:
 		if err := j.appendError(r.Attempt, w.now, p.Error); err != nil {

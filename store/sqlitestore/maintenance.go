@@ -38,6 +38,9 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 				return err
 			}
 			cancelRequested, pauseRequested := r.CancelRequested, r.PauseRequested
+			if err := w.leftRunning(j); err != nil {
+				return err
+			}
 			j.leaveRunning()
 			switch {
 			case cancelRequested:

@@ -81,19 +81,35 @@ const (
 	qDueKinds
 	qNonceGC
 	qNoncePut
+	qFlowGet
+	qFlowPut
+	qFlowDel
+	qFlowPartsDel
+	qFlowState
+	qFlowsAll
+	qKindRunning
+	qKindPending
+	qAllPending
+	qPartRunning
+	qPartTATGet
+	qPartTATPut
+	qSeqHead
+	qSeqRunning
+	qKindHasSeq
+	qFlowCands
 	numQueries
 )
 
 // jobCols are the jobs columns a jobRow scans, in order.
 const jobCols = `seq, id, kind, payload, metadata, state, priority, run_at, scheduled_at, attempt, max_attempts,
 	unique_key, unique_global, unique_finished, unique_period, errors, lease_token, lease_expires_at, owner,
-	cancel_requested, pause_requested, fence, created_at, attempted_at, finished_at, result, follow_ups, parent, batch`
+	cancel_requested, pause_requested, fence, created_at, attempted_at, finished_at, result, follow_ups, parent, batch, partition_key, sequence_key`
 
 // lightCols are jobCols without the large columns (payload, metadata,
 // result), which transitions never read: NULL stands in for them.
 const lightCols = `seq, id, kind, NULL, NULL, state, priority, run_at, scheduled_at, attempt, max_attempts,
 	unique_key, unique_global, unique_finished, unique_period, errors, lease_token, lease_expires_at, owner,
-	cancel_requested, pause_requested, fence, created_at, attempted_at, finished_at, NULL, follow_ups, parent, batch`
+	cancel_requested, pause_requested, fence, created_at, attempted_at, finished_at, NULL, follow_ups, parent, batch, partition_key, sequence_key`
 
 // SQL fragments.
 const (
@@ -104,8 +120,9 @@ const (
 	heldSQL = `ukey IS NOT NULL AND state <> 'cancelled'
       AND (ukeep = 1 OR state IN ('scheduled', 'retrying', 'paused', 'running'))`
 	insertCols = `(id, kind, payload, metadata, state, priority, run_at, scheduled_at, max_attempts,
-	unique_key, unique_global, unique_finished, unique_period, ukey, ukeep, created_at, follow_ups, parent, batch)
-	VALUES (?, ?, ?, ?, 'scheduled', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	unique_key, unique_global, unique_finished, unique_period, ukey, ukeep, created_at, follow_ups, parent, batch,
+	partition_key, sequence_key)
+	VALUES (?, ?, ?, ?, 'scheduled', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // queryText holds each statement's SQL.
@@ -117,12 +134,13 @@ var queryText = [numQueries]string{
 	qInsertIfAbsent: `INSERT INTO jobs ` + insertCols + `
 	ON CONFLICT (id) DO NOTHING`,
 	// Rows without a unique key, as a JSON array of
-	// [hex id, kind, payload, metadata, priority, run_at, max_attempts
-	// (, follow-ups)] rows; created_at and batch are the call's.
+	// [hex id, kind, payload, metadata, priority, run_at, max_attempts,
+	// follow-ups, partition key, sequence key] rows; created_at and batch
+	// are the call's.
 	qInsertMany: `INSERT INTO jobs (id, kind, payload, metadata, state, priority, run_at, scheduled_at, max_attempts,
-	created_at, follow_ups, batch)
+	created_at, follow_ups, batch, partition_key, sequence_key)
 	SELECT unhex(value ->> 0), value ->> 1, value ->> 2, value ->> 3, 'scheduled', value ->> 4, value ->> 5,
-	value ->> 5, value ->> 6, ?, value ->> 7, ? FROM json_each(?)`,
+	value ->> 5, value ->> 6, ?, value ->> 7, ?, value ->> 8, value ->> 9 FROM json_each(?)`,
 	qHolder:   `SELECT id FROM jobs WHERE ukey = ? AND ` + heldSQL,
 	qIDExists: `SELECT 1 FROM jobs WHERE id = ?`,
 
@@ -220,6 +238,35 @@ var queryText = [numQueries]string{
 	qNonceGC: `DELETE FROM nonces WHERE nonce IN (SELECT nonce FROM nonces WHERE expires_at <= ? ORDER BY expires_at LIMIT 100)`,
 	qNoncePut: `INSERT INTO nonces (nonce, expires_at) VALUES (?, ?)
 	ON CONFLICT (nonce) DO UPDATE SET expires_at = excluded.expires_at WHERE nonces.expires_at <= ?`,
+
+	// Flow control (flow.go, claimflow.go).
+	qFlowGet: `SELECT config, declared_by, declared_at, breaker, tat FROM flows WHERE kind = ?`,
+	qFlowPut: `INSERT INTO flows (kind, config, declared_by, declared_at, breaker, tat) VALUES (?, ?, ?, ?, ?, ?)
+	ON CONFLICT (kind) DO UPDATE SET config = excluded.config, declared_by = excluded.declared_by,
+	declared_at = excluded.declared_at, breaker = excluded.breaker, tat = excluded.tat`,
+	qFlowDel:      `DELETE FROM flows WHERE kind = ?`,
+	qFlowPartsDel: `DELETE FROM flow_partitions WHERE kind = ?`,
+	qFlowState:    `UPDATE flows SET breaker = ?, tat = ? WHERE kind = ?`,
+	qFlowsAll: `SELECT f.kind, f.config, f.declared_by, f.declared_at, f.breaker, f.tat,
+	coalesce((SELECT n FROM counts WHERE counts.kind = f.kind AND counts.state = 'running'), 0)
+	FROM flows AS f ORDER BY f.kind`,
+	qKindRunning: `SELECT coalesce((SELECT n FROM counts WHERE kind = ? AND state = 'running'), 0)`,
+	qKindPending: `SELECT coalesce(sum(n), 0) FROM counts WHERE kind = ? AND state IN ` + claimableSQL,
+	qAllPending:  `SELECT coalesce(sum(n), 0) FROM counts WHERE state IN ` + claimableSQL,
+	qPartRunning: `SELECT count(*) FROM jobs WHERE kind = ? AND partition_key = ? AND state = 'running'`,
+	qPartTATGet:  `SELECT tat FROM flow_partitions WHERE kind = ? AND key = ?`,
+	qPartTATPut: `INSERT INTO flow_partitions (kind, key, tat) VALUES (?, ?, ?)
+	ON CONFLICT (kind, key) DO UPDATE SET tat = excluded.tat`,
+	qSeqHead: `SELECT seq FROM jobs WHERE kind = ? AND sequence_key = ? AND state IN ` + liveSQL + `
+	ORDER BY scheduled_at, id LIMIT 1`,
+	qSeqRunning: `SELECT count(*) FROM jobs WHERE kind = ? AND sequence_key = ? AND state = 'running'`,
+	qKindHasSeq: `SELECT count(*) FROM (SELECT 1 FROM jobs WHERE kind = ? AND sequence_key IS NOT NULL
+	AND state IN ` + liveSQL + ` LIMIT 1)`,
+	// A page of a kind's claimable jobs of one priority due by a bound,
+	// after a (run_at, id) position, in claim order.
+	qFlowCands: `SELECT seq, id, run_at, partition_key, sequence_key FROM jobs
+	WHERE kind = ? AND priority = ? AND state IN ` + claimableSQL + ` AND run_at <= ? AND (run_at, id) > (?, ?)
+	ORDER BY run_at, id LIMIT ?`,
 }
 
 // writerQueries and readerQueries are prepared on the writer and the
@@ -227,7 +274,7 @@ var queryText = [numQueries]string{
 var (
 	writerQueries = allQueries()
 	readerQueries = []query{qGetID, qCounts, qFollowUps, qBatchGet, qBatchChildren, qPeriodicGet, qPeriodicAll,
-		qLeaderGet, qNodesAll, qKindsAll, qKindDefaultGet, qDueKinds, qClaimNext, qBatchLoad}
+		qLeaderGet, qNodesAll, qKindsAll, qKindDefaultGet, qDueKinds, qClaimNext, qBatchLoad, qFlowsAll}
 )
 
 func allQueries() []query {

@@ -39,7 +39,7 @@ func scanJob(sc scanner) (*jobRow, error) {
 		id, token, parent, batch          []byte
 		payload                           []byte
 		metadata, uniqueKey, errs, result sql.NullString
-		followUps                         sql.NullString
+		followUps, seqKey                 sql.NullString
 		state                             string
 		uGlobal, uFinished, uPeriod       int64
 		runAt, scheduledAt, createdAt     int64
@@ -50,7 +50,7 @@ func scanJob(sc scanner) (*jobRow, error) {
 	err := sc.Scan(&j.seq, &id, &r.Kind, &payload, &metadata, &state, &r.Priority, &runAt, &scheduledAt,
 		&r.Attempt, &r.MaxAttempts, &uniqueKey, &uGlobal, &uFinished, &uPeriod, &errs, &token, &leaseExp,
 		&r.Owner, &cancelReq, &pauseReq, &r.Fence, &createdAt, &attemptedAt, &finishedAt, &result, &followUps,
-		&parent, &batch)
+		&parent, &batch, &r.PartitionKey, &seqKey)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +90,7 @@ func scanJob(sc scanner) (*jobRow, error) {
 	r.CancelRequested, r.PauseRequested = cancelReq != 0, pauseReq != 0
 	j.errorsJSON = errs.String
 	j.followUps = followUps.String
+	r.SequenceKey = seqKey.String
 	if result.Valid {
 		r.Result = json.RawMessage(result.String)
 	}

@@ -414,6 +414,8 @@ type wtx struct {
 	now   time.Time
 	notes notes
 	bound map[query]*sql.Stmt
+	// flows caches the flow settings read (nil: the kind has none).
+	flows map[string]*flowRow
 }
 
 // stmt returns q bound to the transaction (prepared once per store).
