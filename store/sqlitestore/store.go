@@ -52,6 +52,10 @@ var (
 // documentation.
 var ErrLocked = errors.New("ax/sqlitestore: database file in use")
 
+// ErrReadOnly is returned by every write of a Store opened with
+// OpenReadOnly.
+var ErrReadOnly = errors.New("ax/sqlitestore: store opened read-only")
+
 // ErrSchemaTooNew means the file was migrated by a newer version of this
 // package; Open changes nothing then.
 var ErrSchemaTooNew = errors.New("ax/sqlitestore: database schema is newer than this package")
@@ -131,6 +135,62 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// OpenReadOnly opens the existing SQLite database file at path for
+// reading only, beside the process that holds it (Open's lock): it takes
+// no lock, migrates nothing and expires no lease, and every write fails
+// with an error wrapping ErrReadOnly. Reads see the holder's committed
+// writes (WAL mode lets readers of other processes in). It is how an
+// operator's tool (the ax command) lists jobs, kinds, nodes and flows of
+// a file a running service holds. The file must be at this package's
+// schema version.
+func OpenReadOnly(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") || strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("open sqlite store read-only: %w: want the path of a file (without '?'), got %q", store.ErrInvalidParams, path)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("open sqlite store %s read-only: %w", path, err)
+	}
+	abs, err := canonical(path)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store %s read-only: %w", path, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return nil, fmt.Errorf("open sqlite store %s read-only: %w", path, err)
+	}
+	s := &Store{path: abs, cfg: cfg}
+	if err := s.openReaders(ctx); err != nil {
+		_ = s.release()
+		return nil, fmt.Errorf("open sqlite store %s read-only: %w", path, err)
+	}
+	var version int
+	if err := s.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		_ = s.release()
+		return nil, fmt.Errorf("open sqlite store %s read-only: read schema version: %w", path, err)
+	}
+	if want := migrationCount(); version != want {
+		_ = s.release()
+		if version > want {
+			return nil, fmt.Errorf("open sqlite store %s read-only: %w: version %d, this package knows %d", path, ErrSchemaTooNew, version, want)
+		}
+		return nil, fmt.Errorf("open sqlite store %s read-only: schema at version %d, this package at %d (Open migrates it)", path, version, want)
+	}
+	if err := s.rs.prepare(ctx, s.r, readerQueries); err != nil {
+		_ = s.release()
+		return nil, fmt.Errorf("open sqlite store %s read-only: prepare: %w", path, err)
+	}
+	return s, nil
+}
+
+// migrationCount returns the schema version of this package.
+func migrationCount() int {
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	return len(names)
+}
+
 // canonical returns path absolute, with the symbolic links of its
 // directory (and of the file, when it exists) resolved, so that two paths
 // to one file take one lock.
@@ -177,14 +237,9 @@ func (s *Store) open(ctx context.Context) error {
 		return err
 	}
 
-	rq := url.Values{}
-	rq.Add("_pragma", "busy_timeout("+strconv.FormatInt(s.cfg.busyTimeout.Milliseconds(), 10)+")")
-	rq.Add("_pragma", "query_only(1)")
-	if s.r, err = sql.Open("sqlite", s.path+"?"+rq.Encode()); err != nil {
+	if err := s.openReaders(ctx); err != nil {
 		return err
 	}
-	s.r.SetMaxOpenConns(s.cfg.readers)
-	s.r.SetMaxIdleConns(s.cfg.readers)
 	if err := s.ws.prepare(ctx, s.w, writerQueries); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
@@ -192,6 +247,20 @@ func (s *Store) open(ctx context.Context) error {
 		return fmt.Errorf("prepare: %w", err)
 	}
 	return nil
+}
+
+// openReaders opens the pool of read-only connections.
+func (s *Store) openReaders(ctx context.Context) error {
+	rq := url.Values{}
+	rq.Add("_pragma", "busy_timeout("+strconv.FormatInt(s.cfg.busyTimeout.Milliseconds(), 10)+")")
+	rq.Add("_pragma", "query_only(1)")
+	var err error
+	if s.r, err = sql.Open("sqlite", s.path+"?"+rq.Encode()); err != nil {
+		return err
+	}
+	s.r.SetMaxOpenConns(s.cfg.readers)
+	s.r.SetMaxIdleConns(s.cfg.readers)
+	return s.r.PingContext(ctx)
 }
 
 // migrate applies the embedded migrations the file lacks, in one
@@ -357,6 +426,9 @@ func isConstraint(err error) bool {
 func (s *Store) write(ctx context.Context, fn func(w *wtx) error) error {
 	if err := s.usable(ctx); err != nil {
 		return err
+	}
+	if s.w == nil {
+		return ErrReadOnly
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
