@@ -50,7 +50,12 @@
 // Behind a proxy that terminates TLS, --secure-cookies marks the cookies
 // Secure (--tls-cert does so itself).
 //
-// The database is --database-url, or DATABASE_URL. Output is a table for
+// The database is --database-url, or DATABASE_URL: a PostgreSQL URL, or
+// a SQLite file of store/sqlitestore as sqlite:PATH (or a path ending in
+// .db, .sqlite or .sqlite3). While a service holds the SQLite file, the
+// commands read it beside the service and changes fail (make them
+// through the service); otherwise ax holds the file while it runs, so
+// the service cannot open it until ax ends (ax serve included). Output is a table for
 // people, or with --json one JSON document for scripts. Bulk changes ask
 // for confirmation on a terminal; elsewhere they need --yes.
 //
@@ -76,7 +81,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, pgOpener{getenv: os.Getenv})
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, storeOpener{getenv: os.Getenv})
 	stop()
 	os.Exit(code)
 }

@@ -98,8 +98,8 @@ type globals struct {
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.url, "database-url", g.url, "PostgreSQL URL (default $DATABASE_URL)")
-	fs.StringVar(&g.schema, "schema", g.schema, "PostgreSQL schema of the AX tables")
+	fs.StringVar(&g.url, "database-url", g.url, "PostgreSQL URL, or sqlite:PATH for a SQLite file (default $DATABASE_URL)")
+	fs.StringVar(&g.schema, "schema", g.schema, "PostgreSQL schema of the AX tables (not used with SQLite)")
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON document instead of a table")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up on the database after this long")
 }

@@ -54,7 +54,7 @@ var ErrLocked = errors.New("ax/sqlitestore: database file in use")
 
 // ErrReadOnly is returned by every write of a Store opened with
 // OpenReadOnly.
-var ErrReadOnly = errors.New("ax/sqlitestore: store opened read-only")
+var ErrReadOnly = errors.New("ax/sqlitestore: store opened read-only (the process holding the file makes changes)")
 
 // ErrSchemaTooNew means the file was migrated by a newer version of this
 // package; Open changes nothing then.
@@ -615,4 +615,29 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// SchemaVersion returns the schema version this package migrates files
+// to (the number of its migrations).
+func SchemaVersion() int { return migrationCount() }
+
+// FileSchemaVersion returns the schema version of the existing database
+// file at path (0 for a file no Store migrated), read without a lock and
+// without changing the file, so that a tool can compare it with
+// SchemaVersion beside a process that holds the file.
+func FileSchemaVersion(ctx context.Context, path string) (int, error) {
+	s := &Store{path: path, cfg: defaultConfig()}
+	if _, err := os.Stat(path); err != nil {
+		return 0, fmt.Errorf("read schema version of %s: %w", path, err)
+	}
+	if err := s.openReaders(ctx); err != nil {
+		_ = s.release()
+		return 0, fmt.Errorf("read schema version of %s: %w", path, err)
+	}
+	defer s.release() //nolint:errcheck // read-only
+	var version int
+	if err := s.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return 0, fmt.Errorf("read schema version of %s: %w", path, err)
+	}
+	return version, nil
 }
