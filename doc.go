@@ -75,7 +75,7 @@
 // # Flow control
 //
 // Limits that hold for the whole cluster, applied by the store where jobs
-// start, end and arrive (store.FlowStore: memstore and pgstore), declared
+// start, end and arrive (store.FlowStore: memstore, sqlitestore and pgstore), declared
 // as handler options by the hosts that handle the kind (the last host to
 // start decides): GlobalConcurrency (running jobs, all hosts together),
 // PartitionBy (per tenant, customer..., from a metadata key or a payload

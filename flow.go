@@ -14,8 +14,8 @@ import (
 
 // Flow control across the cluster. Concurrency caps one kind on one host;
 // the options here hold for the whole cluster, because the store applies
-// them where jobs start, end and arrive (store.FlowStore; memstore and
-// pgstore implement it):
+// them where jobs start, end and arrive (store.FlowStore; memstore,
+// sqlitestore and pgstore implement it):
 //
 //	ax.Handle(s, "invoice.render", render,
 //		ax.GlobalConcurrency(20),                                  // at most 20 running, all hosts together
