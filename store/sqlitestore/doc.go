@@ -2,8 +2,9 @@
 // modernc.org/sqlite (pure Go: no cgo, no server). It is the embedded store
 // for a single process that must not lose its jobs: a job exists on disk
 // once Insert returns, and survives crashes and restarts. It implements
-// every optional interface of package store and passes the conformance
-// suite (store/storetest).
+// the optional interfaces of package store, flow control (store.FlowStore)
+// included, but for the two optimizations store.InsertClaimer and
+// store.Archiver, and passes the conformance suite (store/storetest).
 //
 // # Usage
 //
@@ -19,6 +20,11 @@
 //	... // business writes
 //	res, err := st.InsertTx(ctx, tx, []store.InsertParams{...})
 //	err = tx.Commit()
+//
+// ax.ScheduleTxOf and, in a handler, ax.CompleteTxOf (CompleteTx: the
+// job's success commits with the handler's writes) take such a *sql.Tx.
+// OpenReadOnly reads a file beside the process that holds it (the ax
+// command does).
 //
 // # One process
 //
@@ -60,6 +66,21 @@
 // to its subscribers after the transaction that caused them committed, on
 // the calling goroutine. The Store starts no goroutine of its own
 // (database/sql's are stopped by Close).
+//
+// # Flow control
+//
+// The flow options (GlobalConcurrency, PartitionBy, RateLimit,
+// CircuitBreaker, MaxPending, Sequential, Config.PriorityAging) are
+// applied inside the claim's, finish's and insert's write transaction, by
+// the rules memstore follows (store.FlowStore). A claim of kinds without
+// flow settings or sequences, and without priority aging, is the plain
+// one above; otherwise it reads the kinds' claimable rows in claim order
+// a page at a time, stepping over those a full partition or a sequence
+// holds back, so it costs at most the kinds' due rows (a partition with
+// a long backlog and a low limit makes claims of its kind read that
+// backlog). Running jobs are counted from the counts table and the
+// jobs_running index, sequences read from jobs_sequence (migration
+// 0003).
 //
 // # Clock
 //

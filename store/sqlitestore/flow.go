@@ -9,9 +9,6 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Compile-time check of the flow-control ability.
-var _ store.FlowStore = (*Store)(nil)
-
 // Flow control (store.FlowStore). One process holds the file and every
 // write is one serialized transaction, so the rules are applied in Go
 // inside the transaction, as memstore applies them under its lock: a

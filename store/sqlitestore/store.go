@@ -45,6 +45,7 @@ var (
 	_ store.BatchStore         = (*Store)(nil)
 	_ store.NonceKeeper        = (*Store)(nil)
 	_ store.RevocationKeeper   = (*Store)(nil)
+	_ store.FlowStore          = (*Store)(nil)
 )
 
 // ErrLocked means another Store (in this process or another one) has the
@@ -69,8 +70,10 @@ var migrations embed.FS
 // store.Leaser, store.NodeRegistry), the operator's (store.JobInspector,
 // store.BulkController, store.KindPauser, store.PeriodicController,
 // store.LeaderReader, store.DueInspector), store.FollowUpStore,
-// store.BatchStore, store.NonceKeeper and store.RevocationKeeper, and
-// adds InsertTx to insert jobs inside a transaction of the caller's.
+// store.BatchStore, store.NonceKeeper, store.RevocationKeeper,
+// store.KindDefaulter and store.FlowStore, and adds InsertTx and
+// CompleteTx to insert and finish jobs inside a transaction of the
+// caller's.
 //
 // All methods are safe for concurrent use; each is one transaction, so it
 // either fully applies or changes nothing. Records it returns are fresh
