@@ -24,11 +24,23 @@ func BenchmarkInsert(b *testing.B) {
 	b.ReportMetric(float64(b.N*len(ps))/b.Elapsed().Seconds(), "jobs/s")
 }
 
-// BenchmarkClaimFinish claims and finishes jobs 100 at a time.
+// BenchmarkClaimFinish claims and finishes jobs 100 at a time: the plain
+// claim, and the flow claim a Scheduler's default priority aging (a
+// minute) makes.
 func BenchmarkClaimFinish(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		aging time.Duration
+	}{{"plain", 0}, {"aging", time.Minute}} {
+		b.Run(bc.name, func(b *testing.B) { benchClaimFinish(b, bc.aging) })
+	}
+}
+
+func benchClaimFinish(b *testing.B, aging time.Duration) {
 	st := benchStore(b)
 	ps := make([]store.InsertParams, 100)
-	claim := &store.ClaimParams{Owner: "n", Kinds: []store.KindLimit{{Kind: "k", Limit: 100}}, Limit: 100, LeaseDuration: time.Minute}
+	claim := &store.ClaimParams{Owner: "n", Kinds: []store.KindLimit{{Kind: "k", Limit: 100}}, Limit: 100,
+		LeaseDuration: time.Minute, AgeAfter: aging}
 	fps := make([]store.FinishParams, 0, 100)
 	for b.Loop() {
 		b.StopTimer()

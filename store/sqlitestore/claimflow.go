@@ -60,12 +60,11 @@ type flowClaiming struct {
 }
 
 // wantsFlowClaim reports whether a claim of kinds with params needs the
-// flow claim: priority aging, a kind whose flow settings hold claims
-// back, or a kind with live jobs in sequences.
+// flow claim: a kind whose flow settings hold claims back, a kind with
+// live jobs in sequences, or priority aging with a job aged already
+// (without one, aging changes nothing: the plain claim is exact, and a
+// Scheduler's claims, which all ask for aging, stay as cheap as before).
 func (w *wtx) wantsFlowClaim(params *store.ClaimParams, kinds []string) (bool, error) {
-	if params.AgeAfter > 0 {
-		return true, nil
-	}
 	for _, k := range kinds {
 		f, err := w.flowOf(k)
 		if err != nil {
@@ -80,6 +79,26 @@ func (w *wtx) wantsFlowClaim(params *store.ClaimParams, kinds []string) (bool, e
 		}
 		if n > 0 {
 			return true, nil
+		}
+	}
+	if params.AgeAfter <= 0 {
+		return false, nil
+	}
+	cutoff := toUS(w.now.Add(-params.AgeAfter))
+	for _, k := range kinds {
+		for _, prio := range store.Priorities {
+			rows, err := w.query(qFlowCands, k, prio, cutoff, int64(math.MinInt64), []byte{}, 1)
+			if err != nil {
+				return false, err
+			}
+			aged := rows.Next()
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return false, err
+			}
+			if aged {
+				return true, nil
+			}
 		}
 	}
 	return false, nil
