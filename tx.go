@@ -7,10 +7,11 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// Transactions of any store. ScheduleTx and CompleteTx take a pgx.Tx, for
-// pgstore; these generic forms take the transaction type of whatever store
-// the Scheduler has — a pgx.Tx for pgstore, a *sql.Tx for sqlitestore —
-// found by the store's InsertTx and CompleteTx methods.
+// Transactions of any store. ScheduleTx, CompleteTx and ScheduleBatchTx
+// take a pgx.Tx, for pgstore; these generic forms take the transaction
+// type of whatever store the Scheduler has — a pgx.Tx for pgstore, a
+// *sql.Tx for sqlitestore — found by the store's InsertTx, CompleteTx and
+// InsertBatchTx methods.
 
 // ScheduleTxOf schedules a job inside tx, a transaction of the Scheduler's
 // store, so that the job exists only if tx commits. It is ScheduleTx for
@@ -38,4 +39,19 @@ func CompleteTxOf[Tx any](ctx context.Context, s *Scheduler, tx Tx) error {
 		return fmt.Errorf("complete in tx: store %T takes no %T: %w", s.store, tx, ErrTxUnsupported)
 	}
 	return s.completeTx(ctx, func(p store.FinishParams) (bool, error) { return tc.CompleteTx(ctx, tx, p) })
+}
+
+// ScheduleBatchTxOf is ScheduleBatchTx for any store whose InsertBatchTx
+// takes a Tx (a *sql.Tx for sqlitestore): the batch exists only if tx
+// commits. Stores that take no Tx return ErrTxUnsupported.
+func ScheduleBatchTxOf[Tx any](ctx context.Context, s *Scheduler, tx Tx, b Batch) (*BatchResult, error) {
+	ti, ok := s.store.(interface {
+		InsertBatchTx(context.Context, Tx, *store.BatchParams) (*store.BatchResult, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("schedule batch in tx: store %T takes no %T: %w", s.store, tx, ErrTxUnsupported)
+	}
+	return s.scheduleBatch(ctx, b, func(_ store.BatchStore, p *store.BatchParams) (*store.BatchResult, error) {
+		return ti.InsertBatchTx(ctx, tx, p)
+	})
 }

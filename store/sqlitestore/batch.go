@@ -29,45 +29,82 @@ func (s *Store) InsertBatch(ctx context.Context, params *store.BatchParams) (*st
 	}
 	var res *store.BatchResult
 	err = s.write(ctx, func(w *wtx) error {
-		var one int
-		err := w.queryRow(qIDExists, params.Completion.ID[:]).Scan(&one)
-		switch {
-		case err == nil:
-			return fmt.Errorf("%w: completion job ID %s already exists", store.ErrInvalidParams, params.Completion.ID)
-		case !isNoRows(err):
-			return err
-		}
-		children, err := w.insert(params.Children, params.ID)
-		if err != nil {
-			return err
-		}
-		total := 0
-		for _, c := range children {
-			if !c.Duplicate {
-				total++
-			}
-		}
-		if _, err := w.exec(qBatchInsert, params.ID[:], params.Completion.ID[:], tmpl, total, total, toUS(w.now)); err != nil {
-			if isConstraint(err) {
-				return fmt.Errorf("%w: batch ID %s already exists", store.ErrInvalidParams, params.ID)
-			}
-			return err
-		}
-		if total == 0 {
-			if _, err := w.exec(qBatchComplete, toUS(w.now), params.ID[:]); err != nil {
-				return err
-			}
-			if _, err := w.insertRow(&params.Completion, uuid.Nil, params.ID, true); err != nil {
-				return fmt.Errorf("completion: %w", err)
-			}
-		}
-		res = &store.BatchResult{Children: children}
-		return nil
+		var err error
+		res, err = w.insertBatch(params, tmpl)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("insert batch %s: %w", params.ID, err)
 	}
 	return res, nil
+}
+
+// InsertBatchTx inserts the batch, as InsertBatch does, inside tx, a
+// transaction of the caller's on the Store's file (begin it on DB), so
+// that the batch exists only if tx commits: ax.ScheduleBatchTxOf calls
+// it. Subscribers are notified at once, as by InsertTx. On an error, roll
+// tx back.
+func (s *Store) InsertBatchTx(ctx context.Context, tx *sql.Tx, params *store.BatchParams) (*store.BatchResult, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("insert batch in tx: %w: nil transaction", store.ErrInvalidParams)
+	}
+	if params == nil {
+		return nil, fmt.Errorf("insert batch in tx: %w: nil params", store.ErrInvalidParams)
+	}
+	if err := params.Validate(); err != nil {
+		return nil, fmt.Errorf("insert batch %s in tx: %w", params.ID, err)
+	}
+	tmpl, err := encodeParams(&params.Completion)
+	if err != nil {
+		return nil, fmt.Errorf("insert batch %s in tx: %w: completion: %w", params.ID, store.ErrInvalidParams, err)
+	}
+	if err := s.usable(ctx); err != nil {
+		return nil, fmt.Errorf("insert batch %s in tx: %w", params.ID, err)
+	}
+	w := &wtx{s: s, ctx: context.WithoutCancel(ctx), tx: tx, now: s.clock()}
+	res, err := w.insertBatch(params, tmpl)
+	if err != nil {
+		return nil, fmt.Errorf("insert batch %s in tx: %w", params.ID, s.dbErr(err))
+	}
+	s.subs.deliver(w.notes.list)
+	return res, nil
+}
+
+// insertBatch inserts a validated batch whose completion template is tmpl.
+func (w *wtx) insertBatch(params *store.BatchParams, tmpl string) (*store.BatchResult, error) {
+	var one int
+	err := w.queryRow(qIDExists, params.Completion.ID[:]).Scan(&one)
+	switch {
+	case err == nil:
+		return nil, fmt.Errorf("%w: completion job ID %s already exists", store.ErrInvalidParams, params.Completion.ID)
+	case !isNoRows(err):
+		return nil, err
+	}
+	children, err := w.insert(params.Children, params.ID)
+	if err != nil {
+		return nil, err
+	}
+	total := 0
+	for _, c := range children {
+		if !c.Duplicate {
+			total++
+		}
+	}
+	if _, err := w.exec(qBatchInsert, params.ID[:], params.Completion.ID[:], tmpl, total, total, toUS(w.now)); err != nil {
+		if isConstraint(err) {
+			return nil, fmt.Errorf("%w: batch ID %s already exists", store.ErrInvalidParams, params.ID)
+		}
+		return nil, err
+	}
+	if total == 0 {
+		if _, err := w.exec(qBatchComplete, toUS(w.now), params.ID[:]); err != nil {
+			return nil, err
+		}
+		if _, err := w.insertRow(&params.Completion, uuid.Nil, params.ID, true); err != nil {
+			return nil, fmt.Errorf("completion: %w", err)
+		}
+	}
+	return &store.BatchResult{Children: children}, nil
 }
 
 // Batch returns the batch's progress, or an error wrapping

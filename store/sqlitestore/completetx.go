@@ -13,11 +13,12 @@ import (
 )
 
 // The methods the ax package finds by type assertion (ax.CompleteTxOf,
-// ax.ScheduleTxOf): a change of signature here must fail to compile, not
+// ax.ScheduleTxOf, ax.ScheduleBatchTxOf): a change of signature here must fail to compile, not
 // make those calls return ErrTxUnsupported at run time.
 var _ interface {
 	CompleteTx(context.Context, *sql.Tx, store.FinishParams) (bool, error)
 	InsertTx(context.Context, *sql.Tx, []store.InsertParams) ([]store.InsertResult, error)
+	InsertBatchTx(context.Context, *sql.Tx, *store.BatchParams) (*store.BatchResult, error)
 } = (*Store)(nil)
 
 // CompleteTx applies one attempt's outcome (normally OutcomeSucceeded, with

@@ -127,3 +127,38 @@ func finishOf(t *testing.T, st *sqlitestore.Store) store.FinishParams {
 	require.Len(t, res.Jobs, 1)
 	return store.FinishParams{Lease: store.Lease{ID: p.ID, Token: res.Jobs[0].LeaseToken}, Outcome: store.OutcomeSucceeded}
 }
+
+// TestScheduleBatchTxOf: a batch scheduled in a *sql.Tx of the store
+// exists only if the transaction commits.
+func TestScheduleBatchTxOf(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	s, err := ax.New(ax.Config{Store: st, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	b := ax.Batch{Children: []ax.Request{{Kind: "part", Payload: 1}, {Kind: "part", Payload: 2}}, Completion: ax.Request{Kind: "all-done"}}
+
+	tx, err := st.DB().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	rolledBack, err := ax.ScheduleBatchTxOf(ctx, s, tx, b)
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback())
+	_, err = s.Batch(ctx, rolledBack.ID)
+	require.Error(t, err)
+	_, err = s.Get(ctx, rolledBack.Children[0].ID)
+	require.ErrorIs(t, err, ax.ErrNotFound)
+
+	tx, err = st.DB().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	committed, err := ax.ScheduleBatchTxOf(ctx, s, tx, b)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	status, err := s.Batch(ctx, committed.ID)
+	require.NoError(t, err)
+	require.Equal(t, 2, status.Total)
+	for _, c := range committed.Children {
+		rec, err := s.Get(ctx, c.ID)
+		require.NoError(t, err)
+		require.Equal(t, ax.StateScheduled, rec.State)
+	}
+}

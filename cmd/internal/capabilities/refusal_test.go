@@ -74,6 +74,8 @@ func TestWhatStoresRefuse(t *testing.T) {
 			if !tc.sqlTx {
 				_, err = ax.ScheduleTxOf(ctx, s, (*sql.Tx)(nil), "k", nil)
 				require.ErrorIs(t, err, ax.ErrTxUnsupported)
+				_, err = ax.ScheduleBatchTxOf(ctx, s, (*sql.Tx)(nil), ax.Batch{Children: []ax.Request{{Kind: "k"}}, Completion: ax.Request{Kind: "done"}})
+				require.ErrorIs(t, err, ax.ErrTxUnsupported)
 			}
 			n, err := s.Admin().Count(ctx, ax.JobFilter{Kinds: []string{"k"}})
 			if !errors.Is(err, errors.ErrUnsupported) {
