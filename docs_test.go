@@ -21,6 +21,10 @@ var docClaims = []struct {
 		wrong: regexp.MustCompile(`(?i)attempts?( counter)?( are| is)? reset|reset(s|ting)? (the |its |their )?attempt|attempt (counter|count) back to`),
 		code:  "a run-now (RunNow, RetryJobs, BulkRunNow) numbers attempts on: storetest Bulk and the memstore transition test",
 	},
+	{
+		wrong: regexp.MustCompile(`(?i)implements every (optional )?(store )?interface|every store interface`),
+		code:  "no store implements every optional interface: the README's capability table says which, checked by cmd/internal/capabilities",
+	},
 }
 
 // TestDocsSayWhatTheCodeDoes walks the repository's Go files and Markdown

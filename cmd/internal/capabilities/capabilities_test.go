@@ -22,7 +22,7 @@ var stores = []struct {
 	{"pgstore", (*pgstore.Store)(nil)},
 }
 
-// is reports whether st implements every interface of ts ("yes"/"no").
+// is reports whether st implements all of ts ("yes"/"no").
 func is(st any, ts ...reflect.Type) string {
 	for _, t := range ts {
 		if !reflect.TypeOf(st).Implements(t) {
