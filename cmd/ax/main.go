@@ -54,8 +54,9 @@
 // a SQLite file of store/sqlitestore as sqlite:PATH (or a path ending in
 // .db, .sqlite or .sqlite3). While a service holds the SQLite file, the
 // commands read it beside the service and changes fail (make them
-// through the service); otherwise ax holds the file while it runs, so
-// the service cannot open it until ax ends (ax serve included). Output is a table for
+// through the service), and ax serve refuses to start; otherwise ax holds
+// the file while it runs, so the service cannot open it until ax ends
+// (ax serve included). Output is a table for
 // people, or with --json one JSON document for scripts. Bulk changes ask
 // for confirmation on a terminal; elsewhere they need --yes.
 //

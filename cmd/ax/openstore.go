@@ -37,7 +37,7 @@ func (o storeOpener) url(c connection) string {
 // Store opens the store.
 func (o storeOpener) Store(ctx context.Context, c connection) (store.Store, func(), error) {
 	if path, ok := sqlitePath(o.url(c)); ok {
-		return openSQLite(ctx, path)
+		return openSQLite(ctx, path, c.writes)
 	}
 	return pgOpener(o).Store(ctx, c)
 }
@@ -68,9 +68,10 @@ func sqlitePath(url string) (string, bool) {
 }
 
 // openSQLite opens the SQLite file at path: with the file's lock when no
-// one holds it, read-only beside the process that does. A file at another
+// one holds it, read-only beside the process that does (an error wrapping
+// sqlitestore.ErrLocked instead when writes is set). A file at another
 // schema version than this binary's is an error naming both.
-func openSQLite(ctx context.Context, path string) (store.Store, func(), error) {
+func openSQLite(ctx context.Context, path string, writes bool) (store.Store, func(), error) {
 	if path == "" {
 		return nil, nil, usageErrorf("--database-url: sqlite: without a file path")
 	}
@@ -82,6 +83,9 @@ func openSQLite(ctx context.Context, path string) (store.Store, func(), error) {
 		return nil, nil, fmt.Errorf("%s: schema at version %d, this binary at version %d (see: ax migrate status)", path, version, bin)
 	}
 	st, err := sqlitestore.Open(ctx, path)
+	if errors.Is(err, sqlitestore.ErrLocked) && writes {
+		return nil, nil, fmt.Errorf("%w: this command needs the file to itself (serve the dashboard from that process with axhttp, or stop it)", err)
+	}
 	if errors.Is(err, sqlitestore.ErrLocked) {
 		// A service runs on the file: read beside it; changes fail with
 		// sqlitestore.ErrReadOnly, which says to make them through it.

@@ -83,6 +83,9 @@ func TestSQLiteFile(t *testing.T) {
 	code, _, errOut = ax("jobs", "cancel", p.ID.String(), "--yes")
 	require.Equal(t, exitError, code)
 	require.Contains(t, errOut, "read-only")
+	_, _, err = openSQLite(ctx, path, true) // ax serve: refused at its start
+	require.ErrorIs(t, err, sqlitestore.ErrLocked)
+	require.ErrorContains(t, err, "axhttp")
 
 	require.NoError(t, st.Close()) // the service stopped: ax holds the file
 	code, _, errOut = ax("jobs", "cancel", p.ID.String(), "--yes")

@@ -28,6 +28,10 @@ const (
 type connection struct {
 	url    string
 	schema string
+	// writes: the command cannot work read-only (ax serve writes nonces
+	// and sessions for every request), so a SQLite file another process
+	// holds is an error at its start, not on its first request.
+	writes bool
 }
 
 // opener opens what the commands act on. The binary opens PostgreSQL

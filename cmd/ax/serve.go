@@ -101,7 +101,7 @@ func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
 			}
 			keys = k
 		}
-		st, release, err := e.open.Store(e.ctx, connection{url: e.global.url, schema: e.global.schema})
+		st, release, err := e.open.Store(e.ctx, connection{url: e.global.url, schema: e.global.schema, writes: true})
 		if err != nil {
 			return err
 		}
