@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
 )
 
 // TestSchedulerFlow: a Scheduler on the embedded store takes the flow
@@ -86,4 +87,27 @@ func TestSchedulerFlow(t *testing.T) {
 	flows, err := admin.Flows(ctx)
 	require.NoError(t, err)
 	require.Len(t, flows, 2)
+}
+
+// TestFollowUpKeepsSequence: a follow-up's template keeps its sequence
+// key, as memstore and pgstore keep the whole InsertParams: the job it
+// inserts is one of the sequence. (The stored templates dropped it.)
+func TestFollowUpKeepsSequence(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	next := job("next", "", store.UniqueScope{})
+	next.SequenceKey = "account-1"
+	parent := job("parent", "", store.UniqueScope{})
+	parent.FollowUps = []store.FollowUp{{On: []store.State{store.StateSucceeded}, Job: next}}
+	insertOne(t, st, parent)
+	res, err := st.Claim(ctx, &store.ClaimParams{Owner: "n", Kinds: []store.KindLimit{{Kind: "parent", Limit: 1}}, Limit: 1, LeaseDuration: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 1)
+	ok, err := st.Finish(ctx, []store.FinishParams{{Lease: store.Lease{ID: parent.ID, Token: res.Jobs[0].LeaseToken}, Outcome: store.OutcomeSucceeded}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, ok)
+	fus, err := st.FollowUps(ctx, parent.ID)
+	require.NoError(t, err)
+	require.Len(t, fus, 1)
+	require.Equal(t, "account-1", fus[0].SequenceKey)
 }

@@ -254,6 +254,7 @@ type wireParams struct {
 	UniqueKey   string            `json:"unique_key,omitempty"`
 	Unique      store.UniqueScope `json:"unique,omitzero"`
 	FollowUps   []wireFollowUp    `json:"follow_ups,omitempty"`
+	SequenceKey string            `json:"sequence_key,omitempty"`
 }
 
 type wireFollowUp struct {
@@ -263,7 +264,7 @@ type wireFollowUp struct {
 
 func toWire(p *store.InsertParams) wireParams {
 	w := wireParams{ID: p.ID, Kind: p.Kind, Metadata: p.Metadata, Priority: p.Priority, RunAt: p.RunAt,
-		Delay: p.Delay, MaxAttempts: p.MaxAttempts, UniqueKey: p.UniqueKey, Unique: p.Unique}
+		Delay: p.Delay, MaxAttempts: p.MaxAttempts, UniqueKey: p.UniqueKey, Unique: p.Unique, SequenceKey: p.SequenceKey}
 	if p.Payload != nil {
 		s := string(p.Payload)
 		w.Payload = &s
@@ -276,7 +277,7 @@ func toWire(p *store.InsertParams) wireParams {
 
 func (w *wireParams) params() *store.InsertParams {
 	p := &store.InsertParams{ID: w.ID, Kind: w.Kind, Metadata: w.Metadata, Priority: w.Priority, RunAt: w.RunAt,
-		Delay: w.Delay, MaxAttempts: w.MaxAttempts, UniqueKey: w.UniqueKey, Unique: w.Unique}
+		Delay: w.Delay, MaxAttempts: w.MaxAttempts, UniqueKey: w.UniqueKey, Unique: w.Unique, SequenceKey: w.SequenceKey}
 	if w.Payload != nil {
 		p.Payload = json.RawMessage(*w.Payload)
 	}
