@@ -31,6 +31,12 @@ func TestQueryPlans(t *testing.T) {
 		{qSaveEnded, []any{`[[1,"succeeded",0,1,null,0,null]]`}, "SEARCH jobs USING INTEGER PRIMARY KEY (rowid=?)"},
 		{qFollowUps, []any{[]byte{1}}, "SEARCH jobs USING INDEX jobs_parent (parent=?)"},
 		{qBatchChildren, []any{[]byte{1}, []byte{}, []byte{2}, 10}, "SEARCH jobs USING INDEX jobs_batch (batch=? AND id>?)"},
+		// Flow control (migration 0003).
+		{qFlowCands, []any{"k", 1, 0, 0, []byte{}, 64}, "SEARCH jobs USING INDEX jobs_claim (kind=? AND priority=? AND "},
+		{qPartRunning, []any{"k", "p"}, "jobs_running (kind=? AND partition_key=?)"},
+		{qSeqHead, []any{"k", "s"}, "SEARCH jobs USING INDEX jobs_sequence (kind=? AND sequence_key=?)"},
+		{qSeqRunning, []any{"k", "s"}, "jobs_sequence (kind=? AND sequence_key=?)"},
+		{qKindHasSeq, []any{"k"}, "jobs_sequence (kind=?"},
 	}
 	for _, c := range cases {
 		rows, err := st.w.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+queryText[c.q], c.args...)

@@ -259,7 +259,9 @@ var queryText = [numQueries]string{
 	ON CONFLICT (kind, key) DO UPDATE SET tat = excluded.tat`,
 	qSeqHead: `SELECT seq FROM jobs WHERE kind = ? AND sequence_key = ? AND state IN ` + liveSQL + `
 	ORDER BY scheduled_at, id LIMIT 1`,
-	qSeqRunning: `SELECT count(*) FROM jobs WHERE kind = ? AND sequence_key = ? AND state = 'running'`,
+	// Through the sequence's own rows, not all the kind's running ones.
+	qSeqRunning: `SELECT count(*) FROM jobs INDEXED BY jobs_sequence WHERE kind = ? AND sequence_key = ?
+	AND state IN ` + liveSQL + ` AND state = 'running'`,
 	qKindHasSeq: `SELECT count(*) FROM (SELECT 1 FROM jobs WHERE kind = ? AND sequence_key IS NOT NULL
 	AND state IN ` + liveSQL + ` LIMIT 1)`,
 	// A page of a kind's claimable jobs of one priority due by a bound,
