@@ -175,7 +175,13 @@ func (st *flowStream) head(c *flowClaiming) (*flowCand, error) {
 		if n := len(st.rows); n > 0 {
 			afterRun, afterID = st.rows[n-1].runAt, st.rows[n-1].id
 		}
-		rows, err := c.w.query(qFlowCands, st.fw.kind, st.prio, st.bound, afterRun, afterID, flowPage)
+		// The first page is what the kind may still take and one more (a
+		// claim of a few jobs reads a few rows); later ones are full.
+		page := flowPage
+		if len(st.rows) == 0 && st.fw.left >= 0 {
+			page = min(flowPage, min(st.fw.left, c.left)+1)
+		}
+		rows, err := c.w.query(qFlowCands, st.fw.kind, st.prio, st.bound, afterRun, afterID, page)
 		if err != nil {
 			return nil, err
 		}
@@ -192,7 +198,7 @@ func (st *flowStream) head(c *flowClaiming) (*flowCand, error) {
 		if err := rows.Err(); err != nil {
 			return nil, err
 		}
-		if len(st.rows) < flowPage {
+		if len(st.rows) < page {
 			st.done = true
 		}
 		if len(st.rows) == 0 {
