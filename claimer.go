@@ -17,18 +17,67 @@ const claimTimeout = 30 * time.Second
 
 // Claims take jobs a little before they fall due (ClaimParams.Ahead), so
 // that a handler starts at its job's run_at rather than one claim round
-// trip after it: several round trips' worth (the smoothed claim time; a
-// claim's time varies several-fold under load), at least minClaimAhead
-// and at most maxClaimAhead.
+// trip after it. The window must cover the slow claims, not the typical
+// one: a job that enters it just after a claim began waits for that claim
+// and is taken by the next, and both may be slow (under load a claim's
+// time varies several-fold, and the tail of the start lag was made of
+// jobs claimed after their run_at, not of timers or dispatch). So it is
+// claimAheadTimes the slowest claim of the last few seconds (recentMax),
+// at least minClaimAhead and at most maxClaimAhead. A job claimed ahead
+// holds its worker slot until its start, which bounds the window too.
 const (
-	claimAheadTimes = 8
+	claimAheadTimes = 3
 	minClaimAhead   = 5 * time.Millisecond
-	maxClaimAhead   = 50 * time.Millisecond
+	maxClaimAhead   = 100 * time.Millisecond
 )
 
-// claimAhead returns the window of claims for a smoothed claim time.
-func claimAhead(claimTime time.Duration) time.Duration {
-	return min(max(claimAheadTimes*claimTime, minClaimAhead), maxClaimAhead)
+// claimWindow returns the window of the next claim (ClaimParams.Ahead).
+func (r *runtime) claimWindow() time.Duration {
+	slowest, _ := r.slowClaims.get(r.s.now())
+	return claimAhead(slowest)
+}
+
+// claimAhead returns the window of claims for the slowest recent claim.
+func claimAhead(slowest time.Duration) time.Duration {
+	return min(max(claimAheadTimes*slowest, minClaimAhead), maxClaimAhead)
+}
+
+// recentSeconds is how many seconds a recentMax remembers: for the
+// slowest claim, long enough to span many claims, so that the window is
+// wide before the next slow claim comes, and short enough that one claim
+// stuck behind a lock does not widen it for long.
+const recentSeconds = 8
+
+// recentMax keeps the largest value of each of the last recentSeconds
+// seconds (by the clock the caller passes). Only the claim loop touches
+// its instances.
+type recentMax struct {
+	sec [recentSeconds]int64 // the Unix second of each bucket; 0: empty
+	max [recentSeconds]time.Duration
+}
+
+// add records v at now.
+func (m *recentMax) add(now time.Time, v time.Duration) {
+	sec := now.Unix()
+	i := int(uint64(sec) % recentSeconds)
+	if m.sec[i] != sec {
+		m.sec[i], m.max[i] = sec, v
+	}
+	m.max[i] = max(m.max[i], v)
+}
+
+// get returns the largest value recorded in the last recentSeconds
+// seconds before now, and false if there is none.
+func (m *recentMax) get(now time.Time) (time.Duration, bool) {
+	sec := now.Unix()
+	var v time.Duration
+	found := false
+	for i, s := range m.sec {
+		if s != 0 && sec-s < recentSeconds && (!found || m.max[i] > v) {
+			v, found = m.max[i], true
+		}
+	}
+	return v, found
 }
 
 // nextClaimAt returns when to claim again (host clock) for a job that
@@ -45,17 +94,6 @@ func nextClaimAt(before, hostNow time.Time, delta, ahead time.Duration) time.Tim
 		return hostNow.Add(delta)
 	}
 	return before.Add(delta + ahead/4)
-}
-
-// smoothClaimTime folds one claim's duration into the smoothed figure
-// (weight 1/8, as TCP smooths round trips), capped so that one claim
-// stuck behind a lock does not widen the window for long.
-func smoothClaimTime(smoothed, took time.Duration) time.Duration {
-	took = min(took, maxClaimAhead)
-	if smoothed == 0 {
-		return took
-	}
-	return smoothed + (took-smoothed)/8
 }
 
 // claimDone ends a claim's hold on the slots it asked for: by then its
@@ -101,7 +139,7 @@ func (r *runtime) claimLoop() {
 func (r *runtime) claimRound() error {
 	kinds := r.s.kinds()
 	params := &store.ClaimParams{Owner: r.cfg.Node, LeaseDuration: r.cfg.LeaseDuration, AgeAfter: r.ageAfter,
-		Ahead: claimAhead(r.claimTime)}
+		Ahead: r.claimWindow()}
 	r.mu.Lock()
 	params.Limit = r.free
 	clear(r.capped)
@@ -145,22 +183,29 @@ func (r *runtime) claimRound() error {
 		return err
 	}
 	r.s.measureOffset(before, after, res.Now)
-	r.claimTime = smoothClaimTime(r.claimTime, after.Sub(before))
+	r.slowClaims.add(after, after.Sub(before))
 	hostNow := before.Add(after.Sub(before) / 2)
 	// The store's clock had reached clock by the time the claim returned
-	// (after): a job claimed ahead starts RunAt − clock after that, never
-	// early by the store's clock.
+	// (after): the store's clock is at least clock − after ahead of the
+	// host's, so a job claimed ahead that starts RunAt − (clock − after)
+	// never starts early by the store's clock. Of the claims of the last
+	// few seconds, the one with the largest such bound gives the earliest
+	// safe start: a claim whose answer came back late (the client or the
+	// server descheduled under load) would otherwise hold its jobs for
+	// as long as its answer took.
 	clock := res.Clock
 	if clock.Before(res.Now) {
 		clock = res.Now
 	}
+	r.storeAhead.add(after, clock.Sub(after))
+	ahead, _ := r.storeAhead.get(after)
 	// A claim that began before this host paused a kind may return its
 	// jobs after the pause: they go back unstarted (kindpause.go).
 	jobs := r.withoutPaused(res.Jobs)
 	for _, rec := range jobs {
 		var startAt time.Time
 		if rec.RunAt.After(clock) {
-			startAt = after.Add(rec.RunAt.Sub(clock))
+			startAt = rec.RunAt.Add(-ahead)
 		}
 		r.launch(rec, hostNow, startAt)
 	}

@@ -112,6 +112,45 @@ func TestClaimerWakesAtNextRunAt(t *testing.T) {
 	})
 }
 
+// TestClaimerStartsHeldJobAtRunAtDespiteSlowAnswer: a claim whose answer
+// comes back late (here 30 ms after the store read its clock) does not
+// hold its jobs that much longer: the start is reckoned from the tightest
+// bound on the store's clock the recent claims gave (an earlier claim
+// answered at once), so the handler starts at the job's run_at exactly.
+// A slow first claim widens the window so that the job is claimed ahead.
+func TestClaimerStartsHeldJobAtRunAtDespiteSlowAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := NewFaultStore(memstore.New())
+		var claims atomic.Int32
+		fs.SetBeforeCall(func(_ context.Context, method string) error {
+			if method == "Claim" && claims.Add(1) == 1 {
+				time.Sleep(30 * time.Millisecond) // slow before the store reads its clock
+			}
+			return nil
+		})
+		fs.SetAfterClaim(func(res *store.ClaimResult) {
+			if len(res.Jobs) > 0 {
+				time.Sleep(30 * time.Millisecond) // slow after it
+			}
+		})
+		r := testRuntime(t, fs, func(c *Config) { c.PollInterval = time.Hour })
+		t0 := time.Now()
+		runAt := t0.Add(300 * time.Millisecond)
+		insertAt(t, fs, "k", runAt)
+		started := make(chan time.Time, 1)
+		require.NoError(t, r.s.Handle("k", HandlerFunc(func(context.Context, *Job) error {
+			started <- time.Now()
+			return nil
+		})))
+		startClaimer(t, r)
+		r.wake()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.GreaterOrEqual(t, claims.Load(), int32(2))
+		require.Zero(t, (<-started).Sub(runAt), "the handler starts at the job's run_at")
+	})
+}
+
 // TestClaimerDropsJobCancelledWhileHeld: a job claimed ahead of its
 // run_at and cancelled before it never reaches its handler, and is
 // written cancelled.
@@ -143,33 +182,54 @@ func TestClaimerDropsJobCancelledWhileHeld(t *testing.T) {
 	})
 }
 
-// TestClaimAhead: the claim window is several smoothed claim times,
-// within its bounds; the smoothing follows claims at 1/8 and caps one
-// slow claim; the next claim is timed to find the next job inside its
-// window, or at its run_at without one.
+// TestClaimAhead: the claim window is several times the slowest recent
+// claim, within its bounds; recentMax keeps the largest value of the last
+// recentSeconds seconds, negative ones too; the next claim is timed to
+// find the next job inside its window, or at its run_at without one.
 func TestClaimAhead(t *testing.T) {
 	windows := []struct {
-		claimTime, want time.Duration
+		slowest, want time.Duration
 	}{
 		{0, minClaimAhead},
 		{100 * time.Microsecond, minClaimAhead},
-		{2 * time.Millisecond, 16 * time.Millisecond},
+		{4 * time.Millisecond, 12 * time.Millisecond},
 		{time.Second, maxClaimAhead},
 	}
 	for _, c := range windows {
-		require.Equal(t, c.want, claimAhead(c.claimTime), "claim time %s", c.claimTime)
+		require.Equal(t, c.want, claimAhead(c.slowest), "slowest claim %s", c.slowest)
 	}
 
-	smoothing := []struct {
-		smoothed, took, want time.Duration
-	}{
-		{0, 3 * time.Millisecond, 3 * time.Millisecond},
-		{time.Millisecond, 9 * time.Millisecond, 2 * time.Millisecond},
-		{8 * time.Millisecond, 0, 7 * time.Millisecond},
-		{time.Millisecond, time.Minute, time.Millisecond + (maxClaimAhead-time.Millisecond)/8},
+	t0 := time.Unix(1000, 0)
+	ms := time.Millisecond
+	type add struct {
+		at time.Duration // after t0
+		v  time.Duration
 	}
-	for _, c := range smoothing {
-		require.Equal(t, c.want, smoothClaimTime(c.smoothed, c.took), "smoothed %s, took %s", c.smoothed, c.took)
+	recent := []struct {
+		name  string
+		adds  []add
+		at    time.Duration
+		want  time.Duration
+		found bool
+	}{
+		{"none", nil, 0, 0, false},
+		{"largest of the same second", []add{{0, 2 * ms}, {100 * ms, 9 * ms}, {900 * ms, ms}}, time.Second, 9 * ms, true},
+		{"largest across seconds", []add{{0, 9 * ms}, {3 * time.Second, 2 * ms}}, 5 * time.Second, 9 * ms, true},
+		{"forgotten after recentSeconds", []add{{0, 9 * ms}, {3 * time.Second, 2 * ms}}, recentSeconds * time.Second, 2 * ms, true},
+		{"all forgotten", []add{{0, 9 * ms}}, 2 * recentSeconds * time.Second, 0, false},
+		{"a bucket reused by a later second starts afresh", []add{{0, 9 * ms}, {recentSeconds * time.Second, 2 * ms}}, recentSeconds * time.Second, 2 * ms, true},
+		{"negative values", []add{{0, -5 * ms}, {time.Second, -3 * ms}}, 2 * time.Second, -3 * ms, true},
+	}
+	for _, c := range recent {
+		t.Run(c.name, func(t *testing.T) {
+			var m recentMax
+			for _, a := range c.adds {
+				m.add(t0.Add(a.at), a.v)
+			}
+			got, found := m.get(t0.Add(c.at))
+			require.Equal(t, c.found, found)
+			require.Equal(t, c.want, got)
+		})
 	}
 
 	before := time.Unix(1000, 0)

@@ -71,10 +71,13 @@ type runtime struct {
 
 	unsubscribe func()
 
-	// claimTime is the smoothed duration of a claim call (claimer.go),
-	// which sets how far ahead claims take jobs. Only the claim loop
-	// touches it.
-	claimTime time.Duration
+	// slowClaims are the slowest claim calls of the last seconds, which
+	// set how far ahead claims take jobs; storeAhead the largest lower
+	// bounds of the store's clock minus the host's the recent claims gave,
+	// which set when jobs claimed ahead start (claimer.go). Only the claim
+	// loop touches them.
+	slowClaims recentMax
+	storeAhead recentMax
 }
 
 func newRuntime(s *Scheduler) *runtime {
