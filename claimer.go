@@ -102,6 +102,8 @@ func (r *runtime) claimDone() {
 	r.mu.Lock()
 	r.claimLimit = 0
 	clear(r.claimKinds)
+	close(r.claimEnded)
+	r.claimEnded = nil
 	r.mu.Unlock()
 }
 
@@ -168,6 +170,7 @@ func (r *runtime) claimRound() error {
 		return nil
 	}
 	r.claimLimit = params.Limit
+	r.claimEnded = make(chan struct{})
 	for _, k := range params.Kinds {
 		r.claimKinds[k.Kind] = k.Limit
 	}

@@ -20,11 +20,19 @@ import (
 // Slots: a claim in flight asked for claimLimit slots (and
 // claimKinds[kind] of a kind); a direct start takes only slots beyond
 // those, so the two never start more than Workers (or a kind's
-// Concurrency) together. Claims still ask for every free slot, so a
-// Schedule during a claim inserts its job for a claim. (Leaving a
-// quarter of the free slots to direct starts was tried: a claim then
+// Concurrency) together. Claims still ask for every free slot. (Leaving
+// a quarter of the free slots to direct starts was tried: a claim then
 // took fewer of the jobs a closing breaker released, and their claim lag
-// p99 in axbench flow rose from 7 to 63–156 ms.)
+// p99 in axbench flow rose from 7 to 63–156 ms.) So a Schedule during a
+// claim waits for the claim to end, up to directClaimWait, and then
+// starts its job directly if the claim left a slot and no due job
+// behind. Inserting the job for a claim instead costs more: the job
+// waits for the claim in flight and then for another, and under load,
+// where claims take longer than the gap between Schedule calls, every
+// such insert wakes the claimer for a new claim, which the next Schedule
+// meets in flight, so direct starts stopped for good (at 500 Schedule
+// calls a second, two thirds of them inserted for a claim, start lag p99
+// 15-20 ms against 4.8 ms).
 
 // directStart is one Schedule call's reserved slot and, once the store
 // answered, the job it claimed.
@@ -39,7 +47,7 @@ type directStart struct {
 // start off, the runtime not running or stopping, p not due at once or
 // needing a claim's decision, its kind not handled here, paused, at its
 // cap, or due jobs waiting.
-func (s *Scheduler) reserveDirect(p *store.InsertParams) *directStart {
+func (s *Scheduler) reserveDirect(ctx context.Context, p *store.InsertParams) *directStart {
 	if s.cfg.DisableDirectStart {
 		return nil
 	}
@@ -50,7 +58,12 @@ func (s *Scheduler) reserveDirect(p *store.InsertParams) *directStart {
 	if r == nil || h == nil || !running || r.inserter == nil {
 		return nil
 	}
-	if !p.Claimable(s.now().Add(time.Duration(s.storeOffset.Load()))) {
+	// The later of the two clocks: the offset is estimated from claims,
+	// whose now() is read early in their round trip, so it errs towards a
+	// store behind the host, and a job stamped At(time.Now()) would then
+	// look not yet due. The store decides anyway (InsertClaimed inserts
+	// a job not due by its clock unclaimed).
+	if !p.Claimable(s.now().Add(max(time.Duration(s.storeOffset.Load()), 0))) {
 		return nil
 	}
 	if h.settings.flowSet && !h.settings.flow.InsertsClaimable() {
@@ -61,14 +74,48 @@ func (s *Scheduler) reserveDirect(p *store.InsertParams) *directStart {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stopping || r.moreDue || r.free-r.claimLimit < 1 ||
-		h.settings.concurrency-r.busy[p.Kind]-r.claimKinds[p.Kind] < 1 {
-		return nil
+	for waited := false; ; waited = true {
+		if r.stopping || r.moreDue {
+			return nil
+		}
+		if r.free-r.claimLimit >= 1 && h.settings.concurrency-r.busy[p.Kind]-r.claimKinds[p.Kind] >= 1 {
+			break
+		}
+		if r.claimEnded == nil || waited || r.free < 1 || h.settings.concurrency-r.busy[p.Kind] < 1 {
+			return nil // busy without a claim, or the claim took the slots
+		}
+		ended := r.claimEnded
+		r.mu.Unlock()
+		ok := waitClaim(ctx, ended)
+		r.mu.Lock()
+		if !ok {
+			return nil
+		}
 	}
 	r.free--
 	r.busy[p.Kind]++
 	r.directs.Add(1) // stopping is false: stop waits after setting it
 	return &directStart{r: r, kind: p.Kind}
+}
+
+// directClaimWait bounds how long a Schedule call waits for a claim in
+// flight to end before it inserts its job for a claim instead: a claim
+// takes a round trip, this much only when the store is in trouble.
+const directClaimWait = 50 * time.Millisecond
+
+// waitClaim waits until ended is closed, and reports false if ctx ended
+// or directClaimWait passed first.
+func waitClaim(ctx context.Context, ended <-chan struct{}) bool {
+	t := time.NewTimer(directClaimWait)
+	defer t.Stop()
+	select {
+	case <-ended:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // insert is the store call of a direct start, for insertWaiting.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/axsched/ax"
@@ -161,6 +162,63 @@ func TestDirectStartWaitsForClaimInFlight(t *testing.T) {
 	require.True(t, claims.has(res.ID))
 }
 
+// TestDirectStartAfterClaimInFlight: a Schedule call that meets a claim
+// in flight waits for it to end and then starts its job directly, instead
+// of inserting it for yet another claim (under load that kept direct
+// starts off for good: each insert woke the claimer, and the next
+// Schedule met that claim in flight); and a job stamped At(time.Now())
+// starts directly although claims whose answers came back late make the
+// store's clock look behind the host's.
+func TestDirectStartAfterClaimInFlight(t *testing.T) {
+	tests := []struct {
+		name string
+		// The claims take before and after around the store's reading
+		// of its clock; Schedule is called at.
+		before, after, at time.Duration
+		at0               bool // with At(time.Now())
+	}{
+		{name: "claim in flight", before: 10 * time.Millisecond, at: 5 * time.Millisecond},
+		{name: "At(time.Now()) with the store's clock looking behind", after: 20 * time.Millisecond, at: 30 * time.Millisecond, at0: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := ax.NewFaultStore(newMemstore())
+				claims := watchClaims(fs)
+				fs.SetBeforeCall(func(_ context.Context, method string) error {
+					if method == "Claim" {
+						time.Sleep(tc.before)
+					}
+					return nil
+				})
+				inner := fs.AfterClaim
+				fs.SetAfterClaim(func(res *store.ClaimResult) {
+					inner(res)
+					time.Sleep(tc.after)
+				})
+				s := newScheduler(t, fs, func(c *ax.Config) { c.PollInterval = time.Hour })
+				ran := make(chan *ax.Job, 1)
+				require.NoError(t, s.Handle("k", ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
+					ran <- j
+					return nil
+				})))
+				start(t, s)
+				time.Sleep(tc.at)
+				var opts []ax.ScheduleOption
+				if tc.at0 {
+					opts = append(opts, ax.At(time.Now()))
+				}
+				res, err := s.Schedule(t.Context(), "k", nil, opts...)
+				require.NoError(t, err)
+				require.Equal(t, res.ID, recv(t, ran).ID)
+				waitState(t, fs, res.ID, store.StateSucceeded)
+				require.False(t, claims.has(res.ID), "a claim took the job: it was not started directly")
+				require.EqualValues(t, 1, fs.Calls("InsertClaimed"))
+			})
+		})
+	}
+}
+
 // TestDirectStartKeepsLimits: Schedule calls while a claim is in flight
 // start jobs directly only on slots the claim did not ask for, so that
 // the two never run more handlers than Workers, or than a kind's
@@ -221,16 +279,24 @@ func TestDirectStartKeepsLimits(t *testing.T) {
 }
 
 // TestStopWaitsForDirectStart: Stop waits for a Schedule call that is
-// starting its job directly, and for that job's handler.
+// starting its job directly, and for that job's handler. Schedule is
+// called once the start-up claim ended: it used to meet that claim in
+// flight now and then and insert its job for a claim, so no direct start
+// came and the test timed out (a Schedule now waits for a claim in
+// flight, up to a bound a slow -race run could pass).
 func TestStopWaitsForDirectStart(t *testing.T) {
 	fs := ax.NewFaultStore(newMemstore())
-	s := newScheduler(t, fs)
+	claimed := make(chan struct{})
+	var once sync.Once
+	fs.SetAfterClaim(func(*store.ClaimResult) { once.Do(func() { close(claimed) }) })
+	s := newScheduler(t, fs, func(c *ax.Config) { c.PollInterval = time.Hour })
 	ran := make(chan struct{}, 1)
 	require.NoError(t, s.Handle("k", ax.HandlerFunc(func(context.Context, *ax.Job) error {
 		ran <- struct{}{}
 		return nil
 	})))
 	start(t, s)
+	recv(t, claimed)
 	entered, release := holdInsertClaimed(fs)
 	scheduled := make(chan error, 1)
 	var id uuid.UUID

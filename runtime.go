@@ -47,6 +47,9 @@ type runtime struct {
 	// a kind: direct starts take only slots beyond them (direct.go).
 	claimLimit int
 	claimKinds map[string]int
+	// claimEnded is closed when the claim in flight ends (nil: none), for
+	// a direct start waiting for the slots it asked for.
+	claimEnded chan struct{}
 	// breakerHeld counts, per kind with a breaker, the failed outcomes
 	// queued and not yet written: claims leave the kind out meanwhile
 	// (breaker.go).

@@ -75,7 +75,7 @@ func (s *Scheduler) ScheduleMany(ctx context.Context, reqs []Request) ([]Schedul
 	insert := s.store.Insert
 	var direct *directStart
 	if len(params) == 1 {
-		direct = s.reserveDirect(&params[0]) // nil: no direct start (direct.go)
+		direct = s.reserveDirect(ctx, &params[0]) // nil: no direct start (direct.go)
 	}
 	if direct != nil {
 		insert = direct.insert

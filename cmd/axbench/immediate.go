@@ -29,7 +29,7 @@ import (
 func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	o := b.opt
 	n := int(float64(o.immRate) * o.immFor.Seconds())
-	r := newResult(map[string]any{"rate": o.immRate, "for": o.immFor.String(), "jobs": n, "conns": connsParam(o.conns), "direct start": !o.noDirect})
+	r := newResult(map[string]any{"rate": o.immRate, "for": o.immFor.String(), "jobs": n, "conns": connsParam(o.conns), "direct start": !o.noDirect, "At(now)": o.immAt})
 	d, err := b.createDB(ctx)
 	if err != nil {
 		return nil, err
@@ -80,7 +80,11 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 		}
 		t0 := time.Now()
 		called[i] = t0 // called and returned are this goroutine's alone
-		if _, schedErr = s.Schedule(ctx, noopKind, json.RawMessage(strconv.Itoa(i))); schedErr != nil {
+		var opts []ax.ScheduleOption
+		if o.immAt {
+			opts = append(opts, ax.At(t0))
+		}
+		if _, schedErr = s.Schedule(ctx, noopKind, json.RawMessage(strconv.Itoa(i)), opts...); schedErr != nil {
 			break
 		}
 		t1 := time.Now()

@@ -40,6 +40,9 @@ type options struct {
 
 	immRate int
 	immFor  time.Duration
+	// immAt schedules each immediate job with ax.At(time.Now()) instead
+	// of no time option, as a caller that stamps its jobs does.
+	immAt bool
 	// noDirect turns the Scheduler's direct start off in every scenario
 	// (Config.DisableDirectStart), for an A/B.
 	noDirect bool
@@ -140,6 +143,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.immRate, "immediate-rate", 500, "immediate: Schedule calls per second")
 	registerPooler(fs, o)
 	fs.BoolVar(&o.noDirect, "no-direct-start", false, "every scenario: Config.DisableDirectStart (Schedule never starts its job directly)")
+	fs.BoolVar(&o.immAt, "immediate-at-now", false, "immediate: schedule each job with ax.At(time.Now()) rather than no time option")
 	fs.DurationVar(&o.immFor, "immediate-for", time.Minute, "immediate: how long to schedule (long enough for pgx's prepared statements to be on generic plans)")
 
 	fs.IntVar(&o.rate, "rate", 5000, "sustained: delayed jobs scheduled per second")
