@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -100,20 +101,31 @@ func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]p
 		return fmt.Errorf("pgstore: claim: %w", invalidData(err))
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var (
-			next  *time.Time
-			clock time.Time
-			js    jobScan
-		)
-		dest := append([]any{&res.Now, &clock, &next, held}, js.dest()...)
+	var (
+		next  *time.Time
+		clock time.Time
+		js    jobScan
+	)
+	// now, next and held are the same on every row (now() and scalar
+	// subqueries): read from the first row only, the later rows skip them
+	// (nil) rather than scan held's array again for each job. clock
+	// (clock_timestamp()) is read on every row, and the latest kept.
+	dest := append([]any{&res.Now, &clock, &next, held}, js.dest()...)
+	jobDest := slices.Clone(dest[4:])
+	for first := true; rows.Next(); first = false {
+		if !first {
+			dest[0], dest[2], dest[3] = nil, nil, nil
+		}
+		js = jobScan{}
 		if rows.RawValues()[4] == nil { // no job claimed: only now, clock, next and held
 			clear(dest[4:])
+		} else {
+			copy(dest[4:], jobDest)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("pgstore: claim: %w", err)
 		}
-		if next != nil {
+		if first && next != nil {
 			res.NextRunAt = *next
 		}
 		if clock.After(res.Clock) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/store"
@@ -195,7 +196,7 @@ type jobScan struct {
 	uniqueKey  *string
 	payload    []byte // raw bytes: pgx decodes into a json.RawMessage through encoding/json, which trims
 	errors     []byte
-	leaseToken *uuid.UUID
+	leaseToken pgtype.UUID // not *uuid.UUID: pgx scans a uuid.UUID through its sql.Scanner, as text
 	leaseExp   *time.Time
 	attempted  *time.Time
 	finished   *time.Time
@@ -208,7 +209,9 @@ type jobScan struct {
 
 func (js *jobScan) dest() []any {
 	j := &js.j
-	return append([]any{&j.ID, &j.Kind, &js.payload, &j.Metadata, &js.state, &j.Priority, &j.RunAt,
+	// The ID as *[16]byte: pgx then copies the binary value, where a
+	// *uuid.UUID goes through its sql.Scanner, formatted and parsed as text.
+	return append([]any{(*[16]byte)(&j.ID), &j.Kind, &js.payload, &j.Metadata, &js.state, &j.Priority, &j.RunAt,
 		&j.ScheduledAt, &j.Attempt, &j.MaxAttempts, &js.uniqueKey, &js.errors, &js.leaseToken,
 		&js.leaseExp, &j.Owner, &j.CancelRequested, &j.PauseRequested, &j.Fence, &j.CreatedAt,
 		&js.attempted, &js.finished, &js.uGlobal, &js.uFinished, &js.uPeriod, &j.PartitionKey, &js.sequence}, js.x.dest()...)
@@ -222,10 +225,10 @@ func (js *jobScan) record() (*store.JobRecord, error) {
 		j.UniqueKey = *js.uniqueKey
 		j.Unique = store.UniqueScope{Global: js.uGlobal, Finished: js.uFinished, Period: time.Duration(js.uPeriod) * time.Second}
 	}
-	if js.leaseToken != nil && j.State == store.StateRunning {
+	if js.leaseToken.Valid && j.State == store.StateRunning {
 		// A finish keeps the token of the lease that wrote it (see the
 		// extend statement); the record shows it while running only.
-		j.LeaseToken = *js.leaseToken
+		j.LeaseToken = js.leaseToken.Bytes
 	}
 	if js.leaseExp != nil {
 		j.LeaseExpiresAt = *js.leaseExp
