@@ -28,15 +28,20 @@ func (r *runtime) startAttempt(rec *store.JobRecord, hostNow, startAt time.Time)
 	job := jobFromRecord(rec)
 	kh := r.s.handler(rec.Kind)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	a := &attempt{
+	both := &struct { // one allocation for the two, on every job's path
+		a attempt
+		x attemptExtras
+	}{a: attempt{
 		job:          job,
 		kind:         kh,
 		lease:        store.Lease{ID: rec.ID, Token: rec.LeaseToken},
 		cancel:       cancel,
 		startAt:      startAt,
 		lastExtended: hostNow,
-	}
-	a.extras = &attemptExtras{s: r.s, a: a}
+	}}
+	a := &both.a
+	both.x.s, both.x.a = r.s, a
+	a.extras = &both.x
 	ctx = context.WithValue(ctx, attemptKey{}, a.extras)
 	r.mu.Lock()
 	if r.launchClosed {
