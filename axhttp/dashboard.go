@@ -376,7 +376,7 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 		}
 		var list *ax.JobList
 		if list, err = h.admin.List(r.Context(), opts); err == nil {
-			body.Jobs = list.Jobs
+			body.Jobs = h.allForCaller(r, list.Jobs)
 			if list.Cursor != "" {
 				next := url.Values{}
 				for k, v := range q {
@@ -426,6 +426,7 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 		h.dashProblem(w, r, err)
 		return
 	}
+	rec = h.forCaller(r, rec)
 	now := h.cfg.Clock()
 	body := jobBody{Job: rec, View: viewOf(rec), Future: rec.RunAt.After(now)}
 	body.CanRetry = rec.State == ax.StateDead || rec.State == ax.StateCancelled || rec.State == ax.StatePaused ||
@@ -454,7 +455,7 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortStableFunc(body.Timeline, func(a, b timelineEntry) int { return a.At.Compare(b.At) })
 	if fus, err := h.followUpsOf(r, rec.ID); err == nil {
-		body.FollowUps = fus
+		body.FollowUps = h.allForCaller(r, fus)
 	} else if errors.Is(err, errors.ErrUnsupported) {
 		body.FollowUpErr = "this store does not keep the jobs a job's end inserts (store.FollowUpStore)"
 	} else {
@@ -496,7 +497,7 @@ func (h *Handler) deadPage(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := h.admin.List(r.Context(), ax.ListOptions{Filter: f, Limit: 100, Cursor: q.Get("cursor")})
 	if err == nil {
-		body.Jobs = list.Jobs
+		body.Jobs = h.allForCaller(r, list.Jobs)
 		if list.Cursor != "" {
 			body.Next = "/dead?" + url.Values{"kind": {body.Kind}, "cursor": {list.Cursor}}.Encode()
 		}
