@@ -227,6 +227,8 @@ func (h *Handler) dashboardMux() http.Handler {
 	mux.HandleFunc("GET /kinds", h.kindsPage)
 	mux.HandleFunc("POST /kinds/{kind}/pause", h.mutate(h.postKind(true)))
 	mux.HandleFunc("POST /kinds/{kind}/resume", h.mutate(h.postKind(false)))
+	mux.HandleFunc("POST /kinds/{kind}/breaker/open", h.mutate(h.postBreaker(true)))
+	mux.HandleFunc("POST /kinds/{kind}/breaker/close", h.mutate(h.postBreaker(false)))
 	mux.HandleFunc("GET /periodic", h.periodicPage)
 	mux.HandleFunc("POST /periodic/{name}/pause", h.mutate(h.postSchedule(opPause)))
 	mux.HandleFunc("POST /periodic/{name}/resume", h.mutate(h.postSchedule(opResume)))
@@ -537,18 +539,59 @@ func (h *Handler) postDeadRetry(r *http.Request) (string, string, error) {
 	return fmt.Sprintf("Retried %d dead job(s).", n), "/dead", nil
 }
 
+// kindsRow is one kind of the Kinds page, with its flow control in words
+// (flow.go, as ax kinds list prints it).
+type kindsRow struct {
+	ax.KindState
+	Breaker    string
+	Limits     string
+	Now        string
+	HasBreaker bool
+	Open       bool // open or half-open: the button closes it
+}
+
 func (h *Handler) kindsPage(w http.ResponseWriter, r *http.Request) {
 	kinds, err := h.admin.Kinds(r.Context())
 	body := struct {
-		Kinds   []ax.KindState
+		Kinds   []kindsRow
+		HasFlow bool
 		Problem string
-	}{Kinds: kinds}
+	}{}
+	for _, k := range kinds {
+		row := kindsRow{KindState: k, Breaker: BreakerSummary(k.Flow), Limits: LimitsSummary(k.Flow), Now: NowSummary(k.Flow)}
+		if f := k.Flow; f != nil {
+			body.HasFlow = true
+			row.HasBreaker = !f.Config.Breaker.IsZero()
+			row.Open = row.HasBreaker && !f.Breaker.Closed()
+		}
+		body.Kinds = append(body.Kinds, row)
+	}
 	status := http.StatusOK
 	if err != nil {
 		p := problemFor(r, err)
 		body.Problem, status = p.Detail, p.Status
 	}
 	h.render(w, r, status, "kinds", "Kinds", pageErr{body, body.Problem})
+}
+
+// postBreaker opens or closes a kind's circuit breaker by hand.
+func (h *Handler) postBreaker(open bool) func(r *http.Request) (string, string, error) {
+	return func(r *http.Request) (string, string, error) {
+		kind := r.PathValue("kind")
+		set := h.admin.CloseBreaker
+		if open {
+			set = h.admin.OpenBreaker
+		}
+		f, err := set(r.Context(), kind)
+		if err != nil {
+			return "", "", err
+		}
+		if open {
+			return fmt.Sprintf("Opened the breaker of kind %s: no job of it starts until %s, then one probe runs.",
+				f.Config.Kind, f.Breaker.ProbeAt.UTC().Format(time.RFC3339)), "/kinds", nil
+		}
+		return fmt.Sprintf("Closed the breaker of kind %s: its jobs start again.", f.Config.Kind), "/kinds", nil
+	}
 }
 
 // pageErr carries a page body with an error to show.
