@@ -62,6 +62,12 @@ var templateFuncs = template.FuncMap{
 		return humanDuration(time.Since(t))
 	},
 	"dur":      humanDuration,
+	"rel":      relTime,
+	"rfc3339":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"int64":    func(n int) int64 { return int64(n) },
+	"groupTable": func(p pageData, groups []*deadGroup, more int, id, none string) groupTable {
+		return groupTable{Page: p, Groups: groups, More: more, ID: id, None: none}
+	},
 	"priority": func(p int) string { return ax.PriorityLevel(p).String() },
 	"cutLink": func(base string, id uuid.UUID, part string, cut bool, size int) cutLink {
 		unit := "bytes"
@@ -133,6 +139,47 @@ func humanDuration(d time.Duration) string {
 		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
 	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// relTime says how far t is from now, the way a person would: "just
+// now", "3 min ago", "in 2 h", "5 d ago". Pages show it beside the
+// absolute time, and app.js keeps it current.
+func relTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := time.Since(t)
+	future := d < 0
+	if future {
+		d = -d
+	}
+	var s string
+	switch {
+	case d < 10*time.Second:
+		return "just now"
+	case d < time.Minute:
+		s = fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		s = fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		s = fmt.Sprintf("%d h", int(d.Hours()))
+	default:
+		s = fmt.Sprintf("%d d", int(d.Hours())/24)
+	}
+	if future {
+		return "in " + s
+	}
+	return s + " ago"
+}
+
+// groupTable is what the "groups" template of the dead letters page
+// gets: one section's groups and the page.
+type groupTable struct {
+	Page   pageData
+	Groups []*deadGroup
+	More   int
+	ID     string
+	None   string
 }
 
 // cutLink is what the "cut" template says of a value cut short.
@@ -224,6 +271,8 @@ func (h *Handler) dashboardMux() http.Handler {
 	mux.HandleFunc("POST /jobs/{id}/cancel", h.mutate(h.postJob(opCancel)))
 	mux.HandleFunc("GET /dead", h.deadPage)
 	mux.HandleFunc("POST /dead/retry", h.mutate(h.postDeadRetry))
+	mux.HandleFunc("POST /dead/group/retry", h.mutate(h.postDeadGroup(false)))
+	mux.HandleFunc("POST /dead/group/discard", h.mutate(h.postDeadGroup(true)))
 	mux.HandleFunc("GET /kinds", h.kindsPage)
 	mux.HandleFunc("POST /kinds/{kind}/pause", h.mutate(h.postKind(true)))
 	mux.HandleFunc("POST /kinds/{kind}/resume", h.mutate(h.postKind(false)))
@@ -481,11 +530,16 @@ func (h *Handler) postJob(op jobOp) func(r *http.Request) (string, string, error
 }
 
 type deadBody struct {
-	Kind    string
-	Jobs    []*store.JobRecord
-	Count   int64
-	Next    string
-	Problem string
+	Kind      string
+	Jobs      []*store.JobRecord
+	Count     int64
+	Next      string
+	Problem   string
+	Groups    []*deadGroup // application jobs' groups
+	Callbacks []*deadGroup // callback deliveries' groups
+	MoreApp   int          // groups not shown
+	MoreCalls int
+	Scanned   int // dead jobs the groups are computed from
 }
 
 func (b deadBody) pageError() string { return b.Problem }
@@ -504,6 +558,27 @@ func (h *Handler) deadPage(w http.ResponseWriter, r *http.Request) {
 			body.Next = "/dead?" + url.Values{"kind": {body.Kind}, "cursor": {list.Cursor}}.Encode()
 		}
 		body.Count, err = h.admin.Count(r.Context(), f)
+	}
+	if err == nil {
+		var groups []*deadGroup
+		if groups, body.Scanned, err = h.deadGroups(r.Context(), body.Kind); err == nil {
+			for _, g := range groups {
+				if h.readOnly(r) && g.Kind == CallbackKind {
+					g.Error = hideAddrs(g.Error)
+				}
+				if g.Kind == CallbackKind {
+					body.Callbacks = append(body.Callbacks, g)
+				} else {
+					body.Groups = append(body.Groups, g)
+				}
+			}
+			if n := len(body.Groups); n > deadGroupsShown {
+				body.Groups, body.MoreApp = body.Groups[:deadGroupsShown], n-deadGroupsShown
+			}
+			if n := len(body.Callbacks); n > deadGroupsShown {
+				body.Callbacks, body.MoreCalls = body.Callbacks[:deadGroupsShown], n-deadGroupsShown
+			}
+		}
 	}
 	status := http.StatusOK
 	if err != nil {

@@ -239,6 +239,7 @@ func TestDashboardSecurity(t *testing.T) {
 	dead := deadJob(t, f.st, "email", "smtp down")
 	retry := "/jobs/" + dead.String() + "/retry"
 	waitForFlow(t, f)
+	group := groupKey("email", "smtp down")
 
 	admin := f.browser()
 	admin.login("app", testSecret)
@@ -296,6 +297,16 @@ func TestDashboardSecurity(t *testing.T) {
 		{"invalid UTF-8 kind in a bulk retry", admin, "/dead/retry", url.Values{"csrf": {token}, "all": {"true"}, "kind": {"\xff"}}, nil, 400},
 		{"malformed job ID", admin, "/jobs/..%2Fkinds/retry", url.Values{"csrf": {token}}, nil, 404},
 		{"unknown job", admin, "/jobs/" + uuid.NewString() + "/cancel", url.Values{"csrf": {token}}, nil, 404},
+		{"missing CSRF token, retrying a dead group", admin, "/dead/group/retry", url.Values{"kind": {"email"}, "group": {group}}, nil, 403},
+		{"another session's CSRF token, discarding a dead group", admin, "/dead/group/discard", url.Values{"csrf": {otherToken}, "kind": {"email"}, "group": {group}}, nil, 403},
+		{"read-only key retrying a dead group", reader, "/dead/group/retry", url.Values{"csrf": {readerToken}, "kind": {"email"}, "group": {group}}, nil, 403},
+		{"read-only key discarding a dead group", reader, "/dead/group/discard", url.Values{"csrf": {readerToken}, "kind": {"email"}, "group": {group}}, nil, 403},
+		{"cross-site discard of a dead group", admin, "/dead/group/discard", url.Values{"csrf": {token}, "kind": {"email"}, "group": {group}}, []string{"Sec-Fetch-Site", "cross-site"}, 403},
+		{"dead group of another kind", admin, "/dead/group/discard", url.Values{"csrf": {token}, "kind": {"smtp"}, "group": {group}}, nil, 404},
+		{"dead group without a kind", admin, "/dead/group/discard", url.Values{"csrf": {token}, "group": {group}}, nil, 400},
+		{"malformed dead group", admin, "/dead/group/discard", url.Values{"csrf": {token}, "kind": {"email"}, "group": {"' OR 1=1"}}, nil, 400},
+		{"unknown dead group", admin, "/dead/group/retry", url.Values{"csrf": {token}, "kind": {"email"}, "group": {groupKey("email", "other")}}, nil, 404},
+		{"invalid UTF-8 kind of a dead group", admin, "/dead/group/retry", url.Values{"csrf": {token}, "kind": {"\xff"}, "group": {group}}, nil, 400},
 		{"missing CSRF token, opening a breaker", admin, "/kinds/smtp/breaker/open", url.Values{}, nil, 403},
 		{"another session's CSRF token, opening a breaker", admin, "/kinds/smtp/breaker/open", url.Values{"csrf": {otherToken}}, nil, 403},
 		{"read-only key opening a breaker", reader, "/kinds/smtp/breaker/open", url.Values{"csrf": {readerToken}}, nil, 403},
