@@ -61,10 +61,10 @@ var templateFuncs = template.FuncMap{
 		}
 		return humanDuration(time.Since(t))
 	},
-	"dur":      humanDuration,
-	"rel":      relTime,
-	"rfc3339":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"int64":    func(n int) int64 { return int64(n) },
+	"dur":     humanDuration,
+	"rel":     relTime,
+	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"int64":   func(n int) int64 { return int64(n) },
 	"groupTable": func(p pageData, groups []*deadGroup, more int, id, none string) groupTable {
 		return groupTable{Page: p, Groups: groups, More: more, ID: id, None: none}
 	},

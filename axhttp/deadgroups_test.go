@@ -113,4 +113,3 @@ func sectionOf(t *testing.T, page, id string) string {
 	t.Fatalf("no section %s", id)
 	return ""
 }
-
