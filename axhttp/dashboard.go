@@ -561,11 +561,8 @@ func (h *Handler) deadPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		var groups []*deadGroup
-		if groups, body.Scanned, err = h.deadGroups(r.Context(), body.Kind); err == nil {
+		if groups, body.Scanned, err = h.deadGroups(r, body.Kind); err == nil {
 			for _, g := range groups {
-				if h.readOnly(r) && g.Kind == CallbackKind {
-					g.Error = hideAddrs(g.Error)
-				}
 				if g.Kind == CallbackKind {
 					body.Callbacks = append(body.Callbacks, g)
 				} else {

@@ -2,7 +2,6 @@ package axhttp
 
 import (
 	"cmp"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -96,17 +95,19 @@ func groupDead(recs []*store.JobRecord) []*deadGroup {
 }
 
 // deadGroups lists the newest deadScan dead jobs (of kind, when set) and
-// groups them; scanned is how many were listed.
-func (h *Handler) deadGroups(ctx context.Context, kind string) (groups []*deadGroup, scanned int, err error) {
+// groups them as r's caller may see them (forCaller: a read-only caller's
+// callback errors have their addresses hidden before they are cut to a
+// line); scanned is how many were listed.
+func (h *Handler) deadGroups(r *http.Request, kind string) (groups []*deadGroup, scanned int, err error) {
 	f := ax.JobFilter{States: []ax.State{ax.StateDead}}
 	if kind != "" {
 		f.Kinds = []string{kind}
 	}
-	list, err := h.admin.List(ctx, ax.ListOptions{Filter: f, Limit: deadScan})
+	list, err := h.admin.List(r.Context(), ax.ListOptions{Filter: f, Limit: deadScan})
 	if err != nil {
 		return nil, 0, err
 	}
-	return groupDead(list.Jobs), len(list.Jobs), nil
+	return groupDead(h.allForCaller(r, list.Jobs)), len(list.Jobs), nil
 }
 
 // postDeadGroup retries or discards (deletes) the dead jobs of one
@@ -120,7 +121,7 @@ func (h *Handler) postDeadGroup(discard bool) func(r *http.Request) (string, str
 		if b, err := hex.DecodeString(key); err != nil || len(b) != 8 {
 			return "", "", badRequest("%q does not name a group", key)
 		}
-		groups, _, err := h.deadGroups(r.Context(), kind)
+		groups, _, err := h.deadGroups(r, kind)
 		if err != nil {
 			return "", "", err
 		}

@@ -1,0 +1,94 @@
+package axhttp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax"
+)
+
+// acceptDialogs makes the page's confirm() say yes (the buttons with
+// data-confirm ask first); a navigation undoes it.
+func acceptDialogs() chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](`window.confirm = function () { return true; }`)
+}
+
+// TestBrowserOperatorPages: in Chromium, the dead letters grouped by
+// error (callback deliveries apart) and a group retried with its button;
+// the Kinds page's breaker opened and closed with its buttons.
+func TestBrowserOperatorPages(t *testing.T) {
+	ctx := newBrowser(t)
+	f := newFixture(t, fixtureOptions{start: true, setup: withBreaker(t)})
+	waitForFlow(t, f)
+	for range 41 {
+		deadJob(t, f.st, "mailer", "smtp: 550 5.2.2 mailbox full")
+	}
+	for range 7 {
+		deadJob(t, f.st, "mailer", "smtp: 421 4.7.0 try again later\n\tat smtp.go:88")
+	}
+	for range 3 {
+		deadJob(t, f.st, "invoice", fmt.Sprintf("pdf: template %q not found", "q4"))
+	}
+	for range 2 {
+		deadCallback(t, f.st)
+	}
+	bg := context.Background()
+	for range 5 {
+		_, err := f.s.Schedule(bg, "invoice", map[string]int{"n": 1}, ax.In(time.Hour))
+		require.NoError(t, err)
+	}
+	shot := newShots(t)
+
+	run(t, ctx, "log in",
+		chromedp.Navigate(f.base+"/login"),
+		chromedp.WaitVisible(chromedp.CSS("#login-form")),
+		chromedp.SendKeys(chromedp.CSS("#key_id"), "app"),
+		chromedp.SendKeys(chromedp.CSS("#secret"), string(testSecret)),
+		chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#overview")))
+	shot.take(ctx, "overview")
+
+	run(t, ctx, "open the dead letters", chromedp.Navigate(f.base+"/dead"), chromedp.WaitVisible(chromedp.CSS("#dead-groups")))
+	first := get(t, ctx, chromedp.Text(chromedp.CSS("#dead-groups tbody tr")))
+	require.Contains(t, first, "41 ×")
+	require.Contains(t, first, "smtp: 550 5.2.2 mailbox full")
+	calls := get(t, ctx, chromedp.Text(chromedp.CSS("#dead-callbacks")))
+	require.Contains(t, calls, CallbackKind)
+	groups := get(t, ctx, chromedp.Text(chromedp.CSS("#dead-groups")))
+	require.NotContains(t, groups, CallbackKind, "callback deliveries are apart")
+	shot.take(ctx, "dead-grouped")
+
+	run(t, ctx, "retry the 421 group",
+		acceptDialogs(),
+		chromedp.Click(chromedp.CSS(`tr[data-group="`+groupKey("mailer", "smtp: 421 4.7.0 try again later")+`"] button.group-retry`)),
+		chromedp.WaitVisible(chromedp.CSS("#flash")))
+	flash := get(t, ctx, chromedp.Text(chromedp.CSS("#flash")))
+	require.Contains(t, flash, "Retried 7 dead job(s) of mailer: smtp: 421 4.7.0 try again later")
+	groups = get(t, ctx, chromedp.Text(chromedp.CSS("#dead-groups")))
+	require.NotContains(t, groups, "421")
+	require.Contains(t, groups, "41 ×")
+
+	run(t, ctx, "open the breaker",
+		chromedp.Navigate(f.base+"/kinds"),
+		chromedp.WaitVisible(chromedp.CSS("#kind-smtp")),
+		acceptDialogs(),
+		chromedp.Click(chromedp.CSS(`#kind-smtp button.breaker-button`)),
+		chromedp.WaitVisible(chromedp.CSS("#flash")))
+	breaker := get(t, ctx, chromedp.Text(chromedp.CSS("#kind-smtp .breaker")))
+	require.Contains(t, breaker, "open until")
+	require.Contains(t, breaker, "Close breaker")
+	row := get(t, ctx, chromedp.Text(chromedp.CSS("#kind-smtp")))
+	require.Contains(t, row, "5 running, 100/1s")
+	shot.take(ctx, "kinds-breaker-open")
+	run(t, ctx, "close the breaker",
+		chromedp.Click(chromedp.CSS(`#kind-smtp button.breaker-button`)),
+		chromedp.WaitVisible(chromedp.CSS("#flash")))
+	breaker = get(t, ctx, chromedp.Text(chromedp.CSS("#kind-smtp .breaker")))
+	require.True(t, strings.HasPrefix(strings.TrimSpace(breaker), "closed"), breaker)
+}
