@@ -363,13 +363,19 @@ type overviewBody struct {
 	States      []ax.State
 	Stats       *ax.Stats
 	HasActivity bool
+	FromStore   bool   // the charts summarize the store's finished jobs
+	Range       string // hour or day (store charts)
+	ChartError  string
 	Problem     string
 }
 
 func (b overviewBody) pageError() string { return b.Problem }
 
 func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
-	body := overviewBody{States: store.States, HasActivity: h.cfg.Activity != nil}
+	body := overviewBody{States: store.States, Range: "hour"}
+	if r.URL.Query().Get("range") == "day" {
+		body.Range = "day"
+	}
 	kinds, err := h.admin.Kinds(r.Context())
 	if err != nil {
 		body.Problem = problemFor(r, err).Detail
@@ -377,18 +383,32 @@ func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 	if st, err := h.statsOf(r); err == nil {
 		body.Stats = st
 	}
+	series, win, fromStore, serr := h.storeActivity(r, body.Range)
+	if serr != nil {
+		body.ChartError = problemFor(r, serr).Detail
+	}
+	body.FromStore = fromStore
+	body.HasActivity = fromStore || h.cfg.Activity != nil
 	seen := map[string]bool{}
 	for _, k := range kinds {
 		seen[k.Kind] = true
 	}
-	if h.cfg.Activity != nil {
-		for _, k := range h.cfg.Activity.Kinds() {
-			if !seen[k] {
-				kinds = append(kinds, ax.KindState{Kind: k})
-			}
+	var extra []string
+	switch {
+	case fromStore:
+		for k := range series {
+			extra = append(extra, k)
 		}
-		slices.SortFunc(kinds, func(a, b ax.KindState) int { return strings.Compare(a.Kind, b.Kind) })
+	case h.cfg.Activity != nil:
+		extra = h.cfg.Activity.Kinds()
 	}
+	for _, k := range extra {
+		if !seen[k] {
+			seen[k] = true
+			kinds = append(kinds, ax.KindState{Kind: k})
+		}
+	}
+	slices.SortFunc(kinds, func(a, b ax.KindState) int { return strings.Compare(a.Kind, b.Kind) })
 	for _, k := range kinds {
 		row := kindRow{KindState: k}
 		if body.Stats != nil {
@@ -396,7 +416,14 @@ func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 				row.HasDue, row.OldestDue = true, body.Stats.DueAge(k.Kind)
 			}
 		}
-		if h.cfg.Activity != nil {
+		switch {
+		case fromStore:
+			ms := series[k.Kind]
+			if ms == nil {
+				ms = emptySeries(body.Range, h.cfg.Clock())
+			}
+			row.Throughput, row.Lag = drawCharts(ms, win)
+		case h.cfg.Activity != nil:
 			row.Throughput, row.Lag = activityCharts(h.cfg.Activity.Minutes(k.Kind))
 		}
 		body.Kinds = append(body.Kinds, row)
