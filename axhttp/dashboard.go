@@ -203,6 +203,8 @@ type pageData struct {
 	Now       time.Time
 	RequestID string
 	Body      any
+	// Refresh is the page's refresh interval in milliseconds (0: none).
+	Refresh int64
 }
 
 // render writes a page.
@@ -212,6 +214,11 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 		Base: basePath(r), Title: title, Nav: name, Identity: st.identity, ReadOnly: h.readOnly(r),
 		Login: h.cfg.Auth != nil, LoggedIn: st.loggedIn && h.cfg.Auth != nil, CSRF: h.sessions.csrfToken(st.binding),
 		Now: h.cfg.Clock(), RequestID: RequestID(r.Context()), Body: body,
+	}
+	if d.LoggedIn || h.cfg.Auth == nil {
+		if name != "login" && name != "error" {
+			d.Refresh = h.cfg.RefreshInterval.Milliseconds()
+		}
 	}
 	if c, err := r.Cookie(flashCookie); err == nil {
 		if b, err := base64.RawURLEncoding.DecodeString(c.Value); err == nil && len(b) <= 300 {
@@ -440,6 +447,16 @@ type jobsBody struct {
 	Problem string
 	Count   int64
 	Counted bool
+	Totals  []stateTotal
+}
+
+// stateTotal is how many jobs of one state the list's other filters
+// select, with the link to them.
+type stateTotal struct {
+	State ax.State
+	Count int64
+	Href  string
+	Here  bool // the list shows this state
 }
 
 func (b jobsBody) pageError() string { return b.Problem }
@@ -466,6 +483,7 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 			if n, err := h.admin.Count(r.Context(), opts.Filter); err == nil {
 				body.Count, body.Counted = n, true
 			}
+			body.Totals = h.stateTotals(r, q, opts.Filter)
 		}
 	}
 	status := http.StatusOK
@@ -474,6 +492,31 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 		body.Problem, status = p.Detail, p.Status
 	}
 	h.render(w, r, status, "jobs", "Jobs", body)
+}
+
+// stateTotals counts, per state, the jobs the filter selects whatever
+// their state: one count per state (store.States, seven), each as
+// bounded as Admin.Count. A count that fails is left out.
+func (h *Handler) stateTotals(r *http.Request, q url.Values, f ax.JobFilter) []stateTotal {
+	var out []stateTotal
+	for _, st := range store.States {
+		g := f
+		g.States = []ax.State{st}
+		n, err := h.admin.Count(r.Context(), g)
+		if err != nil {
+			continue
+		}
+		link := url.Values{}
+		for k, v := range q {
+			if k != "cursor" && k != "state" {
+				link[k] = v
+			}
+		}
+		link.Set("state", string(st))
+		out = append(out, stateTotal{State: st, Count: n, Href: "/jobs?" + link.Encode(),
+			Here: len(f.States) == 1 && f.States[0] == st})
+	}
+	return out
 }
 
 // timelineEntry is one moment of a job's life.
