@@ -79,7 +79,8 @@
   }
   function busy() {
     var a = document.activeElement;
-    if (a && content.contains(a) && /^(INPUT|SELECT|TEXTAREA)$/.test(a.tagName)) {
+    if (a && content.contains(a) && (/^(SELECT|TEXTAREA)$/.test(a.tagName) ||
+        (a.tagName === "INPUT" && !/^(checkbox|radio|submit|button|hidden)$/.test(a.type)))) {
       return true;
     }
     return content.querySelector('input[type="checkbox"]:checked') !== null;
