@@ -3,6 +3,8 @@ package axhttp
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +65,10 @@ func TestBrowserOperatorPages(t *testing.T) {
 	groups := get(t, ctx, chromedp.Text(chromedp.CSS("#dead-groups")))
 	require.NotContains(t, groups, CallbackKind, "callback deliveries are apart")
 	shot.take(ctx, "dead-grouped")
+	// The groups as an operator first sees them (the screen
+	// docs/screenshots/dead-grouped.png shows).
+	top := get(t, ctx, chromedp.CaptureScreenshot())
+	require.NoError(t, os.WriteFile(filepath.Join(shot.dir, "dead-grouped-top.png"), top, 0o644))
 
 	run(t, ctx, "retry the 421 group",
 		acceptDialogs(),
