@@ -35,7 +35,7 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // pageNames lists the dashboard's pages, one template each.
-var pageNames = []string{"overview", "jobs", "job", "dead", "kinds", "periodic", "nodes", "login", "error"}
+var pageNames = []string{"overview", "jobs", "job", "dead", "kinds", "periodic", "nodes", "login", "error", "find"}
 
 // pages holds the parsed templates and the static assets.
 type pages struct {
@@ -94,7 +94,13 @@ var templateFuncs = template.FuncMap{
 func loadPages() (*pages, error) {
 	p := &pages{tmpl: map[string]*template.Template{}, static: map[string]staticFile{}}
 	for _, name := range pageNames {
-		t, err := template.New(name).Funcs(templateFuncs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		files := []string{"templates/layout.html", "templates/" + name + ".html"}
+		if name == "find" {
+			// The job list's table ("jobtable"); find.html, parsed last,
+			// defines the page's content.
+			files = []string{"templates/layout.html", "templates/jobs.html", "templates/find.html"}
+		}
+		t, err := template.New(name).Funcs(templateFuncs).ParseFS(templateFS, files...)
 		if err != nil {
 			return nil, fmt.Errorf("axhttp: template %s: %w", name, err)
 		}
@@ -273,6 +279,7 @@ func (h *Handler) dashboardMux() http.Handler {
 	mux.HandleFunc("GET /{$}", h.overviewPage)
 	mux.HandleFunc("GET /jobs", h.jobsPage)
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
+	mux.HandleFunc("GET /find", h.findPage)
 	mux.HandleFunc("GET /jobs/{id}/raw/{part}", h.rawPart)
 	mux.HandleFunc("POST /jobs/{id}/retry", h.mutate(h.postJob(opRetry)))
 	mux.HandleFunc("POST /jobs/{id}/cancel", h.mutate(h.postJob(opCancel)))
