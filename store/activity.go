@@ -33,18 +33,20 @@ type ActivityBucket struct {
 	// Index is the bucket's position in the window: it starts at
 	// since + Index*step.
 	Index int `json:"index"`
-	// Succeeded, Dead and Cancelled count the jobs that finished in the
-	// bucket by final state.
+	// Succeeded counts the jobs that succeeded in the bucket.
 	Succeeded int64 `json:"succeeded"`
-	Dead      int64 `json:"dead"`
+	// Dead counts the jobs that died in the bucket.
+	Dead int64 `json:"dead"`
+	// Cancelled counts the jobs cancelled in the bucket.
 	Cancelled int64 `json:"cancelled"`
 	// Started counts the finished jobs with a start time (cancelled
-	// jobs that never ran have none); LagSum and LagMax are the sum and
-	// the largest start lag of their last attempts (started minus due,
-	// at least zero).
-	Started int64         `json:"started"`
-	LagSum  time.Duration `json:"lag_sum"`
-	LagMax  time.Duration `json:"lag_max"`
+	// jobs that never ran have none).
+	Started int64 `json:"started"`
+	// LagSum is the sum of their last attempts' start lags (started
+	// minus due, at least zero).
+	LagSum time.Duration `json:"lag_sum"`
+	// LagMax is the largest of them.
+	LagMax time.Duration `json:"lag_max"`
 }
 
 // CheckActivity reports, wrapping ErrInvalidParams, what is wrong with an
