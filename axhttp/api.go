@@ -346,6 +346,7 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemFor(r, err))
 		return
 	}
+	list.Jobs = h.allForCaller(r, list.Jobs)
 	writeJSON(w, http.StatusOK, list)
 }
 
@@ -389,7 +390,7 @@ func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var rec *store.JobRecord
 		if rec, err = h.admin.Get(r.Context(), id); err == nil {
-			writeJSON(w, http.StatusOK, rec)
+			writeJSON(w, http.StatusOK, h.forCaller(r, rec))
 			return
 		}
 	}
@@ -426,7 +427,7 @@ func (h *Handler) followUps(w http.ResponseWriter, r *http.Request) {
 		if _, err = h.admin.Get(r.Context(), id); err == nil {
 			var jobs []*store.JobRecord
 			if jobs, err = h.followUpsOf(r, id); err == nil {
-				writeJSON(w, http.StatusOK, FollowUpsResponse{Jobs: jobs})
+				writeJSON(w, http.StatusOK, FollowUpsResponse{Jobs: h.allForCaller(r, jobs)})
 				return
 			}
 		}

@@ -188,6 +188,10 @@ func browserScenario(t *testing.T, ctx context.Context, st store.Store) {
 	f := newFixture(t, fixtureOptions{
 		store: st,
 		start: true,
+		// No refresh: a content swap between finding a node and
+		// reading or clicking it would fail the step (TestBrowserLive
+		// tests the refresh).
+		cfg: func(c *Config) { c.RefreshInterval = -1 },
 		setup: func(s *ax.Scheduler) {
 			require.NoError(t, ax.Handle(s, "email", func(_ context.Context, _ *ax.Job, p struct{ To string }) error {
 				if failing.Load() {

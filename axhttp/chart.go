@@ -29,8 +29,33 @@ type bar struct {
 }
 
 // activityCharts draws a kind's throughput (succeeded and failed attempts
-// per minute, stacked) and start lag (largest per minute).
+// per minute, stacked) and start lag (largest per minute), as one host
+// saw them (Activity).
 func activityCharts(ms []MinuteStats) (throughput, lag *chart) {
+	return drawCharts(ms, hostWindow)
+}
+
+// chartWindow words a chart's captions: what is counted, over what, per
+// what bucket, and how a bucket's start is labelled.
+type chartWindow struct {
+	what, over, per, label string
+}
+
+var (
+	hostWindow  = chartWindow{"finished attempts", "the last hour", "a minute", "15:04"}
+	storeHour   = chartWindow{"jobs finished", "the last hour", "a minute", "15:04"}
+	storeDay    = chartWindow{"jobs finished", "the last day", "an hour", "Jan 2 15:04"}
+	chartRanges = map[string]struct {
+		win   chartWindow
+		step  time.Duration
+		count int
+	}{
+		"hour": {storeHour, time.Minute, 60},
+		"day":  {storeDay, time.Hour, 24},
+	}
+)
+
+func drawCharts(ms []MinuteStats, win chartWindow) (throughput, lag *chart) {
 	n := float64(len(ms))
 	bw := float64(chartWidth) / n
 	maxDone := 0
@@ -42,12 +67,12 @@ func activityCharts(ms []MinuteStats) (throughput, lag *chart) {
 		total += m.Succeeded + m.Failed
 	}
 	throughput = &chart{W: chartWidth, H: chartHeight, Empty: total == 0,
-		Caption: fmt.Sprintf("%d finished attempts in the last hour, at most %d a minute", total, maxDone)}
+		Caption: fmt.Sprintf("%d %s in %s, at most %d %s", total, win.what, win.over, maxDone, win.per)}
 	lag = &chart{W: chartWidth, H: chartHeight, Empty: maxLag == 0,
-		Caption: "largest start lag a minute, at most " + humanDuration(maxLag)}
+		Caption: "largest start lag " + win.per + ", at most " + humanDuration(maxLag)}
 	for i, m := range ms {
 		x := float64(i) * bw
-		label := m.Start.UTC().Format("15:04")
+		label := m.Start.UTC().Format(win.label)
 		if maxDone > 0 {
 			hs := float64(m.Succeeded) / float64(maxDone) * chartHeight
 			hf := float64(m.Failed) / float64(maxDone) * chartHeight

@@ -35,7 +35,7 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // pageNames lists the dashboard's pages, one template each.
-var pageNames = []string{"overview", "jobs", "job", "dead", "kinds", "periodic", "nodes", "login", "error"}
+var pageNames = []string{"overview", "jobs", "job", "dead", "kinds", "periodic", "nodes", "login", "error", "find"}
 
 // pages holds the parsed templates and the static assets.
 type pages struct {
@@ -61,7 +61,13 @@ var templateFuncs = template.FuncMap{
 		}
 		return humanDuration(time.Since(t))
 	},
-	"dur":      humanDuration,
+	"dur":     humanDuration,
+	"rel":     relTime,
+	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"int64":   func(n int) int64 { return int64(n) },
+	"groupTable": func(p pageData, groups []*deadGroup, more int, id, none string) groupTable {
+		return groupTable{Page: p, Groups: groups, More: more, ID: id, None: none}
+	},
 	"priority": func(p int) string { return ax.PriorityLevel(p).String() },
 	"cutLink": func(base string, id uuid.UUID, part string, cut bool, size int) cutLink {
 		unit := "bytes"
@@ -88,7 +94,13 @@ var templateFuncs = template.FuncMap{
 func loadPages() (*pages, error) {
 	p := &pages{tmpl: map[string]*template.Template{}, static: map[string]staticFile{}}
 	for _, name := range pageNames {
-		t, err := template.New(name).Funcs(templateFuncs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		files := []string{"templates/layout.html", "templates/" + name + ".html"}
+		if name == "find" {
+			// The job list's table ("jobtable"); find.html, parsed last,
+			// defines the page's content.
+			files = []string{"templates/layout.html", "templates/jobs.html", "templates/find.html"}
+		}
+		t, err := template.New(name).Funcs(templateFuncs).ParseFS(templateFS, files...)
 		if err != nil {
 			return nil, fmt.Errorf("axhttp: template %s: %w", name, err)
 		}
@@ -135,6 +147,47 @@ func humanDuration(d time.Duration) string {
 	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
 }
 
+// relTime says how far t is from now, the way a person would: "just
+// now", "3 min ago", "in 2 h", "5 d ago". Pages show it beside the
+// absolute time, and app.js keeps it current.
+func relTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := time.Since(t)
+	future := d < 0
+	if future {
+		d = -d
+	}
+	var s string
+	switch {
+	case d < 10*time.Second:
+		return "just now"
+	case d < time.Minute:
+		s = fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		s = fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		s = fmt.Sprintf("%d h", int(d.Hours()))
+	default:
+		s = fmt.Sprintf("%d d", int(d.Hours())/24)
+	}
+	if future {
+		return "in " + s
+	}
+	return s + " ago"
+}
+
+// groupTable is what the "groups" template of the dead letters page
+// gets: one section's groups and the page.
+type groupTable struct {
+	Page   pageData
+	Groups []*deadGroup
+	More   int
+	ID     string
+	None   string
+}
+
 // cutLink is what the "cut" template says of a value cut short.
 type cutLink struct {
 	Cut              bool
@@ -156,6 +209,8 @@ type pageData struct {
 	Now       time.Time
 	RequestID string
 	Body      any
+	// Refresh is the page's refresh interval in milliseconds (0: none).
+	Refresh int64
 }
 
 // render writes a page.
@@ -165,6 +220,11 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 		Base: basePath(r), Title: title, Nav: name, Identity: st.identity, ReadOnly: h.readOnly(r),
 		Login: h.cfg.Auth != nil, LoggedIn: st.loggedIn && h.cfg.Auth != nil, CSRF: h.sessions.csrfToken(st.binding),
 		Now: h.cfg.Clock(), RequestID: RequestID(r.Context()), Body: body,
+	}
+	if d.LoggedIn || h.cfg.Auth == nil {
+		if name != "login" && name != "error" {
+			d.Refresh = h.cfg.RefreshInterval.Milliseconds()
+		}
 	}
 	if c, err := r.Cookie(flashCookie); err == nil {
 		if b, err := base64.RawURLEncoding.DecodeString(c.Value); err == nil && len(b) <= 300 {
@@ -219,14 +279,19 @@ func (h *Handler) dashboardMux() http.Handler {
 	mux.HandleFunc("GET /{$}", h.overviewPage)
 	mux.HandleFunc("GET /jobs", h.jobsPage)
 	mux.HandleFunc("GET /jobs/{id}", h.jobPage)
+	mux.HandleFunc("GET /find", h.findPage)
 	mux.HandleFunc("GET /jobs/{id}/raw/{part}", h.rawPart)
 	mux.HandleFunc("POST /jobs/{id}/retry", h.mutate(h.postJob(opRetry)))
 	mux.HandleFunc("POST /jobs/{id}/cancel", h.mutate(h.postJob(opCancel)))
 	mux.HandleFunc("GET /dead", h.deadPage)
 	mux.HandleFunc("POST /dead/retry", h.mutate(h.postDeadRetry))
+	mux.HandleFunc("POST /dead/group/retry", h.mutate(h.postDeadGroup(false)))
+	mux.HandleFunc("POST /dead/group/discard", h.mutate(h.postDeadGroup(true)))
 	mux.HandleFunc("GET /kinds", h.kindsPage)
 	mux.HandleFunc("POST /kinds/{kind}/pause", h.mutate(h.postKind(true)))
 	mux.HandleFunc("POST /kinds/{kind}/resume", h.mutate(h.postKind(false)))
+	mux.HandleFunc("POST /kinds/{kind}/breaker/open", h.mutate(h.postBreaker(true)))
+	mux.HandleFunc("POST /kinds/{kind}/breaker/close", h.mutate(h.postBreaker(false)))
 	mux.HandleFunc("GET /periodic", h.periodicPage)
 	mux.HandleFunc("POST /periodic/{name}/pause", h.mutate(h.postSchedule(opPause)))
 	mux.HandleFunc("POST /periodic/{name}/resume", h.mutate(h.postSchedule(opResume)))
@@ -312,13 +377,19 @@ type overviewBody struct {
 	States      []ax.State
 	Stats       *ax.Stats
 	HasActivity bool
+	FromStore   bool   // the charts summarize the store's finished jobs
+	Range       string // hour or day (store charts)
+	ChartError  string
 	Problem     string
 }
 
 func (b overviewBody) pageError() string { return b.Problem }
 
 func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
-	body := overviewBody{States: store.States, HasActivity: h.cfg.Activity != nil}
+	body := overviewBody{States: store.States, Range: "hour"}
+	if r.URL.Query().Get("range") == "day" {
+		body.Range = "day"
+	}
 	kinds, err := h.admin.Kinds(r.Context())
 	if err != nil {
 		body.Problem = problemFor(r, err).Detail
@@ -326,18 +397,32 @@ func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 	if st, err := h.statsOf(r); err == nil {
 		body.Stats = st
 	}
+	series, win, fromStore, serr := h.storeActivity(r, body.Range)
+	if serr != nil {
+		body.ChartError = problemFor(r, serr).Detail
+	}
+	body.FromStore = fromStore
+	body.HasActivity = fromStore || h.cfg.Activity != nil
 	seen := map[string]bool{}
 	for _, k := range kinds {
 		seen[k.Kind] = true
 	}
-	if h.cfg.Activity != nil {
-		for _, k := range h.cfg.Activity.Kinds() {
-			if !seen[k] {
-				kinds = append(kinds, ax.KindState{Kind: k})
-			}
+	var extra []string
+	switch {
+	case fromStore:
+		for k := range series {
+			extra = append(extra, k)
 		}
-		slices.SortFunc(kinds, func(a, b ax.KindState) int { return strings.Compare(a.Kind, b.Kind) })
+	case h.cfg.Activity != nil:
+		extra = h.cfg.Activity.Kinds()
 	}
+	for _, k := range extra {
+		if !seen[k] {
+			seen[k] = true
+			kinds = append(kinds, ax.KindState{Kind: k})
+		}
+	}
+	slices.SortFunc(kinds, func(a, b ax.KindState) int { return strings.Compare(a.Kind, b.Kind) })
 	for _, k := range kinds {
 		row := kindRow{KindState: k}
 		if body.Stats != nil {
@@ -345,7 +430,14 @@ func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 				row.HasDue, row.OldestDue = true, body.Stats.DueAge(k.Kind)
 			}
 		}
-		if h.cfg.Activity != nil {
+		switch {
+		case fromStore:
+			ms := series[k.Kind]
+			if ms == nil {
+				ms = emptySeries(body.Range, h.cfg.Clock())
+			}
+			row.Throughput, row.Lag = drawCharts(ms, win)
+		case h.cfg.Activity != nil:
 			row.Throughput, row.Lag = activityCharts(h.cfg.Activity.Minutes(k.Kind))
 		}
 		body.Kinds = append(body.Kinds, row)
@@ -362,6 +454,16 @@ type jobsBody struct {
 	Problem string
 	Count   int64
 	Counted bool
+	Totals  []stateTotal
+}
+
+// stateTotal is how many jobs of one state the list's other filters
+// select, with the link to them.
+type stateTotal struct {
+	State ax.State
+	Count int64
+	Href  string
+	Here  bool // the list shows this state
 }
 
 func (b jobsBody) pageError() string { return b.Problem }
@@ -376,7 +478,7 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 		}
 		var list *ax.JobList
 		if list, err = h.admin.List(r.Context(), opts); err == nil {
-			body.Jobs = list.Jobs
+			body.Jobs = h.allForCaller(r, list.Jobs)
 			if list.Cursor != "" {
 				next := url.Values{}
 				for k, v := range q {
@@ -388,6 +490,7 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 			if n, err := h.admin.Count(r.Context(), opts.Filter); err == nil {
 				body.Count, body.Counted = n, true
 			}
+			body.Totals = h.stateTotals(r, q, opts.Filter)
 		}
 	}
 	status := http.StatusOK
@@ -396,6 +499,31 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 		body.Problem, status = p.Detail, p.Status
 	}
 	h.render(w, r, status, "jobs", "Jobs", body)
+}
+
+// stateTotals counts, per state, the jobs the filter selects whatever
+// their state: one count per state (store.States, seven), each as
+// bounded as Admin.Count. A count that fails is left out.
+func (h *Handler) stateTotals(r *http.Request, q url.Values, f ax.JobFilter) []stateTotal {
+	var out []stateTotal
+	for _, st := range store.States {
+		g := f
+		g.States = []ax.State{st}
+		n, err := h.admin.Count(r.Context(), g)
+		if err != nil {
+			continue
+		}
+		link := url.Values{}
+		for k, v := range q {
+			if k != "cursor" && k != "state" {
+				link[k] = v
+			}
+		}
+		link.Set("state", string(st))
+		out = append(out, stateTotal{State: st, Count: n, Href: "/jobs?" + link.Encode(),
+			Here: len(f.States) == 1 && f.States[0] == st})
+	}
+	return out
 }
 
 // timelineEntry is one moment of a job's life.
@@ -426,6 +554,7 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 		h.dashProblem(w, r, err)
 		return
 	}
+	rec = h.forCaller(r, rec)
 	now := h.cfg.Clock()
 	body := jobBody{Job: rec, View: viewOf(rec), Future: rec.RunAt.After(now)}
 	body.CanRetry = rec.State == ax.StateDead || rec.State == ax.StateCancelled || rec.State == ax.StatePaused ||
@@ -454,7 +583,7 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.SortStableFunc(body.Timeline, func(a, b timelineEntry) int { return a.At.Compare(b.At) })
 	if fus, err := h.followUpsOf(r, rec.ID); err == nil {
-		body.FollowUps = fus
+		body.FollowUps = h.allForCaller(r, fus)
 	} else if errors.Is(err, errors.ErrUnsupported) {
 		body.FollowUpErr = "this store does not keep the jobs a job's end inserts (store.FollowUpStore)"
 	} else {
@@ -478,11 +607,16 @@ func (h *Handler) postJob(op jobOp) func(r *http.Request) (string, string, error
 }
 
 type deadBody struct {
-	Kind    string
-	Jobs    []*store.JobRecord
-	Count   int64
-	Next    string
-	Problem string
+	Kind      string
+	Jobs      []*store.JobRecord
+	Count     int64
+	Next      string
+	Problem   string
+	Groups    []*deadGroup // application jobs' groups
+	Callbacks []*deadGroup // callback deliveries' groups
+	MoreApp   int          // groups not shown
+	MoreCalls int
+	Scanned   int // dead jobs the groups are computed from
 }
 
 func (b deadBody) pageError() string { return b.Problem }
@@ -496,11 +630,29 @@ func (h *Handler) deadPage(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := h.admin.List(r.Context(), ax.ListOptions{Filter: f, Limit: 100, Cursor: q.Get("cursor")})
 	if err == nil {
-		body.Jobs = list.Jobs
+		body.Jobs = h.allForCaller(r, list.Jobs)
 		if list.Cursor != "" {
 			body.Next = "/dead?" + url.Values{"kind": {body.Kind}, "cursor": {list.Cursor}}.Encode()
 		}
 		body.Count, err = h.admin.Count(r.Context(), f)
+	}
+	if err == nil {
+		var groups []*deadGroup
+		if groups, body.Scanned, err = h.deadGroups(r, body.Kind); err == nil {
+			for _, g := range groups {
+				if g.Kind == CallbackKind {
+					body.Callbacks = append(body.Callbacks, g)
+				} else {
+					body.Groups = append(body.Groups, g)
+				}
+			}
+			if n := len(body.Groups); n > deadGroupsShown {
+				body.Groups, body.MoreApp = body.Groups[:deadGroupsShown], n-deadGroupsShown
+			}
+			if n := len(body.Callbacks); n > deadGroupsShown {
+				body.Callbacks, body.MoreCalls = body.Callbacks[:deadGroupsShown], n-deadGroupsShown
+			}
+		}
 	}
 	status := http.StatusOK
 	if err != nil {
@@ -536,18 +688,59 @@ func (h *Handler) postDeadRetry(r *http.Request) (string, string, error) {
 	return fmt.Sprintf("Retried %d dead job(s).", n), "/dead", nil
 }
 
+// kindsRow is one kind of the Kinds page, with its flow control in words
+// (flow.go, as ax kinds list prints it).
+type kindsRow struct {
+	ax.KindState
+	Breaker    string
+	Limits     string
+	Now        string
+	HasBreaker bool
+	Open       bool // open or half-open: the button closes it
+}
+
 func (h *Handler) kindsPage(w http.ResponseWriter, r *http.Request) {
 	kinds, err := h.admin.Kinds(r.Context())
 	body := struct {
-		Kinds   []ax.KindState
+		Kinds   []kindsRow
+		HasFlow bool
 		Problem string
-	}{Kinds: kinds}
+	}{}
+	for _, k := range kinds {
+		row := kindsRow{KindState: k, Breaker: BreakerSummary(k.Flow), Limits: LimitsSummary(k.Flow), Now: NowSummary(k.Flow)}
+		if f := k.Flow; f != nil {
+			body.HasFlow = true
+			row.HasBreaker = !f.Config.Breaker.IsZero()
+			row.Open = row.HasBreaker && !f.Breaker.Closed()
+		}
+		body.Kinds = append(body.Kinds, row)
+	}
 	status := http.StatusOK
 	if err != nil {
 		p := problemFor(r, err)
 		body.Problem, status = p.Detail, p.Status
 	}
 	h.render(w, r, status, "kinds", "Kinds", pageErr{body, body.Problem})
+}
+
+// postBreaker opens or closes a kind's circuit breaker by hand.
+func (h *Handler) postBreaker(open bool) func(r *http.Request) (string, string, error) {
+	return func(r *http.Request) (string, string, error) {
+		kind := r.PathValue("kind")
+		set := h.admin.CloseBreaker
+		if open {
+			set = h.admin.OpenBreaker
+		}
+		f, err := set(r.Context(), kind)
+		if err != nil {
+			return "", "", err
+		}
+		if open {
+			return fmt.Sprintf("Opened the breaker of kind %s: no job of it starts until %s, then one probe runs.",
+				f.Config.Kind, f.Breaker.ProbeAt.UTC().Format(time.RFC3339)), "/kinds", nil
+		}
+		return fmt.Sprintf("Closed the breaker of kind %s: its jobs start again.", f.Config.Kind), "/kinds", nil
+	}
 }
 
 // pageErr carries a page body with an error to show.

@@ -37,15 +37,24 @@
 //	GET  /api/v1/stats                   the queue by kind and state
 //
 // The dashboard: / (overview per kind: jobs by state, the oldest due
-// job, and this host's throughput and start lag over the last hour),
-// /jobs (the job list with the filters), /jobs/{id} (payload, metadata,
-// every attempt with its error and stack, timeline, callback deliveries;
-// each value bounded, see below), /jobs/{id}/raw/{part} (payload, result,
-// metadata or errors whole, as application/json),
-// /dead (dead letters, retried one by one or in bulk), /kinds (pause and
-// resume), /periodic (schedules, next ticks, pause, resume, run now),
+// job, and throughput, failures and start lag over the last hour, or
+// day with ?range=day, read from the store when it is a
+// store.ActivityReader, so every server draws the same, otherwise this
+// host's Activity), /jobs (the job list with the filters and per-state
+// totals), /find (a job by its ID or first digits), /jobs/{id} (payload,
+// metadata, every attempt with its error and stack, timeline, callback
+// deliveries; each value bounded, see below), /jobs/{id}/raw/{part}
+// (payload, result, metadata or errors whole, as application/json),
+// /dead (dead letters grouped by kind and error, callback deliveries
+// apart, retried or discarded per group, one by one or in bulk), /kinds
+// (pause and resume; breaker open and close, limits, running count and
+// rate), /periodic (schedules, next ticks, pause, resume, run now),
 // /nodes (nodes and leader), /login, and /static/{file} (embedded assets,
-// served by exact name only).
+// served by exact name only). Pages refresh their content every
+// Config.RefreshInterval (a small embedded script; such requests carry
+// X-AX-Refresh and renew no session) and show relative times beside
+// absolute ones. A read-only caller sees no lease token, and no network
+// address in callback deliveries' errors.
 //
 // # Hostile input
 //

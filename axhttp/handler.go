@@ -131,10 +131,21 @@ type Config struct {
 	// Cookies of requests that came over TLS are always Secure.
 	SecureCookies bool
 
+	// RefreshInterval is how often an open dashboard page refreshes its
+	// content (app.js fetches the page again; a refresh does not count
+	// as activity for the idle timeout, and waits while the operator
+	// types or has ticked a box). Defaults to DefaultRefreshInterval;
+	// negative: pages do not refresh.
+	RefreshInterval time.Duration
+
 	// Clock is the host clock (session expiry, chart minutes). Defaults
 	// to time.Now.
 	Clock func() time.Time
 }
+
+// DefaultRefreshInterval is how often dashboard pages refresh by
+// default.
+const DefaultRefreshInterval = 10 * time.Second
 
 // ErrInvalidConfig is returned by New for a Config it cannot use.
 var ErrInvalidConfig = errors.New("axhttp: invalid config")
@@ -175,6 +186,12 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	switch {
+	case cfg.RefreshInterval == 0:
+		cfg.RefreshInterval = DefaultRefreshInterval
+	case cfg.RefreshInterval < 0:
+		cfg.RefreshInterval = 0
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultSessionTTL

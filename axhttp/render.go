@@ -221,6 +221,7 @@ func (h *Handler) rawPart(w http.ResponseWriter, r *http.Request) {
 		h.dashProblem(w, r, err)
 		return
 	}
+	rec = h.forCaller(r, rec)
 	var body []byte
 	switch part {
 	case "payload":

@@ -235,9 +235,11 @@ func TestAPISecurity(t *testing.T) {
 // refused with 401 or 403 and change nothing; logins with a wrong secret
 // or an unknown key get one answer.
 func TestDashboardSecurity(t *testing.T) {
-	f := newFixture(t, fixtureOptions{cfg: func(c *Config) { c.MaxBodyBytes = 1 << 10 }})
+	f := newFixture(t, fixtureOptions{start: true, setup: withBreaker(t), cfg: func(c *Config) { c.MaxBodyBytes = 1 << 10 }})
 	dead := deadJob(t, f.st, "email", "smtp down")
 	retry := "/jobs/" + dead.String() + "/retry"
+	waitForFlow(t, f)
+	group := groupKey("email", "smtp down")
 
 	admin := f.browser()
 	admin.login("app", testSecret)
@@ -295,6 +297,23 @@ func TestDashboardSecurity(t *testing.T) {
 		{"invalid UTF-8 kind in a bulk retry", admin, "/dead/retry", url.Values{"csrf": {token}, "all": {"true"}, "kind": {"\xff"}}, nil, 400},
 		{"malformed job ID", admin, "/jobs/..%2Fkinds/retry", url.Values{"csrf": {token}}, nil, 404},
 		{"unknown job", admin, "/jobs/" + uuid.NewString() + "/cancel", url.Values{"csrf": {token}}, nil, 404},
+		{"missing CSRF token, retrying a dead group", admin, "/dead/group/retry", url.Values{"kind": {"email"}, "group": {group}}, nil, 403},
+		{"another session's CSRF token, discarding a dead group", admin, "/dead/group/discard", url.Values{"csrf": {otherToken}, "kind": {"email"}, "group": {group}}, nil, 403},
+		{"read-only key retrying a dead group", reader, "/dead/group/retry", url.Values{"csrf": {readerToken}, "kind": {"email"}, "group": {group}}, nil, 403},
+		{"read-only key discarding a dead group", reader, "/dead/group/discard", url.Values{"csrf": {readerToken}, "kind": {"email"}, "group": {group}}, nil, 403},
+		{"cross-site discard of a dead group", admin, "/dead/group/discard", url.Values{"csrf": {token}, "kind": {"email"}, "group": {group}}, []string{"Sec-Fetch-Site", "cross-site"}, 403},
+		{"dead group of another kind", admin, "/dead/group/discard", url.Values{"csrf": {token}, "kind": {"smtp"}, "group": {group}}, nil, 404},
+		{"dead group without a kind", admin, "/dead/group/discard", url.Values{"csrf": {token}, "group": {group}}, nil, 400},
+		{"malformed dead group", admin, "/dead/group/discard", url.Values{"csrf": {token}, "kind": {"email"}, "group": {"' OR 1=1"}}, nil, 400},
+		{"unknown dead group", admin, "/dead/group/retry", url.Values{"csrf": {token}, "kind": {"email"}, "group": {groupKey("email", "other")}}, nil, 404},
+		{"invalid UTF-8 kind of a dead group", admin, "/dead/group/retry", url.Values{"csrf": {token}, "kind": {"\xff"}, "group": {group}}, nil, 400},
+		{"missing CSRF token, opening a breaker", admin, "/kinds/smtp/breaker/open", url.Values{}, nil, 403},
+		{"another session's CSRF token, opening a breaker", admin, "/kinds/smtp/breaker/open", url.Values{"csrf": {otherToken}}, nil, 403},
+		{"read-only key opening a breaker", reader, "/kinds/smtp/breaker/open", url.Values{"csrf": {readerToken}}, nil, 403},
+		{"cross-site breaker opening", admin, "/kinds/smtp/breaker/open", url.Values{"csrf": {token}}, []string{"Sec-Fetch-Site", "cross-site"}, 403},
+		{"breaker of a kind without one", admin, "/kinds/email/breaker/open", url.Values{"csrf": {token}}, nil, 404},
+		{"breaker of an unknown kind", admin, "/kinds/ghost/breaker/close", url.Values{"csrf": {token}}, nil, 404},
+		{"invalid UTF-8 in a breaker's kind", admin, "/kinds/%FF/breaker/open", url.Values{"csrf": {token}}, nil, 400},
 	}
 	before := storeView(t, f)
 	for _, c := range cases {
@@ -440,7 +459,7 @@ func TestStaticPathTraversal(t *testing.T) {
 
 // storeViewOf is what a refused request must leave as it was: every job
 // (ID, kind, state, attempt) and every kind the Admin lists (pause
-// state, when it changed, jobs by state).
+// state, when it changed, jobs by state, breaker).
 type storeViewOf struct {
 	Jobs  []string
 	Kinds []string
@@ -464,7 +483,7 @@ func storeView(t *testing.T, f *fixture) storeViewOf {
 	kinds, err := f.s.Admin().Kinds(ctx)
 	require.NoError(t, err)
 	for _, k := range kinds {
-		v.Kinds = append(v.Kinds, fmt.Sprintf("%q paused=%v at=%s jobs=%v", k.Kind, k.Paused, k.UpdatedAt.Format(time.RFC3339Nano), k.Jobs))
+		v.Kinds = append(v.Kinds, fmt.Sprintf("%q paused=%v at=%s jobs=%v breaker=%s", k.Kind, k.Paused, k.UpdatedAt.Format(time.RFC3339Nano), k.Jobs, BreakerSummary(k.Flow)))
 	}
 	return v
 }

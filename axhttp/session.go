@@ -231,6 +231,10 @@ func (s *sessions) middleware(h *Handler, next http.Handler) http.Handler {
 				// store (a page loads several) and renew nothing, and count
 				// against the cookie's key, revoked or not.
 				static := strings.HasPrefix(r.URL.Path, "/static/")
+				// A page's own refresh (app.js) is not the operator
+				// using it: it renews nothing, so a dashboard left open
+				// still ends at the idle timeout.
+				refresh := r.Header.Get(refreshHeader) != ""
 				revoked, err := false, error(nil)
 				if !static {
 					revoked, err = s.revokedSession(r.Context(), sess)
@@ -245,7 +249,7 @@ func (s *sessions) middleware(h *Handler, next http.Handler) http.Handler {
 				} else {
 					st.loggedIn, st.binding = true, sess.ID
 					st.identity = Identity{KeyID: key.ID, ReadOnly: key.ReadOnly}
-					if now := s.now(); !static && s.idle > 0 && now.Sub(time.Unix(sess.Seen, 0)) >= s.renewEvery() {
+					if now := s.now(); !static && !refresh && s.idle > 0 && now.Sub(time.Unix(sess.Seen, 0)) >= s.renewEvery() {
 						sess.Seen = now.Unix()
 						s.setCookie(w, r, sess)
 					}
@@ -276,6 +280,9 @@ func (s *sessions) middleware(h *Handler, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// refreshHeader marks the requests app.js makes to refresh a page.
+const refreshHeader = "X-AX-Refresh"
 
 // hmacEqual compares two secrets in constant time (for their length).
 func hmacEqual(a, b []byte) bool { return hmac.Equal(a, b) }

@@ -7,57 +7,15 @@ import (
 	"time"
 
 	"github.com/axsched/ax"
-	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/axhttp"
 )
 
-// breaker describes a kind's circuit breaker: its state, "-" without one.
-func breaker(f *ax.FlowState) string {
-	if f == nil || f.Config.Breaker.IsZero() {
-		return "-"
-	}
-	switch f.Breaker.State {
-	case ax.BreakerOpen:
-		return "open until " + f.Breaker.ProbeAt.UTC().Format(time.RFC3339)
-	case ax.BreakerHalfOpen:
-		return "half-open"
-	}
-	return "closed"
-}
-
-// limits describes a kind's flow limits, "" without any:
-// "5 running, 100/1s, tenant: 2 running, 10/1m0s, 1000 pending".
-func limits(f *ax.FlowState) string {
-	if f == nil {
-		return ""
-	}
-	c := &f.Config
-	var out []string
-	rate := func(r store.RateLimit) string { return fmt.Sprintf("%d/%s", r.Limit, r.Period) }
-	if c.Concurrency > 0 {
-		out = append(out, fmt.Sprintf("%d running", c.Concurrency))
-	}
-	if !c.Rate.IsZero() {
-		out = append(out, rate(c.Rate))
-	}
-	if !c.Partition.IsZero() {
-		key := c.Partition.Metadata
-		if key == "" {
-			key = "payload." + c.Partition.PayloadField
-		}
-		var part []string
-		if c.PartitionConcurrency > 0 {
-			part = append(part, fmt.Sprintf("%d running", c.PartitionConcurrency))
-		}
-		if !c.PartitionRate.IsZero() {
-			part = append(part, rate(c.PartitionRate))
-		}
-		out = append(out, fmt.Sprintf("per %s: %s", key, strings.Join(part, " ")))
-	}
-	if c.MaxPending > 0 {
-		out = append(out, fmt.Sprintf("%d pending", c.MaxPending))
-	}
-	return strings.Join(out, ", ")
-}
+// breaker and limits describe a kind's flow control as the dashboard's
+// Kinds page does (one text for both).
+var (
+	breaker = axhttp.BreakerSummary
+	limits  = axhttp.LimitsSummary
+)
 
 func kindsList(fs *flag.FlagSet) func(*env, []string) error {
 	return func(e *env, args []string) error {

@@ -49,6 +49,22 @@ func parseProxies(list []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// parseCallbackHosts checks --callback-host: host names ("hooks.example.com")
+// or domains (".example.com"), without a scheme, port or path, which
+// CallbackPolicy would never match.
+func parseCallbackHosts(list []string) ([]string, error) {
+	var out []string
+	for _, s := range list {
+		h := strings.ToLower(strings.TrimSpace(s))
+		name := strings.TrimPrefix(h, ".")
+		if name == "" || strings.ContainsAny(name, ":/@?#[] ") || strings.HasPrefix(name, ".") {
+			return nil, usageErrorf("--callback-host %q: want a host name (hooks.example.com) or a domain (.example.com), without scheme, port or path", s)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
 // serveCmd is ax serve: the HTTP API and the dashboard (package axhttp)
 // on the cluster's store, until interrupted. It runs no jobs: submitted
 // jobs wait for the hosts that handle their kinds, and callback URLs are
@@ -70,6 +86,8 @@ func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
 	secureCookies := fs.Bool("secure-cookies", false, "mark the dashboard's cookies Secure (behind a proxy that terminates TLS; implied by --tls-cert)")
 	sessionTTL := fs.Duration("session-ttl", axhttp.DefaultSessionTTL, "how long a dashboard login lasts at most")
 	sessionIdle := fs.Duration("session-idle", axhttp.DefaultSessionIdleTimeout, "end a dashboard session after this long without a request (0: never)")
+	var callbackHosts listFlag
+	fs.Var(&callbackHosts, "callback-host", "the only hosts a submitted job's callback_url may name (exact names, or .example.com for a domain and its subdomains; repeatable, comma-separated; default: any public host)")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate file (and --tls-key)")
 	tlsKey := fs.String("tls-key", "", "the certificate's key file")
 	return func(e *env, args []string) error {
@@ -77,6 +95,10 @@ func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
 			return usageErrorf("unexpected argument %q", args[0])
 		}
 		trusted, err := parseProxies(proxies)
+		if err != nil {
+			return err
+		}
+		allowed, err := parseCallbackHosts(callbackHosts)
 		if err != nil {
 			return err
 		}
@@ -119,7 +141,7 @@ func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
 			ClientRateLimit: axhttp.RateLimit{PerSecond: *clientRate, Burst: *clientBurst},
 			FailureLimit:    axhttp.RateLimit{PerSecond: *failureRate, Burst: *failureBurst},
 			TrustedProxies:  trusted, SessionTTL: *sessionTTL, SessionIdleTimeout: *sessionIdle,
-			CallbackPolicy: &axhttp.CallbackPolicy{}}
+			CallbackPolicy: &axhttp.CallbackPolicy{AllowedHosts: allowed}}
 		if sk := os.Getenv("AX_SESSION_KEY"); sk != "" {
 			cfg.SessionKey = []byte(sk)
 		} else if keys != nil {

@@ -270,7 +270,9 @@
 //
 // The Store implements store.JobInspector, store.BulkController,
 // store.KindPauser, store.PeriodicController, store.LeaderReader,
-// store.DueInspector, store.NonceKeeper and store.RevocationKeeper, so
+// store.DueInspector, store.NonceKeeper, store.RevocationKeeper and
+// store.ActivityReader (activity.go: the finished jobs of a window, per
+// kind and bucket, for axhttp's charts), so
 // ax.Admin, the ax CLI and axhttp work on PostgreSQL as on the other
 // stores. Migration 0005 adds
 // what they need: the kind_states and nonces tables, the periodic table's

@@ -1,0 +1,117 @@
+package axhttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"regexp"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax"
+)
+
+// TestDeadGroups: the dead letters page groups dead jobs by kind and
+// error line, callback deliveries apart; a group's retry and discard
+// act on exactly that group's jobs, and a second press finds the group
+// gone (404).
+func TestDeadGroups(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	var full, later []uuid.UUID
+	for range 3 {
+		full = append(full, deadJob(t, f.st, "smtp", "550 mailbox full"))
+	}
+	for range 2 {
+		later = append(later, deadJob(t, f.st, "smtp", "421 try again later\n\tat smtp.go:12"))
+	}
+	otherKind := deadJob(t, f.st, "email", "550 mailbox full")
+	_, delivery := deadCallback(t, f.st)
+	admin := f.browser()
+	admin.login("app", testSecret)
+
+	page := admin.page("/dead")
+	groups := sectionOf(t, page, "dead-groups")
+	calls := sectionOf(t, page, "dead-callbacks")
+	require.Regexp(t, `(?s)<strong>3 ×</strong>.*smtp.*550 mailbox full`, groups)
+	require.Regexp(t, `(?s)<strong>2 ×</strong>.*smtp.*421 try again later</td>`, groups, "a group is named by the error's first line")
+	require.Regexp(t, `(?s)<strong>1 ×</strong>.*email.*550 mailbox full`, groups)
+	require.NotContains(t, groups, CallbackKind)
+	require.Contains(t, calls, CallbackKind)
+	require.Contains(t, calls, "deliver callback")
+
+	state := func(id uuid.UUID) string {
+		rec, err := f.s.Admin().Get(context.Background(), id)
+		if errors.Is(err, ax.ErrNotFound) {
+			return "deleted"
+		}
+		require.NoError(t, err)
+		return string(rec.State)
+	}
+	states := func(ids ...uuid.UUID) []string {
+		var out []string
+		for _, id := range ids {
+			out = append(out, state(id))
+		}
+		return out
+	}
+	token := admin.csrf("/dead")
+	res, body := admin.post("/dead/group/retry", url.Values{"csrf": {token}, "kind": {"smtp"}, "group": {groupKey("smtp", "550 mailbox full")}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+	require.NotContains(t, states(full...), "dead")
+	require.Equal(t, []string{"dead", "dead"}, states(later...))
+	require.Equal(t, "dead", state(otherKind))
+	require.Equal(t, "dead", state(delivery))
+	require.Contains(t, admin.page("/dead"), "Retried 3 dead job(s) of smtp: 550 mailbox full")
+
+	res, body = admin.post("/dead/group/discard", url.Values{"csrf": {token}, "kind": {"smtp"}, "group": {groupKey("smtp", "421 try again later")}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+	require.Equal(t, []string{"deleted", "deleted"}, states(later...))
+	require.NotContains(t, states(full...), "deleted")
+	require.Equal(t, "dead", state(otherKind))
+
+	res, body = admin.post("/dead/group/discard", url.Values{"csrf": {token}, "kind": {"smtp"}, "group": {groupKey("smtp", "421 try again later")}})
+	require.Equal(t, http.StatusNotFound, res.StatusCode, body)
+
+	reader := f.browser()
+	reader.login("dash", readerSecret)
+	page = reader.page("/dead")
+	require.NotContains(t, page, "group-retry")
+	for _, addr := range []string{"10.96.0.10", "fd00:ab"} {
+		require.NotContains(t, page, addr, "a read-only key sees an address in a callback group")
+	}
+}
+
+// TestGroupDeadBounded: however many dead jobs there are, the groups are
+// computed from the newest deadScan, and the page says so.
+func TestGroupDeadBounded(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	for range deadScan + 5 {
+		deadJob(t, f.st, "smtp", "550 mailbox full")
+	}
+	admin := f.browser()
+	admin.login("app", testSecret)
+	page := admin.page("/dead")
+	require.Contains(t, page, "The groups below count the newest 1000")
+	require.Contains(t, sectionOf(t, page, "dead-groups"), "<strong>1000 ×</strong>")
+}
+
+var sectionRE = regexp.MustCompile(`(?s)<table class="groups" id="([a-z-]+)">(.*?)</table>|<p class="hint" id="([a-z-]+)-none">`)
+
+// sectionOf returns the HTML of the groups table with that id ("" for
+// an empty section).
+func sectionOf(t *testing.T, page, id string) string {
+	t.Helper()
+	for _, m := range sectionRE.FindAllStringSubmatch(page, -1) {
+		if m[1] == id {
+			return m[2]
+		}
+		if m[3] == id {
+			return ""
+		}
+	}
+	t.Fatalf("no section %s", id)
+	return ""
+}
