@@ -18,6 +18,20 @@ type Config struct {
 	// pgstore for a cluster.
 	Store store.Store
 
+	// Keys, when set, encrypts jobs at rest: every payload and result, and
+	// the metadata values given with SecretMetadata, is sealed with the
+	// ring's current key (AES-256-GCM, bound to its job) before it
+	// reaches the store, and opened on this host just before the handler
+	// runs. Older keys of the ring open the jobs they sealed (rotation:
+	// see Admin.Reencrypt). A job whose key is not in the ring, or whose
+	// sealed value was changed, fails its attempt permanently with a
+	// *SealError naming the key; the host carries on. Kinds, unique keys,
+	// plain metadata and error texts stay plain, and a kind cannot be
+	// partitioned by a payload field (PartitionByPayloadField). Every host
+	// and tool that runs or reads the jobs needs the ring (AdminConfig.Keys,
+	// ax serve --keys-file). Nil: nothing is encrypted.
+	Keys *KeyRing
+
 	// Logger receives structured logs: every job transition at debug,
 	// failures at warn, dead jobs and lost leases at error. Defaults to a
 	// logger writing warnings and errors to standard error, one line each

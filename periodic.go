@@ -451,6 +451,9 @@ func (r *runtime) tickSchedule(ctx context.Context, ps store.PeriodicStore, sc *
 	if !sc.declared {
 		before := r.s.now()
 		tmpl, err := r.s.insertParam(ctx, Request{Kind: sc.kind, Payload: sc.payload, Options: sc.opts}, nil)
+		if err == nil {
+			tmpl, err = r.s.sealedTemplate(tmpl, sc.name) // encryption.go
+		}
 		if err != nil {
 			log.Error("periodic: build job template", zap.Error(err))
 			return r.cfg.PollInterval

@@ -83,6 +83,9 @@ func RecordResult(ctx context.Context, v any) error {
 		return fmt.Errorf("record result: %w", err)
 	}
 	b, err := encodeResult(v)
+	if err == nil {
+		b, err = x.s.sealResult(x.a.job.ID, b) // encryption.go
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if err != nil {

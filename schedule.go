@@ -209,6 +209,9 @@ func (s *Scheduler) insertParams(ctx context.Context, reqs []Request) ([]store.I
 	params := make([]store.InsertParams, len(reqs))
 	for i, r := range reqs {
 		p, err := s.unresolvedParam(r, ctxMetadata)
+		if err == nil {
+			err = s.sealInsert(&p) // encryption.go
+		}
 		if err != nil {
 			return nil, fmt.Errorf("schedule %q: %w", r.Kind, err)
 		}
@@ -225,6 +228,9 @@ func (s *Scheduler) insertParams(ctx context.Context, reqs []Request) ([]store.I
 // kind's defaults resolved (kinddefaults.go).
 func (s *Scheduler) insertParam(ctx context.Context, r Request, ctxMetadata map[string]string) (store.InsertParams, error) {
 	p, err := s.unresolvedParam(r, ctxMetadata)
+	if err == nil {
+		err = s.sealInsert(&p) // encryption.go
+	}
 	if err != nil {
 		return store.InsertParams{}, err
 	}

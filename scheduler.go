@@ -123,6 +123,9 @@ func (s *Scheduler) Handle(kind string, h JobHandler, opts ...HandlerOption) err
 		}
 	}
 	settings.concurrency = min(settings.concurrency, s.cfg.Workers)
+	if err := s.checkEncryptedKind(&settings); err != nil { // encryption.go
+		return fmt.Errorf("handle %q: %w", kind, err)
+	}
 	if settings.flowSet {
 		if _, err := flowStoreOf(s.store); err != nil {
 			return fmt.Errorf("handle %q: %w", kind, err)

@@ -132,6 +132,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FlowSequence", testFlowSequence},
 		{"FlowAging", testFlowAging},
 		{"InsertClaimed", testInsertClaimed},
+		{"Reseal", testReseal},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) { a.run(t, newStore) })
