@@ -48,6 +48,13 @@ type AdminConfig struct {
 	// Clock is the host clock, for tests; it only stamps Stats.At.
 	// Defaults to time.Now.
 	Clock func() time.Time
+
+	// Keys, when set, opens the jobs sealed by Config.Keys: Get, List and
+	// FollowUps return their payloads, results and secret metadata plain
+	// (without it, as the sealed envelopes, which IsSealed recognizes), and
+	// Reencrypt re-seals stored jobs with its current key. A Scheduler's
+	// Admin uses Config.Keys.
+	Keys *KeyRing
 }
 
 // Admin is the operator's view of a cluster: it lists, counts and changes
@@ -83,6 +90,8 @@ type Admin struct {
 	now   func() time.Time
 	// sched is the Scheduler this Admin belongs to, or nil.
 	sched *Scheduler
+	// keys opens sealed jobs (AdminConfig.Keys; see keyRing).
+	keys *KeyRing
 }
 
 // NewAdmin returns an Admin on cfg.Store for a process that need not run
@@ -98,7 +107,7 @@ func NewAdmin(cfg AdminConfig) (*Admin, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Admin{store: cfg.Store, log: cfg.Logger, now: cfg.Clock}, nil
+	return &Admin{store: cfg.Store, log: cfg.Logger, now: cfg.Clock, keys: cfg.Keys}, nil
 }
 
 // Admin returns the Scheduler's Admin, on its store and logger. Besides
@@ -245,5 +254,6 @@ func (a *Admin) FollowUps(ctx context.Context, id uuid.UUID) ([]*JobRecord, erro
 	if err != nil {
 		return nil, fmt.Errorf("follow-ups of job %s: %w", id, err)
 	}
+	openRecords(a.keyRing(), recs...) // reencrypt.go
 	return recs, nil
 }

@@ -38,6 +38,7 @@ func (s *Scheduler) Get(ctx context.Context, id uuid.UUID) (*JobRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", id, err)
 	}
+	openRecords(s.cfg.Keys, rec) // reencrypt.go
 	return rec, nil
 }
 
