@@ -1,0 +1,204 @@
+package ax
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+func testKey(t *testing.T, id string) Key {
+	t.Helper()
+	k, err := GenerateKey(id)
+	require.NoError(t, err)
+	return k
+}
+
+func TestSealOpen(t *testing.T) {
+	k1, k2 := testKey(t, "k1"), testKey(t, "k2")
+	ring, err := NewKeyRing(k2, k1)
+	require.NoError(t, err)
+	old, err := NewKeyRing(k1)
+	require.NoError(t, err)
+	other, err := NewKeyRing(testKey(t, "k2")) // same ID, another secret
+	require.NoError(t, err)
+	job, job2, parent := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	plain := []byte(`{"email":"ada@example.com"}`)
+	refs := sealRefs{job: job, parent: parent, schedule: "nightly"}
+
+	flip := func(sealed []byte) []byte {
+		var env envelope
+		require.NoError(t, json.Unmarshal(sealed, &env))
+		box, _ := base64.StdEncoding.DecodeString(env.Box)
+		box[len(box)/2] ^= 1
+		env.Box = base64.StdEncoding.EncodeToString(box)
+		b, _ := json.Marshal(env)
+		return b
+	}
+	cases := []struct {
+		name     string
+		sealWith *KeyRing
+		to, ref  string
+		mangle   func([]byte) []byte
+		openWith *KeyRing
+		part     string
+		refs     sealRefs
+		wantErr  error
+		wantKey  string
+	}{
+		{"RoundTrip", ring, bindJob, string(job[:]), nil, ring, partPayload, refs, nil, "k2"},
+		{"OldKeyOpens", old, bindJob, string(job[:]), nil, ring, partPayload, refs, nil, "k1"},
+		{"BoundToParent", ring, bindParent, string(parent[:]), nil, ring, partPayload, sealRefs{job: job2, parent: parent}, nil, "k2"},
+		{"BoundToSchedule", ring, bindSchedule, "nightly", nil, ring, partPayload, sealRefs{job: job2, schedule: "nightly"}, nil, "k2"},
+		{"OtherJob", ring, bindJob, string(job[:]), nil, ring, partPayload, sealRefs{job: job2}, ErrSealBroken, "k2"},
+		{"OtherParent", ring, bindParent, string(parent[:]), nil, ring, partPayload, sealRefs{job: job, parent: job2}, ErrSealBroken, "k2"},
+		{"OtherSchedule", ring, bindSchedule, "nightly", nil, ring, partPayload, sealRefs{schedule: "hourly"}, ErrSealBroken, "k2"},
+		{"NoParent", ring, bindParent, string(parent[:]), nil, ring, partPayload, sealRefs{job: job}, ErrSealBroken, "k2"},
+		{"PayloadAsResult", ring, bindJob, string(job[:]), nil, ring, partResult, refs, ErrSealBroken, "k2"},
+		{"FlippedByte", ring, bindJob, string(job[:]), flip, ring, partPayload, refs, ErrSealBroken, "k2"},
+		{"BindingChanged", ring, bindJob, string(job[:]), func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"to":"job"`), []byte(`"to":"parent"`), 1)
+		}, ring, partPayload, sealRefs{job: job, parent: job}, ErrSealBroken, "k2"},
+		{"KeyIDChanged", ring, bindJob, string(job[:]), func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"key":"k2"`), []byte(`"key":"k1"`), 1)
+		}, ring, partPayload, refs, ErrSealBroken, "k1"},
+		{"Truncated", ring, bindJob, string(job[:]), func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"box":"`), []byte(`"box":"AAAA`), 1)[:len(b)-10]
+		}, ring, partPayload, refs, ErrSealBroken, ""},
+		{"ShortBox", ring, bindJob, string(job[:]), func([]byte) []byte {
+			return []byte(`{"ax_sealed":1,"key":"k2","to":"job","box":"AAAA"}`)
+		}, ring, partPayload, refs, ErrSealBroken, "k2"},
+		{"UnknownBinding", ring, bindJob, string(job[:]), func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"to":"job"`), []byte(`"to":"kind"`), 1)
+		}, ring, partPayload, refs, ErrSealBroken, "k2"},
+		{"KeyMissing", ring, bindJob, string(job[:]), nil, old, partPayload, refs, ErrKeyMissing, "k2"},
+		{"NoRing", ring, bindJob, string(job[:]), nil, nil, partPayload, refs, ErrKeyMissing, "k2"},
+		{"SameIDOtherSecret", ring, bindJob, string(job[:]), nil, other, partPayload, refs, ErrSealBroken, "k2"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sealed, err := c.sealWith.seal(plain, partPayload, c.to, c.ref)
+			require.NoError(t, err)
+			require.True(t, json.Valid(sealed), "%s", sealed)
+			require.True(t, IsSealed(sealed))
+			require.True(t, mightBeSealed(sealed))
+			require.NotContains(t, string(sealed), "ada@")
+			if c.mangle != nil {
+				sealed = c.mangle(sealed)
+			}
+			got, err := c.openWith.open(sealed, c.part, c.refs)
+			if c.wantErr == nil {
+				require.NoError(t, err)
+				require.Equal(t, plain, got)
+				return
+			}
+			require.ErrorIs(t, err, c.wantErr)
+			var se *SealError
+			require.True(t, errors.As(err, &se))
+			require.Equal(t, c.wantKey, se.KeyID)
+			require.Contains(t, err.Error(), `"`+c.wantKey+`"`)
+			require.NotContains(t, err.Error(), "ada@")
+		})
+	}
+}
+
+func TestSealFreshNonce(t *testing.T) {
+	ring, err := NewKeyRing(testKey(t, "k"))
+	require.NoError(t, err)
+	a, err := ring.seal([]byte(`1`), partPayload, bindJob, "x")
+	require.NoError(t, err)
+	b, err := ring.seal([]byte(`1`), partPayload, bindJob, "x")
+	require.NoError(t, err)
+	require.NotEqual(t, string(a), string(b), "two seals of one value must differ (random nonce)")
+}
+
+func TestIsSealed(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want bool
+	}{
+		{`{"ax_sealed":1,"key":"k","to":"job","box":"AAAA"}`, true},
+		{` {"box":"AAAA", "to":"job", "key":"k", "ax_sealed":1}`, true}, // reformatted by a JSON tool
+		{`{"ax_sealed":2,"key":"k","to":"job","box":"AAAA"}`, false},
+		{`{"ax_sealed":1}`, false},
+		{`{"email":"ax_sealed"}`, false},
+		{`"{\"ax_sealed\":1}"`, false},
+		{`null`, false},
+		{``, false},
+	} {
+		require.Equal(t, c.want, IsSealed(c.v), c.v)
+		require.Equal(t, c.want, IsSealed([]byte(c.v)), c.v)
+	}
+	require.Equal(t, "k", SealedKeyID(`{"ax_sealed":1,"key":"k","to":"job","box":"AAAA"}`))
+	require.Equal(t, "", SealedKeyID(`{"a":1}`))
+}
+
+func TestKeyRing(t *testing.T) {
+	k1, k2 := testKey(t, "2026-11"), testKey(t, "2026-12")
+	cases := []struct {
+		name    string
+		current Key
+		older   []Key
+		wantErr string
+	}{
+		{"One", k1, nil, ""},
+		{"Two", k2, []Key{k1}, ""},
+		{"ShortSecret", Key{ID: "a", Secret: make([]byte, 16)}, nil, "16 bytes"},
+		{"EmptyID", Key{Secret: k1.Secret}, nil, "1 to 64"},
+		{"LongID", Key{ID: strings.Repeat("a", 65), Secret: k1.Secret}, nil, "1 to 64"},
+		{"BadID", Key{ID: `a"b`, Secret: k1.Secret}, nil, "only letters"},
+		{"Duplicate", k1, []Key{k2, {ID: k1.ID, Secret: k2.Secret}}, "given twice"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := NewKeyRing(c.current, c.older...)
+			if c.wantErr != "" {
+				require.ErrorIs(t, err, ErrInvalidKey)
+				require.ErrorContains(t, err, c.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, c.current.ID, r.Current())
+			require.Len(t, r.IDs(), 1+len(c.older))
+			file, err := MarshalKeyRing(c.current, c.older...)
+			require.NoError(t, err)
+			back, err := ParseKeyRing(file)
+			require.NoError(t, err)
+			require.Equal(t, r.IDs(), back.IDs())
+			sealed, err := r.seal([]byte(`7`), partPayload, bindJob, "x")
+			require.NoError(t, err)
+			plain, err := back.open(sealed, partPayload, sealRefs{job: uuid.Nil, schedule: "x"})
+			require.ErrorIs(t, err, ErrSealBroken, "bound to a job, not a schedule")
+			require.Nil(t, plain)
+		})
+	}
+}
+
+func TestParseKeyRing(t *testing.T) {
+	secret := base64.StdEncoding.EncodeToString(make([]byte, KeyLength))
+	for _, c := range []struct {
+		name, file, wantErr string
+	}{
+		{"OK", `{"current":"a","keys":[{"id":"a","secret":"` + secret + `"},{"id":"b","secret":"` + secret + `"}]}`, ""},
+		{"NotJSON", `current=a`, "not a JSON object"},
+		{"NoCurrent", `{"current":"c","keys":[{"id":"a","secret":"` + secret + `"}]}`, `current key "c"`},
+		{"BadBase64", `{"current":"a","keys":[{"id":"a","secret":"%%%"}]}`, "not standard base64"},
+		{"ShortSecret", `{"current":"a","keys":[{"id":"a","secret":"AAAA"}]}`, "3 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseKeyRing([]byte(c.file))
+			if c.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalidKey)
+			require.ErrorContains(t, err, c.wantErr)
+			require.NotContains(t, err.Error(), secret)
+		})
+	}
+}
