@@ -276,10 +276,13 @@ func jobsShow(fs *flag.FlagSet) func(*env, []string) error {
 		t.row("Unique key:", orDash(j.UniqueKey))
 		var md []string
 		for _, k := range slices.Sorted(maps.Keys(j.Metadata)) {
-			md = append(md, k+"="+j.Metadata[k])
+			md = append(md, k+"="+shown(j.Metadata[k]))
 		}
 		t.row("Metadata:", orDash(strings.Join(md, " ")))
-		t.row("Payload:", string(j.Payload))
+		t.row("Payload:", shown(j.Payload))
+		if j.Result != nil {
+			t.row("Result:", shown(j.Result))
+		}
 		if err := t.flush(); err != nil {
 			return err
 		}

@@ -99,6 +99,9 @@ type globals struct {
 	schema  string
 	json    bool
 	timeout time.Duration
+	// encryptionKeys is the key ring file of encryption at rest
+	// (encryption.go).
+	encryptionKeys string
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -106,6 +109,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.schema, "schema", g.schema, "PostgreSQL schema of the AX tables (not used with SQLite)")
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON document instead of a table")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "give up on the database after this long")
+	fs.StringVar(&g.encryptionKeys, "encryption-keys", g.encryptionKeys, "key ring file of encryption at rest: shows sealed jobs plain (default $AX_ENCRYPTION_KEYS)")
 }
 
 // command is one leaf command.
@@ -126,6 +130,9 @@ var commands = []command{
 	{"jobs retry", "[ID...]", "make dead, cancelled, paused and future jobs due now", jobsRetry},
 	{"jobs cancel", "[ID...]", "cancel jobs (running ones are asked to stop)", jobsCancel},
 	{"jobs delete", "[ID...]", "delete finished jobs (succeeded, dead, cancelled)", jobsDelete},
+	{"jobs reencrypt", "", "re-seal encrypted jobs with the current key (--encryption-keys)", jobsReencrypt},
+	{"keys usage", "", "count the jobs each encryption key seals", keysUsage},
+	{"keys remove", "ID", "remove an encryption key from --encryption-keys, refused while jobs need it", keysRemove},
 	{"kinds list", "", "list kinds: pause state, jobs by state, nodes", kindsList},
 	{"kinds pause", "KIND", "stop every host from starting jobs of a kind", kindsPause},
 	{"kinds resume", "KIND", "let hosts run a paused kind again", kindsResume},
@@ -144,7 +151,7 @@ var commands = []command{
 // run runs the command line args and returns the exit code. Everything
 // it does goes through open, stdin, stdout and stderr.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, open opener) int {
-	g := &globals{schema: "ax", timeout: time.Minute}
+	g := &globals{schema: "ax", timeout: time.Minute, encryptionKeys: os.Getenv("AX_ENCRYPTION_KEYS")}
 	root := flag.NewFlagSet("ax", flag.ContinueOnError)
 	root.SetOutput(io.Discard)
 	g.register(root)
@@ -265,7 +272,12 @@ func (e *env) admin() (*ax.Admin, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a, err := ax.NewAdmin(ax.AdminConfig{Store: st, Logger: zap.NewNop()})
+	ring, err := e.keyRing() // encryption.go
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	a, err := ax.NewAdmin(ax.AdminConfig{Store: st, Logger: zap.NewNop(), Keys: ring})
 	if err != nil {
 		release()
 		return nil, nil, err

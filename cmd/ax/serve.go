@@ -131,7 +131,11 @@ func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
 		log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.Lock(zapcore.AddSync(e.stderr)), zap.InfoLevel))
 		// A Scheduler that is never started: it schedules submitted jobs
 		// and answers for the cluster, and runs nothing.
-		s, err := ax.New(ax.Config{Store: st, Logger: log, Node: "ax-serve"})
+		ring, err := e.keyRing() // encryption.go
+		if err != nil {
+			return err
+		}
+		s, err := ax.New(ax.Config{Store: st, Logger: log, Node: "ax-serve", Keys: ring})
 		if err != nil {
 			return err
 		}

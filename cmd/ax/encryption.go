@@ -1,0 +1,267 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/axsched/ax"
+)
+
+// Encryption at rest (ax.Config.Keys) on the command line. The global flag
+// --encryption-keys FILE (default $AX_ENCRYPTION_KEYS) names the cluster's
+// key ring, a JSON file (ax.ParseKeyRing). With it, jobs list and show and
+// ax serve show sealed payloads, results and secret metadata plain;
+// without it they show "encrypted (key ID)". It is a file of its own, not
+// lines of --keys-file: those keys sign API requests and are handed to
+// API clients, while the ring's keys must reach no one but the hosts.
+//
+//	ax jobs reencrypt [--batch N] [--after ID]   re-seal jobs with the current key
+//	ax keys usage                                jobs and templates per key
+//	ax keys remove ID                            drop a key from the file, once unused
+
+// keyRing returns the key ring of --encryption-keys, or nil without one.
+func (e *env) keyRing() (*ax.KeyRing, error) {
+	path := e.global.encryptionKeys
+	if path == "" {
+		return nil, nil
+	}
+	r, err := ax.LoadKeyRing(path)
+	if err != nil {
+		return nil, usageErrorf("--encryption-keys: %v", err)
+	}
+	return r, nil
+}
+
+// shown is a payload, result or metadata value as the tables print it:
+// "encrypted (key ID)" for a value the ring did not open.
+func shown[T []byte | json.RawMessage | string](v T) string {
+	if id := ax.SealedKeyID(v); id != "" {
+		return fmt.Sprintf("encrypted (key %s)", id)
+	}
+	return string(v)
+}
+
+// reencryptResult is the JSON of jobs reencrypt.
+type reencryptResult struct {
+	Key        string `json:"key"`
+	Scanned    int64  `json:"scanned"`
+	Resealed   int64  `json:"resealed"`
+	Changed    int64  `json:"changed"`
+	Unopenable int64  `json:"unopenable"`
+	Last       string `json:"last,omitempty"`
+}
+
+func jobsReencrypt(fs *flag.FlagSet) func(*env, []string) error {
+	batch := fs.Int("batch", ax.DefaultReencryptBatch, "jobs read and re-sealed per store call")
+	after := fs.String("after", "", "resume after this job ID (the last one a killed run printed)")
+	return func(e *env, args []string) error {
+		if len(args) > 0 {
+			return usageErrorf("unexpected argument %q", args[0])
+		}
+		var opts ax.ReencryptOptions
+		opts.BatchSize = *batch
+		if *after != "" {
+			id, err := uuid.Parse(*after)
+			if err != nil {
+				return usageErrorf("--after: %q is not a job ID", *after)
+			}
+			opts.After = id
+		}
+		ring, err := e.keyRing()
+		if err != nil {
+			return err
+		}
+		if ring == nil {
+			return usageErrorf("give --encryption-keys (or AX_ENCRYPTION_KEYS)")
+		}
+		a, release, err := e.admin()
+		if err != nil {
+			return err
+		}
+		defer release()
+		if !e.global.json {
+			// One line per batch on stderr: the last one printed is where a
+			// killed run resumes (--after).
+			opts.Progress = func(p ax.ReencryptProgress) {
+				fmt.Fprintf(e.stderr, "scanned %d, re-sealed %d, last %s\n", p.Scanned, p.Resealed, p.Last)
+			}
+		}
+		p, err := a.Reencrypt(e.ctx, opts)
+		res := reencryptResult{Key: ring.Current(), Scanned: p.Scanned, Resealed: p.Resealed, Changed: p.Changed, Unopenable: p.Unopenable}
+		if p.Last != uuid.Nil {
+			res.Last = p.Last.String()
+		}
+		if err != nil {
+			return fmt.Errorf("%w (resume with --after %s)", err, res.Last)
+		}
+		if e.global.json {
+			return printJSON(e.stdout, res)
+		}
+		fmt.Fprintf(e.stdout, "%d job(s) scanned, %d re-sealed with key %s, %d changed meanwhile (run again), %d not opened by the ring\n",
+			res.Scanned, res.Resealed, res.Key, res.Changed, res.Unopenable)
+		return nil
+	}
+}
+
+// keyUsage is one row of keys usage.
+type keyUsage struct {
+	Key       string `json:"key"`
+	Jobs      int64  `json:"jobs"`
+	Schedules int    `json:"schedules"`
+	InRing    bool   `json:"in_ring"`
+}
+
+func keysUsage(fs *flag.FlagSet) func(*env, []string) error {
+	return func(e *env, args []string) error {
+		if len(args) > 0 {
+			return usageErrorf("unexpected argument %q", args[0])
+		}
+		ring, err := e.keyRing()
+		if err != nil {
+			return err
+		}
+		a, release, err := e.admin()
+		if err != nil {
+			return err
+		}
+		defer release()
+		jobs, schedules, err := a.KeyUsage(e.ctx)
+		if err != nil {
+			return err
+		}
+		ids := map[string]bool{}
+		for id := range jobs {
+			ids[id] = true
+		}
+		for id := range schedules {
+			ids[id] = true
+		}
+		if ring != nil {
+			for _, id := range ring.IDs() {
+				ids[id] = true
+			}
+		}
+		rows := []keyUsage{}
+		for _, id := range slices.Sorted(func(yield func(string) bool) {
+			for id := range ids {
+				if !yield(id) {
+					return
+				}
+			}
+		}) {
+			rows = append(rows, keyUsage{Key: id, Jobs: jobs[id], Schedules: schedules[id], InRing: ring != nil && ring.Has(id)})
+		}
+		if e.global.json {
+			return printJSON(e.stdout, rows)
+		}
+		t := newTable(e.stdout, "KEY", "JOBS", "SCHEDULES", "IN RING")
+		for _, r := range rows {
+			in := "no"
+			if r.InRing {
+				in = "yes"
+				if r.Key == ring.Current() {
+					in = "current"
+				}
+			}
+			t.row(r.Key, fmt.Sprint(r.Jobs), fmt.Sprint(r.Schedules), in)
+		}
+		return t.flush()
+	}
+}
+
+func keysRemove(fs *flag.FlagSet) func(*env, []string) error {
+	return func(e *env, args []string) error {
+		if len(args) != 1 {
+			return usageErrorf("want one key ID")
+		}
+		id := args[0]
+		path := e.global.encryptionKeys
+		ring, err := e.keyRing()
+		if err != nil {
+			return err
+		}
+		if ring == nil {
+			return usageErrorf("give --encryption-keys (or AX_ENCRYPTION_KEYS): the file to remove the key from")
+		}
+		if !ring.Has(id) {
+			return fmt.Errorf("key %q: %w: not in %s", id, errNotFound, path)
+		}
+		if id == ring.Current() {
+			return usageErrorf("key %q is the current key: make another key current first", id)
+		}
+		a, release, err := e.admin()
+		if err != nil {
+			return err
+		}
+		defer release()
+		if err := a.CheckKeyRemoval(e.ctx, id); err != nil {
+			return err
+		}
+		if err := dropKey(path, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "key %s removed from %s: no stored job needs it\n", id, path)
+		return nil
+	}
+}
+
+// dropKey rewrites the key ring file at path without key id, atomically
+// (a temporary file renamed over it, with its permissions).
+func dropKey(path, id string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var keys []map[string]json.RawMessage
+	if err := json.Unmarshal(f["keys"], &keys); err != nil {
+		return fmt.Errorf("%s: keys: %w", path, err)
+	}
+	keys = slices.DeleteFunc(keys, func(k map[string]json.RawMessage) bool {
+		var kid string
+		_ = json.Unmarshal(k["id"], &kid)
+		return kid == id
+	})
+	if f["keys"], err = json.Marshal(keys); err != nil {
+		return err
+	}
+	out, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := ax.ParseKeyRing(out); err != nil {
+		return errors.New("the key ring would not read back; file left as it was")
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(out, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(info.Mode().Perm()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
