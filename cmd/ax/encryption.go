@@ -264,4 +264,3 @@ func dropKey(path, id string) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
-
