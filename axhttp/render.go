@@ -174,6 +174,7 @@ func viewOf(rec *store.JobRecord) jobView {
 		Payload: boundedJSON(rec.Payload, pageValueBytes, pageValueDepth),
 		Result:  boundedJSON(rec.Result, pageValueBytes, pageValueDepth),
 	}
+	markSealed(rec.Payload, rec.Result, &v) // sealed.go
 	keys := make([]string, 0, len(rec.Metadata))
 	for k := range rec.Metadata {
 		keys = append(keys, k)
@@ -183,7 +184,7 @@ func viewOf(rec *store.JobRecord) jobView {
 		keys, v.MetaCut = keys[:pageMetaEntries], true
 	}
 	for _, k := range keys {
-		m := shownMeta{boundedText(k, pageMetaKeyBytes), boundedText(rec.Metadata[k], pageMetaValueBytes)}
+		m := shownMeta{boundedText(k, pageMetaKeyBytes), metaValue(rec.Metadata[k])}
 		v.MetaCut = v.MetaCut || m.Key.Cut || m.Value.Cut
 		v.Meta = append(v.Meta, m)
 	}
