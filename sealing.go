@@ -141,23 +141,61 @@ func (r *KeyRing) seal(plain []byte, part, to, ref string) ([]byte, error) {
 // names. r may be nil (no key ring): every sealed value then fails with
 // ErrKeyMissing.
 func (r *KeyRing) open(sealed []byte, part string, refs sealRefs) ([]byte, error) {
-	var env envelope
-	if err := json.Unmarshal(sealed, &env); err != nil || env.Sealed != sealVersion {
+	env, ok := parseEnvelope(sealed)
+	if !ok {
 		return nil, &SealError{Part: part, Err: ErrSealBroken}
 	}
 	if r == nil || !r.Has(env.Key) {
 		return nil, &SealError{KeyID: env.Key, Part: part, Err: ErrKeyMissing}
 	}
 	ref, ok := refs.ref(env.To)
-	box, err := base64.StdEncoding.DecodeString(env.Box)
+	box := make([]byte, base64.StdEncoding.DecodedLen(len(env.Box)))
+	n, err := base64.StdEncoding.Decode(box, []byte(env.Box))
+	box = box[:n]
 	if !ok || err != nil || len(box) < nonceSize {
 		return nil, &SealError{KeyID: env.Key, Part: part, Err: ErrSealBroken}
 	}
-	plain, err := r.aeads[env.Key].Open(nil, box[:nonceSize], box[nonceSize:], associatedData(part, env.To, env.Key, ref))
+	// Opened in place: the plain value takes the ciphertext's bytes.
+	plain, err := r.aeads[env.Key].Open(box[nonceSize:nonceSize], box[:nonceSize], box[nonceSize:], associatedData(part, env.To, env.Key, ref))
 	if err != nil {
 		return nil, &SealError{KeyID: env.Key, Part: part, Err: ErrSealBroken}
 	}
 	return plain, nil
+}
+
+// parseEnvelope reads a sealed value: the form seal writes at once,
+// anything else (a value a JSON tool reformatted) through encoding/json.
+func parseEnvelope(b []byte) (envelope, bool) {
+	if env, ok := parseCanonical(b); ok {
+		return env, true
+	}
+	var env envelope
+	if err := json.Unmarshal(b, &env); err != nil || env.Sealed != sealVersion || env.Key == "" {
+		return envelope{}, false
+	}
+	return env, true
+}
+
+// parseCanonical reads the envelope as seal writes it:
+// {"ax_sealed":1,"key":"K","to":"T","box":"B"}, none of K, T and B
+// holding a quote or a backslash.
+func parseCanonical(b []byte) (envelope, bool) {
+	env := envelope{Sealed: sealVersion}
+	rest, ok := bytes.CutPrefix(b, []byte(sealPrefix+`"key":"`))
+	if !ok {
+		return env, false
+	}
+	for _, f := range []struct {
+		dst  *string
+		next string
+	}{{&env.Key, `","to":"`}, {&env.To, `","box":"`}, {&env.Box, `"}`}} {
+		i := bytes.IndexByte(rest, '"')
+		if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 || !bytes.HasPrefix(rest[i:], []byte(f.next)) {
+			return env, false
+		}
+		*f.dst, rest = string(rest[:i]), rest[i+len(f.next):]
+	}
+	return env, len(rest) == 0 && env.Key != ""
 }
 
 // IsSealed reports whether a payload, result or metadata value is sealed
@@ -168,18 +206,18 @@ func IsSealed[T []byte | json.RawMessage | string](v T) bool {
 	if len(b) == 0 || b[0] != '{' || !bytes.Contains(b, []byte(`"ax_sealed"`)) {
 		return false
 	}
-	var env envelope
-	return json.Unmarshal(b, &env) == nil && env.Sealed == sealVersion && env.Key != ""
+	_, ok := parseEnvelope(b)
+	return ok
 }
 
 // SealedKeyID returns the ID of the key that sealed v, or "" for a value
 // that is not sealed.
 func SealedKeyID[T []byte | json.RawMessage | string](v T) string {
-	if !IsSealed(v) {
+	b := bytes.TrimLeft([]byte(v), " \t\r\n")
+	if len(b) == 0 || b[0] != '{' || !bytes.Contains(b, []byte(`"ax_sealed"`)) {
 		return ""
 	}
-	var env envelope
-	_ = json.Unmarshal([]byte(v), &env)
+	env, _ := parseEnvelope(b)
 	return env.Key
 }
 

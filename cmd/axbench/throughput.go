@@ -14,6 +14,9 @@ import (
 // counters are read, so that the cost per job (WAL, commits, HOT share of
 // updates; see pgstats.go) covers the insert and the run exactly.
 func runThroughput(ctx context.Context, b *bench) (*result, error) {
+	if encryptCompare {
+		return runThroughputEncrypt(ctx, b) // encrypt.go
+	}
 	o := b.opt
 	r := newResult(map[string]any{"n": o.n, "workers": o.workers, "conns": connsParam(o.conns)})
 	d, err := b.createDB(ctx)
