@@ -2,7 +2,6 @@ package ax
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -227,8 +226,7 @@ func (r *KeyRing) reseal(sealed []byte, part string, refs sealRefs) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	var env envelope
-	_ = json.Unmarshal(sealed, &env) // open parsed it
+	env, _ := parseEnvelope(sealed) // open parsed it
 	ref, _ := refs.ref(env.To)
 	return r.seal(plain, part, env.To, ref)
 }

@@ -199,6 +199,13 @@ func testRoundTrip(t *testing.T, st store.Store) {
 	requireSealed(t, rec.Result, "k1")
 	p, md := g.get(id)
 	require.Equal(t, payload{Email: secret, N: 1}, p)
+	// A job scheduled while the host runs (started directly where the
+	// store can) opens too.
+	direct, err := s.Schedule(ctx, "seal.rt", payload{Email: secret, N: 9})
+	require.NoError(t, err)
+	require.Equal(t, store.StateSucceeded, waitFinal(t, st, direct.ID).State)
+	dp, _ := g.get(direct.ID)
+	require.Equal(t, payload{Email: secret, N: 9}, dp)
 	require.Equal(t, "s3cr3t-token", md["token"])
 	require.Equal(t, "acme", md["tenant"])
 
