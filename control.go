@@ -103,5 +103,6 @@ func (s *Scheduler) control(ctx context.Context, id uuid.UUID, op store.ControlO
 		return nil, fmt.Errorf("%s job %s: %w", op, id, err)
 	}
 	s.log.Info("job "+op.String(), zap.Stringer(fieldJobID, id), zap.String(fieldKind, rec.Kind), zap.String("state", string(rec.State)))
+	openRecords(s.cfg.Keys, rec) // reencrypt.go
 	return rec, nil
 }
