@@ -25,8 +25,8 @@ const secretMarker = "\x00ax-secret\x00"
 // SecretMetadata attaches metadata whose values are sealed like the
 // payload (Config.Keys must be set: otherwise Schedule returns an error
 // wrapping ErrInvalidOption). The handler sees the plain values in
-// Job.Metadata; the store, its backups, Observers' EventScheduled and
-// EventStarted, logs and tools without the key ring see sealed ones, so a
+// Job.Metadata; the store, its backups, Observers' events, logs and tools
+// without the key ring see sealed ones, so a
 // secret value cannot be used to filter listings (JobFilter.Metadata) or
 // to partition (PartitionByMetadata). Keys are plain. Same rules as
 // Metadata otherwise; a key given to both keeps the later option's value.
@@ -216,11 +216,18 @@ func openJob(keys *KeyRing, job *Job) error {
 // callOpened opens the attempt's job and calls its handler; a job that
 // does not open fails permanently, naming the key, without calling it.
 // Only this attempt fails: the host and its other jobs carry on.
+// The job's sealed metadata is put back once the handler returned, so
+// that the attempt's events (EventSucceeded, EventFailed...) carry what
+// EventScheduled and EventStarted did: Observers never see secret
+// metadata plain, only the handler does.
 func callOpened(ctx context.Context, a *attempt, keys *KeyRing) error {
+	sealed := a.job.Metadata
 	if err := openJob(keys, a.job); err != nil {
 		return Permanent(fmt.Errorf("job %s: %w", a.job.ID, err))
 	}
-	return callHandler(ctx, a)
+	err := callHandler(ctx, a)
+	a.job.Metadata = sealed
+	return err
 }
 
 // checkEncryptedKind refuses, at Handle, what cannot work on sealed

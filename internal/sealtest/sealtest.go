@@ -494,8 +494,10 @@ func testRefusals(t *testing.T, st store.Store) {
 
 func testLogs(t *testing.T, st store.Store) {
 	core, logs := observer.New(zap.DebugLevel)
+	events := &eventLog{}
 	s := newScheduler(t, st, Ring(t, k1), func(c *ax.Config) {
 		c.Logger = zap.New(core)
+		c.Observers = []ax.Observer{events}
 		c.RetryPolicy = ax.RetryPolicyFunc(func(int, error) time.Duration { return 0 })
 	})
 	require.NoError(t, ax.Handle(s, "seal.log", func(_ context.Context, _ *ax.Job, p payload) error {
@@ -508,8 +510,29 @@ func testLogs(t *testing.T, st store.Store) {
 	}
 	require.NoError(t, s.Stop(t.Context()))
 	require.NotZero(t, logs.Len())
+	events.mu.Lock()
+	defer events.mu.Unlock()
+	require.NotEmpty(t, events.seen)
+	for _, e := range events.seen {
+		if e.JobID == uuid.Nil {
+			continue // not a job's event
+		}
+		require.True(t, ax.IsSealed(e.Metadata["tok"]), "%s event: secret metadata %q", e.Kind, e.Metadata["tok"])
+	}
 	for _, e := range logs.All() {
 		line := fmt.Sprintf("%s %v", e.Message, e.ContextMap())
 		require.False(t, strings.Contains(line, secret), "log line holds a payload: %s", line)
 	}
+}
+
+// eventLog records the events an Observer sees.
+type eventLog struct {
+	mu   sync.Mutex
+	seen []ax.Event
+}
+
+func (l *eventLog) Observe(e ax.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen = append(l.seen, e)
 }
