@@ -216,18 +216,32 @@ func openJob(keys *KeyRing, job *Job) error {
 // callOpened opens the attempt's job and calls its handler; a job that
 // does not open fails permanently, naming the key, without calling it.
 // Only this attempt fails: the host and its other jobs carry on.
-// The job's sealed metadata is put back once the handler returned, so
-// that the attempt's events (EventSucceeded, EventFailed...) carry what
-// EventScheduled and EventStarted did: Observers never see secret
-// metadata plain, only the handler does.
+// The handler gets an opened copy of the job: the attempt's own stays as
+// the store holds it, for the other goroutines that read it (events of
+// the attempt's end, lease loss and hand-back), so Observers never see
+// secret metadata plain, only the handler does.
 func callOpened(ctx context.Context, a *attempt, keys *KeyRing) error {
-	sealed := a.job.Metadata
-	if err := openJob(keys, a.job); err != nil {
+	if !hasSealed(a.job) {
+		return callHandler(ctx, a)
+	}
+	opened := *a.job
+	if err := openJob(keys, &opened); err != nil {
 		return Permanent(fmt.Errorf("job %s: %w", a.job.ID, err))
 	}
-	err := callHandler(ctx, a)
-	a.job.Metadata = sealed
-	return err
+	return callHandler(ctx, &attempt{job: &opened, kind: a.kind})
+}
+
+// hasSealed reports, cheaply, whether job holds a sealed value.
+func hasSealed(job *Job) bool {
+	if mightBeSealed(job.Payload) {
+		return true
+	}
+	for _, v := range job.Metadata {
+		if sealedString(v) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkEncryptedKind refuses, at Handle, what cannot work on sealed
