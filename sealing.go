@@ -126,7 +126,7 @@ func (r *KeyRing) seal(plain []byte, part, to, ref string) ([]byte, error) {
 	}
 	box := aead.Seal(buf, buf, plain, associatedData(part, to, r.current, ref))
 	enc := base64.StdEncoding
-	out := make([]byte, 0, len(sealPrefix)+len(r.current)+len(to)+enc.EncodedLen(len(box))+24)
+	out := make([]byte, 0, len(sealPrefix)+len(r.current)+len(to)+enc.EncodedLen(len(box))+32) // +32: the quotes, names and braces
 	out = append(out, sealPrefix...)
 	out = append(out, `"key":"`...)
 	out = append(out, r.current...)
