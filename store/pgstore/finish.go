@@ -54,6 +54,10 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 	)
 	_, inTx := ctx.Value(connKey{}).(pgx.Tx)
 	for try := 0; ; try++ {
+		// A failed statement may have sent rows before its error (the
+		// history insert runs last): count only the attempt that ends.
+		clear(applied)
+		wait = wait[:0]
 		lo, hi := s.finishWindow(ctx)
 		rows, _ := s.conn(ctx).Query(ctx, s.q.finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, lo, hi)
 		_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &busy}, func() error {
