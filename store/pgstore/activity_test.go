@@ -121,11 +121,13 @@ func TestActivityPlan(t *testing.T) {
 	plan := explain(t, ctx, pool, s.ActivitySQL(), now.Add(-time.Hour), now, float64(60))
 	t.Logf("plan of the last hour's activity:\n%s", plan)
 	// No sequential scan of the hot table or of a history partition
-	// that holds more than a few pages (the planner rightly reads a day
-	// partition just begun, of a page or two, whole: after midnight UTC
-	// the window spans two); the buffer count bounds the rest.
+	// that holds more than a small part of a day (the planner rightly
+	// reads a day partition just begun whole: within the first hour after
+	// midnight UTC the window spans two, and a CI run at 00:50 saw 1,839
+	// rows of 36 pages read that way, where a day of this test holds
+	// about 129,000); the buffer count bounds the rest.
 	for _, m := range regexp.MustCompile(`Seq Scan on (\S+)[^\n]*rows=(\d+)`).FindAllStringSubmatch(plan, -1) {
-		if n, _ := strconv.Atoi(m[2]); m[1] == "jobs" || n > 1000 {
+		if n, _ := strconv.Atoi(m[2]); m[1] == "jobs" || n > 10_000 {
 			t.Fatalf("a sequential scan of %s (%s rows):\n%s", m[1], m[2], plan)
 		}
 	}
