@@ -268,7 +268,11 @@ func TestGraceful(t *testing.T) {
 	require.Positive(t, handedBack)
 	require.Equal(t, handedBack, tl.duplicated, "only handed-back jobs ran twice")
 	require.Zero(t, c.count(`SELECT count(*) FROM executions WHERE node = $1 AND outcome IS NULL`, victim.name), "an execution was abandoned")
-	require.Less(t, restart, 3*time.Second, "a handed-back job waited for its lease")
+	// At once means well before the lease (10 s) would have let another
+	// host take the job: the other hosts' slots are busy with the due
+	// short jobs, and on a quiet machine the last re-run starts about
+	// 2.2 s after SIGTERM; CI, with the deploy scenarios beside, saw 3.4-3.9 s.
+	require.Less(t, restart, ax.DefaultLeaseDuration/2, "a handed-back job waited for its lease")
 	require.Equal(t, "stopped", nodeState(t, c, victim.name))
 	c.waitFor("a new leader", 10*time.Second, func() bool { return procs[1].leader() || procs[2].leader() })
 }
