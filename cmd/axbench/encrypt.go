@@ -18,15 +18,17 @@ import (
 // bigger rows in the table), alternately -encrypt-reps times, on an
 // emptied table each time; the medians are compared.
 
-var (
+// encryptOptions are the flags of this file, part of options (a run's
+// own: tests parse flags for several runs at once).
+type encryptOptions struct {
 	encryptCompare bool
 	encryptReps    int
-)
+}
 
 // registerEncrypt adds the flags of this file.
-func registerEncrypt(fs *flag.FlagSet) {
-	fs.BoolVar(&encryptCompare, "encrypt", false, "throughput: run 1 KB payloads plain and encrypted at rest (Config.Keys), alternately, and print the cost per job")
-	fs.IntVar(&encryptReps, "encrypt-reps", 3, "throughput -encrypt: runs of each mode per worker count (the median counts)")
+func (e *encryptOptions) registerEncrypt(fs *flag.FlagSet) {
+	fs.BoolVar(&e.encryptCompare, "encrypt", false, "throughput: run 1 KB payloads plain and encrypted at rest (Config.Keys), alternately, and print the cost per job")
+	fs.IntVar(&e.encryptReps, "encrypt-reps", 3, "throughput -encrypt: runs of each mode per worker count (the median counts)")
 }
 
 // encryptPayload is a 1 KB job payload (its JSON is 1,024 bytes).
@@ -44,6 +46,7 @@ type encryptRun struct {
 
 func runThroughputEncrypt(ctx context.Context, b *bench) (*result, error) {
 	o := b.opt
+	encryptReps := b.opt.encryptReps
 	if encryptReps < 1 {
 		return nil, fmt.Errorf("-encrypt-reps %d < 1", encryptReps)
 	}

@@ -99,6 +99,8 @@ type options struct {
 	flowRate        int
 	flowLagJobs     int
 	flowBreakerJobs int
+
+	encryptOptions // encrypt.go
 }
 
 // listFlag is a flag that may be given several times.
@@ -112,7 +114,7 @@ func (l *listFlag) Set(v string) error {
 }
 
 func (o *options) register(fs *flag.FlagSet) {
-	registerEncrypt(fs) // encrypt.go
+	o.registerEncrypt(fs) // encrypt.go
 	fs.StringVar(&o.db, "db", envOr("TEST_DATABASE_URL", defaultDB), "PostgreSQL server URL (default TEST_DATABASE_URL); each scenario creates and drops a database on it")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per scenario instead of tables")
 	fs.BoolVar(&o.quick, "quick", false, "small sizes for a smoke test (flags given explicitly win)")

@@ -14,7 +14,7 @@ import (
 // counters are read, so that the cost per job (WAL, commits, HOT share of
 // updates; see pgstats.go) covers the insert and the run exactly.
 func runThroughput(ctx context.Context, b *bench) (*result, error) {
-	if encryptCompare {
+	if b.opt.encryptCompare {
 		return runThroughputEncrypt(ctx, b) // encrypt.go
 	}
 	o := b.opt
