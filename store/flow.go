@@ -539,6 +539,48 @@ type FlowState struct {
 	Now time.Time `json:"now"`
 }
 
+// NewFlowState returns a kind's FlowState at now from what a store keeps:
+// its settings, who declared them and when, its breaker (one never set
+// reads closed), its rate bucket's theoretical arrival time tat (zero: a
+// full bucket) and its running jobs. Every store builds its FlowStates
+// with it, so that they read the same.
+func NewFlowState(cfg FlowConfig, declaredBy string, declaredAt time.Time, breaker BreakerStatus,
+	tat time.Time, running int64, now time.Time) FlowState {
+	st := FlowState{Config: cfg, DeclaredBy: declaredBy, DeclaredAt: declaredAt, Breaker: breaker, Running: running, Now: now}
+	if st.Breaker.State == "" {
+		st.Breaker.State = BreakerClosed
+	}
+	if r := cfg.Rate; !r.IsZero() {
+		st.RateAvailable = r.Available(tat, now)
+		if st.RateAvailable == 0 {
+			st.RateNextAt = r.NextAt(tat)
+		}
+	}
+	return st
+}
+
+// BreakerVerb names a SetBreaker call in messages: "open" or "close".
+func BreakerVerb(open bool) string {
+	if open {
+		return "open"
+	}
+	return "close"
+}
+
+// CheckBreakerKind reports, wrapping ErrInvalidParams, a kind that a
+// SetBreaker call cannot name (empty, or not a storable text); open says
+// which call it was, for the message.
+func CheckBreakerKind(kind string, open bool) error {
+	verb := BreakerVerb(open)
+	if kind == "" {
+		return fmt.Errorf("%s breaker: %w: empty kind", verb, ErrInvalidParams)
+	}
+	if err := CheckText(kind, MaxKindLength); err != nil {
+		return fmt.Errorf("%s breaker: %w: kind: %w", verb, ErrInvalidParams, err)
+	}
+	return nil
+}
+
 // SetBreakerResult is what SetBreaker did.
 type SetBreakerResult struct {
 	// State is the kind's flow state afterwards.

@@ -99,22 +99,11 @@ func (s *Store) Flows(ctx context.Context) ([]store.FlowState, error) {
 // flowStateLocked returns the state of kind, which has stored settings.
 func (s *Store) flowStateLocked(kind string, now time.Time) store.FlowState {
 	f := s.flows[kind]
-	st := store.FlowState{
-		Config: f.cfg, DeclaredBy: f.declaredBy, DeclaredAt: f.declaredAt, Breaker: f.breaker, Now: now,
-	}
-	if st.Breaker.State == "" {
-		st.Breaker.State = store.BreakerClosed
-	}
+	var running int64
 	if k := s.kinds[kind]; k != nil {
-		st.Running = k.counts[stateIndex(store.StateRunning)]
+		running = int64(k.counts[stateIndex(store.StateRunning)])
 	}
-	if !f.cfg.Rate.IsZero() {
-		st.RateAvailable = f.cfg.Rate.Available(f.tat, now)
-		if st.RateAvailable == 0 {
-			st.RateNextAt = f.cfg.Rate.NextAt(f.tat)
-		}
-	}
-	return st
+	return store.NewFlowState(f.cfg, f.declaredBy, f.declaredAt, f.breaker, f.tat, running, now)
 }
 
 // SetBreaker opens (for the kind's CoolDown) or closes the kind's breaker
@@ -122,15 +111,9 @@ func (s *Store) flowStateLocked(kind string, now time.Time) store.FlowState {
 // error wrapping store.ErrNotFound. Closing notifies subscribers of the
 // kind.
 func (s *Store) SetBreaker(ctx context.Context, kind string, open bool) (*store.SetBreakerResult, error) {
-	verb := "close"
-	if open {
-		verb = "open"
-	}
-	if kind == "" {
-		return nil, fmt.Errorf("%s breaker: %w: empty kind", verb, store.ErrInvalidParams)
-	}
-	if err := store.CheckText(kind, store.MaxKindLength); err != nil {
-		return nil, fmt.Errorf("%s breaker: %w: kind: %w", verb, store.ErrInvalidParams, err)
+	verb := store.BreakerVerb(open)
+	if err := store.CheckBreakerKind(kind, open); err != nil {
+		return nil, err
 	}
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("%s breaker of %q: %w", verb, kind, err)

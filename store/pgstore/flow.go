@@ -296,19 +296,7 @@ func (s *Store) readFlows(ctx context.Context, q querier, kind string) ([]store.
 
 // flowStateOf builds a kind's FlowState.
 func flowStateOf(f *flowRow, running int64, now time.Time) store.FlowState {
-	st := store.FlowState{Config: f.cfg, DeclaredBy: f.declaredBy, DeclaredAt: f.declaredAt,
-		Breaker: f.breaker, Running: running, Now: now}
-	if st.Breaker.State == "" {
-		st.Breaker.State = store.BreakerClosed
-	}
-	if r := f.cfg.Rate; !r.IsZero() {
-		tat := tatOf(f.tat)
-		st.RateAvailable = r.Available(tat, now)
-		if st.RateAvailable == 0 {
-			st.RateNextAt = r.NextAt(tat)
-		}
-	}
-	return st
+	return store.NewFlowState(f.cfg, f.declaredBy, f.declaredAt, f.breaker, tatOf(f.tat), running, now)
 }
 
 // SetBreaker opens (for the kind's CoolDown) or closes the kind's breaker
@@ -320,15 +308,9 @@ func (s *Store) SetBreaker(ctx context.Context, kind string, open bool) (*store.
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	verb := "close"
-	if open {
-		verb = "open"
-	}
-	if kind == "" {
-		return nil, fmt.Errorf("pgstore: %s breaker: %w: empty kind", verb, store.ErrInvalidParams)
-	}
-	if err := store.CheckText(kind, store.MaxKindLength); err != nil {
-		return nil, fmt.Errorf("pgstore: %s breaker: %w: kind: %w", verb, store.ErrInvalidParams, err)
+	verb := store.BreakerVerb(open)
+	if err := store.CheckBreakerKind(kind, open); err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	q := s.flowQ()
 	res := &store.SetBreakerResult{}

@@ -209,17 +209,7 @@ func (s *Store) Flows(ctx context.Context) ([]store.FlowState, error) {
 
 // state returns f as a store.FlowState at now, but Running.
 func (f *flowRow) state(now time.Time) store.FlowState {
-	st := store.FlowState{Config: f.cfg, DeclaredBy: f.declaredBy, DeclaredAt: f.declaredAt, Breaker: f.breaker, Now: now}
-	if st.Breaker.State == "" {
-		st.Breaker.State = store.BreakerClosed
-	}
-	if !f.cfg.Rate.IsZero() {
-		st.RateAvailable = f.cfg.Rate.Available(f.tat, now)
-		if st.RateAvailable == 0 {
-			st.RateNextAt = f.cfg.Rate.NextAt(f.tat)
-		}
-	}
-	return st
+	return store.NewFlowState(f.cfg, f.declaredBy, f.declaredAt, f.breaker, f.tat, 0, now)
 }
 
 // SetBreaker opens (for the kind's CoolDown) or closes the kind's breaker
@@ -227,15 +217,9 @@ func (f *flowRow) state(now time.Time) store.FlowState {
 // error wrapping store.ErrNotFound. Closing notifies subscribers of the
 // kind.
 func (s *Store) SetBreaker(ctx context.Context, kind string, open bool) (*store.SetBreakerResult, error) {
-	verb := "close"
-	if open {
-		verb = "open"
-	}
-	if kind == "" {
-		return nil, fmt.Errorf("%s breaker: %w: empty kind", verb, store.ErrInvalidParams)
-	}
-	if err := store.CheckText(kind, store.MaxKindLength); err != nil {
-		return nil, fmt.Errorf("%s breaker: %w: kind: %w", verb, store.ErrInvalidParams, err)
+	verb := store.BreakerVerb(open)
+	if err := store.CheckBreakerKind(kind, open); err != nil {
+		return nil, err
 	}
 	var res *store.SetBreakerResult
 	err := s.write(ctx, func(w *wtx) error {
