@@ -160,3 +160,22 @@ func TestStartDeclaresSchedules(t *testing.T) {
 		})
 	}
 }
+
+// TestPeriodicKnownToTheStore: a schedule the store already knows (another
+// host fired it, at 07:00) resumes from its stored last tick, not from the
+// Every call: the first Work finds the 08:00 and 09:00 ticks missed and,
+// by the default misfire policy, runs the latest.
+func TestPeriodicKnownToTheStore(t *testing.T) {
+	s, clock := axtest.NewScheduler(t, ax.Config{})
+	ran := digests(t, s)
+	ps := s.Store().(store.PeriodicStore)
+	_, err := ps.FirePeriodic(t.Context(), &store.FirePeriodicParams{Name: "digest", Spec: "@hourly",
+		Ticks: []store.PeriodicTick{{At: axtest.Epoch.Add(-2 * time.Hour)}}})
+	require.NoError(t, err)
+	require.NoError(t, s.Every("digest", "@hourly", digestArgs{Team: "ops"}))
+	require.Equal(t, 1, axtest.Work(t, s))
+	require.Equal(t, []string{"09:00"}, *ran)
+	clock.Advance(time.Hour)
+	require.Equal(t, 1, axtest.Work(t, s))
+	require.Equal(t, []string{"09:00", "10:00"}, *ran)
+}

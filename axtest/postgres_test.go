@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/axtest"
+	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 )
 
@@ -128,4 +130,37 @@ func rawConn(t *testing.T) *pgx.Conn {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn
+}
+
+// TestPostgresPeriodic: Work declares and fires schedules on pgstore too,
+// here one another host last fired two hours ago (in the database's
+// clock), which resumes from there: one job, for the latest tick.
+func TestPostgresPeriodic(t *testing.T) {
+	t.Parallel()
+	s, _ := axtest.NewPostgresScheduler(t, ax.Config{})
+	ctx := t.Context()
+	ps := s.Store().(store.PeriodicStore)
+	now, err := s.Store().Now(ctx)
+	require.NoError(t, err)
+	last := now.Add(-2 * time.Hour).Truncate(time.Hour)
+	_, err = ps.FirePeriodic(ctx, &store.FirePeriodicParams{Name: "digest", Spec: "@hourly",
+		Ticks: []store.PeriodicTick{{At: last}}})
+	require.NoError(t, err)
+	var ticks []time.Time
+	require.NoError(t, ax.HandleArgs(s, func(_ context.Context, j *ax.Job, _ digestArgs) error {
+		ticks = append(ticks, j.Tick)
+		return nil
+	}))
+	require.NoError(t, s.Every("digest", "@hourly", digestArgs{Team: "ops"}))
+	require.NoError(t, s.Every("never-yet", "@yearly", nil))
+
+	require.Equal(t, 1, axtest.Work(t, s))
+	require.Len(t, ticks, 1)
+	require.True(t, ticks[0].After(last.Add(time.Hour)), "tick %s: the latest of those missed since %s", ticks[0], last)
+	scheds, err := s.Admin().Schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, scheds, 2, "Work declared both")
+	require.Equal(t, "digest", scheds[0].Kind, "with their templates")
+	require.Equal(t, "never-yet", scheds[1].Kind)
+	require.True(t, scheds[0].LastTick.Equal(ticks[0]))
 }
