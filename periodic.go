@@ -24,11 +24,16 @@
 // State kept per schedule (store.PeriodicState): the spec last declared,
 // the template of its jobs, the last tick fired, and whether an operator
 // paused it (Admin.PauseSchedule: ticks pass without jobs). A new schedule
-// starts at its first declaration (by Start, or by the loop for a schedule
-// given to Every later): ticks before it never fire. After downtime (no host declaring the
-// schedule was running at some ticks), the next host to start applies the
-// schedule's MisfirePolicy to the ticks missed since the stored last tick,
-// so restarts lose no run of even a weekly schedule.
+// starts at its first declaration (by Start, or by the loop for a
+// schedule given to Every later): ticks before it never fire. After
+// downtime (no host declaring the schedule was running at some ticks), the
+// next host to start applies the schedule's MisfirePolicy to the ticks
+// missed since the stored last tick, so restarts lose no run of even a
+// weekly schedule.
+//
+// A Scheduler that is not started has no loop: RunDue (package axtest's
+// Work) runs one round inline, on the caller's goroutine, so that tests
+// fire ticks on a clock they move instead of waiting for timers.
 package ax
 
 import (
