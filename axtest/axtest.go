@@ -111,8 +111,8 @@ func (c *Clock) Set(t time.Time) {
 // NewScheduler returns a Scheduler for a test, on a fresh memstore whose
 // clock, and the Scheduler's, is the returned Clock. cfg's zero fields take
 // their defaults; its Store and Clock are replaced, and without a Logger it
-// is silent. The Scheduler is not started (use Work to run jobs) and is
-// stopped when the test ends.
+// is silent. The Scheduler is not started (Work fires its periodic ticks
+// and runs its jobs) and is stopped when the test ends.
 func NewScheduler(t testing.TB, cfg ax.Config) (*ax.Scheduler, *Clock) {
 	t.Helper()
 	clock := NewClock()
