@@ -45,7 +45,7 @@
 // job, for the latest), so a test that wants each tick's job moves the
 // clock one tick at a time:
 //
-//	s.Every("digest", "@hourly", DigestArgs{})
+//	s.Every("digest", "@hourly", DigestArgs{}) // jobs of kind "digest", DigestArgs{}.Kind()
 //	clock.Advance(time.Hour)
 //	axtest.Work(t, s) // the 10:00 tick's job runs
 //	axtest.RequireScheduled[DigestArgs](t, s, axtest.State(ax.StateSucceeded))
