@@ -24,7 +24,8 @@ type ScheduleResult struct {
 	Duplicate bool
 }
 
-// Request is one job for ScheduleMany.
+// Request is one job for ScheduleMany, ScheduleManyTx or a Batch.
+// NewRequest makes one from a JobArgs, its kind and options included.
 type Request struct {
 	Kind    string
 	Payload any
@@ -135,7 +136,8 @@ func (s *Scheduler) wakeForInserted(params []store.InsertParams, res []store.Ins
 // ScheduleTx emits no EventScheduled: the Scheduler cannot know whether tx
 // commits, and an event must never count a job that was never stored. The
 // job's first event is EventStarted, on the host that runs it. For other
-// stores' transactions (sqlitestore's *sql.Tx), see ScheduleTxOf.
+// stores' transactions (sqlitestore's *sql.Tx), see ScheduleTxOf; for
+// typed jobs, EnqueueTx.
 func (s *Scheduler) ScheduleTx(ctx context.Context, tx pgx.Tx, kind string, payload any, opts ...ScheduleOption) (ScheduleResult, error) {
 	return ScheduleTxOf(ctx, s, tx, kind, payload, opts...)
 }
