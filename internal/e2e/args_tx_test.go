@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
 
@@ -107,4 +108,18 @@ func TestTypedTx(t *testing.T) {
 			require.Equal(t, tc.jobs, n)
 		})
 	}
+}
+
+// TestTypedTxOfAnotherType: a *sql.Tx given to pgstore, which takes a
+// pgx.Tx, is refused at the call with ax.ErrTxUnsupported.
+func TestTypedTxOfAnotherType(t *testing.T) {
+	st, _ := newPG(t)
+	s := newScheduler(t, st)
+	ctx := t.Context()
+	_, err := ax.EnqueueTx(ctx, s, (*sql.Tx)(nil), invoiceArgs{ID: 1})
+	require.ErrorIs(t, err, ax.ErrTxUnsupported)
+	_, err = ax.EnqueueManyTx(ctx, s, (*sql.Tx)(nil), []invoiceArgs{{ID: 1}})
+	require.ErrorIs(t, err, ax.ErrTxUnsupported)
+	_, err = ax.ScheduleManyTxOf(ctx, s, (*sql.Tx)(nil), []ax.Request{ax.NewRequest(invoiceArgs{ID: 1})})
+	require.ErrorIs(t, err, ax.ErrTxUnsupported)
 }

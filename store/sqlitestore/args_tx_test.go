@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
@@ -185,4 +186,28 @@ func pay(ctx context.Context, s *ax.Scheduler, st *sqlitestore.Store, j *ax.Job,
 		return errors.New("the commit is skipped: the payment, the success and the shipment roll back")
 	}
 	return tx.Commit()
+}
+
+// TestTypedTxOfAnotherType: a pgx.Tx given to sqlitestore, which takes a
+// *sql.Tx, is refused at the call with ax.ErrTxUnsupported, nothing
+// stored.
+func TestTypedTxOfAnotherType(t *testing.T) {
+	st := newStore(t)
+	ctx := t.Context()
+	s, err := ax.New(ax.Config{Store: st, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	for _, call := range []func() error{
+		func() error { _, err := ax.EnqueueTx(ctx, s, pgx.Tx(nil), invoiceArgs{ID: 1}); return err },
+		func() error { _, err := ax.EnqueueManyTx(ctx, s, pgx.Tx(nil), []invoiceArgs{{ID: 1}}); return err },
+		func() error {
+			_, err := s.ScheduleManyTx(ctx, nil, []ax.Request{ax.NewRequest(invoiceArgs{ID: 1})})
+			return err
+		},
+	} {
+		require.ErrorIs(t, call(), ax.ErrTxUnsupported)
+	}
+	n, err := s.Admin().Count(ctx, ax.JobFilter{})
+	require.NoError(t, err)
+	require.Zero(t, n)
 }
