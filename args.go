@@ -50,9 +50,12 @@ type JobArgs interface {
 // order number). The calls that take JobArgs apply them before the
 // options given at the call: an option given at the call wins over the
 // type's for what it sets (the later MaxAttempts, Priority, UniqueKey,
-// In or At decides), and options that add up (Metadata, FollowUp) add to
-// the type's. The type's options in turn win over the kind's handler
-// options (Handle's MaxAttempts and Priority) and Config.MaxAttempts.
+// UniqueFor, In or At decides), and options that add up (Metadata,
+// FollowUp, the UniqueGlobal and UniqueWhileFinished scopes) add to the
+// type's. The type's options in turn win over the kind's handler options
+// (Handle's MaxAttempts and Priority) and Config.MaxAttempts. A Then or
+// follow-up job keeps no unique key (ThenArgs, FollowUpArgs), and a
+// periodic schedule sets its jobs' time and key itself (EveryArgs).
 //
 // They are a producer's defaults, applied where Go code schedules a
 // value of the type: Schedule, Then and FollowUp with a kind string do
