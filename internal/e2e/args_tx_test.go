@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/internal/pgtest"
+	"github.com/axsched/ax/store/pgstore"
 )
 
 // invoiceArgs states its jobs' options: six attempts and a unique key
@@ -122,4 +124,51 @@ func TestTypedTxOfAnotherType(t *testing.T) {
 	require.ErrorIs(t, err, ax.ErrTxUnsupported)
 	_, err = ax.ScheduleManyTxOf(ctx, s, (*sql.Tx)(nil), []ax.Request{ax.NewRequest(invoiceArgs{ID: 1})})
 	require.ErrorIs(t, err, ax.ErrTxUnsupported)
+}
+
+// BenchmarkEnqueueTx compares, on pgstore, a transaction that schedules
+// 100 typed jobs in one EnqueueManyTx call with one that makes 100
+// EnqueueTx calls (the only way before ScheduleManyTx). Each op is one
+// committed transaction of 100 jobs.
+func BenchmarkEnqueueTx(b *testing.B) {
+	const jobs = 100
+	for _, bc := range []struct {
+		name     string
+		schedule func(ctx context.Context, s *ax.Scheduler, tx pgx.Tx, args []invoiceArgs) error
+	}{
+		{"EnqueueManyTx", func(ctx context.Context, s *ax.Scheduler, tx pgx.Tx, args []invoiceArgs) error {
+			_, err := ax.EnqueueManyTx(ctx, s, tx, args)
+			return err
+		}},
+		{"EnqueueTx-each", func(ctx context.Context, s *ax.Scheduler, tx pgx.Tx, args []invoiceArgs) error {
+			for _, a := range args {
+				if _, err := ax.EnqueueTx(ctx, s, tx, a); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			pool := pgtest.Pool(b)
+			st, err := pgstore.New(ctx, pool)
+			require.NoError(b, err)
+			b.Cleanup(func() { _ = st.Close() })
+			s, err := ax.New(ax.Config{Store: st})
+			require.NoError(b, err)
+			args := make([]invoiceArgs, jobs)
+			next := 0
+			for b.Loop() {
+				for i := range args {
+					next++
+					args[i] = invoiceArgs{ID: next}
+				}
+				require.NoError(b, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					return bc.schedule(ctx, s, tx, args)
+				}))
+			}
+			b.ReportMetric(float64(b.N*jobs)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
 }
