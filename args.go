@@ -84,10 +84,11 @@ func Enqueue[A JobArgs](ctx context.Context, s *Scheduler, args A, opts ...Sched
 	return s.Schedule(ctx, r.Kind, r.Payload, r.Options...)
 }
 
-// EnqueueMany schedules several jobs of one args type in one store call,
-// each with its value's own options (JobArgsWithOptions) before opts; see
-// Scheduler.ScheduleMany. Jobs of several types go through ScheduleMany
-// with a NewRequest each.
+// EnqueueMany schedules several jobs in one store call, each of its
+// value's kind, with its value's own options (JobArgsWithOptions) before
+// opts; see Scheduler.ScheduleMany. A is one args type, or JobArgs itself
+// for values of several types (a NewRequest each, in ScheduleMany, gives
+// each job options of its own).
 func EnqueueMany[A JobArgs](ctx context.Context, s *Scheduler, args []A, opts ...ScheduleOption) ([]ScheduleResult, error) {
 	reqs, err := argsRequests(args, opts)
 	if err != nil {
