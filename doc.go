@@ -18,6 +18,17 @@
 //	}()
 //	res, err := s.Schedule(ctx, "email.send", EmailArgs{...}, ax.In(10*time.Minute), ax.UniqueKey("welcome:"+userID))
 //
+// # Typed jobs
+//
+// A payload type with a Kind method (JobArgs) names its own kind, so a
+// kind is never spelt twice: HandleArgs registers its handler, and every
+// call that takes a kind string has a form that takes the value instead —
+// Enqueue, EnqueueMany, EnqueueTx and EnqueueManyTx (in the caller's
+// transaction), NewRequest (an entry of ScheduleMany, ScheduleManyTx or a
+// Batch), ThenArgs, FollowUpArgs and EveryArgs. A type may state its
+// jobs' default options (JobArgsWithOptions: attempts, priority, a unique
+// key from its fields...); options given at the call win.
+//
 // # Guarantees
 //
 // A job exists once Schedule returns: it lives in the Store, never only in
