@@ -2,14 +2,18 @@ package axhttp
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memstore"
 )
 
 // TestPauseUnknownKind: a pause of a kind the cluster does not know (no
@@ -117,4 +121,47 @@ func TestPauseUnknownKind(t *testing.T) {
 		_, page := admin.get(p)
 		require.False(t, strings.Contains(page, "../../jobs") || strings.Contains(page, "ghost"), p)
 	}
+}
+
+// TestKindsUnhandled: a kind whose jobs have been due for the grace with
+// no running node handling it is marked unhandled on the Kinds page (a
+// badge on its row, an alert naming it) and in the API's kinds; handled
+// kinds are not.
+func TestKindsUnhandled(t *testing.T) {
+	var offset atomic.Int64 // store clock minus real time
+	st := memstore.New(memstore.WithClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }))
+	ctx := context.Background()
+	// A worker that handles email registered an hour ago, and still runs.
+	offset.Store(int64(-time.Hour))
+	require.NoError(t, st.HeartbeatNode(ctx, &store.NodeParams{Name: "worker", Kinds: []string{"email"}, TTL: 2 * time.Hour}))
+	offset.Store(0)
+	f := newFixture(t, fixtureOptions{store: st})
+	for _, kind := range []string{"email", "emial"} {
+		_, err := f.s.Schedule(ctx, kind, nil, ax.At(time.Now().Add(-10*time.Minute)))
+		require.NoError(t, err)
+	}
+	admin := f.browser()
+	admin.login("app", testSecret)
+	_, page := admin.get("/kinds")
+	res, body := f.call(&f.app, "GET", APIPrefix+"/kinds", "")
+	require.Equal(t, 200, res.StatusCode, "%s", body)
+	var api []ax.KindState
+	require.NoError(t, json.Unmarshal(body, &api))
+	unhandled := map[string]bool{}
+	for _, k := range api {
+		unhandled[k.Kind] = k.Unhandled
+	}
+	require.Equal(t, map[string]bool{"email": false, "emial": true}, unhandled)
+	for _, c := range []struct {
+		name, want string
+	}{
+		{"the alert names the kind", `1 kind(s) with jobs due that no running node handles: <a href="#kind-emial">emial</a>`},
+		{"the misspelt kind's row has the badge", `<tr id="kind-emial">`},
+	} {
+		require.Contains(t, page, c.want, c.name)
+	}
+	require.Equal(t, 1, strings.Count(page, `<span class="badge unhandled"`), "only the unhandled kind has the badge")
+	row := page[strings.Index(page, `<tr id="kind-emial">`):]
+	row = row[:strings.Index(row, "</tr>")]
+	require.Contains(t, row, `badge unhandled`)
 }
