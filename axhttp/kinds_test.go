@@ -161,6 +161,8 @@ func TestKindsUnhandled(t *testing.T) {
 		require.Contains(t, page, c.want, c.name)
 	}
 	require.Equal(t, 1, strings.Count(page, `<span class="badge unhandled"`), "only the unhandled kind has the badge")
+	_, overview := admin.get("/")
+	require.Equal(t, 1, strings.Count(overview, `<span class="badge unhandled"`), "the overview marks it too")
 	row := page[strings.Index(page, `<tr id="kind-emial">`):]
 	row = row[:strings.Index(row, "</tr>")]
 	require.Contains(t, row, `badge unhandled`)
