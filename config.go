@@ -136,7 +136,9 @@ type Config struct {
 	// it. A kind whose last host left less than UnhandledKindGrace ago (a
 	// rolling deploy), or a cluster whose oldest running node started
 	// less than UnhandledKindGrace ago, is not reported. See
-	// store.UnhandledKinds. Defaults to 5 minutes.
+	// store.UnhandledKinds. Cost: two store calls (ListNodes, OldestDue)
+	// on the leader every UnhandledKindGrace/10, at most every
+	// LeaderTTL/3. Defaults to 5 minutes.
 	UnhandledKindGrace time.Duration
 
 	// RefuseUnknownKinds makes Schedule (and ScheduleMany, ScheduleTx,
