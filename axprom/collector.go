@@ -286,6 +286,8 @@ func (c *Collector) Observe(e ax.Event) {
 	case ax.EventBackpressure:
 		c.backpressure.WithLabelValues(e.JobKind).Inc()
 		return
+	case ax.EventKindUnhandled:
+		return // ax_kind_unhandled, read from the store, says it on every host
 	case ax.EventBreakerOpened:
 		c.breakerTransitions.WithLabelValues(e.JobKind, string(ax.BreakerOpen)).Inc()
 		return
