@@ -45,7 +45,9 @@ func TestKindsListUnhandled(t *testing.T) {
 		return out.String()
 	}
 
-	lines := strings.Split(cli("kinds", "list"), "\n")
+	table := cli("kinds", "list")
+	t.Log("\n" + table)
+	lines := strings.Split(table, "\n")
 	fields := func(line string) []string { return strings.Split(strings.Join(strings.Fields(line), " "), " ") }
 	require.Equal(t, "KIND STATUS SCHEDULED RETRYING RUNNING PAUSED JOBS DEAD BREAKER LIMITS NODES", strings.Join(fields(lines[0]), " "))
 	cases := []struct {
