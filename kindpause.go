@@ -168,8 +168,8 @@ func (a *Admin) Kinds(ctx context.Context) ([]KindState, error) {
 		}
 	}
 	var nodes []*store.NodeRecord
-	_, listed := a.store.(store.NodeRegistry)
-	if reg, ok := a.store.(store.NodeRegistry); ok {
+	reg, listed := a.store.(store.NodeRegistry)
+	if listed {
 		known = true
 		var err error
 		nodes, err = reg.ListNodes(ctx)
