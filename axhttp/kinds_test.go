@@ -167,3 +167,36 @@ func TestKindsUnhandled(t *testing.T) {
 	row = row[:strings.Index(row, "</tr>")]
 	require.Contains(t, row, `badge unhandled`)
 }
+
+// TestSubmitUnknownKind: with ax.Config.RefuseUnknownKinds, a job of a
+// kind no node handles is a 400 naming the kind, and nothing is stored;
+// a handled kind is accepted.
+func TestSubmitUnknownKind(t *testing.T) {
+	f := newFixture(t, fixtureOptions{
+		setup: func(s *ax.Scheduler) {
+			require.NoError(t, s.Handle("email", ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })))
+		},
+		schedCfg: func(c *ax.Config) { c.RefuseUnknownKinds = true },
+	})
+	cases := []struct {
+		body   string
+		status int
+		detail string
+	}{
+		{`{"kind":"email","delay":"1h"}`, 201, ""},
+		{`{"kind":"emial","delay":"1h"}`, 400, `job kind unknown to the cluster: \"emial\"`},
+		{`{"jobs":[{"kind":"email"},{"kind":"emial"}]}`, 400, `job kind unknown to the cluster`},
+	}
+	for _, c := range cases {
+		path := APIPrefix + "/jobs"
+		if strings.HasPrefix(c.body, `{"jobs"`) {
+			path += "/batch"
+		}
+		res, body := f.call(&f.app, "POST", path, c.body)
+		require.Equal(t, c.status, res.StatusCode, "%s: %s", c.body, body)
+		require.Contains(t, string(body), c.detail, c.body)
+	}
+	n, err := f.s.Admin().Count(context.Background(), ax.JobFilter{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "only the handled kind's job is stored")
+}
