@@ -137,8 +137,8 @@ type Config struct {
 	// rolling deploy), or a cluster whose oldest running node started
 	// less than UnhandledKindGrace ago, is not reported. See
 	// store.UnhandledKinds. Cost: two store calls (ListNodes, OldestDue)
-	// on the leader every UnhandledKindGrace/10, at most every
-	// LeaderTTL/3. Defaults to 5 minutes.
+	// on the leader every UnhandledKindGrace/10, or every LeaderTTL/3
+	// when that is longer. Defaults to 5 minutes.
 	UnhandledKindGrace time.Duration
 
 	// RefuseUnknownKinds makes Schedule (and ScheduleMany, ScheduleTx,

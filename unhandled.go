@@ -23,17 +23,18 @@ import (
 // the cluster's oldest running node is older than the grace (a cluster
 // that is starting): store.UnhandledKinds, from the node registry and the
 // oldest due jobs, so every process on the store agrees. The maintenance
-// leader checks every LeaderTTL/3, at most every UnhandledKindGrace/10,
-// and logs one warning per unhandled kind (repeated hourly while it
+// leader checks every UnhandledKindGrace/10 (30s by default; LeaderTTL/3
+// when that is longer) and logs one warning per unhandled kind (repeated hourly while it
 // lasts; an info line when it ends), emitting EventKindUnhandled each
 // time. Admin.Kinds (KindState.Unhandled), Stats (Unhandled), the
 // dashboard's Kinds page, axprom's ax_kind_unhandled gauge and
 // `ax kinds list` (status "unhandled") mark it.
 //
 // Refusal. With Config.RefuseUnknownKinds, Schedule, ScheduleMany,
-// ScheduleTx, batches, follow-ups and Then refuse a kind this host does not handle and no node in the
-// registry lists (running, or stopped or dead and not yet removed after
-// Config.NodeRetention), with ErrUnknownKind. The kinds are read with the
+// ScheduleTx, batches, follow-ups and Then refuse a kind this host does
+// not handle and no node in the registry lists (running, or stopped or
+// dead and not yet removed after Config.NodeRetention), with
+// ErrUnknownKind. The kinds are read with the
 // node heartbeat, so a Schedule of a known kind costs no store call; a
 // kind not found is read again at most once per LeaderTTL/3 before it is
 // refused, so a host that just started is found. Periodic schedules are
