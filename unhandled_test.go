@@ -257,3 +257,25 @@ func TestRefuseUnknownKindsConfig(t *testing.T) {
 
 // noRegistryStore is a store without optional interfaces.
 type noRegistryStore struct{ store.Store }
+
+// BenchmarkScheduleRefuseUnknownKinds measures what Config.RefuseUnknownKinds
+// adds to a Schedule of a kind another node handles: a lookup in the
+// cached kinds, no store call.
+func BenchmarkScheduleRefuseUnknownKinds(b *testing.B) {
+	for _, refuse := range []bool{false, true} {
+		name := map[bool]string{false: "off", true: "on"}[refuse]
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			st := memstore.New()
+			require.NoError(b, st.HeartbeatNode(ctx, &store.NodeParams{Name: "worker", Kinds: []string{"report"}, TTL: time.Hour}))
+			s, err := ax.New(ax.Config{Store: st, Logger: zap.NewNop(), RefuseUnknownKinds: refuse})
+			require.NoError(b, err)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Schedule(ctx, "report", nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
