@@ -83,6 +83,16 @@
 // resume or trigger periodic schedules; read nodes, the maintenance
 // leader and the queue, without running a Scheduler.
 //
+// A job of a kind no host handles waits, scheduled, until one does: for
+// a misspelt kind, forever. Once its jobs have been due for
+// Config.UnhandledKindGrace (5 minutes) with no running node handling the
+// kind (and none that left within that time, and the cluster older than
+// that), the leader logs one warning per kind and emits
+// EventKindUnhandled, and Admin.Kinds, Stats, axprom's ax_kind_unhandled,
+// the dashboard and `ax kinds list` mark it unhandled. With
+// Config.RefuseUnknownKinds, Schedule refuses a kind no node of the
+// cluster lists with ErrUnknownKind, at no store call per Schedule.
+//
 // # Flow control
 //
 // Limits that hold for the whole cluster, applied by the store where jobs

@@ -145,6 +145,9 @@ func Then(ctx context.Context, kind string, payload any, opts ...ScheduleOption)
 		return fmt.Errorf("then %q: %w", kind, err)
 	}
 	p, err := x.s.insertParam(ctx, Request{Kind: kind, Payload: payload, Options: opts}, nil)
+	if err == nil {
+		err = x.s.refuseUnknownKinds(ctx, []store.InsertParams{p}) // unhandled.go
+	}
 	if err != nil {
 		return fmt.Errorf("then %q: %w", kind, err)
 	}

@@ -45,8 +45,9 @@ type Request struct {
 // yet or the store keeps none. The kind's Timeout and RetryPolicy are
 // always those of the host that runs the attempt.
 //
-// Errors (nothing is stored): ErrInvalidKind, ErrInvalidPayload,
-// ErrInvalidOption, ErrSchedulerClosed, ErrBackpressure (a
+// Errors (nothing is stored): ErrInvalidKind, ErrUnknownKind (with
+// Config.RefuseUnknownKinds), ErrInvalidPayload, ErrInvalidOption,
+// ErrSchedulerClosed, ErrBackpressure (a
 // *BackpressureError: the kind has MaxPending jobs pending, or all kinds
 // Config.MaxPending; see WaitForCapacity), or the store's error.
 func (s *Scheduler) Schedule(ctx context.Context, kind string, payload any, opts ...ScheduleOption) (ScheduleResult, error) {
@@ -233,6 +234,9 @@ func (s *Scheduler) insertParams(ctx context.Context, reqs []Request) ([]store.I
 		}
 		p.PendingLimit = s.cfg.MaxPending
 		params[i] = p
+	}
+	if err := s.refuseUnknownKinds(ctx, params); err != nil { // unhandled.go
+		return nil, fmt.Errorf("schedule: %w", err)
 	}
 	if err := s.resolveKindDefaults(ctx, params); err != nil {
 		return nil, fmt.Errorf("schedule: %w", err)

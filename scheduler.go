@@ -55,6 +55,9 @@ type Scheduler struct {
 	// kindDefaults caches the kinds' stored defaults for jobs of kinds
 	// without a handler here (kinddefaults.go).
 	kindDefaults kindDefaultsCache
+	// known is the cluster's kinds for Config.RefuseUnknownKinds (nil
+	// without it; unhandled.go).
+	known *clusterKinds
 }
 
 // phase is the Scheduler's lifecycle position.
@@ -83,6 +86,7 @@ func New(cfg Config) (*Scheduler, error) {
 		stopped:  make(chan struct{}),
 		ev:       newEvents(c.Observers, c.EventBuffer),
 	}
+	s.known = newClusterKinds(&s.cfg)
 	s.admin = newSchedulerAdmin(s)
 	return s, nil
 }
