@@ -55,6 +55,12 @@ type AdminConfig struct {
 	// Reencrypt re-seals stored jobs with its current key. A Scheduler's
 	// Admin uses Config.Keys.
 	Keys *KeyRing
+
+	// UnhandledKindGrace is how long a kind's jobs may be due with no
+	// running node handling it before Kinds and Stats report the kind
+	// unhandled; see Config.UnhandledKindGrace. Defaults to
+	// DefaultUnhandledKindGrace; a Scheduler's Admin uses its Config's.
+	UnhandledKindGrace time.Duration
 }
 
 // Admin is the operator's view of a cluster: it lists, counts and changes
@@ -92,11 +98,13 @@ type Admin struct {
 	sched *Scheduler
 	// keys opens sealed jobs (AdminConfig.Keys; see keyRing).
 	keys *KeyRing
+	// grace is AdminConfig.UnhandledKindGrace (unhandled.go).
+	grace time.Duration
 }
 
 // NewAdmin returns an Admin on cfg.Store for a process that need not run
 // a Scheduler. It returns an error wrapping ErrInvalidConfig without a
-// Store.
+// Store or with a negative UnhandledKindGrace.
 func NewAdmin(cfg AdminConfig) (*Admin, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("ax.NewAdmin: %w: Store is nil", ErrInvalidConfig)
@@ -107,7 +115,11 @@ func NewAdmin(cfg AdminConfig) (*Admin, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Admin{store: cfg.Store, log: cfg.Logger, now: cfg.Clock, keys: cfg.Keys}, nil
+	if cfg.UnhandledKindGrace < 0 {
+		return nil, fmt.Errorf("ax.NewAdmin: %w: UnhandledKindGrace is negative (%s)", ErrInvalidConfig, cfg.UnhandledKindGrace)
+	}
+	setDefault(&cfg.UnhandledKindGrace, DefaultUnhandledKindGrace)
+	return &Admin{store: cfg.Store, log: cfg.Logger, now: cfg.Clock, keys: cfg.Keys, grace: cfg.UnhandledKindGrace}, nil
 }
 
 // Admin returns the Scheduler's Admin, on its store and logger. Besides
@@ -121,7 +133,7 @@ func (s *Scheduler) Admin() *Admin { return s.admin }
 
 // newSchedulerAdmin is the Admin of s, made by New.
 func newSchedulerAdmin(s *Scheduler) *Admin {
-	return &Admin{store: s.store, log: s.log, now: s.now, sched: s}
+	return &Admin{store: s.store, log: s.log, now: s.now, sched: s, grace: s.cfg.UnhandledKindGrace}
 }
 
 // runtime returns the running runtime of the Admin's Scheduler, or nil.
@@ -227,7 +239,7 @@ func (a *Admin) Stats(ctx context.Context) (*Stats, error) {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	st := &Stats{At: a.now()}
-	if err := queueStats(ctx, a.store, st); err != nil {
+	if err := queueStats(ctx, a.store, st, a.grace); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	return st, nil

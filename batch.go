@@ -14,7 +14,8 @@ import (
 // Batch is work fanned out to many jobs and gathered by one: Children run
 // anywhere in the cluster, and Completion runs once, after every child has
 // reached a final state (succeeded, dead or cancelled) — a dead child does
-// not hold it back, it sees the failure. Children may be of several kinds.
+// not hold it back, it sees the failure. Children may be of several kinds
+// (NewRequest makes each from a JobArgs).
 // The completion job's handler finds the batch in Job.Batch and reads the
 // children, with their states and results, with Scheduler.BatchChildren.
 type Batch struct {

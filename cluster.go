@@ -30,6 +30,9 @@ type cluster struct {
 	term        atomic.Int64
 	leaderUntil atomic.Int64
 	holder      atomic.Pointer[string]
+
+	// watch finds kinds no node handles (unhandled.go).
+	watch unhandledWatch
 }
 
 func newCluster(r *runtime) *cluster {
@@ -41,6 +44,8 @@ func newCluster(r *runtime) *cluster {
 	}
 	c.leaser, _ = r.store.(store.Leaser)
 	c.registry, _ = r.store.(store.NodeRegistry)
+	c.watch.due, _ = r.store.(store.DueInspector)
+	c.watch.every = max(c.interval, r.cfg.UnhandledKindGrace/10)
 	if c.leaser == nil {
 		c.leading.Store(true)
 		c.leaderUntil.Store(int64(^uint64(0) >> 1))
@@ -82,14 +87,15 @@ func (c *cluster) run() {
 	}
 }
 
-// tick is one round of membership: node heartbeat, election, and the
-// leader's node reaping.
+// tick is one round of membership: node heartbeat, election, the
+// leader's node reaping, and the watch on the cluster's kinds.
 func (c *cluster) tick() {
 	c.heartbeatNode()
 	c.elect()
 	if c.isLeader() {
 		c.reapNodes()
 	}
+	c.watchKinds()
 }
 
 // callCtx bounds one store call of the cluster goroutine by the tick

@@ -128,6 +128,31 @@ type Config struct {
 	// the leader removes them. Defaults to 1h.
 	NodeRetention time.Duration
 
+	// UnhandledKindGrace is how long a kind's jobs may be due with no
+	// running node handling the kind before it counts as unhandled (a
+	// misspelt kind, or hosts deployed without its handler): the leader
+	// logs one warning per kind and emits EventKindUnhandled, and
+	// Admin.Kinds, Stats, the dashboard, axprom and `ax kinds list` mark
+	// it. A kind whose last host left less than UnhandledKindGrace ago (a
+	// rolling deploy), or a cluster whose oldest running node started
+	// less than UnhandledKindGrace ago, is not reported. See
+	// store.UnhandledKinds. Cost: two store calls (ListNodes, OldestDue)
+	// on the leader every UnhandledKindGrace/10, or every LeaderTTL/3
+	// when that is longer. Defaults to 5 minutes.
+	UnhandledKindGrace time.Duration
+
+	// RefuseUnknownKinds makes Schedule (and ScheduleMany, ScheduleTx,
+	// batches, follow-ups and Then; not periodic schedules, declared in
+	// code, whose misspelt kind is reported as unhandled) refuse a kind that this host does not handle and that no node in
+	// the registry lists (running, or stopped or dead within
+	// NodeRetention), with an error matching ErrUnknownKind; nothing is
+	// stored. The cluster's kinds are read with the node heartbeat (every
+	// LeaderTTL/3) and, for a kind not found, again at most once per
+	// LeaderTTL/3, so a Schedule costs no extra store call. It needs a
+	// store with a node registry (store.NodeRegistry). Defaults to false:
+	// any kind is stored, and waits for a host that handles it.
+	RefuseUnknownKinds bool
+
 	// Version names the software this host runs, recorded with its node.
 	// Defaults to the main module's path and version from the binary's
 	// build information.
@@ -217,6 +242,8 @@ const (
 	DefaultLeaderTTL      = 10 * time.Second
 	DefaultNodeRetention  = time.Hour
 	DefaultPriorityAging  = time.Minute
+	// DefaultUnhandledKindGrace is Config.UnhandledKindGrace's default.
+	DefaultUnhandledKindGrace = 5 * time.Minute
 )
 
 // withDefaults validates c and returns a copy with defaults filled in.
@@ -233,6 +260,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"FlushInterval", c.FlushInterval}, {"RescueInterval", c.RescueInterval},
 		{"Retention", c.Retention}, {"ReleaseTimeout", c.ReleaseTimeout},
 		{"LeaderTTL", c.LeaderTTL}, {"NodeTimeout", c.NodeTimeout}, {"NodeRetention", c.NodeRetention},
+		{"UnhandledKindGrace", c.UnhandledKindGrace},
 	}
 	for _, d := range durations {
 		if d.v < 0 {
@@ -247,6 +275,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if _, ok := c.Store.(store.FlowStore); c.MaxPending > 0 && !ok {
 		return c, fmt.Errorf("%w: MaxPending needs a store with flow control (store.FlowStore); %T has none", ErrInvalidConfig, c.Store)
+	}
+	if _, ok := c.Store.(store.NodeRegistry); c.RefuseUnknownKinds && !ok {
+		return c, fmt.Errorf("%w: RefuseUnknownKinds needs a store with a node registry (store.NodeRegistry); %T has none", ErrInvalidConfig, c.Store)
 	}
 	if c.Workers < 0 || c.MaxAttempts < 0 || c.EventBuffer < 0 {
 		return c, fmt.Errorf("%w: Workers (%d), MaxAttempts (%d) and EventBuffer (%d) must not be negative",
@@ -296,6 +327,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.LeaderTTL, DefaultLeaderTTL)
 	setDefault(&c.NodeTimeout, c.LeaderTTL*3/2)
 	setDefault(&c.NodeRetention, DefaultNodeRetention)
+	setDefault(&c.UnhandledKindGrace, DefaultUnhandledKindGrace)
 	setDefault(&c.PriorityAging, DefaultPriorityAging)
 	if c.NodeTimeout <= c.LeaderTTL/3 {
 		return c, fmt.Errorf("%w: NodeTimeout %s must exceed the node heartbeat interval LeaderTTL/3 (%s)", ErrInvalidConfig, c.NodeTimeout, c.LeaderTTL/3)

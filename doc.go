@@ -18,6 +18,17 @@
 //	}()
 //	res, err := s.Schedule(ctx, "email.send", EmailArgs{...}, ax.In(10*time.Minute), ax.UniqueKey("welcome:"+userID))
 //
+// # Typed jobs
+//
+// A payload type with a Kind method (JobArgs) names its own kind, so a
+// kind is never spelt twice: HandleArgs registers its handler, and every
+// call that takes a kind string has a form that takes the value instead —
+// Enqueue, EnqueueMany, EnqueueTx and EnqueueManyTx (in the caller's
+// transaction), NewRequest (an entry of ScheduleMany, ScheduleManyTx or a
+// Batch), ThenArgs, FollowUpArgs and EveryArgs. A type may state its
+// jobs' default options (JobArgsWithOptions: attempts, priority, a unique
+// key from its fields...); options given at the call win.
+//
 // # Guarantees
 //
 // A job exists once Schedule returns: it lives in the Store, never only in
@@ -71,6 +82,16 @@
 // its jobs within one HeartbeatInterval; running ones finish); pause,
 // resume or trigger periodic schedules; read nodes, the maintenance
 // leader and the queue, without running a Scheduler.
+//
+// A job of a kind no host handles waits, scheduled, until one does: for
+// a misspelt kind, forever. Once its jobs have been due for
+// Config.UnhandledKindGrace (5 minutes) with no running node handling the
+// kind (and none that left within that time, and the cluster older than
+// that), the leader logs one warning per kind and emits
+// EventKindUnhandled, and Admin.Kinds, Stats, axprom's ax_kind_unhandled,
+// the dashboard and `ax kinds list` mark it unhandled. With
+// Config.RefuseUnknownKinds, Schedule refuses a kind no node of the
+// cluster lists with ErrUnknownKind, at no store call per Schedule.
 //
 // # Flow control
 //

@@ -39,10 +39,11 @@ var (
 	// a handler in this Scheduler.
 	ErrDuplicateHandler = errors.New("ax: handler already registered for kind")
 
-	// ErrTxUnsupported is returned by ScheduleTx, CompleteTx, their Of
-	// forms and ScheduleBatchTx when the Store takes no transaction of the
-	// type given: pgstore takes a pgx.Tx, sqlitestore a *sql.Tx of its
-	// file, memstore none.
+	// ErrTxUnsupported is returned by ScheduleTx, ScheduleManyTx,
+	// CompleteTx, ScheduleBatchTx, their Of forms, EnqueueTx and
+	// EnqueueManyTx when the Store takes no transaction of the type
+	// given: pgstore takes a pgx.Tx, sqlitestore a *sql.Tx of its file,
+	// memstore none.
 	ErrTxUnsupported = errors.New("ax: store takes no transaction of this type")
 
 	// ErrNotFound is returned for a job ID the store does not know.

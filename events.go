@@ -65,6 +65,12 @@ const (
 	// waited (WaitForCapacity) or failed. Event.Err is the
 	// *BackpressureError; JobKind is its Kind (empty for all kinds).
 	EventBackpressure
+	// EventKindUnhandled: the maintenance leader found a kind whose jobs
+	// have been due for Config.UnhandledKindGrace with no running node
+	// handling it (JobKind; Delay is how long its oldest due job has
+	// waited). Emitted by the leader only, when it first finds the kind
+	// and then hourly while it lasts.
+	EventKindUnhandled
 )
 
 var eventNames = map[EventKind]string{
@@ -73,7 +79,7 @@ var eventNames = map[EventKind]string{
 	EventCancelled: "cancelled", EventSnoozed: "snoozed", EventLeaseLost: "lease_lost",
 	EventLeaderChanged: "leader_changed", EventRescued: "rescued", EventHandedBack: "handed_back",
 	EventBreakerOpened: "breaker_opened", EventBreakerHalfOpen: "breaker_half_open", EventBreakerClosed: "breaker_closed",
-	EventBackpressure: "backpressure",
+	EventBackpressure: "backpressure", EventKindUnhandled: "kind_unhandled",
 }
 
 // String returns the event's snake_case name ("lease_lost").

@@ -53,6 +53,18 @@ type KindState struct {
 	// Flow is the kind's flow settings and state (from Admin.Kinds, when
 	// the store has flow control and the kind has settings).
 	Flow *FlowState `json:"flow,omitempty"`
+	// OldestDue is the run time of the kind's oldest due job that no
+	// host has started (store clock; from Admin.Kinds, when the store
+	// implements store.DueInspector); zero when none is due.
+	OldestDue time.Time `json:"oldest_due,omitzero"`
+	// Unhandled reports that the kind's jobs have been due for the
+	// UnhandledKindGrace with no running node handling it (from
+	// Admin.Kinds; see store.UnhandledKinds): they wait until a host
+	// that handles the kind runs. A misspelt kind, or hosts deployed
+	// without its handler. Always false when the store keeps no node
+	// registry or cannot tell its oldest due jobs (store.NodeRegistry,
+	// store.DueInspector).
+	Unhandled bool `json:"unhandled"`
 }
 
 // PauseKind pauses kind across the cluster: no host starts a new attempt
@@ -110,9 +122,12 @@ func (a *Admin) setKindPaused(ctx context.Context, kind string, paused bool) (*K
 // Kinds lists the kinds the cluster knows, sorted: those with jobs, those
 // a running node handles, those paused, and those with
 // flow settings, each with its pause state, job counts by state, handling
-// nodes and flow state, as far as the store tells them (store.KindPauser,
-// store.Counter, store.NodeRegistry, store.FlowStore). It returns an error wrapping errors.ErrUnsupported
-// only when the store tells none of them.
+// nodes, flow state, oldest due job and whether it is unhandled (no
+// running node handles it while its jobs are due: KindState.Unhandled),
+// as far as the store tells them (store.KindPauser, store.Counter,
+// store.NodeRegistry, store.FlowStore, store.DueInspector). It returns an
+// error wrapping errors.ErrUnsupported only when the store tells none of
+// them.
 func (a *Admin) Kinds(ctx context.Context) ([]KindState, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, fmt.Errorf("kinds: %w", err)
@@ -152,9 +167,12 @@ func (a *Admin) Kinds(ctx context.Context) ([]KindState, error) {
 			k.Jobs[sc.State] += sc.Count
 		}
 	}
-	if reg, ok := a.store.(store.NodeRegistry); ok {
+	var nodes []*store.NodeRecord
+	reg, listed := a.store.(store.NodeRegistry)
+	if listed {
 		known = true
-		nodes, err := reg.ListNodes(ctx)
+		var err error
+		nodes, err = reg.ListNodes(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("kinds: nodes: %w", err)
 		}
@@ -178,8 +196,23 @@ func (a *Admin) Kinds(ctx context.Context) ([]KindState, error) {
 			kind(flows[i].Config.Kind).Flow = &flows[i]
 		}
 	}
+	if di, ok := a.store.(store.DueInspector); ok {
+		known = true
+		rep, err := di.OldestDue(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("kinds: oldest due jobs: %w", err)
+		}
+		for _, k := range rep.Kinds {
+			kind(k.Kind).OldestDue = k.OldestRunAt
+		}
+		if listed {
+			for _, k := range store.UnhandledKinds(nodes, rep, a.grace) { // unhandled.go
+				kind(k.Kind).Unhandled = true
+			}
+		}
+	}
 	if !known {
-		return nil, unsupported("kinds", a.store, "store.KindPauser, store.Counter, store.NodeRegistry or store.FlowStore")
+		return nil, unsupported("kinds", a.store, "store.KindPauser, store.Counter, store.NodeRegistry, store.FlowStore or store.DueInspector")
 	}
 	out := make([]KindState, 0, len(kinds))
 	for _, name := range slices.Sorted(maps.Keys(kinds)) {

@@ -23,11 +23,17 @@
 //
 // State kept per schedule (store.PeriodicState): the spec last declared,
 // the template of its jobs, the last tick fired, and whether an operator
-// paused it (Admin.PauseSchedule: ticks pass without jobs). A new schedule starts at its first declaration:
-// ticks before it never fire. After downtime (no host declaring the
-// schedule was running at some ticks), the next host to start applies the
-// schedule's MisfirePolicy to the ticks missed since the stored last tick,
-// so restarts lose no run of even a weekly schedule.
+// paused it (Admin.PauseSchedule: ticks pass without jobs). A new schedule
+// starts at its first declaration (by Start, or by the loop for a
+// schedule given to Every later): ticks before it never fire. After
+// downtime (no host declaring the schedule was running at some ticks), the
+// next host to start applies the schedule's MisfirePolicy to the ticks
+// missed since the stored last tick, so restarts lose no run of even a
+// weekly schedule.
+//
+// A Scheduler that is not started has no loop: RunDue (package axtest's
+// Work) runs one round inline, on the caller's goroutine, so that tests
+// fire ticks on a clock they move instead of waiting for timers.
 package ax
 
 import (
@@ -181,8 +187,12 @@ type schedule struct {
 	payload json.RawMessage
 	opts    []ScheduleOption
 	misfire MisfirePolicy
+	// since is when Every declared the schedule on this Scheduler (its
+	// clock): where a schedule the store does not know starts when RunDue
+	// fires it (see firePeriodicDue).
+	since time.Time
 
-	// Owned by the periodic loop.
+	// Guarded by periodicSet.fireMu.
 	declared bool
 	last     time.Time // the stored last tick, as last seen
 }
@@ -195,7 +205,11 @@ type periodicSet struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 
-	// Owned by the periodic loop.
+	// fireMu is held by whoever declares schedules and fires ticks: Start
+	// (declarePeriodic), then the periodic loop (a round at a time), or,
+	// on a Scheduler not started, RunDue (firePeriodicDue). It guards the
+	// schedules' declared and last fields and storeRead.
+	fireMu    sync.Mutex
 	storeRead time.Time // host time of the latest store clock reading
 }
 
@@ -247,10 +261,17 @@ func (p *periodicSet) snapshot() []*schedule {
 // only for the first attempt.
 //
 // A new schedule's first tick is the first after its first declaration in
-// the store. After downtime, missed ticks follow the Misfire policy
-// (default MisfireRunOnce: one job, for the latest missed tick). A changed
-// spec (or zone) takes effect at its next tick after the stored last tick,
-// so no tick fires twice; the change is logged.
+// the store: Start declares the schedules given to Every before it, and
+// returns once they are in the store; the periodic loop declares those
+// given later. On a Scheduler that is not started, RunDue fires the due
+// ticks inline (a schedule the store does not know yet counts from the
+// Every call), so a test on a clock it moves sees each tick's job without
+// waiting (package axtest).
+//
+// After downtime, missed ticks follow the Misfire policy (default
+// MisfireRunOnce: one job, for the latest missed tick). A changed spec (or
+// zone) takes effect at its next tick after the stored last tick, so no
+// tick fires twice; the change is logged.
 //
 // Time zones and DST. Specs are read in UTC unless a prefix or Location
 // says otherwise. Ticks are instants (identified in UTC). Specs matching
@@ -330,12 +351,135 @@ func (s *Scheduler) newSchedule(name, spec string, payload any, opts []PeriodicO
 	}
 	return &schedule{
 		name: name, kind: set.kind, stored: stored, cron: c,
-		payload: b, opts: set.jobOpts, misfire: set.misfire,
+		payload: b, opts: set.jobOpts, misfire: set.misfire, since: s.now(),
 	}, nil
 }
 
 // periodicTimeout bounds one store call of the periodic loop.
 const periodicTimeout = 30 * time.Second
+
+// periodicFailure is a failed step of declaring a schedule or firing its
+// ticks.
+type periodicFailure struct {
+	step  string // "declare schedule", "fire ticks", ...
+	build bool   // the schedule's job could not be built: not the store's doing
+	err   error
+}
+
+func (f *periodicFailure) Error() string { return f.step + ": " + f.err.Error() }
+func (f *periodicFailure) Unwrap() error { return f.err }
+
+func storeFailure(step string, err error) error { return &periodicFailure{step: step, err: err} }
+func buildFailure(step string, err error) error {
+	return &periodicFailure{step: step, build: true, err: err}
+}
+
+// logPeriodic logs a failed periodic step: a job that cannot be built as
+// an error, a store error as a warning (none once ctx ended: the loop is
+// stopping).
+func (r *runtime) logPeriodic(ctx context.Context, log *zap.Logger, err error) {
+	var f *periodicFailure
+	if !errors.As(err, &f) {
+		f = &periodicFailure{step: "round", err: err}
+	}
+	if f.build {
+		log.Error("periodic: "+f.step, zap.Error(f.err))
+		return
+	}
+	if ctx.Err() == nil {
+		log.Warn("periodic: "+f.step, zap.Error(f.err))
+	}
+}
+
+// inlineRuntime is a runtime for the periodic steps that run on the
+// caller's goroutine (Start's declarations, RunDue's ticks): it has no
+// loops of its own.
+func (s *Scheduler) inlineRuntime() *runtime {
+	return &runtime{s: s, store: s.store, cfg: s.cfg, log: s.log}
+}
+
+// declarePeriodic declares in the store, for Start, the schedules declared
+// on s and not yet in the store, so that once Start returns they exist
+// there (Admin.Schedules lists them) and count their ticks from then on.
+// The periodic loop declares those Every adds later.
+func (s *Scheduler) declarePeriodic(ctx context.Context) error {
+	ps, ok := s.store.(store.PeriodicStore)
+	if !ok {
+		return nil // Every refuses schedules on such stores
+	}
+	p := &s.periodic
+	scheds := p.snapshot()
+	if len(scheds) == 0 {
+		return nil
+	}
+	p.fireMu.Lock()
+	defer p.fireMu.Unlock()
+	r := s.inlineRuntime()
+	for _, sc := range scheds {
+		if sc.declared {
+			continue
+		}
+		if err := r.declareSchedule(ctx, ps, sc, r.log.With(zap.String("schedule", sc.name))); err != nil {
+			return fmt.Errorf("periodic schedule %q: %w", sc.name, err)
+		}
+	}
+	return nil
+}
+
+// firePeriodicDue fires, for RunDue on a Scheduler not started, the ticks
+// of its schedules due at the store's now, as the periodic loop of a
+// started Scheduler waking now would: one round, each schedule's
+// MisfirePolicy applying to the ticks passed since the previous round. A
+// schedule the store does not know yet starts at its Every call rather
+// than at this round, so that a test can declare it, move its clock past a
+// tick, and have the tick fire.
+func (s *Scheduler) firePeriodicDue(ctx context.Context) error {
+	ps, ok := s.store.(store.PeriodicStore)
+	if !ok {
+		return nil
+	}
+	p := &s.periodic
+	scheds := p.snapshot()
+	if len(scheds) == 0 {
+		return nil
+	}
+	p.fireMu.Lock()
+	defer p.fireMu.Unlock()
+	r := s.inlineRuntime()
+	if err := r.readStoreClock(ctx); err != nil {
+		return fmt.Errorf("fire periodic ticks: read store clock: %w", err)
+	}
+	for _, sc := range scheds {
+		log := r.log.With(zap.String("schedule", sc.name))
+		if err := r.fireInline(ctx, ps, sc, log); err != nil {
+			return fmt.Errorf("fire periodic ticks: schedule %q: %w", sc.name, err)
+		}
+	}
+	return nil
+}
+
+// fireInline is firePeriodicDue's round for one schedule.
+func (r *runtime) fireInline(ctx context.Context, ps store.PeriodicStore, sc *schedule, log *zap.Logger) error {
+	if !sc.declared {
+		_, err := ps.PeriodicState(ctx, sc.name)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// Fire the ticks since the Every call first: a declaration
+			// would start the schedule now and pass over them.
+			sc.last = sc.since
+			if _, err := r.fireTicks(ctx, ps, sc, log); err != nil {
+				return err
+			}
+		case err != nil:
+			return storeFailure("read schedule state", err)
+		}
+		if err := r.declareSchedule(ctx, ps, sc, log); err != nil {
+			return err
+		}
+	}
+	_, err := r.fireTicks(ctx, ps, sc, log)
+	return err
+}
 
 // startPeriodic starts the periodic loop; stopPeriodic stops it and waits.
 // Both are called once, by the runtime's start and stop.
@@ -393,6 +537,8 @@ func (r *runtime) periodicRound(ctx context.Context, ps store.PeriodicStore) tim
 	}
 	wait := r.cfg.PollInterval
 	p := &r.s.periodic
+	p.fireMu.Lock()
+	defer p.fireMu.Unlock()
 	if r.s.now().Sub(p.storeRead) >= r.cfg.PollInterval {
 		// Nothing read the store's clock lately: the host's clock may
 		// have been stepped since.
@@ -429,7 +575,7 @@ func (r *runtime) readStoreClock(ctx context.Context) error {
 }
 
 // measured records a store clock reading taken from host time before to
-// now.
+// now. The caller holds periodicSet.fireMu.
 func (r *runtime) measured(before, storeNow time.Time) {
 	after := r.s.now()
 	r.s.measureOffset(before, after, storeNow)
@@ -443,41 +589,61 @@ func (r *runtime) logStoreError(ctx context.Context, msg string, err error) {
 }
 
 // tickSchedule declares sc if not yet done, fires its due ticks, and
-// returns how long until its next tick.
+// returns how long until its next tick; after a failed step, logged, it
+// returns PollInterval, to try again then.
 func (r *runtime) tickSchedule(ctx context.Context, ps store.PeriodicStore, sc *schedule) time.Duration {
 	ctx, cancel := context.WithTimeout(ctx, periodicTimeout)
 	defer cancel()
 	log := r.log.With(zap.String("schedule", sc.name))
 	if !sc.declared {
-		before := r.s.now()
-		tmpl, err := r.s.insertParam(ctx, Request{Kind: sc.kind, Payload: sc.payload, Options: sc.opts}, nil)
-		if err == nil {
-			tmpl, err = r.s.sealedTemplate(tmpl, sc.name) // encryption.go
-		}
-		if err != nil {
-			log.Error("periodic: build job template", zap.Error(err))
+		if err := r.declareSchedule(ctx, ps, sc, log); err != nil {
+			r.logPeriodic(ctx, log, err)
 			return r.cfg.PollInterval
-		}
-		d, err := ps.DeclarePeriodic(ctx, &store.DeclarePeriodicParams{Name: sc.name, Spec: sc.stored, Job: &tmpl})
-		if err != nil {
-			r.logStoreError(ctx, "periodic: declare schedule", err)
-			return r.cfg.PollInterval
-		}
-		r.measured(before, d.Now)
-		sc.declared, sc.last = true, d.State.LastTick
-		switch {
-		case d.Created:
-			log.Info("periodic schedule created", zap.String("spec", sc.stored))
-		case d.PreviousSpec != sc.stored:
-			log.Info("periodic schedule spec changed", zap.String("spec", sc.stored),
-				zap.String("previous_spec", d.PreviousSpec), zap.Time("last_tick", sc.last))
 		}
 	}
+	wait, err := r.fireTicks(ctx, ps, sc, log)
+	if err != nil {
+		r.logPeriodic(ctx, log, err)
+		return r.cfg.PollInterval
+	}
+	return wait
+}
 
+// declareSchedule records sc in the store (store.PeriodicStore's
+// DeclarePeriodic) with the template of its jobs, and learns its stored
+// last tick.
+func (r *runtime) declareSchedule(ctx context.Context, ps store.PeriodicStore, sc *schedule, log *zap.Logger) error {
+	before := r.s.now()
+	tmpl, err := r.s.insertParam(ctx, Request{Kind: sc.kind, Payload: sc.payload, Options: sc.opts}, nil)
+	if err == nil {
+		tmpl, err = r.s.sealedTemplate(tmpl, sc.name) // encryption.go
+	}
+	if err != nil {
+		return buildFailure("build job template", err)
+	}
+	d, err := ps.DeclarePeriodic(ctx, &store.DeclarePeriodicParams{Name: sc.name, Spec: sc.stored, Job: &tmpl})
+	if err != nil {
+		return storeFailure("declare schedule", err)
+	}
+	r.measured(before, d.Now)
+	sc.declared, sc.last = true, d.State.LastTick
+	switch {
+	case d.Created:
+		log.Info("periodic schedule created", zap.String("spec", sc.stored))
+	case d.PreviousSpec != sc.stored:
+		log.Info("periodic schedule spec changed", zap.String("spec", sc.stored),
+			zap.String("previous_spec", d.PreviousSpec), zap.Time("last_tick", sc.last))
+	}
+	return nil
+}
+
+// fireTicks fires sc's ticks due at the store's now, from its last tick
+// as last seen, and returns how long until its next tick.
+func (r *runtime) fireTicks(ctx context.Context, ps store.PeriodicStore, sc *schedule, log *zap.Logger) (time.Duration, error) {
 	now := r.storeNow()
 	ticks := r.dueTicks(sc, now, log)
 	if len(ticks) == 0 {
-		return r.untilNextTick(sc, now)
+		return r.untilNextTick(sc, now), nil
 	}
 	params := &store.FirePeriodicParams{Name: sc.name, Spec: sc.stored, Ticks: ticks}
 	for i := range ticks {
@@ -486,16 +652,14 @@ func (r *runtime) tickSchedule(ctx context.Context, ps store.PeriodicStore, sc *
 		}
 		job, err := r.periodicJob(ctx, sc, ticks[i].At)
 		if err != nil {
-			log.Error("periodic: build job", zap.Error(err))
-			return r.cfg.PollInterval
+			return 0, buildFailure("build job", err)
 		}
 		ticks[i].Job = &job
 	}
 	before := r.s.now()
 	res, err := ps.FirePeriodic(ctx, params)
 	if err != nil {
-		r.logStoreError(ctx, "periodic: fire ticks", err)
-		return r.cfg.PollInterval
+		return 0, storeFailure("fire ticks", err)
 	}
 	r.measured(before, res.Now)
 	if res.LastTick.After(sc.last) {
@@ -522,9 +686,9 @@ func (r *runtime) tickSchedule(ctx context.Context, ps store.PeriodicStore, sc *
 	r.s.scheduled(jobs, results)
 	if latest := ticks[len(ticks)-1].At; latest.After(res.Now) && latest.After(sc.last) {
 		// The store's clock has not reached the tick: try when it has.
-		return latest.Sub(res.Now)
+		return latest.Sub(res.Now), nil
 	}
-	return r.untilNextTick(sc, r.storeNow())
+	return r.untilNextTick(sc, r.storeNow()), nil
 }
 
 // dueTicks returns the ticks of sc to fire at store time now, by its

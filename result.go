@@ -131,9 +131,11 @@ func HandleResult[T, R any](s *Scheduler, kind string, fn func(ctx context.Conte
 // Then schedules a follow-up job from a handler: it is inserted only if the
 // attempt succeeds, atomically with the success (or with CompleteTx's
 // transaction), so a crash can neither lose it nor insert it twice. The
-// options are Schedule's. It returns ErrNotInHandler outside a handler,
-// the errors Schedule returns for bad input, and an error wrapping
-// errors.ErrUnsupported when the store cannot insert follow-ups.
+// options are Schedule's, but for a UniqueKey, which is not kept: the job
+// is inserted once, by its parent's success. It returns ErrNotInHandler
+// outside a handler, the errors Schedule returns for bad input, and an
+// error wrapping errors.ErrUnsupported when the store cannot insert
+// follow-ups. ThenArgs takes a JobArgs instead of a kind and payload.
 func Then(ctx context.Context, kind string, payload any, opts ...ScheduleOption) error {
 	x := extrasFrom(ctx)
 	if x == nil {
@@ -143,6 +145,9 @@ func Then(ctx context.Context, kind string, payload any, opts ...ScheduleOption)
 		return fmt.Errorf("then %q: %w", kind, err)
 	}
 	p, err := x.s.insertParam(ctx, Request{Kind: kind, Payload: payload, Options: opts}, nil)
+	if err == nil {
+		err = x.s.refuseUnknownKinds(ctx, []store.InsertParams{p}) // unhandled.go
+	}
 	if err != nil {
 		return fmt.Errorf("then %q: %w", kind, err)
 	}
@@ -157,10 +162,11 @@ func Then(ctx context.Context, kind string, payload any, opts ...ScheduleOption)
 // a job of kind with payload and opts, in the same atomic operation —
 // whatever ends the job: its handler, a rescue after its attempts ran out,
 // a cancel. A job retried by hand after it ended inserts its follow-ups
-// again when it ends again. An invalid follow-up is an error wrapping
+// again when it ends again. A UniqueKey among opts is not kept. An invalid follow-up is an error wrapping
 // ErrInvalidOption (or ErrInvalidKind, ErrInvalidPayload) from Schedule;
 // stores that cannot keep follow-ups make Schedule return an error wrapping
-// errors.ErrUnsupported.
+// errors.ErrUnsupported. FollowUpArgs takes a JobArgs instead of a kind
+// and payload.
 func FollowUp(on []State, kind string, payload any, opts ...ScheduleOption) ScheduleOption {
 	return followUpOption{on: on, req: Request{Kind: kind, Payload: payload, Options: opts}}
 }

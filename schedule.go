@@ -24,7 +24,8 @@ type ScheduleResult struct {
 	Duplicate bool
 }
 
-// Request is one job for ScheduleMany.
+// Request is one job for ScheduleMany, ScheduleManyTx or a Batch.
+// NewRequest makes one from a JobArgs, its kind and options included.
 type Request struct {
 	Kind    string
 	Payload any
@@ -44,8 +45,9 @@ type Request struct {
 // yet or the store keeps none. The kind's Timeout and RetryPolicy are
 // always those of the host that runs the attempt.
 //
-// Errors (nothing is stored): ErrInvalidKind, ErrInvalidPayload,
-// ErrInvalidOption, ErrSchedulerClosed, ErrBackpressure (a
+// Errors (nothing is stored): ErrInvalidKind, ErrUnknownKind (with
+// Config.RefuseUnknownKinds), ErrInvalidPayload, ErrInvalidOption,
+// ErrSchedulerClosed, ErrBackpressure (a
 // *BackpressureError: the kind has MaxPending jobs pending, or all kinds
 // Config.MaxPending; see WaitForCapacity), or the store's error.
 func (s *Scheduler) Schedule(ctx context.Context, kind string, payload any, opts ...ScheduleOption) (ScheduleResult, error) {
@@ -135,33 +137,48 @@ func (s *Scheduler) wakeForInserted(params []store.InsertParams, res []store.Ins
 // ScheduleTx emits no EventScheduled: the Scheduler cannot know whether tx
 // commits, and an event must never count a job that was never stored. The
 // job's first event is EventStarted, on the host that runs it. For other
-// stores' transactions (sqlitestore's *sql.Tx), see ScheduleTxOf.
+// stores' transactions (sqlitestore's *sql.Tx), see ScheduleTxOf; for
+// typed jobs, EnqueueTx.
 func (s *Scheduler) ScheduleTx(ctx context.Context, tx pgx.Tx, kind string, payload any, opts ...ScheduleOption) (ScheduleResult, error) {
 	return ScheduleTxOf(ctx, s, tx, kind, payload, opts...)
 }
 
-// scheduleTx validates one job and inserts it with insert, inside a
-// caller's transaction.
-func (s *Scheduler) scheduleTx(ctx context.Context, kind string, payload any, opts []ScheduleOption,
-	insert func([]store.InsertParams) ([]store.InsertResult, error)) (ScheduleResult, error) {
+// ScheduleManyTx is ScheduleMany inside the caller's PostgreSQL
+// transaction: the jobs exist only if tx commits, all of them (duplicates
+// reported per job), together with the business writes they belong to.
+// As for ScheduleTx, hosts are woken when tx commits and no EventScheduled
+// is emitted; stores that cannot do this (memstore) return
+// ErrTxUnsupported before anything is written, and other errors are
+// ScheduleMany's. For other stores' transactions (sqlitestore's *sql.Tx),
+// see ScheduleManyTxOf; for typed jobs, EnqueueManyTx.
+func (s *Scheduler) ScheduleManyTx(ctx context.Context, tx pgx.Tx, reqs []Request) ([]ScheduleResult, error) {
+	return ScheduleManyTxOf(ctx, s, tx, reqs)
+}
+
+// scheduleTx validates jobs and inserts them with insert, inside a
+// caller's transaction. what names the call in errors.
+func (s *Scheduler) scheduleTx(ctx context.Context, what string, reqs []Request,
+	insert func([]store.InsertParams) ([]store.InsertResult, error)) ([]ScheduleResult, error) {
 	if err := checkContext(ctx); err != nil {
-		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	reqs := []Request{{Kind: kind, Payload: payload, Options: opts}}
 	params, err := s.insertParams(ctx, reqs)
 	if err != nil {
-		return ScheduleResult{}, err
+		return nil, err
 	}
 	if s.closed() {
-		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, ErrSchedulerClosed)
+		return nil, fmt.Errorf("%s: %w", what, ErrSchedulerClosed)
 	}
 	wait, cancel := waitContext(reqs)
 	defer cancel()
 	res, err := s.insertWaiting(ctx, wait, params, insert)
 	if err != nil {
-		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: %w", kind, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return s.report(params, res, false)[0], nil
+	if len(res) != len(params) {
+		return nil, fmt.Errorf("%s: store %T returned %d results for %d jobs", what, s.store, len(res), len(params))
+	}
+	return s.report(params, res, false), nil
 }
 
 // scheduled logs stored jobs, emits their EventScheduled and converts
@@ -218,6 +235,9 @@ func (s *Scheduler) insertParams(ctx context.Context, reqs []Request) ([]store.I
 		p.PendingLimit = s.cfg.MaxPending
 		params[i] = p
 	}
+	if err := s.refuseUnknownKinds(ctx, params); err != nil { // unhandled.go
+		return nil, fmt.Errorf("schedule: %w", err)
+	}
 	if err := s.resolveKindDefaults(ctx, params); err != nil {
 		return nil, fmt.Errorf("schedule: %w", err)
 	}
@@ -248,7 +268,7 @@ func (s *Scheduler) insertParam(ctx context.Context, r Request, ctxMetadata map[
 // store, never stored with a guess.
 func (s *Scheduler) unresolvedParam(r Request, ctxMetadata map[string]string) (store.InsertParams, error) {
 	if err := checkKind(r.Kind); err != nil {
-		return store.InsertParams{}, err
+		return store.InsertParams{}, requestError(r, err) // args.go
 	}
 	var set scheduleSettings
 	if len(ctxMetadata) > 0 {

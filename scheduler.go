@@ -55,6 +55,9 @@ type Scheduler struct {
 	// kindDefaults caches the kinds' stored defaults for jobs of kinds
 	// without a handler here (kinddefaults.go).
 	kindDefaults kindDefaultsCache
+	// known is the cluster's kinds for Config.RefuseUnknownKinds (nil
+	// without it; unhandled.go).
+	known *clusterKinds
 }
 
 // phase is the Scheduler's lifecycle position.
@@ -83,6 +86,7 @@ func New(cfg Config) (*Scheduler, error) {
 		stopped:  make(chan struct{}),
 		ev:       newEvents(c.Observers, c.EventBuffer),
 	}
+	s.known = newClusterKinds(&s.cfg)
 	s.admin = newSchedulerAdmin(s)
 	return s, nil
 }
@@ -204,8 +208,10 @@ func (s *Scheduler) kinds() []*kindHandler {
 }
 
 // Start starts claiming and running jobs and returns once the Scheduler
-// runs. ctx bounds only the start-up (a first call to the store); the
-// Scheduler runs until Stop. Start after Stop (or while Stop runs) returns
+// runs, with the periodic schedules declared so far (Every) recorded in
+// the store: their ticks count from then. ctx bounds only the start-up
+// (the first calls to the store, whose errors it returns); the Scheduler
+// runs until Stop. Start after Stop (or while Stop runs) returns
 // ErrSchedulerClosed; a second Start returns nil and does nothing. Other
 // methods are not held up while Start waits for the store.
 func (s *Scheduler) Start(ctx context.Context) error {
@@ -234,6 +240,11 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	paused, err := pausedKinds(ctx, s.store)
 	if err != nil {
 		return fmt.Errorf("start: read paused kinds: %w", err)
+	}
+	// The schedules declared so far exist in the store once Start
+	// returns, counting their ticks from then (periodic.go).
+	if err := s.declarePeriodic(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
 	}
 
 	// Flow settings are declared before the first claim, so the store

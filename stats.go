@@ -41,6 +41,18 @@ type Stats struct {
 	// (implements store.DueInspector). memstore does.
 	OldestDueKnown bool `json:"oldest_due_known"`
 
+	// Unhandled is, per kind whose jobs have been due for the
+	// UnhandledKindGrace (Config's, or AdminConfig's for Admin.Stats)
+	// with no running node handling it, the run time of its oldest due
+	// job (store clock), for the whole cluster: such jobs wait until a
+	// host that handles the kind runs (see store.UnhandledKinds). Kinds
+	// that are handled are absent. Nil when UnhandledKnown is false.
+	Unhandled map[string]time.Time `json:"unhandled,omitempty"`
+	// UnhandledKnown reports whether the store tells the unhandled kinds
+	// (implements store.DueInspector and store.NodeRegistry). memstore,
+	// pgstore and sqlitestore do.
+	UnhandledKnown bool `json:"unhandled_known"`
+
 	// Flows is, per kind with flow settings (GlobalConcurrency,
 	// PartitionBy, RateLimit, CircuitBreaker, MaxPending), its settings
 	// and their state, for the whole cluster: the breaker, the running
@@ -77,6 +89,8 @@ func (s *Stats) DueAge(kind string) time.Duration {
 // pgstore answers it from partial indexes and estimates, so it stays cheap
 // with millions of rows), the oldest due unstarted job of each kind (one
 // OldestDue call, when the store implements store.DueInspector), the
+// kinds no running node handles (one ListNodes call more, when it also
+// implements store.NodeRegistry), the
 // kinds' flow settings and state (one Flows call, when the store
 // implements store.FlowStore) and the handlers running on this host. Per-kind event counters and start-lag and
 // run-time percentiles of this host are kept by an axstats.Observer among
@@ -90,7 +104,7 @@ func (s *Scheduler) Stats(ctx context.Context) (*Stats, error) {
 		return nil, fmt.Errorf("stats: %w", ErrSchedulerClosed)
 	}
 	st := &Stats{Node: s.cfg.Node, At: s.now(), Workers: s.cfg.Workers}
-	if err := queueStats(ctx, s.store, st); err != nil {
+	if err := queueStats(ctx, s.store, st, s.cfg.UnhandledKindGrace); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	st.Running = s.Running()
@@ -98,8 +112,9 @@ func (s *Scheduler) Stats(ctx context.Context) (*Stats, error) {
 	return st, nil
 }
 
-// queueStats fills the cluster-wide fields of st from the store.
-func queueStats(ctx context.Context, s store.Store, st *Stats) error {
+// queueStats fills the cluster-wide fields of st from the store, with
+// grace as the UnhandledKindGrace.
+func queueStats(ctx context.Context, s store.Store, st *Stats, grace time.Duration) error {
 	if c, ok := s.(store.Counter); ok {
 		counts, err := c.CountJobs(ctx)
 		if err != nil {
@@ -131,6 +146,16 @@ func queueStats(ctx context.Context, s store.Store, st *Stats) error {
 		st.OldestDue, st.StoreNow, st.OldestDueKnown = make(map[string]time.Time, len(rep.Kinds)), rep.Now, true
 		for _, k := range rep.Kinds {
 			st.OldestDue[k.Kind] = k.OldestRunAt
+		}
+		if reg, ok := s.(store.NodeRegistry); ok {
+			nodes, err := reg.ListNodes(ctx)
+			if err != nil {
+				return fmt.Errorf("nodes: %w", err)
+			}
+			st.Unhandled, st.UnhandledKnown = make(map[string]time.Time), true
+			for _, k := range store.UnhandledKinds(nodes, rep, grace) { // unhandled.go
+				st.Unhandled[k.Kind] = k.OldestRunAt
+			}
 		}
 	}
 	return nil

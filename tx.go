@@ -3,29 +3,70 @@ package ax
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"github.com/axsched/ax/store"
 )
 
-// Transactions of any store. ScheduleTx, CompleteTx and ScheduleBatchTx
-// take a pgx.Tx, for pgstore; these generic forms take the transaction
-// type of whatever store the Scheduler has — a pgx.Tx for pgstore, a
-// *sql.Tx for sqlitestore — found by the store's InsertTx, CompleteTx and
-// InsertBatchTx methods.
+// Transactions of any store. ScheduleTx, ScheduleManyTx, CompleteTx and
+// ScheduleBatchTx take a pgx.Tx, for pgstore; these generic forms (and
+// EnqueueTx, EnqueueManyTx) take the transaction type of whatever store
+// the Scheduler has — a pgx.Tx for pgstore, a *sql.Tx for sqlitestore —
+// found by the store's InsertTx, CompleteTx and InsertBatchTx methods. A
+// store without the method for tx's type fails the call with
+// ErrTxUnsupported before anything is written.
 
 // ScheduleTxOf schedules a job inside tx, a transaction of the Scheduler's
 // store, so that the job exists only if tx commits. It is ScheduleTx for
 // any store whose InsertTx takes a Tx; others return ErrTxUnsupported.
 func ScheduleTxOf[Tx any](ctx context.Context, s *Scheduler, tx Tx, kind string, payload any, opts ...ScheduleOption) (ScheduleResult, error) {
+	what := fmt.Sprintf("schedule %q in tx", kind)
+	insert, err := txInsert(ctx, s, tx)
+	if err != nil {
+		return ScheduleResult{}, fmt.Errorf("%s: %w", what, err)
+	}
+	res, err := s.scheduleTx(ctx, what, []Request{{Kind: kind, Payload: payload, Options: opts}}, insert)
+	if err != nil {
+		return ScheduleResult{}, err
+	}
+	return res[0], nil
+}
+
+// ScheduleManyTxOf schedules several jobs inside tx, a transaction of the
+// Scheduler's store, in one store call: they all exist if tx commits
+// (duplicates reported per job), none if it rolls back, and on error
+// nothing was written for them (roll tx back all the same: a failed
+// statement aborts a PostgreSQL transaction). Results are in the order of
+// reqs. It is ScheduleManyTx for any store whose InsertTx takes a Tx (a
+// *sql.Tx of its file for sqlitestore); others return ErrTxUnsupported
+// before anything is written. Other errors are ScheduleMany's.
+func ScheduleManyTxOf[Tx any](ctx context.Context, s *Scheduler, tx Tx, reqs []Request) ([]ScheduleResult, error) {
+	what := fmt.Sprintf("schedule %d job(s) in tx", len(reqs))
+	insert, err := txInsert(ctx, s, tx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return s.scheduleTx(ctx, what, reqs, insert)
+}
+
+// txInsert returns the insert of the Scheduler's store into tx, or an
+// error wrapping ErrTxUnsupported when its InsertTx takes no Tx.
+func txInsert[Tx any](ctx context.Context, s *Scheduler, tx Tx) (func([]store.InsertParams) ([]store.InsertResult, error), error) {
 	ti, ok := s.store.(interface {
 		InsertTx(context.Context, Tx, []store.InsertParams) ([]store.InsertResult, error)
 	})
 	if !ok {
-		return ScheduleResult{}, fmt.Errorf("schedule %q in tx: store %T takes no %T: %w", kind, s.store, tx, ErrTxUnsupported)
+		return nil, fmt.Errorf("store %T takes no %s: %w", s.store, txTypeName[Tx](), ErrTxUnsupported)
 	}
-	return s.scheduleTx(ctx, kind, payload, opts, func(params []store.InsertParams) ([]store.InsertResult, error) {
+	return func(params []store.InsertParams) ([]store.InsertResult, error) {
 		return ti.InsertTx(ctx, tx, params)
-	})
+	}, nil
+}
+
+// txTypeName names the transaction type Tx (a nil pgx.Tx's %T is
+// "<nil>").
+func txTypeName[Tx any]() string {
+	return reflect.TypeFor[Tx]().String()
 }
 
 // CompleteTxOf is CompleteTx for any store whose CompleteTx takes a Tx:
@@ -36,7 +77,7 @@ func CompleteTxOf[Tx any](ctx context.Context, s *Scheduler, tx Tx) error {
 		CompleteTx(context.Context, Tx, store.FinishParams) (bool, error)
 	})
 	if !ok {
-		return fmt.Errorf("complete in tx: store %T takes no %T: %w", s.store, tx, ErrTxUnsupported)
+		return fmt.Errorf("complete in tx: store %T takes no %s: %w", s.store, txTypeName[Tx](), ErrTxUnsupported)
 	}
 	return s.completeTx(ctx, func(p store.FinishParams) (bool, error) { return tc.CompleteTx(ctx, tx, p) })
 }
@@ -49,7 +90,7 @@ func ScheduleBatchTxOf[Tx any](ctx context.Context, s *Scheduler, tx Tx, b Batch
 		InsertBatchTx(context.Context, Tx, *store.BatchParams) (*store.BatchResult, error)
 	})
 	if !ok {
-		return nil, fmt.Errorf("schedule batch in tx: store %T takes no %T: %w", s.store, tx, ErrTxUnsupported)
+		return nil, fmt.Errorf("schedule batch in tx: store %T takes no %s: %w", s.store, txTypeName[Tx](), ErrTxUnsupported)
 	}
 	return s.scheduleBatch(ctx, b, func(_ store.BatchStore, p *store.BatchParams) (*store.BatchResult, error) {
 		return ti.InsertBatchTx(ctx, tx, p)

@@ -17,13 +17,19 @@ var ErrSchedulerRunning = errors.New("ax: scheduler is running")
 const MaxRunDue = 100_000
 
 // RunDue runs the jobs that are due now, one at a time, on the calling
-// goroutine, and returns how many attempts it ran: it claims the earliest
-// due job of the kinds this Scheduler handles (by priority, then run_at),
-// calls its handler (with its middleware and timeout), writes its outcome,
-// and goes on until none is due — including retries and snoozes that fall
-// due meanwhile (with the store's clock as it is). It is deterministic for
-// a given store and clock, which is what tests want (see package axtest);
-// nothing runs concurrently with the handlers.
+// goroutine, and returns how many attempts it ran.
+//
+// It first fires the periodic schedules' due ticks (Every), as a started
+// Scheduler's periodic loop waking now would: once, each schedule's
+// MisfirePolicy applying to the ticks passed since the previous call; a
+// schedule the store does not know yet counts its ticks from its Every
+// call. Then it claims the earliest due job of the kinds this Scheduler
+// handles (by priority, then run_at), calls its handler (with its
+// middleware and timeout), writes its outcome, and goes on until none is
+// due — including retries and snoozes that fall due meanwhile (with the
+// store's clock as it is). It is deterministic for a given store and
+// clock, which is what tests want (see package axtest); nothing runs
+// concurrently with the handlers.
 //
 // It is for a Scheduler that was not started (ErrSchedulerRunning
 // otherwise) and that has not stopped (ErrSchedulerClosed). ctx bounds the
@@ -42,6 +48,9 @@ func (s *Scheduler) RunDue(ctx context.Context) (int, error) {
 	case phaseStopping, phaseStopped:
 		return 0, fmt.Errorf("run due jobs: %w", ErrSchedulerClosed)
 	}
+	if err := s.firePeriodicDue(ctx); err != nil {
+		return 0, fmt.Errorf("run due jobs: %w", err)
+	}
 	for n := 0; ; n++ {
 		if n == MaxRunDue {
 			return n, fmt.Errorf("run due jobs: still due after %d attempts", MaxRunDue)
@@ -56,8 +65,8 @@ func (s *Scheduler) RunDue(ctx context.Context) (int, error) {
 	}
 }
 
-// RunNextDue is RunDue for one attempt: it runs the job due first, if
-// any, and reports whether there was one.
+// RunNextDue is RunDue for one attempt: it fires the due periodic ticks,
+// runs the job due first, if any, and reports whether there was one.
 func (s *Scheduler) RunNextDue(ctx context.Context) (bool, error) {
 	if err := checkContext(ctx); err != nil {
 		return false, fmt.Errorf("run next due job: %w", err)
@@ -70,6 +79,9 @@ func (s *Scheduler) RunNextDue(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("run next due job: %w", ErrSchedulerRunning)
 	case phaseStopping, phaseStopped:
 		return false, fmt.Errorf("run next due job: %w", ErrSchedulerClosed)
+	}
+	if err := s.firePeriodicDue(ctx); err != nil {
+		return false, fmt.Errorf("run next due job: %w", err)
 	}
 	return s.runOneDue(ctx)
 }

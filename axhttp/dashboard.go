@@ -702,12 +702,16 @@ type kindsRow struct {
 func (h *Handler) kindsPage(w http.ResponseWriter, r *http.Request) {
 	kinds, err := h.admin.Kinds(r.Context())
 	body := struct {
-		Kinds   []kindsRow
-		HasFlow bool
-		Problem string
+		Kinds     []kindsRow
+		HasFlow   bool
+		Unhandled []string // kinds no running node handles
+		Problem   string
 	}{}
 	for _, k := range kinds {
 		row := kindsRow{KindState: k, Breaker: BreakerSummary(k.Flow), Limits: LimitsSummary(k.Flow), Now: NowSummary(k.Flow)}
+		if k.Unhandled {
+			body.Unhandled = append(body.Unhandled, k.Kind)
+		}
 		if f := k.Flow; f != nil {
 			body.HasFlow = true
 			row.HasBreaker = !f.Config.Breaker.IsZero()

@@ -26,7 +26,7 @@
 //	GET  /api/v1/jobs/{id}/followups     the jobs its end inserted: callback deliveries
 //	POST /api/v1/jobs/{id}/retry         make one job due now (409 when its state does not allow it)
 //	POST /api/v1/jobs/{id}/cancel        cancel one job (409 likewise)
-//	GET  /api/v1/kinds                   kinds: pause state, jobs by state, nodes
+//	GET  /api/v1/kinds                   kinds: pause state, jobs by state, nodes, unhandled
 //	POST /api/v1/kinds/{kind}/pause      pause a kind cluster-wide (404 for a kind nobody runs, unless force=true)
 //	POST /api/v1/kinds/{kind}/resume     resume it (the store then keeps no row of it)
 //	GET  /api/v1/periodic                periodic schedules with their next ticks
@@ -48,7 +48,8 @@
 // /dead (dead letters grouped by kind and error, callback deliveries
 // apart, retried or discarded per group, one by one or in bulk), /kinds
 // (pause and resume; breaker open and close, limits, running count and
-// rate), /periodic (schedules, next ticks, pause, resume, run now),
+// rate; kinds no running node handles while their jobs are due, marked
+// unhandled, see ax.Config.UnhandledKindGrace), /periodic (schedules, next ticks, pause, resume, run now),
 // /nodes (nodes and leader), /login, and /static/{file} (embedded assets,
 // served by exact name only). Pages refresh their content every
 // Config.RefreshInterval (a small embedded script; such requests carry

@@ -2,14 +2,18 @@ package axhttp
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memstore"
 )
 
 // TestPauseUnknownKind: a pause of a kind the cluster does not know (no
@@ -117,4 +121,82 @@ func TestPauseUnknownKind(t *testing.T) {
 		_, page := admin.get(p)
 		require.False(t, strings.Contains(page, "../../jobs") || strings.Contains(page, "ghost"), p)
 	}
+}
+
+// TestKindsUnhandled: a kind whose jobs have been due for the grace with
+// no running node handling it is marked unhandled on the Kinds page (a
+// badge on its row, an alert naming it) and in the API's kinds; handled
+// kinds are not.
+func TestKindsUnhandled(t *testing.T) {
+	var offset atomic.Int64 // store clock minus real time
+	st := memstore.New(memstore.WithClock(func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }))
+	ctx := context.Background()
+	// A worker that handles email registered an hour ago, and still runs.
+	offset.Store(int64(-time.Hour))
+	require.NoError(t, st.HeartbeatNode(ctx, &store.NodeParams{Name: "worker", Kinds: []string{"email"}, TTL: 2 * time.Hour}))
+	offset.Store(0)
+	f := newFixture(t, fixtureOptions{store: st})
+	for _, kind := range []string{"email", "emial"} {
+		_, err := f.s.Schedule(ctx, kind, nil, ax.At(time.Now().Add(-10*time.Minute)))
+		require.NoError(t, err)
+	}
+	admin := f.browser()
+	admin.login("app", testSecret)
+	_, page := admin.get("/kinds")
+	res, body := f.call(&f.app, "GET", APIPrefix+"/kinds", "")
+	require.Equal(t, 200, res.StatusCode, "%s", body)
+	var api []ax.KindState
+	require.NoError(t, json.Unmarshal(body, &api))
+	unhandled := map[string]bool{}
+	for _, k := range api {
+		unhandled[k.Kind] = k.Unhandled
+	}
+	require.Equal(t, map[string]bool{"email": false, "emial": true}, unhandled)
+	for _, c := range []struct {
+		name, want string
+	}{
+		{"the alert names the kind", `1 kind(s) with jobs due that no running node handles: <a href="#kind-emial">emial</a>`},
+		{"the misspelt kind's row has the badge", `<tr id="kind-emial">`},
+	} {
+		require.Contains(t, page, c.want, c.name)
+	}
+	require.Equal(t, 1, strings.Count(page, `<span class="badge unhandled"`), "only the unhandled kind has the badge")
+	_, overview := admin.get("/")
+	require.Equal(t, 1, strings.Count(overview, `<span class="badge unhandled"`), "the overview marks it too")
+	row := page[strings.Index(page, `<tr id="kind-emial">`):]
+	row = row[:strings.Index(row, "</tr>")]
+	require.Contains(t, row, `badge unhandled`)
+}
+
+// TestSubmitUnknownKind: with ax.Config.RefuseUnknownKinds, a job of a
+// kind no node handles is a 400 naming the kind, and nothing is stored;
+// a handled kind is accepted.
+func TestSubmitUnknownKind(t *testing.T) {
+	f := newFixture(t, fixtureOptions{
+		setup: func(s *ax.Scheduler) {
+			require.NoError(t, s.Handle("email", ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })))
+		},
+		schedCfg: func(c *ax.Config) { c.RefuseUnknownKinds = true },
+	})
+	cases := []struct {
+		body   string
+		status int
+		detail string
+	}{
+		{`{"kind":"email","delay":"1h"}`, 201, ""},
+		{`{"kind":"emial","delay":"1h"}`, 400, `job kind unknown to the cluster: \"emial\"`},
+		{`{"jobs":[{"kind":"email"},{"kind":"emial"}]}`, 400, `job kind unknown to the cluster`},
+	}
+	for _, c := range cases {
+		path := APIPrefix + "/jobs"
+		if strings.HasPrefix(c.body, `{"jobs"`) {
+			path += "/batch"
+		}
+		res, body := f.call(&f.app, "POST", path, c.body)
+		require.Equal(t, c.status, res.StatusCode, "%s: %s", c.body, body)
+		require.Contains(t, string(body), c.detail, c.body)
+	}
+	n, err := f.s.Admin().Count(context.Background(), ax.JobFilter{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "only the handled kind's job is stored")
 }

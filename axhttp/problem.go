@@ -87,7 +87,7 @@ func problemFor(r *http.Request, err error) *Problem {
 	case errors.Is(err, ax.ErrScheduleNotFound), errors.Is(err, ax.ErrNotFound):
 		return problem(http.StatusNotFound, ProblemNotFound, clientText(err))
 	case errors.Is(err, ax.ErrInvalidFilter), errors.Is(err, ax.ErrInvalidCursor),
-		errors.Is(err, ax.ErrInvalidOption), errors.Is(err, ax.ErrInvalidKind),
+		errors.Is(err, ax.ErrInvalidOption), errors.Is(err, ax.ErrInvalidKind), errors.Is(err, ax.ErrUnknownKind),
 		errors.Is(err, ax.ErrInvalidPayload), errors.Is(err, ax.ErrInvalidSchedule),
 		errors.Is(err, ax.ErrFilterMatchesAll), errors.Is(err, ErrCallbackURL),
 		errors.Is(err, store.ErrInvalidParams):

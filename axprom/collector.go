@@ -71,6 +71,14 @@
 //	                                 is paused), before any job starts late.
 //	                                 Absent when the store cannot tell
 //	                                 (store.DueInspector; memstore can).
+//	ax_kind_unhandled                gauge: 1 while the kind's jobs have been
+//	                                 due for Config.UnhandledKindGrace with no
+//	                                 running node handling it (a misspelt
+//	                                 kind, or hosts deployed without its
+//	                                 handler), else 0. Alert on it. Absent
+//	                                 when the store cannot tell
+//	                                 (store.NodeRegistry and
+//	                                 store.DueInspector).
 //	ax_breaker_state                 gauge, also by state (closed, open,
 //	                                 half_open): 1 for the kind's breaker's
 //	                                 state, 0 for the others; kinds with a
@@ -158,8 +166,8 @@ type Collector struct {
 	startLag, duration                                                                                       *prometheus.HistogramVec
 	breakerTransitions, backpressure                                                                         *prometheus.CounterVec
 
-	runningDesc, queueDesc, dueAgeDesc, droppedDesc, queueErrDesc, leaderDesc *prometheus.Desc
-	breakerStateDesc, flowLimitDesc                                           *prometheus.Desc
+	runningDesc, queueDesc, dueAgeDesc, droppedDesc, queueErrDesc, leaderDesc, unhandledDesc *prometheus.Desc
+	breakerStateDesc, flowLimitDesc                                                          *prometheus.Desc
 
 	sched     atomic.Pointer[ax.Scheduler]
 	leader    atomic.Bool
@@ -249,6 +257,9 @@ func New(opts Options) *Collector {
 		dueAgeDesc: prometheus.NewDesc("ax_queue_oldest_due_age_seconds",
 			"How long the oldest due job of the kind that no host has started has waited (0: none due), for the whole cluster: aggregate with max.",
 			[]string{"kind"}, cluster),
+		unhandledDesc: prometheus.NewDesc("ax_kind_unhandled",
+			"1 while the kind's jobs have been due for the UnhandledKindGrace with no running node handling it, for the whole cluster: aggregate with max.",
+			[]string{"kind"}, cluster),
 		droppedDesc: prometheus.NewDesc("ax_events_dropped_total",
 			"Events dropped because observers fell behind; the event-based metrics missed them.", nil, cl),
 		queueErrDesc: prometheus.NewDesc("ax_queue_depth_errors_total",
@@ -275,6 +286,8 @@ func (c *Collector) Observe(e ax.Event) {
 	case ax.EventBackpressure:
 		c.backpressure.WithLabelValues(e.JobKind).Inc()
 		return
+	case ax.EventKindUnhandled:
+		return // ax_kind_unhandled, read from the store, says it on every host
 	case ax.EventBreakerOpened:
 		c.breakerTransitions.WithLabelValues(e.JobKind, string(ax.BreakerOpen)).Inc()
 		return
@@ -368,6 +381,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.runningDesc
 	ch <- c.queueDesc
 	ch <- c.dueAgeDesc
+	ch <- c.unhandledDesc
 	ch <- c.droppedDesc
 	ch <- c.queueErrDesc
 	ch <- c.leaderDesc
@@ -439,6 +453,13 @@ func (c *Collector) collectQueue(ch chan<- prometheus.Metric, s *ax.Scheduler) {
 		}
 		if st.OldestDueKnown {
 			ch <- prometheus.MustNewConstMetric(c.dueAgeDesc, prometheus.GaugeValue, st.DueAge(kind).Seconds(), kind)
+		}
+		if st.UnhandledKnown {
+			v := 0.0
+			if _, ok := st.Unhandled[kind]; ok {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.unhandledDesc, prometheus.GaugeValue, v, kind)
 		}
 	}
 	for kind, f := range st.Flows {

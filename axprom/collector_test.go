@@ -425,6 +425,43 @@ ax_queue_oldest_due_age_seconds{kind="stalled",scope="cluster"} 90
 	require.Equal(t, 0.0, testutil.ToFloat64(collectorMetric(t, c2, "ax_queue_depth_errors_total")), "not an error")
 }
 
+// TestCollectorUnhandledKind: ax_kind_unhandled is 1 for a kind whose
+// jobs have been due for the grace (5 minutes by default) with no running
+// node handling it, 0 for the others, in the store's clock.
+func TestCollectorUnhandledKind(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	ctx := context.Background()
+	st := memstore.New(memstore.WithClock(clock))
+	worker := &store.NodeParams{Name: "worker", Kinds: []string{"email"}, TTL: time.Hour}
+	require.NoError(t, st.HeartbeatNode(ctx, worker))
+	c := axprom.New(axprom.Options{QueueCacheTTL: time.Nanosecond})
+	s := newScheduler(t, st, c)
+	for _, kind := range []string{"email", "emial"} {
+		_, err := s.Schedule(ctx, kind, nil)
+		require.NoError(t, err)
+	}
+	const help = `# HELP ax_kind_unhandled 1 while the kind's jobs have been due for the UnhandledKindGrace with no running node handling it, for the whole cluster: aggregate with max.
+# TYPE ax_kind_unhandled gauge
+`
+	for _, step := range []struct {
+		after     time.Duration
+		unhandled string // ax_kind_unhandled of emial
+	}{{time.Minute, "0"}, {5 * time.Minute, "1"}} {
+		mu.Lock()
+		now = now.Add(step.after)
+		mu.Unlock()
+		require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(help+
+			`ax_kind_unhandled{kind="email",scope="cluster"} 0
+ax_kind_unhandled{kind="emial",scope="cluster"} `+step.unhandled+"\n"), "ax_kind_unhandled"), "after %s", step.after)
+	}
+}
+
 // collectorMetric returns the single series of name from c, as a
 // Collector testutil.ToFloat64 reads.
 func collectorMetric(t *testing.T, c prometheus.Collector, name string) prometheus.Collector {

@@ -1,21 +1,66 @@
 // Package axtest helps test code that uses AX: a Scheduler on a fresh
-// in-memory store with a clock the test moves, jobs run inline and in a
-// fixed order instead of by background workers, assertions on what was
-// scheduled, and a fresh PostgreSQL schema per test for code that
-// schedules inside its own transactions (ScheduleTx).
+// in-memory store with a clock the test moves, jobs and periodic ticks run
+// inline and in a fixed order instead of by background workers, typed
+// assertions on what was scheduled, and, for code that schedules inside
+// its own transactions (ScheduleTx), a PostgreSQL store and pool on fresh
+// schemas of the test's own.
+//
+//	type WelcomeArgs struct{ To string }
+//
+//	func (WelcomeArgs) Kind() string { return "email.welcome" }
 //
 //	func TestSignup(t *testing.T) {
 //		s, clock := axtest.NewScheduler(t, ax.Config{})
-//		ax.Handle(s, "email.welcome", sendWelcome)
-//		signup(t.Context(), s, "ada@example.com") // your code: schedules email.welcome in 10 minutes
-//		axtest.RequireScheduled(t, s, "email.welcome", axtest.Payload(Welcome{To: "ada@example.com"}))
+//		ax.HandleArgs(s, sendWelcome)
+//		signup(t.Context(), s, "ada@example.com") // your code: enqueues a WelcomeArgs in 10 minutes
+//		j := axtest.RequireScheduled[WelcomeArgs](t, s, axtest.RunAt(axtest.Epoch.Add(10*time.Minute)))
+//		// j.Args.To == "ada@example.com"; j.State, j.RunAt... are the job record's
 //		clock.Advance(10 * time.Minute)
 //		axtest.Work(t, s) // runs it, here and now
 //	}
 //
+// # Running jobs
+//
 // Nothing runs in the background: a Scheduler from NewScheduler is never
 // started, and Work runs due jobs on the test's goroutine, one at a time,
-// in claim order (priority, then run time).
+// in claim order (priority, then run time); RunOne runs one.
+//
+// # Assertions
+//
+// RequireScheduled[A], RequireNotScheduled[A] and RequireManyScheduled
+// (with ExpectArgs[A]) assert on the jobs of a JobArgs type's kind,
+// waiting to run unless a State match says otherwise, and
+// RequireScheduled returns the job with its payload decoded into an A.
+// RequireScheduledKind and RequireNotScheduledKind (with Expect{Kind: ...})
+// do the same for kinds named by a string, whose payloads are not
+// JobArgs. Failures list the jobs there are.
+//
+// # Periodic schedules
+//
+// Schedules given to Every on a Scheduler from NewScheduler fire on the
+// test's clock, without polling: each Work (or RunOne) first fires the
+// ticks due at the clock's time, as a host waking then would, and runs
+// their jobs. A schedule counts its ticks from its Every call; the ticks
+// a single Work finds follow the schedule's MisfirePolicy (by default one
+// job, for the latest), so a test that wants each tick's job moves the
+// clock one tick at a time:
+//
+//	s.Every("digest", "@hourly", DigestArgs{}) // jobs of kind "digest", DigestArgs{}.Kind()
+//	clock.Advance(time.Hour)
+//	axtest.Work(t, s) // the 10:00 tick's job runs
+//	axtest.RequireScheduled[DigestArgs](t, s, axtest.State(ax.StateSucceeded))
+//
+// A started Scheduler (ax.Scheduler.Start) fires ticks in the background,
+// on the host's timers; Start returns once its schedules are recorded in
+// the store, so their ticks count from then.
+//
+// # PostgreSQL
+//
+// Postgres and NewPostgresScheduler give each test a pgstore on a schema
+// of its own and a pool whose search_path is a second schema of its own,
+// where the tables the test creates land; both are dropped when the test
+// ends, so tests of code that keeps its rows and its jobs in one
+// transaction run in parallel on one database.
 package axtest
 
 import (
@@ -66,8 +111,8 @@ func (c *Clock) Set(t time.Time) {
 // NewScheduler returns a Scheduler for a test, on a fresh memstore whose
 // clock, and the Scheduler's, is the returned Clock. cfg's zero fields take
 // their defaults; its Store and Clock are replaced, and without a Logger it
-// is silent. The Scheduler is not started (use Work to run jobs) and is
-// stopped when the test ends.
+// is silent. The Scheduler is not started (Work fires its periodic ticks
+// and runs its jobs) and is stopped when the test ends.
 func NewScheduler(t testing.TB, cfg ax.Config) (*ax.Scheduler, *Clock) {
 	t.Helper()
 	clock := NewClock()
@@ -94,8 +139,9 @@ func newScheduler(t testing.TB, cfg ax.Config) *ax.Scheduler {
 	return s
 }
 
-// Work runs every job due now on s, inline (see ax.Scheduler.RunDue), and
-// returns how many attempts ran. It fails the test on a store error.
+// Work fires the periodic ticks due now on s and runs every job due now,
+// inline (see ax.Scheduler.RunDue), and returns how many attempts ran. It
+// fails the test on a store error.
 func Work(t testing.TB, s *ax.Scheduler) int {
 	t.Helper()
 	n, err := s.RunDue(context.Background())
@@ -105,8 +151,9 @@ func Work(t testing.TB, s *ax.Scheduler) int {
 	return n
 }
 
-// RunOne runs the one job due first on s, inline, and reports whether
-// there was one. It fails the test on a store error.
+// RunOne fires the periodic ticks due now on s and runs the one job due
+// first, inline (see ax.Scheduler.RunNextDue), and reports whether there
+// was one. It fails the test on a store error.
 func RunOne(t testing.TB, s *ax.Scheduler) bool {
 	t.Helper()
 	ran, err := s.RunNextDue(context.Background())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,16 +13,25 @@ import (
 	"github.com/axsched/ax/axtest"
 )
 
-type welcome struct {
+// welcomeArgs and reminderArgs are "the user's" job args.
+type welcomeArgs struct {
 	To string `json:"to"`
 }
+
+func (welcomeArgs) Kind() string { return "email.welcome" }
+
+type reminderArgs struct {
+	To string `json:"to"`
+}
+
+func (reminderArgs) Kind() string { return "email.reminder" }
 
 // signup is "the user's code": it schedules a welcome email in ten
 // minutes and a reminder in a day, in one call.
 func signup(ctx context.Context, s *ax.Scheduler, email string) error {
 	_, err := s.ScheduleMany(ctx, []ax.Request{
-		{Kind: "email.welcome", Payload: welcome{To: email}, Options: []ax.ScheduleOption{ax.In(10 * time.Minute), ax.UniqueKey("welcome:" + email)}},
-		{Kind: "email.reminder", Payload: welcome{To: email}, Options: []ax.ScheduleOption{ax.In(24 * time.Hour), ax.Priority(ax.Low)}},
+		{Kind: welcomeArgs{}.Kind(), Payload: welcomeArgs{To: email}, Options: []ax.ScheduleOption{ax.In(10 * time.Minute), ax.UniqueKey("welcome:" + email)}},
+		{Kind: reminderArgs{}.Kind(), Payload: reminderArgs{To: email}, Options: []ax.ScheduleOption{ax.In(24 * time.Hour), ax.Priority(ax.Low)}},
 	})
 	return err
 }
@@ -31,27 +39,27 @@ func signup(ctx context.Context, s *ax.Scheduler, email string) error {
 func TestSchedulerAndWork(t *testing.T) {
 	s, clock := axtest.NewScheduler(t, ax.Config{})
 	var sent []string
-	require.NoError(t, ax.Handle(s, "email.welcome", func(_ context.Context, _ *ax.Job, w welcome) error {
+	require.NoError(t, ax.HandleArgs(s, func(_ context.Context, _ *ax.Job, w welcomeArgs) error {
 		sent = append(sent, w.To)
 		return nil
 	}))
 	require.NoError(t, signup(t.Context(), s, "ada@example.com"))
 
-	j := axtest.RequireScheduled(t, s, "email.welcome",
-		axtest.Payload(welcome{To: "ada@example.com"}), axtest.UniqueKey("welcome:ada@example.com"),
-		axtest.RunAt(axtest.Epoch.Add(10*time.Minute)))
+	j := axtest.RequireScheduled[welcomeArgs](t, s,
+		axtest.UniqueKey("welcome:ada@example.com"), axtest.RunAt(axtest.Epoch.Add(10*time.Minute)))
+	require.Equal(t, welcomeArgs{To: "ada@example.com"}, j.Args)
 	require.Equal(t, ax.StateScheduled, j.State)
-	axtest.RequireNotScheduled(t, s, "email.welcome", axtest.Payload(welcome{To: "grace@example.com"}))
+	axtest.RequireNotScheduled[welcomeArgs](t, s, axtest.Payload(welcomeArgs{To: "grace@example.com"}))
 	axtest.RequireManyScheduled(t, s,
-		axtest.Expect{Kind: "email.welcome", Match: []axtest.Match{axtest.Priority(ax.Normal)}},
-		axtest.Expect{Kind: "email.reminder", Match: []axtest.Match{axtest.Priority(ax.Low)}})
+		axtest.ExpectArgs[welcomeArgs](axtest.Priority(ax.Normal)),
+		axtest.ExpectArgs[reminderArgs](axtest.Priority(ax.Low)))
 
 	require.Zero(t, axtest.Work(t, s), "nothing is due yet")
 	clock.Advance(10 * time.Minute)
 	require.Equal(t, 1, axtest.Work(t, s))
 	require.Equal(t, []string{"ada@example.com"}, sent)
-	axtest.RequireScheduled(t, s, "email.welcome", axtest.State(ax.StateSucceeded))
-	axtest.RequireNotScheduled(t, s, "email.welcome")
+	axtest.RequireScheduled[welcomeArgs](t, s, axtest.State(ax.StateSucceeded))
+	axtest.RequireNotScheduled[welcomeArgs](t, s)
 }
 
 func TestRetriesFollowTheClock(t *testing.T) {
@@ -67,13 +75,13 @@ func TestRetriesFollowTheClock(t *testing.T) {
 	_, err := s.Schedule(t.Context(), "flaky", nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, axtest.Work(t, s))
-	axtest.RequireScheduled(t, s, "flaky", axtest.State(ax.StateRetrying), axtest.RunAt(axtest.Epoch.Add(time.Minute)))
+	axtest.RequireScheduledKind(t, s, "flaky", axtest.State(ax.StateRetrying), axtest.RunAt(axtest.Epoch.Add(time.Minute)))
 	require.False(t, axtest.RunOne(t, s), "the retry is not due yet")
 	clock.Advance(time.Minute)
 	require.True(t, axtest.RunOne(t, s))
 	clock.Advance(time.Minute)
 	require.Equal(t, 1, axtest.Work(t, s))
-	axtest.RequireScheduled(t, s, "flaky", axtest.State(ax.StateSucceeded))
+	axtest.RequireScheduledKind(t, s, "flaky", axtest.State(ax.StateSucceeded))
 }
 
 // fakeT records failures instead of stopping the test, to check the
@@ -89,6 +97,8 @@ func (f *fakeT) Fatalf(format string, args ...any) {
 	panic(f)
 }
 
+// failure runs fn with a fakeT and returns its failure message, empty
+// when it passed.
 func failure(t *testing.T, fn func(tb testing.TB)) string {
 	t.Helper()
 	ft := &fakeT{TB: t}
@@ -103,52 +113,106 @@ func failure(t *testing.T, fn func(tb testing.TB)) string {
 	return ft.failed
 }
 
-func TestFailuresSayWhatIsThere(t *testing.T) {
+// ptrArgs has a Kind method on its pointer, which the zero *ptrArgs (nil)
+// cannot call without panicking.
+type ptrArgs struct{ name string }
+
+func (p *ptrArgs) Kind() string { return p.name }
+
+// numberArgs is of the welcome kind, but its payload is a number.
+type numberArgs int
+
+func (numberArgs) Kind() string { return "email.welcome" }
+
+// TestRequireFamily: each assertion of the family passes or fails on the
+// jobs of signup (a welcome and a reminder for ada), and a failure says
+// what was looked for and lists what is there.
+func TestRequireFamily(t *testing.T) {
 	s, _ := axtest.NewScheduler(t, ax.Config{})
 	require.NoError(t, signup(t.Context(), s, "ada@example.com"))
-	msg := failure(t, func(tb testing.TB) {
-		axtest.RequireScheduled(tb, s, "email.welcome", axtest.Payload(welcome{To: "grace@example.com"}))
-	})
-	require.Contains(t, msg, `no "email.welcome" job matching payload {"to":"grace@example.com"}`)
-	require.Contains(t, msg, `payload={"to":"ada@example.com"}`)
-	msg = failure(t, func(tb testing.TB) { axtest.RequireNotScheduled(tb, s, "email.welcome") })
-	require.True(t, strings.Contains(msg, "is scheduled"), msg)
-	msg = failure(t, func(tb testing.TB) {
-		axtest.RequireManyScheduled(tb, s, axtest.Expect{Kind: "email.welcome"})
-	})
-	require.Empty(t, msg, "one welcome job is scheduled")
-	msg = failure(t, func(tb testing.TB) {
-		axtest.RequireManyScheduled(tb, s, axtest.Expect{Kind: "email.reminder"}, axtest.Expect{Kind: "email.welcome"})
-	})
-	require.Contains(t, msg, `job 0 is email.welcome, want a "email.reminder" job`)
+	_, err := s.Schedule(t.Context(), "raw", "not args", ax.Priority(ax.High))
+	require.NoError(t, err)
+
+	tests := []struct {
+		name   string
+		assert func(tb testing.TB)
+		want   []string // substrings of the failure; none: it passes
+	}{
+		{"typed found", func(tb testing.TB) {
+			j := axtest.RequireScheduled[welcomeArgs](tb, s, axtest.Payload(welcomeArgs{To: "ada@example.com"}))
+			if j.Args.To != "ada@example.com" || j.Kind != "email.welcome" {
+				tb.Fatalf("got %+v of kind %s", j.Args, j.Kind)
+			}
+		}, nil},
+		{"typed missing", func(tb testing.TB) {
+			axtest.RequireScheduled[welcomeArgs](tb, s, axtest.Payload(welcomeArgs{To: "grace@example.com"}))
+		}, []string{`no "email.welcome" job matching payload {"to":"grace@example.com"}`, `payload={"to":"ada@example.com"}`}},
+		{"typed in another state", func(tb testing.TB) {
+			axtest.RequireScheduled[welcomeArgs](tb, s, axtest.State(ax.StateSucceeded))
+		}, []string{`no "email.welcome" job matching state succeeded`}},
+		{"typed payload does not decode", func(tb testing.TB) { axtest.RequireScheduled[numberArgs](tb, s) },
+			[]string{`decode payload {"to":"ada@example.com"} into axtest_test.numberArgs`}},
+		{"typed kind panics on the zero value", func(tb testing.TB) { axtest.RequireScheduled[*ptrArgs](tb, s) },
+			[]string{"axtest_test.ptrArgs.Kind() panics on the zero value"}},
+		{"typed not scheduled passes", func(tb testing.TB) {
+			axtest.RequireNotScheduled[welcomeArgs](tb, s, axtest.Priority(ax.High))
+		}, nil},
+		{"typed not scheduled fails", func(tb testing.TB) { axtest.RequireNotScheduled[reminderArgs](tb, s) },
+			[]string{`a "email.reminder" job matching any is scheduled`}},
+		{"kind found", func(tb testing.TB) {
+			j := axtest.RequireScheduledKind(tb, s, "raw", axtest.Payload("not args"), axtest.Priority(ax.High))
+			if string(j.Payload) != `"not args"` {
+				tb.Fatalf("payload %s", j.Payload)
+			}
+		}, nil},
+		{"kind missing", func(tb testing.TB) { axtest.RequireScheduledKind(tb, s, "raw", axtest.Priority(ax.Low)) },
+			[]string{`no "raw" job matching priority low`, `payload="not args"`}},
+		{"kind not scheduled fails", func(tb testing.TB) { axtest.RequireNotScheduledKind(tb, s, "raw") },
+			[]string{`a "raw" job matching any is scheduled`}},
+		{"kind not scheduled passes", func(tb testing.TB) { axtest.RequireNotScheduledKind(tb, s, "nothing") }, nil},
+		{"many in order", func(tb testing.TB) {
+			axtest.RequireManyScheduled(tb, s, axtest.ExpectArgs[welcomeArgs](), axtest.ExpectArgs[reminderArgs](),
+				axtest.Expect{Kind: "raw"})
+		}, nil},
+		{"many one kind", func(tb testing.TB) { axtest.RequireManyScheduled(tb, s, axtest.ExpectArgs[welcomeArgs]()) }, nil},
+		{"many out of order", func(tb testing.TB) {
+			axtest.RequireManyScheduled(tb, s, axtest.ExpectArgs[reminderArgs](), axtest.ExpectArgs[welcomeArgs]())
+		}, []string{`job 0 is email.welcome, want a "email.reminder" job`}},
+		{"many too few", func(tb testing.TB) {
+			axtest.RequireManyScheduled(tb, s, axtest.ExpectArgs[welcomeArgs](), axtest.ExpectArgs[welcomeArgs]())
+		}, []string{"1 jobs scheduled, want 2"}},
+		{"many match fails", func(tb testing.TB) {
+			axtest.RequireManyScheduled(tb, s, axtest.ExpectArgs[welcomeArgs](axtest.Priority(ax.High)))
+		}, []string{`job 0 is email.welcome, want a "email.welcome" job matching priority high`}},
+		{"many bad args type", func(tb testing.TB) { axtest.RequireManyScheduled(tb, s, axtest.ExpectArgs[*ptrArgs]()) },
+			[]string{"panics on the zero value"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg := failure(t, tt.assert)
+			require.Equal(t, len(tt.want) == 0, msg == "", "failure: %q", msg)
+			for _, w := range tt.want {
+				require.Contains(t, msg, w)
+			}
+		})
+	}
 }
 
-// TestPostgresScheduleTx: a ScheduleTx call is tested without writing SQL
-// for the job: the test gets its own schema, begins a transaction on the
-// pool, and asserts what was scheduled once it commits (and that a rolled
-// back one left nothing).
-func TestPostgresScheduleTx(t *testing.T) {
-	s, pool := axtest.NewPostgresScheduler(t, ax.Config{})
-	ctx := t.Context()
-	tx, err := pool.Begin(ctx)
+// TestRequireScheduledOpensSealedPayloads: with Config.Keys, the store
+// keeps payloads sealed, and RequireScheduled matches and decodes them
+// plain.
+func TestRequireScheduledOpensSealedPayloads(t *testing.T) {
+	key, err := ax.GenerateKey("k1")
 	require.NoError(t, err)
-	_, err = s.ScheduleTx(ctx, tx, "invoice.send", map[string]int{"order": 1})
+	ring, err := ax.NewKeyRing(key)
 	require.NoError(t, err)
-	require.NoError(t, tx.Rollback(ctx))
-	axtest.RequireNotScheduled(t, s, "invoice.send")
+	s, _ := axtest.NewScheduler(t, ax.Config{Keys: ring})
+	res, err := ax.Enqueue(t.Context(), s, welcomeArgs{To: "ada@example.com"})
+	require.NoError(t, err)
+	raw, err := s.Store().Get(t.Context(), res.ID)
+	require.NoError(t, err)
+	require.True(t, ax.IsSealed(raw.Payload), "the store holds the payload sealed")
 
-	tx, err = pool.Begin(ctx)
-	require.NoError(t, err)
-	_, err = s.ScheduleTx(ctx, tx, "invoice.send", map[string]int{"order": 2})
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
-	axtest.RequireScheduled(t, s, "invoice.send", axtest.Payload(map[string]int{"order": 2}))
-
-	var sent []int
-	require.NoError(t, ax.Handle(s, "invoice.send", func(_ context.Context, _ *ax.Job, p map[string]int) error {
-		sent = append(sent, p["order"])
-		return nil
-	}))
-	require.Equal(t, 1, axtest.Work(t, s))
-	require.Equal(t, []int{2}, sent)
+	j := axtest.RequireScheduled[welcomeArgs](t, s, axtest.Payload(welcomeArgs{To: "ada@example.com"}))
+	require.Equal(t, "ada@example.com", j.Args.To)
 }

@@ -17,6 +17,12 @@ var (
 	limits  = axhttp.LimitsSummary
 )
 
+// kindsList prints the kinds. STATUS is the kind's: active or paused
+// (Admin.PauseKind); unhandled (or paused,unhandled) when its jobs have
+// been due for the grace with no running node handling it
+// (KindState.Unhandled). The job
+// counts by state follow; the paused jobs' column is PAUSED JOBS, so that
+// it is not read as the kind's pause.
 func kindsList(fs *flag.FlagSet) func(*env, []string) error {
 	return func(e *env, args []string) error {
 		if len(args) > 0 {
@@ -34,11 +40,20 @@ func kindsList(fs *flag.FlagSet) func(*env, []string) error {
 		if e.global.json {
 			return printJSON(e.stdout, map[string]any{"kinds": kinds})
 		}
-		t := newTable(e.stdout, "KIND", "STATUS", "SCHEDULED", "RETRYING", "RUNNING", "PAUSED", "DEAD", "BREAKER", "LIMITS", "NODES")
+		t := newTable(e.stdout, "KIND", "STATUS", "SCHEDULED", "RETRYING", "RUNNING", "PAUSED JOBS", "DEAD", "BREAKER", "LIMITS", "NODES")
+		unhandled := 0
 		for _, k := range kinds {
 			status := "active"
-			if k.Paused {
+			switch {
+			case k.Paused && k.Unhandled:
+				status = "paused,unhandled"
+			case k.Paused:
 				status = "paused"
+			case k.Unhandled:
+				status = "unhandled"
+			}
+			if k.Unhandled {
+				unhandled++
 			}
 			t.row(k.Kind, status, count(k.Jobs[ax.StateScheduled]), count(k.Jobs[ax.StateRetrying]),
 				count(k.Jobs[ax.StateRunning]), count(k.Jobs[ax.StatePaused]), count(k.Jobs[ax.StateDead]),
@@ -49,6 +64,10 @@ func kindsList(fs *flag.FlagSet) func(*env, []string) error {
 		}
 		if len(kinds) == 0 {
 			fmt.Fprintln(e.stdout, "(no kinds)")
+		}
+		if unhandled > 0 {
+			fmt.Fprintf(e.stdout, "\n%d kind(s) unhandled: jobs due for more than %s and no running node handles the kind; they wait until a host that handles it runs (a misspelt kind, or hosts deployed without its handler?)\n",
+				unhandled, ax.DefaultUnhandledKindGrace)
 		}
 		return nil
 	}

@@ -16,7 +16,8 @@
 // Lister, Counter, PeriodicStore, Leaser and NodeRegistry interfaces when
 // implemented, as well as the operator's (JobInspector, BulkController,
 // KindPauser, KindDefaulter, PeriodicController, LeaderReader,
-// DueInspector) and flow
+// DueInspector, and with NodeRegistry what store.UnhandledKinds reads)
+// and flow
 // control (FlowStore: cluster-wide and per-partition concurrency, rate
 // limits, circuit breakers, pending bounds, sequences, priority aging,
 // concurrent where it matters): an area whose interface the store lacks
@@ -121,6 +122,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"PeriodicController", testPeriodicController},
 		{"LeaderReader", testLeaderReader},
 		{"DueInspector", testDueInspector},
+		{"UnhandledKinds", testUnhandledKinds},
 		{"NonceKeeper", testNonceKeeper},
 		{"RevocationKeeper", testRevocationKeeper},
 		{"FlowSettings", testFlowSettings},
