@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -42,6 +43,14 @@ func encryptPayload() json.RawMessage {
 type encryptRun struct {
 	rate, cpuPer1k float64 // jobs/s (Start → Stop), CPU s per 1k jobs
 	insert         float64 // ScheduleMany jobs/s
+	// srvPer1k is the server's CPU s per 1k jobs over the insert and the
+	// run (-1: not measured); wal the WAL bytes per job, cluster-wide.
+	srvPer1k, wal float64
+	// payload and row are the mean stored sizes (pg_column_size) of a
+	// finished job's payload and whole row; compressed is how many of
+	// the payloads the server stored compressed.
+	payload, row float64
+	compressed   int64
 }
 
 func runThroughputEncrypt(ctx context.Context, b *bench) (*result, error) {
@@ -66,12 +75,17 @@ func runThroughputEncrypt(ctx context.Context, b *bench) (*result, error) {
 		return nil, err
 	}
 	payload := encryptPayload()
-	t := table{Title: "1 KB payloads, plain vs encrypted (medians)", Columns: []string{"workers", "mode", "insert jobs/s", "jobs/s", "CPU s/1k jobs", "runs (jobs/s)"}}
+	srv, srvErr := newServerClock(ctx, d)
+	if srvErr != nil {
+		r.note("server CPU: not measured (%v)", srvErr)
+	}
+	t := table{Title: "1 KB payloads, plain vs encrypted (medians)", Columns: []string{"workers", "mode", "insert jobs/s", "jobs/s",
+		"CPU s/1k jobs", "server CPU s/1k jobs", "WAL B/job", "payload B", "row B", "compressed", "runs (jobs/s)"}}
 	for _, w := range o.workerList {
 		runs := map[bool][]encryptRun{}
 		for rep := range encryptReps {
 			for _, enc := range []bool{rep%2 == 1, rep%2 == 0} { // alternate which mode goes first
-				run, err := encryptOnce(ctx, b, d, w, enc, ring, payload)
+				run, err := encryptOnce(ctx, b, d, srv, w, enc, ring, payload)
 				if err != nil {
 					return nil, err
 				}
@@ -88,32 +102,64 @@ func runThroughputEncrypt(ctx context.Context, b *bench) (*result, error) {
 			for _, x := range runs[m.enc] {
 				rates = append(rates, fmt.Sprintf("%.0f", x.rate))
 			}
+			srvPer1k := "-"
+			if m.run.srvPer1k >= 0 {
+				srvPer1k = fmt.Sprintf("%.3f", medianOf(runs[m.enc], func(x encryptRun) float64 { return x.srvPer1k }))
+			}
 			t.Rows = append(t.Rows, []string{fmt.Sprint(w), m.name, fmt.Sprintf("%.0f", m.run.insert), fmt.Sprintf("%.0f", m.run.rate),
-				fmt.Sprintf("%.3f", m.run.cpuPer1k), strings.Join(rates, " ")})
+				fmt.Sprintf("%.3f", medianOf(runs[m.enc], func(x encryptRun) float64 { return x.cpuPer1k })), srvPer1k,
+				fmt.Sprintf("%.0f", medianOf(runs[m.enc], func(x encryptRun) float64 { return x.wal })),
+				fmt.Sprintf("%.0f", m.run.payload), fmt.Sprintf("%.0f", m.run.row), fmt.Sprint(m.run.compressed), strings.Join(rates, " ")})
 		}
+		cpuPlain := medianOf(runs[false], func(x encryptRun) float64 { return x.cpuPer1k })
+		cpuSealed := medianOf(runs[true], func(x encryptRun) float64 { return x.cpuPer1k })
 		loss := 100 * (1 - sealed.rate/plain.rate)
 		r.atMost(fmt.Sprintf("W=%d: jobs/s lost to encryption", w), loss, "%", 10)
 		r.add(fmt.Sprintf("W=%d: wall time per job, encrypted minus plain", w), (1/sealed.rate-1/plain.rate)*1e6, "µs")
-		r.add(fmt.Sprintf("W=%d: CPU per job, encrypted minus plain", w), (sealed.cpuPer1k-plain.cpuPer1k)*1e3, "µs")
+		r.add(fmt.Sprintf("W=%d: CPU per job, encrypted minus plain (medians)", w), (cpuSealed-cpuPlain)*1e3, "µs")
+		if srv != nil {
+			srvPlain := medianOf(runs[false], func(x encryptRun) float64 { return x.srvPer1k })
+			srvSealed := medianOf(runs[true], func(x encryptRun) float64 { return x.srvPer1k })
+			r.add(fmt.Sprintf("W=%d: server CPU per job, encrypted minus plain (medians)", w), (srvSealed-srvPlain)*1e3, "µs")
+		}
 		r.add(fmt.Sprintf("W=%d: plain jobs/s", w), plain.rate, "jobs/s")
 		r.add(fmt.Sprintf("W=%d: encrypted jobs/s", w), sealed.rate, "jobs/s")
 	}
 	r.Tables = append(r.Tables, t)
 	r.note("jobs/s: N / (Start → Stop returned, every outcome written); CPU: user+sys of this process from Start to Stop; insert: ScheduleMany of N in batches of 1000 (sealing included for encrypted)")
-	r.note("each row is the median of -encrypt-reps runs; modes alternate so that neither always runs on a warmer server")
+	r.note("server CPU: user+sys of the PostgreSQL server's processes over the insert and the run (on a shared server, other clients' work too); WAL: bytes written cluster-wide over the same span, per job")
+	r.note("payload B, row B: mean pg_column_size of the finished jobs' payload and row; compressed: payloads the server stored compressed (pg_column_compression)")
+	r.note("jobs/s and insert columns are the median run's; CPU, server CPU and WAL columns are medians of their own (the steadier figures on a loaded machine)")
+	r.note("modes alternate so that neither always runs on a warmer server; each run's goroutines carry the pprof label mode=plain|encrypted (-cpuprofile, then go tool pprof -tagfocus)")
 	return r, nil
 }
 
 // encryptOnce schedules N jobs with payload (sealed with ring when enc)
 // on an emptied table and runs them with W workers.
-func encryptOnce(ctx context.Context, b *bench, d *benchDB, w int, enc bool, ring *ax.KeyRing, payload json.RawMessage) (encryptRun, error) {
+func encryptOnce(ctx context.Context, b *bench, d *benchDB, srv *serverClock, w int, enc bool, ring *ax.KeyRing, payload json.RawMessage) (run encryptRun, err error) {
+	mode := map[bool]string{false: "plain", true: "encrypted"}[enc]
+	// Goroutines started below (the pool's, the Scheduler's) inherit the
+	// label, so a CPU profile splits by mode.
+	pprof.Do(ctx, pprof.Labels("mode", mode), func(ctx context.Context) {
+		run, err = encryptLabeled(ctx, b, d, srv, w, enc, ring, payload)
+	})
+	return run, err
+}
+
+func encryptLabeled(ctx context.Context, b *bench, d *benchDB, srv *serverClock, w int, enc bool, ring *ax.KeyRing, payload json.RawMessage) (encryptRun, error) {
 	o := b.opt
+	mode := map[bool]string{false: "plain", true: "encrypted"}[enc]
 	if err := d.truncate(ctx); err != nil {
 		return encryptRun{}, err
 	}
 	if err := d.settle(ctx); err != nil {
 		return encryptRun{}, err
 	}
+	lsn, err := d.walPosition(ctx)
+	if err != nil {
+		return encryptRun{}, err
+	}
+	srv0 := serverCPU(srv)
 	sess, err := d.openSession(ctx, o.conns, "axbench-run")
 	if err != nil {
 		return encryptRun{}, err
@@ -154,10 +200,9 @@ func encryptOnce(ctx context.Context, b *bench, d *benchDB, w int, enc bool, rin
 	if err := s.Start(ctx); err != nil {
 		return encryptRun{}, err
 	}
-	mode := map[bool]string{false: "plain", true: "encrypted"}[enc]
 	waitErr := b.wait(ctx, fmt.Sprintf("throughput -encrypt W=%d %s", w, mode), c, 10*time.Minute)
 	stopErr := stopScheduler(s)
-	took, cpu := time.Since(start), cpuTotal()-cpu0
+	took, cpu, srvCPU := time.Since(start), cpuTotal()-cpu0, serverCPU(srv)-srv0
 	if waitErr != nil {
 		return encryptRun{}, waitErr
 	}
@@ -171,7 +216,31 @@ func encryptOnce(ctx context.Context, b *bench, d *benchDB, w int, enc bool, rin
 	if ok != int64(o.n) {
 		return encryptRun{}, fmt.Errorf("W=%d %s: %d of %d jobs succeeded at attempt 1", w, mode, ok, o.n)
 	}
-	return encryptRun{rate: float64(o.n) / took.Seconds(), cpuPer1k: cpu.Seconds() / (float64(o.n) / 1000), insert: insert}, nil
+	run := encryptRun{rate: float64(o.n) / took.Seconds(), cpuPer1k: cpu.Seconds() / (float64(o.n) / 1000), insert: insert, srvPer1k: -1}
+	if srv != nil {
+		run.srvPer1k = srvCPU.Seconds() / (float64(o.n) / 1000)
+	}
+	wal, err := d.walSince(ctx, lsn)
+	if err != nil {
+		return encryptRun{}, err
+	}
+	run.wal = float64(wal) / float64(o.n)
+	err = d.pool.QueryRow(ctx, d.sub(`SELECT avg(pg_column_size(payload)), avg(pg_column_size(j.*)),
+		count(*) FILTER (WHERE pg_column_compression(payload) IS NOT NULL) FROM {alljobs} j`)).Scan(&run.payload, &run.row, &run.compressed)
+	if err != nil {
+		return encryptRun{}, fmt.Errorf("row sizes: %w", err)
+	}
+	return run, nil
+}
+
+// medianOf returns the median of f over runs.
+func medianOf(runs []encryptRun, f func(encryptRun) float64) float64 {
+	v := make([]float64, len(runs))
+	for i, x := range runs {
+		v[i] = f(x)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 // medianRun returns the run of median rate.
@@ -187,4 +256,13 @@ func medianRun(runs []encryptRun) encryptRun {
 		return 0
 	})
 	return s[len(s)/2]
+}
+
+// walPosition returns the cluster's WAL insert position, for walSince.
+func (d *benchDB) walPosition(ctx context.Context) (string, error) {
+	var lsn string
+	if err := d.pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		return "", fmt.Errorf("read WAL position: %w", err)
+	}
+	return lsn, nil
 }
