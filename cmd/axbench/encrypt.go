@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/axsched/ax"
 )
 
@@ -43,9 +45,14 @@ func encryptPayload() json.RawMessage {
 type encryptRun struct {
 	rate, cpuPer1k float64 // jobs/s (Start → Stop), CPU s per 1k jobs
 	insert         float64 // ScheduleMany jobs/s
+	// insertCPU is this process's CPU s per 1k jobs in the insert
+	// (sealing included).
+	insertCPU float64
 	// srvPer1k is the server's CPU s per 1k jobs over the insert and the
-	// run (-1: not measured); wal the WAL bytes per job, cluster-wide.
-	srvPer1k, wal float64
+	// run (-1: not measured), every process of the server; backendPer1k
+	// that of the run's own backends only (-1: not measured), steadier
+	// on a shared server; wal the WAL bytes per job, cluster-wide.
+	srvPer1k, backendPer1k, wal float64
 	// payload and row are the mean stored sizes (pg_column_size) of a
 	// finished job's payload and whole row; compressed is how many of
 	// the payloads the server stored compressed.
@@ -80,7 +87,7 @@ func runThroughputEncrypt(ctx context.Context, b *bench) (*result, error) {
 		r.note("server CPU: not measured (%v)", srvErr)
 	}
 	t := table{Title: "1 KB payloads, plain vs encrypted (medians)", Columns: []string{"workers", "mode", "insert jobs/s", "jobs/s",
-		"CPU s/1k jobs", "server CPU s/1k jobs", "WAL B/job", "payload B", "row B", "compressed", "runs (jobs/s)"}}
+		"insert CPU s/1k", "CPU s/1k jobs", "backends CPU s/1k", "server CPU s/1k", "WAL B/job", "payload B", "row B", "compressed", "runs (jobs/s)"}}
 	for _, w := range o.workerList {
 		runs := map[bool][]encryptRun{}
 		for rep := range encryptReps {
@@ -102,12 +109,15 @@ func runThroughputEncrypt(ctx context.Context, b *bench) (*result, error) {
 			for _, x := range runs[m.enc] {
 				rates = append(rates, fmt.Sprintf("%.0f", x.rate))
 			}
-			srvPer1k := "-"
-			if m.run.srvPer1k >= 0 {
-				srvPer1k = fmt.Sprintf("%.3f", medianOf(runs[m.enc], func(x encryptRun) float64 { return x.srvPer1k }))
+			med := func(f func(encryptRun) float64) string {
+				if v := medianOf(runs[m.enc], f); v >= 0 {
+					return fmt.Sprintf("%.3f", v)
+				}
+				return "-"
 			}
 			t.Rows = append(t.Rows, []string{fmt.Sprint(w), m.name, fmt.Sprintf("%.0f", m.run.insert), fmt.Sprintf("%.0f", m.run.rate),
-				fmt.Sprintf("%.3f", medianOf(runs[m.enc], func(x encryptRun) float64 { return x.cpuPer1k })), srvPer1k,
+				med(func(x encryptRun) float64 { return x.insertCPU }), med(func(x encryptRun) float64 { return x.cpuPer1k }),
+				med(func(x encryptRun) float64 { return x.backendPer1k }), med(func(x encryptRun) float64 { return x.srvPer1k }),
 				fmt.Sprintf("%.0f", medianOf(runs[m.enc], func(x encryptRun) float64 { return x.wal })),
 				fmt.Sprintf("%.0f", m.run.payload), fmt.Sprintf("%.0f", m.run.row), fmt.Sprint(m.run.compressed), strings.Join(rates, " ")})
 		}
@@ -117,6 +127,13 @@ func runThroughputEncrypt(ctx context.Context, b *bench) (*result, error) {
 		r.atMost(fmt.Sprintf("W=%d: jobs/s lost to encryption", w), loss, "%", 10)
 		r.add(fmt.Sprintf("W=%d: wall time per job, encrypted minus plain", w), (1/sealed.rate-1/plain.rate)*1e6, "µs")
 		r.add(fmt.Sprintf("W=%d: CPU per job, encrypted minus plain (medians)", w), (cpuSealed-cpuPlain)*1e3, "µs")
+		insPlain := medianOf(runs[false], func(x encryptRun) float64 { return x.insertCPU })
+		insSealed := medianOf(runs[true], func(x encryptRun) float64 { return x.insertCPU })
+		r.add(fmt.Sprintf("W=%d: insert CPU per job, encrypted minus plain (medians)", w), (insSealed-insPlain)*1e3, "µs")
+		if bePlain := medianOf(runs[false], func(x encryptRun) float64 { return x.backendPer1k }); bePlain >= 0 {
+			beSealed := medianOf(runs[true], func(x encryptRun) float64 { return x.backendPer1k })
+			r.add(fmt.Sprintf("W=%d: backends' CPU per job (insert and run), encrypted minus plain (medians)", w), (beSealed-bePlain)*1e3, "µs")
+		}
 		if srv != nil {
 			srvPlain := medianOf(runs[false], func(x encryptRun) float64 { return x.srvPer1k })
 			srvSealed := medianOf(runs[true], func(x encryptRun) float64 { return x.srvPer1k })
@@ -127,7 +144,7 @@ func runThroughputEncrypt(ctx context.Context, b *bench) (*result, error) {
 	}
 	r.Tables = append(r.Tables, t)
 	r.note("jobs/s: N / (Start → Stop returned, every outcome written); CPU: user+sys of this process from Start to Stop; insert: ScheduleMany of N in batches of 1000 (sealing included for encrypted)")
-	r.note("server CPU: user+sys of the PostgreSQL server's processes over the insert and the run (on a shared server, other clients' work too); WAL: bytes written cluster-wide over the same span, per job")
+	r.note("insert CPU: user+sys of this process in the insert; backends CPU: user+sys of the run's own PostgreSQL backends (insert and run; without the WAL writer and checkpointer); server CPU: user+sys of every PostgreSQL process over the insert and the run (on a shared server, other clients' work too); WAL: bytes written cluster-wide over the same span, per job (other clients' too)")
 	r.note("payload B, row B: mean pg_column_size of the finished jobs' payload and row; compressed: payloads the server stored compressed (pg_column_compression)")
 	r.note("jobs/s and insert columns are the median run's; CPU, server CPU and WAL columns are medians of their own (the steadier figures on a loaded machine)")
 	r.note("modes alternate so that neither always runs on a warmer server; each run's goroutines carry the pprof label mode=plain|encrypted (-cpuprofile, then go tool pprof -tagfocus)")
@@ -187,7 +204,7 @@ func encryptLabeled(ctx context.Context, b *bench, d *benchDB, srv *serverClock,
 	for i := range reqs {
 		reqs[i] = ax.Request{Kind: noopKind, Payload: payload}
 	}
-	start := time.Now()
+	cpu0, start := cpuTotal(), time.Now()
 	for done := 0; done < o.n; {
 		k := min(len(reqs), o.n-done)
 		if _, err := s.ScheduleMany(ctx, reqs[:k]); err != nil {
@@ -196,7 +213,8 @@ func encryptLabeled(ctx context.Context, b *bench, d *benchDB, srv *serverClock,
 		done += k
 	}
 	insert := float64(o.n) / time.Since(start).Seconds()
-	cpu0, start := cpuTotal(), time.Now()
+	insertCPU := cpuTotal() - cpu0
+	cpu0, start = cpuTotal(), time.Now()
 	if err := s.Start(ctx); err != nil {
 		return encryptRun{}, err
 	}
@@ -216,9 +234,14 @@ func encryptLabeled(ctx context.Context, b *bench, d *benchDB, srv *serverClock,
 	if ok != int64(o.n) {
 		return encryptRun{}, fmt.Errorf("W=%d %s: %d of %d jobs succeeded at attempt 1", w, mode, ok, o.n)
 	}
-	run := encryptRun{rate: float64(o.n) / took.Seconds(), cpuPer1k: cpu.Seconds() / (float64(o.n) / 1000), insert: insert, srvPer1k: -1}
+	per1k := func(d time.Duration) float64 { return d.Seconds() / (float64(o.n) / 1000) }
+	run := encryptRun{rate: float64(o.n) / took.Seconds(), cpuPer1k: per1k(cpu), insert: insert, insertCPU: per1k(insertCPU),
+		srvPer1k: -1, backendPer1k: -1}
 	if srv != nil {
-		run.srvPer1k = srvCPU.Seconds() / (float64(o.n) / 1000)
+		run.srvPer1k = per1k(srvCPU)
+		if be, err := sessionBackendsCPU(ctx, d); err == nil {
+			run.backendPer1k = per1k(be)
+		}
 	}
 	wal, err := d.walSince(ctx, lsn)
 	if err != nil {
@@ -265,4 +288,32 @@ func (d *benchDB) walPosition(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("read WAL position: %w", err)
 	}
 	return lsn, nil
+}
+
+// sessionBackendsCPU returns the CPU time of the run's backends (the
+// session's pool, application axbench-run, opened for the run: all of
+// their time is the run's), read before the session closes them. The
+// server must be on this machine.
+func sessionBackendsCPU(ctx context.Context, d *benchDB) (time.Duration, error) {
+	rows, err := d.pool.Query(ctx, `SELECT pid FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'axbench-run'`)
+	if err != nil {
+		return 0, fmt.Errorf("run backends: %w", err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return 0, fmt.Errorf("run backends: %w", err)
+	}
+	if len(pids) == 0 {
+		return 0, fmt.Errorf("run backends: none found")
+	}
+	var ticks int64
+	for _, pid := range pids {
+		f, err := procStat(pid)
+		if err != nil {
+			return 0, fmt.Errorf("run backend %d: %w", pid, err)
+		}
+		ticks += f.utime + f.stime
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
