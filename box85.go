@@ -27,6 +27,15 @@ var box85Digits = func() (d [256]byte) {
 	return d
 }()
 
+// box85Pairs holds the two characters of every number below 85², so that
+// a group is encoded with two divisions instead of four.
+var box85Pairs = func() (p [85 * 85][2]byte) {
+	for i := range p {
+		p[i] = [2]byte{box85Alphabet[i/85], box85Alphabet[i%85]}
+	}
+	return p
+}()
+
 // box85EncodedLen returns the length of n bytes encoded.
 func box85EncodedLen(n int) int {
 	if r := n % 4; r != 0 {
@@ -58,15 +67,13 @@ func box85Encode(dst, src []byte) {
 	o := 0
 	for i := 0; i+4 <= n; i += 4 {
 		v := binary.BigEndian.Uint32(src[i:])
+		q := v / (85 * 85)
+		lo := box85Pairs[v-q*(85*85)]
+		hi := box85Pairs[q%(85*85)]
 		d := dst[o : o+5 : o+5]
-		d[4] = box85Alphabet[v%85]
-		v /= 85
-		d[3] = box85Alphabet[v%85]
-		v /= 85
-		d[2] = box85Alphabet[v%85]
-		v /= 85
-		d[1] = box85Alphabet[v%85]
-		d[0] = box85Alphabet[v/85]
+		d[0] = box85Alphabet[q/(85*85)]
+		d[1], d[2] = hi[0], hi[1]
+		d[3], d[4] = lo[0], lo[1]
 		o += 5
 	}
 	if r := n % 4; r != 0 {
