@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	goruntime "runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -61,6 +62,10 @@ type encryptRun struct {
 	// the payloads the server stored compressed.
 	payload, row float64
 	compressed   int64
+	// allocPerJob is the bytes this process allocated per job in the run,
+	// gcs its garbage collections in the run.
+	allocPerJob float64
+	gcs         uint32
 }
 
 func runThroughputEncrypt(ctx context.Context, b *bench) (*result, error) {
@@ -93,7 +98,7 @@ func runThroughputEncrypt(ctx context.Context, b *bench) (*result, error) {
 		r.note("server CPU: not measured (%v)", srvErr)
 	}
 	t := table{Title: fmt.Sprintf("%d-byte payloads, plain vs encrypted (medians)", o.encryptBytes), Columns: []string{"workers", "mode", "insert jobs/s", "jobs/s",
-		"insert CPU s/1k", "CPU s/1k jobs", "backends CPU s/1k", "server CPU s/1k", "WAL B/job", "payload B", "row B", "compressed", "runs (jobs/s)"}}
+		"insert CPU s/1k", "CPU s/1k jobs", "backends CPU s/1k", "server CPU s/1k", "WAL B/job", "payload B", "row B", "compressed", "alloc B/job", "GCs", "runs (jobs/s)"}}
 	for _, w := range o.workerList {
 		runs := map[bool][]encryptRun{}
 		for rep := range encryptReps {
@@ -125,7 +130,9 @@ func runThroughputEncrypt(ctx context.Context, b *bench) (*result, error) {
 				med(func(x encryptRun) float64 { return x.insertCPU }), med(func(x encryptRun) float64 { return x.cpuPer1k }),
 				med(func(x encryptRun) float64 { return x.backendPer1k }), med(func(x encryptRun) float64 { return x.srvPer1k }),
 				fmt.Sprintf("%.0f", medianOf(runs[m.enc], func(x encryptRun) float64 { return x.wal })),
-				fmt.Sprintf("%.0f", m.run.payload), fmt.Sprintf("%.0f", m.run.row), fmt.Sprint(m.run.compressed), strings.Join(rates, " ")})
+				fmt.Sprintf("%.0f", m.run.payload), fmt.Sprintf("%.0f", m.run.row), fmt.Sprint(m.run.compressed),
+				fmt.Sprintf("%.0f", medianOf(runs[m.enc], func(x encryptRun) float64 { return x.allocPerJob })),
+				fmt.Sprintf("%.0f", medianOf(runs[m.enc], func(x encryptRun) float64 { return float64(x.gcs) })), strings.Join(rates, " ")})
 		}
 		cpuPlain := medianOf(runs[false], func(x encryptRun) float64 { return x.cpuPer1k })
 		cpuSealed := medianOf(runs[true], func(x encryptRun) float64 { return x.cpuPer1k })
@@ -151,6 +158,7 @@ func runThroughputEncrypt(ctx context.Context, b *bench) (*result, error) {
 	r.Tables = append(r.Tables, t)
 	r.note("jobs/s: N / (Start → Stop returned, every outcome written); CPU: user+sys of this process from Start to Stop; insert: ScheduleMany of N in batches of 1000 (sealing included for encrypted)")
 	r.note("insert CPU: user+sys of this process in the insert; backends CPU: user+sys of the run's own PostgreSQL backends (insert and run; without the WAL writer and checkpointer); server CPU: user+sys of every PostgreSQL process over the insert and the run (on a shared server, other clients' work too); WAL: bytes written cluster-wide over the same span, per job (other clients' too)")
+	r.note("alloc B/job, GCs: bytes this process allocated per job, and its garbage collections, in the run (Start to Stop)")
 	r.note("payload B, row B: mean pg_column_size of the finished jobs' payload and row; compressed: payloads the server stored compressed (pg_column_compression)")
 	r.note("jobs/s and insert columns are the median run's; CPU, server CPU and WAL columns are medians of their own (the steadier figures on a loaded machine)")
 	r.note("modes alternate so that neither always runs on a warmer server; each run's goroutines carry the pprof label mode=plain|encrypted (-cpuprofile, then go tool pprof -tagfocus)")
@@ -220,6 +228,8 @@ func encryptLabeled(ctx context.Context, b *bench, d *benchDB, srv *serverClock,
 	}
 	insert := float64(o.n) / time.Since(start).Seconds()
 	insertCPU := cpuTotal() - cpu0
+	var mem0, mem1 goruntime.MemStats
+	goruntime.ReadMemStats(&mem0)
 	cpu0, start = cpuTotal(), time.Now()
 	if err := s.Start(ctx); err != nil {
 		return encryptRun{}, err
@@ -227,6 +237,7 @@ func encryptLabeled(ctx context.Context, b *bench, d *benchDB, srv *serverClock,
 	waitErr := b.wait(ctx, fmt.Sprintf("throughput -encrypt W=%d %s", w, mode), c, 10*time.Minute)
 	stopErr := stopScheduler(s)
 	took, cpu, srvCPU := time.Since(start), cpuTotal()-cpu0, serverCPU(srv)-srv0
+	goruntime.ReadMemStats(&mem1)
 	if waitErr != nil {
 		return encryptRun{}, waitErr
 	}
@@ -242,7 +253,7 @@ func encryptLabeled(ctx context.Context, b *bench, d *benchDB, srv *serverClock,
 	}
 	per1k := func(d time.Duration) float64 { return d.Seconds() / (float64(o.n) / 1000) }
 	run := encryptRun{rate: float64(o.n) / took.Seconds(), cpuPer1k: per1k(cpu), insert: insert, insertCPU: per1k(insertCPU),
-		srvPer1k: -1, backendPer1k: -1}
+		srvPer1k: -1, backendPer1k: -1, allocPerJob: float64(mem1.TotalAlloc-mem0.TotalAlloc) / float64(o.n), gcs: mem1.NumGC - mem0.NumGC}
 	if srv != nil {
 		run.srvPer1k = per1k(srvCPU)
 		if be, err := sessionBackendsCPU(ctx, d); err == nil {
