@@ -46,6 +46,10 @@ var (
 	// another part of the job, or sealed by a different key of the same
 	// ID.
 	ErrSealBroken = errors.New("ax: sealed value does not authenticate (changed, moved from another job, or another key with this ID)")
+	// ErrSealFormat is the error of a value sealed in an envelope format
+	// newer than this host reads (by a newer release of ax): upgrade the
+	// host. Such a value is never handed to a handler as if it were plain.
+	ErrSealFormat = errors.New("ax: sealed value in an envelope format this version of ax does not read")
 )
 
 // SealError is the error of a sealed value that could not be opened.
@@ -55,7 +59,7 @@ type SealError struct {
 	KeyID string
 	// Part is what was opened: "payload", "result" or "metadata:<name>".
 	Part string
-	// Err is ErrKeyMissing or ErrSealBroken.
+	// Err is ErrKeyMissing, ErrSealBroken or ErrSealFormat.
 	Err error
 }
 
@@ -75,12 +79,15 @@ const (
 )
 
 const (
-	sealVersion  = 2 // what seal writes
-	sealPrefix   = `{"ax_sealed":2,`
-	sealPrefixV1 = `{"ax_sealed":1,`
-	partPayload  = "payload"
-	partResult   = "result"
-	nonceSize    = 12
+	sealVersion = 2 // what seal writes; open reads 1 and 2
+	sealPrefix  = `{"ax_sealed":2,`
+	// sealMark starts every envelope seal writes, in any format version,
+	// so that a value of a later format is recognized as sealed (and
+	// refused with ErrSealFormat) rather than taken for a plain one.
+	sealMark    = `{"ax_sealed":`
+	partPayload = "payload"
+	partResult  = "result"
+	nonceSize   = 12
 )
 
 // envelope is a sealed value's JSON form.
@@ -169,6 +176,9 @@ func (r *KeyRing) open(sealed []byte, part string, refs sealRefs) ([]byte, error
 	if !ok {
 		return nil, &SealError{Part: part, Err: ErrSealBroken}
 	}
+	if env.version > sealVersion {
+		return nil, &SealError{KeyID: string(env.key), Part: part, Err: ErrSealFormat}
+	}
 	var aead cipher.AEAD
 	if r != nil {
 		aead = r.aeads[string(env.key)]
@@ -211,26 +221,29 @@ func parseEnvelope(b []byte) (sealedView, bool) {
 		return env, true
 	}
 	var env envelope
-	if err := json.Unmarshal(b, &env); err != nil || (env.Sealed != 1 && env.Sealed != 2) || env.Key == "" {
+	if err := json.Unmarshal(b, &env); err != nil || env.Sealed < 1 || env.Key == "" {
 		return sealedView{}, false
 	}
 	return sealedView{version: env.Sealed, key: []byte(env.Key), to: []byte(env.To), box: []byte(env.Box)}, true
 }
 
-// parseCanonical reads the envelope as seal writes it (either version):
-// {"ax_sealed":V,"key":"K","to":"T","box":"B"}, none of K, T and B
-// holding a quote or a backslash. The view points into b.
+// parseCanonical reads the envelope as seal writes it (any version V
+// from 1 to 99): {"ax_sealed":V,"key":"K","to":"T","box":"B"}, none of
+// K, T and B holding a quote or a backslash. The view points into b.
 func parseCanonical(b []byte) (sealedView, bool) {
 	var env sealedView
-	switch {
-	case bytes.HasPrefix(b, []byte(sealPrefix)):
-		env.version = 2
-	case bytes.HasPrefix(b, []byte(sealPrefixV1)):
-		env.version = 1
-	default:
+	rest, ok := bytes.CutPrefix(b, []byte(sealMark))
+	if !ok {
 		return env, false
 	}
-	rest, ok := bytes.CutPrefix(b[len(sealPrefix):], []byte(`"key":"`))
+	i := 0
+	for ; i < len(rest) && i < 2 && rest[i] >= '0' && rest[i] <= '9'; i++ {
+		env.version = 10*env.version + int(rest[i]-'0')
+	}
+	if env.version < 1 || i == 0 || rest[0] == '0' {
+		return env, false
+	}
+	rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"key":"`))
 	if !ok {
 		return env, false
 	}
@@ -271,11 +284,11 @@ func SealedKeyID[T []byte | json.RawMessage | string](v T) string {
 }
 
 // mightBeSealed is IsSealed's cheap first test, for hot paths: a sealed
-// value starts with sealPrefix or sealPrefixV1 (seal writes it so, and
-// every store keeps payloads, results and metadata strings byte for
-// byte).
+// value starts with sealMark and a digit from 1 to 9 (seal writes it so,
+// in every format version, and every store keeps payloads, results and
+// metadata strings byte for byte).
 func mightBeSealed(b []byte) bool {
-	return bytes.HasPrefix(b, []byte(sealPrefix)) || bytes.HasPrefix(b, []byte(sealPrefixV1))
+	return len(b) > len(sealMark) && b[len(sealMark)] >= '1' && b[len(sealMark)] <= '9' && bytes.HasPrefix(b, []byte(sealMark))
 }
 
 // metadataPart is the part name of the metadata value name.
@@ -283,5 +296,5 @@ func metadataPart(name string) string { return "metadata:" + name }
 
 // sealedString reports, cheaply, whether a metadata value is sealed.
 func sealedString(v string) bool {
-	return strings.HasPrefix(v, sealPrefix) || strings.HasPrefix(v, sealPrefixV1)
+	return len(v) > len(sealMark) && v[len(sealMark)] >= '1' && v[len(sealMark)] <= '9' && strings.HasPrefix(v, sealMark)
 }

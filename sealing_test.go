@@ -208,6 +208,42 @@ func TestSealSize(t *testing.T) {
 	}
 }
 
+// TestOpenLaterFormat: a value sealed in a format this code does not know
+// (by a newer release, during a rolling upgrade) is sealed for every
+// check, hot paths included, and fails with ErrSealFormat naming its key:
+// never handed over as a plain value.
+func TestOpenLaterFormat(t *testing.T) {
+	ring, err := NewKeyRing(testKey(t, "k"))
+	require.NoError(t, err)
+	id := uuid.Must(uuid.NewV7())
+	for _, v := range []string{
+		`{"ax_sealed":3,"key":"k","to":"job","box":"0000000000000000000000000"}`,
+		`{"ax_sealed":3,"key":"k","to":"job","box":"0000000000000000000000000","aad":"x"}`, // and new fields
+	} {
+		require.True(t, mightBeSealed([]byte(v)), v)
+		require.True(t, sealedString(v), v)
+		require.True(t, IsSealed(v), v)
+		job := &Job{ID: id, Payload: json.RawMessage(v)}
+		require.True(t, hasSealed(job), v)
+		err := openJob(ring, job)
+		require.ErrorIs(t, err, ErrSealFormat, v)
+		var se *SealError
+		require.ErrorAs(t, err, &se)
+		require.Equal(t, "k", se.KeyID)
+		require.Equal(t, v, string(job.Payload), "left as stored")
+	}
+	// Reformatted by a JSON tool: IsSealed and open still tell (the hot
+	// paths see values as the stores keep them, byte for byte).
+	reformatted := `{"key":"k","ax_sealed":17}`
+	require.True(t, IsSealed(reformatted))
+	_, err = ring.open([]byte(reformatted), partPayload, sealRefs{job: id})
+	require.ErrorIs(t, err, ErrSealFormat)
+	// Not envelopes: a plain payload that merely starts alike stays plain.
+	for _, v := range []string{`{"ax_sealed":true}`, `{"ax_sealed":0,"key":"k"}`, `{"ax_sealed": 2}`} {
+		require.False(t, mightBeSealed([]byte(v)), v)
+	}
+}
+
 func TestSealFreshNonce(t *testing.T) {
 	ring, err := NewKeyRing(testKey(t, "k"))
 	require.NoError(t, err)
@@ -227,8 +263,11 @@ func TestIsSealed(t *testing.T) {
 		{` {"box":"AAAA", "to":"job", "key":"k", "ax_sealed":1}`, true}, // reformatted by a JSON tool
 		{`{"ax_sealed":2,"key":"k","to":"job","box":"AAAA"}`, true},
 		{`{"box":"AAAA","ax_sealed":2,"to":"job","key":"k"}`, true},
-		{`{"ax_sealed":3,"key":"k","to":"job","box":"AAAA"}`, false},
+		{`{"ax_sealed":3,"key":"k","to":"job","box":"AAAA"}`, true}, // a later format: sealed, refused by open
+		{`{"ax_sealed":12,"key":"k","to":"job","box":"AAAA"}`, true},
 		{`{"ax_sealed":0,"key":"k","to":"job","box":"AAAA"}`, false},
+		{`{"ax_sealed":02,"key":"k","to":"job","box":"AAAA"}`, false},
+		{`{"ax_sealed":true,"key":"k"}`, false},
 		{`{"ax_sealed":1}`, false},
 		{`{"email":"ax_sealed"}`, false},
 		{`"{\"ax_sealed\":1}"`, false},
