@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 )
@@ -187,30 +189,52 @@ func (r *KeyRing) open(sealed []byte, part string, refs sealRefs) ([]byte, error
 		return nil, &SealError{KeyID: string(env.key), Part: part, Err: ErrKeyMissing}
 	}
 	ref, ok := refs.ref(string(env.to))
-	box, decoded := decodeBox(env)
-	if !ok || !decoded || len(box) < nonceSize {
+	// The box (nonce and ciphertext) is decoded into a pooled buffer, and
+	// only the plain value, of its exact size, is allocated.
+	scratch := boxScratch.Get().(*[]byte)
+	defer putBoxScratch(scratch)
+	box, decoded := decodeBox((*scratch)[:0], env)
+	*scratch = box
+	if !ok || !decoded || len(box) < nonceSize+aead.Overhead() {
 		return nil, &SealError{KeyID: string(env.key), Part: part, Err: ErrSealBroken}
 	}
-	// Opened in place: the plain value takes the ciphertext's bytes.
-	plain, err := aead.Open(box[nonceSize:nonceSize], box[:nonceSize], box[nonceSize:], associatedData(env.version, part, env.to, env.key, ref))
+	plain := make([]byte, 0, len(box)-nonceSize-aead.Overhead())
+	plain, err := aead.Open(plain, box[:nonceSize], box[nonceSize:], associatedData(env.version, part, env.to, env.key, ref))
 	if err != nil {
 		return nil, &SealError{KeyID: string(env.key), Part: part, Err: ErrSealBroken}
 	}
 	return plain, nil
 }
 
-// decodeBox returns the nonce and ciphertext of env, in a new slice.
-func decodeBox(env sealedView) ([]byte, bool) {
-	if env.version == 1 {
-		box := make([]byte, base64.StdEncoding.DecodedLen(len(env.box)))
-		n, err := base64.StdEncoding.Decode(box, env.box)
-		return box[:n], err == nil
+// boxScratch holds *[]byte buffers open decodes boxes into: ciphertext
+// only, never a plain value.
+var boxScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxBoxScratch bounds the buffers boxScratch keeps, so that one large
+// value does not stay in the pool.
+const maxBoxScratch = 64 << 10
+
+func putBoxScratch(b *[]byte) {
+	if cap(*b) <= maxBoxScratch {
+		boxScratch.Put(b)
 	}
+}
+
+// decodeBox returns the nonce and ciphertext of env, appended to dst
+// (its capacity grown if short).
+func decodeBox(dst []byte, env sealedView) ([]byte, bool) {
 	n := box85DecodedLen(len(env.box))
-	if n < 0 {
-		return nil, false
+	if env.version == 1 {
+		n = base64.StdEncoding.DecodedLen(len(env.box))
 	}
-	box := make([]byte, n)
+	if n < 0 {
+		return dst, false
+	}
+	box := slices.Grow(dst, n)[len(dst) : len(dst)+n]
+	if env.version == 1 {
+		m, err := base64.StdEncoding.Decode(box, env.box)
+		return box[:m], err == nil
+	}
 	return box, box85Decode(box, env.box)
 }
 

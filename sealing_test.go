@@ -171,7 +171,7 @@ func TestOpenVersion1(t *testing.T) {
 			// As version 2 (same box, base 85), it does not open either.
 			v2, ok := parseCanonical([]byte(c.sealed))
 			require.True(t, ok)
-			box, ok := decodeBox(v2)
+			box, ok := decodeBox(nil, v2)
 			require.True(t, ok)
 			enc := make([]byte, box85EncodedLen(len(box)))
 			box85Encode(enc, box)
