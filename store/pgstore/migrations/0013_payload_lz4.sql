@@ -8,10 +8,10 @@
 -- move into jobs_history. Measured on the test server (PostgreSQL 15,
 -- 20,000 inserts of rows with a 3.2 KB sealed payload, means of three
 -- runs): 25.7 µs of backend CPU per row with pglz, 19.5 with lz4, 18.7
--- with no compression at all (STORAGE EXTERNAL). lz4 gives up on such values about as fast
--- as not trying, and still compresses plain JSON payloads, faster than
--- pglz in both directions, where STORAGE EXTERNAL would store them
--- whole. Rows under the threshold (a 1 KB payload, sealed or not) are
+-- with no compression at all (STORAGE EXTERNAL). lz4 gives up on such
+-- values about as fast as not trying, and still compresses plain JSON
+-- payloads, faster than pglz in both directions, where STORAGE EXTERNAL
+-- would store them whole. Rows under the threshold (a 1 KB payload, sealed or not) are
 -- never compressed either way.
 --
 -- Only values written from now on use lz4; stored ones keep pglz and
