@@ -227,8 +227,9 @@ func (r *KeyRing) reseal(sealed []byte, part string, refs sealRefs) ([]byte, err
 		return nil, err
 	}
 	env, _ := parseEnvelope(sealed) // open parsed it
-	ref, _ := refs.ref(env.To)
-	return r.seal(plain, part, env.To, ref)
+	to := string(env.to)
+	ref, _ := refs.ref(to)
+	return r.seal(plain, part, to, ref)
 }
 
 // KeyUsage counts, per key ID, the stored jobs holding a value it sealed

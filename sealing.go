@@ -2,12 +2,15 @@ package ax
 
 import (
 	"bytes"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 )
@@ -15,18 +18,24 @@ import (
 // A sealed value is stored as a JSON object, so that every store keeps it
 // unchanged where it keeps JSON (payloads, results) or strings (metadata):
 //
-//	{"ax_sealed":1,"key":"2026-12","to":"job","box":"<base64>"}
+//	{"ax_sealed":2,"key":"2026-12","to":"job","box":"<base 85>"}
 //
 // key names the KeyRing key that sealed it; box is the 12-byte random
-// nonce followed by the AES-256-GCM ciphertext and tag. The associated
-// data binds the value to where it belongs: the format version, the part
-// of the job ("payload", "result", "metadata:<name>"), the key ID and the
-// job it was sealed for (to), so a value copied into another job, or from
-// a job's payload to its result, does not open. "to" says which of the
-// job's names that is: "job" its own ID (payloads, results, Then jobs),
-// "parent" its Parent's ID (FollowUp jobs, whose IDs the store picks when
-// the parent ends), "schedule" its periodic schedule's name (the template
+// nonce followed by the AES-256-GCM ciphertext and tag, in base 85
+// (box85.go). The associated data binds the value to where it belongs:
+// the format version, the part of the job ("payload", "result",
+// "metadata:<name>"), the key ID and the job it was sealed for (to), so a
+// value copied into another job, or from a job's payload to its result,
+// does not open. "to" says which of the job's names that is: "job" its
+// own ID (payloads, results, Then jobs), "parent" its Parent's ID
+// (FollowUp jobs, whose IDs the store picks when the parent ends),
+// "schedule" its periodic schedule's name (the template
 // Admin.TriggerSchedule inserts with an ID of its own).
+//
+// Version 1, written before, has the same fields and the box in standard
+// base64 (a third longer than the value, where base 85 is a quarter);
+// its values still open, and re-encryption to a new current key rewrites
+// them as version 2.
 
 // Errors of sealed values. They are wrapped in a *SealError naming the
 // key and the part of the job.
@@ -39,6 +48,10 @@ var (
 	// another part of the job, or sealed by a different key of the same
 	// ID.
 	ErrSealBroken = errors.New("ax: sealed value does not authenticate (changed, moved from another job, or another key with this ID)")
+	// ErrSealFormat is the error of a value sealed in an envelope format
+	// newer than this host reads (by a newer release of ax): upgrade the
+	// host. Such a value is never handed to a handler as if it were plain.
+	ErrSealFormat = errors.New("ax: sealed value in an envelope format this version of ax does not read")
 )
 
 // SealError is the error of a sealed value that could not be opened.
@@ -48,7 +61,7 @@ type SealError struct {
 	KeyID string
 	// Part is what was opened: "payload", "result" or "metadata:<name>".
 	Part string
-	// Err is ErrKeyMissing or ErrSealBroken.
+	// Err is ErrKeyMissing, ErrSealBroken or ErrSealFormat.
 	Err error
 }
 
@@ -68,8 +81,12 @@ const (
 )
 
 const (
-	sealVersion = 1
-	sealPrefix  = `{"ax_sealed":1,`
+	sealVersion = 2 // what seal writes; open reads 1 and 2
+	sealPrefix  = `{"ax_sealed":2,`
+	// sealMark starts every envelope seal writes, in any format version,
+	// so that a value of a later format is recognized as sealed (and
+	// refused with ErrSealFormat) rather than taken for a plain one.
+	sealMark    = `{"ax_sealed":`
 	partPayload = "payload"
 	partResult  = "result"
 	nonceSize   = 12
@@ -81,6 +98,14 @@ type envelope struct {
 	Key    string `json:"key"`
 	To     string `json:"to"`
 	Box    string `json:"box"`
+}
+
+// sealedView is a parsed envelope. Its slices point into the bytes
+// parsed when they are in seal's form (no copy of the box on the path
+// that opens every job), into a copy otherwise.
+type sealedView struct {
+	version      int
+	key, to, box []byte
 }
 
 // sealRefs are the names a job's sealed values may be bound to.
@@ -102,11 +127,12 @@ func (r sealRefs) ref(to string) (string, bool) {
 	return "", false
 }
 
-// associatedData is what a sealed value is authenticated with besides its
-// ciphertext.
-func associatedData(part, to, keyID, ref string) []byte {
+// associatedData is what a sealed value of the format version is
+// authenticated with besides its ciphertext.
+func associatedData[S string | []byte](version int, part string, to, keyID S, ref string) []byte {
 	b := make([]byte, 0, 16+len(part)+len(to)+len(keyID)+len(ref))
-	b = append(b, "ax-sealed-1\x00"...)
+	b = append(b, "ax-sealed-"...)
+	b = append(b, byte('0'+version), 0)
 	b = append(b, part...)
 	b = append(b, 0)
 	b = append(b, to...)
@@ -117,85 +143,145 @@ func associatedData(part, to, keyID, ref string) []byte {
 }
 
 // seal returns plain sealed with the current key for part of the job ref
-// names (to: bindJob, bindParent or bindSchedule).
+// names (to: bindJob, bindParent or bindSchedule), in the current format.
+// The output is its only allocation of a size that grows with plain: the
+// nonce and ciphertext are written at its end and encoded in place.
 func (r *KeyRing) seal(plain []byte, part, to, ref string) ([]byte, error) {
 	aead := r.aeads[r.current]
-	buf := make([]byte, nonceSize, nonceSize+len(plain)+aead.Overhead())
-	if _, err := rand.Read(buf); err != nil {
+	boxLen := nonceSize + len(plain) + aead.Overhead()
+	head := len(sealPrefix) + len(`"key":"","to":"","box":"`) + len(r.current) + len(to)
+	encLen := box85EncodedLen(boxLen)
+	out := make([]byte, head+encLen+len(`"}`))
+	h := append(out[:0], sealPrefix...)
+	h = append(h, `"key":"`...)
+	h = append(h, r.current...)
+	h = append(h, `","to":"`...)
+	h = append(h, to...)
+	h = append(h, `","box":"`...)
+	enc := out[head : head+encLen]
+	box := enc[encLen-boxLen : encLen-boxLen : encLen] // the box sits at the end of its encoding
+	nonce := box[:nonceSize]
+	if _, err := rand.Read(nonce); err != nil {
 		return nil, fmt.Errorf("seal %s: nonce: %w", part, err)
 	}
-	box := aead.Seal(buf, buf, plain, associatedData(part, to, r.current, ref))
-	enc := base64.StdEncoding
-	out := make([]byte, 0, len(sealPrefix)+len(r.current)+len(to)+enc.EncodedLen(len(box))+32) // +32: the quotes, names and braces
-	out = append(out, sealPrefix...)
-	out = append(out, `"key":"`...)
-	out = append(out, r.current...)
-	out = append(out, `","to":"`...)
-	out = append(out, to...)
-	out = append(out, `","box":"`...)
-	out = enc.AppendEncode(out, box)
-	return append(out, `"}`...), nil
+	box = aead.Seal(nonce, nonce, plain, associatedData(sealVersion, part, to, r.current, ref))
+	box85Encode(enc, box)
+	copy(out[head+encLen:], `"}`)
+	return out, nil
 }
 
 // open returns the plain value of sealed, which is part of the job refs
 // names. r may be nil (no key ring): every sealed value then fails with
-// ErrKeyMissing.
+// ErrKeyMissing. sealed is not changed; the plain value is a new slice.
 func (r *KeyRing) open(sealed []byte, part string, refs sealRefs) ([]byte, error) {
 	env, ok := parseEnvelope(sealed)
 	if !ok {
 		return nil, &SealError{Part: part, Err: ErrSealBroken}
 	}
-	if r == nil || !r.Has(env.Key) {
-		return nil, &SealError{KeyID: env.Key, Part: part, Err: ErrKeyMissing}
+	if env.version > sealVersion {
+		return nil, &SealError{KeyID: string(env.key), Part: part, Err: ErrSealFormat}
 	}
-	ref, ok := refs.ref(env.To)
-	box := make([]byte, base64.StdEncoding.DecodedLen(len(env.Box)))
-	n, err := base64.StdEncoding.Decode(box, []byte(env.Box))
-	box = box[:n]
-	if !ok || err != nil || len(box) < nonceSize {
-		return nil, &SealError{KeyID: env.Key, Part: part, Err: ErrSealBroken}
+	var aead cipher.AEAD
+	if r != nil {
+		aead = r.aeads[string(env.key)]
 	}
-	// Opened in place: the plain value takes the ciphertext's bytes.
-	plain, err := r.aeads[env.Key].Open(box[nonceSize:nonceSize], box[:nonceSize], box[nonceSize:], associatedData(part, env.To, env.Key, ref))
+	if aead == nil {
+		return nil, &SealError{KeyID: string(env.key), Part: part, Err: ErrKeyMissing}
+	}
+	ref, ok := refs.ref(string(env.to))
+	// The box (nonce and ciphertext) is decoded into a pooled buffer, and
+	// only the plain value, of its exact size, is allocated.
+	scratch := boxScratch.Get().(*[]byte)
+	defer putBoxScratch(scratch)
+	box, decoded := decodeBox((*scratch)[:0], env)
+	*scratch = box
+	if !ok || !decoded || len(box) < nonceSize+aead.Overhead() {
+		return nil, &SealError{KeyID: string(env.key), Part: part, Err: ErrSealBroken}
+	}
+	plain := make([]byte, 0, len(box)-nonceSize-aead.Overhead())
+	plain, err := aead.Open(plain, box[:nonceSize], box[nonceSize:], associatedData(env.version, part, env.to, env.key, ref))
 	if err != nil {
-		return nil, &SealError{KeyID: env.Key, Part: part, Err: ErrSealBroken}
+		return nil, &SealError{KeyID: string(env.key), Part: part, Err: ErrSealBroken}
 	}
 	return plain, nil
 }
 
+// boxScratch holds *[]byte buffers open decodes boxes into: ciphertext
+// only, never a plain value.
+var boxScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxBoxScratch bounds the buffers boxScratch keeps, so that one large
+// value does not stay in the pool.
+const maxBoxScratch = 64 << 10
+
+func putBoxScratch(b *[]byte) {
+	if cap(*b) <= maxBoxScratch {
+		boxScratch.Put(b)
+	}
+}
+
+// decodeBox returns the nonce and ciphertext of env, appended to dst
+// (its capacity grown if short).
+func decodeBox(dst []byte, env sealedView) ([]byte, bool) {
+	n := box85DecodedLen(len(env.box))
+	if env.version == 1 {
+		n = base64.StdEncoding.DecodedLen(len(env.box))
+	}
+	if n < 0 {
+		return dst, false
+	}
+	box := slices.Grow(dst, n)[len(dst) : len(dst)+n]
+	if env.version == 1 {
+		m, err := base64.StdEncoding.Decode(box, env.box)
+		return box[:m], err == nil
+	}
+	return box, box85Decode(box, env.box)
+}
+
 // parseEnvelope reads a sealed value: the form seal writes at once,
 // anything else (a value a JSON tool reformatted) through encoding/json.
-func parseEnvelope(b []byte) (envelope, bool) {
+func parseEnvelope(b []byte) (sealedView, bool) {
 	if env, ok := parseCanonical(b); ok {
 		return env, true
 	}
 	var env envelope
-	if err := json.Unmarshal(b, &env); err != nil || env.Sealed != sealVersion || env.Key == "" {
-		return envelope{}, false
+	if err := json.Unmarshal(b, &env); err != nil || env.Sealed < 1 || env.Key == "" {
+		return sealedView{}, false
 	}
-	return env, true
+	return sealedView{version: env.Sealed, key: []byte(env.Key), to: []byte(env.To), box: []byte(env.Box)}, true
 }
 
-// parseCanonical reads the envelope as seal writes it:
-// {"ax_sealed":1,"key":"K","to":"T","box":"B"}, none of K, T and B
-// holding a quote or a backslash.
-func parseCanonical(b []byte) (envelope, bool) {
-	env := envelope{Sealed: sealVersion}
-	rest, ok := bytes.CutPrefix(b, []byte(sealPrefix+`"key":"`))
+// parseCanonical reads the envelope as seal writes it (any version V
+// from 1 to 99): {"ax_sealed":V,"key":"K","to":"T","box":"B"}, none of
+// K, T and B holding a quote or a backslash. The view points into b.
+func parseCanonical(b []byte) (sealedView, bool) {
+	var env sealedView
+	rest, ok := bytes.CutPrefix(b, []byte(sealMark))
 	if !ok {
 		return env, false
 	}
-	for _, f := range []struct {
-		dst  *string
+	i := 0
+	for ; i < len(rest) && i < 2 && rest[i] >= '0' && rest[i] <= '9'; i++ {
+		env.version = 10*env.version + int(rest[i]-'0')
+	}
+	if env.version < 1 || i == 0 || rest[0] == '0' {
+		return env, false
+	}
+	rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"key":"`))
+	if !ok {
+		return env, false
+	}
+	for _, f := range [...]struct {
+		dst  *[]byte
 		next string
-	}{{&env.Key, `","to":"`}, {&env.To, `","box":"`}, {&env.Box, `"}`}} {
+	}{{&env.key, `","to":"`}, {&env.to, `","box":"`}, {&env.box, `"}`}} {
 		i := bytes.IndexByte(rest, '"')
 		if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 || !bytes.HasPrefix(rest[i:], []byte(f.next)) {
 			return env, false
 		}
-		*f.dst, rest = string(rest[:i]), rest[i+len(f.next):]
+		*f.dst, rest = rest[:i:i], rest[i+len(f.next):]
 	}
-	return env, len(rest) == 0 && env.Key != ""
+	return env, len(rest) == 0 && len(env.key) > 0
 }
 
 // IsSealed reports whether a payload, result or metadata value is sealed
@@ -218,16 +304,21 @@ func SealedKeyID[T []byte | json.RawMessage | string](v T) string {
 		return ""
 	}
 	env, _ := parseEnvelope(b)
-	return env.Key
+	return string(env.key)
 }
 
 // mightBeSealed is IsSealed's cheap first test, for hot paths: a sealed
-// value starts with sealPrefix (seal writes it so, and every store keeps
-// payloads, results and metadata strings byte for byte).
-func mightBeSealed(b []byte) bool { return bytes.HasPrefix(b, []byte(sealPrefix)) }
+// value starts with sealMark and a digit from 1 to 9 (seal writes it so,
+// in every format version, and every store keeps payloads, results and
+// metadata strings byte for byte).
+func mightBeSealed(b []byte) bool {
+	return len(b) > len(sealMark) && b[len(sealMark)] >= '1' && b[len(sealMark)] <= '9' && bytes.HasPrefix(b, []byte(sealMark))
+}
 
 // metadataPart is the part name of the metadata value name.
 func metadataPart(name string) string { return "metadata:" + name }
 
 // sealedString reports, cheaply, whether a metadata value is sealed.
-func sealedString(v string) bool { return strings.HasPrefix(v, sealPrefix) }
+func sealedString(v string) bool {
+	return len(v) > len(sealMark) && v[len(sealMark)] >= '1' && v[len(sealMark)] <= '9' && strings.HasPrefix(v, sealMark)
+}

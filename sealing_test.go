@@ -34,9 +34,23 @@ func TestSealOpen(t *testing.T) {
 	flip := func(sealed []byte) []byte {
 		var env envelope
 		require.NoError(t, json.Unmarshal(sealed, &env))
-		box, _ := base64.StdEncoding.DecodeString(env.Box)
+		box := make([]byte, box85DecodedLen(len(env.Box)))
+		require.True(t, box85Decode(box, []byte(env.Box)))
 		box[len(box)/2] ^= 1
-		env.Box = base64.StdEncoding.EncodeToString(box)
+		enc := make([]byte, box85EncodedLen(len(box)))
+		box85Encode(enc, box)
+		env.Box = string(enc)
+		b, _ := json.Marshal(env)
+		return b
+	}
+	// asV1 relabels a version-2 value as version 1, its box in base64:
+	// the version is authenticated, so it must not open.
+	asV1 := func(sealed []byte) []byte {
+		var env envelope
+		require.NoError(t, json.Unmarshal(sealed, &env))
+		box := make([]byte, box85DecodedLen(len(env.Box)))
+		require.True(t, box85Decode(box, []byte(env.Box)))
+		env.Sealed, env.Box = 1, base64.StdEncoding.EncodeToString(box)
 		b, _ := json.Marshal(env)
 		return b
 	}
@@ -71,8 +85,22 @@ func TestSealOpen(t *testing.T) {
 			return bytes.Replace(b, []byte(`"box":"`), []byte(`"box":"AAAA`), 1)[:len(b)-10]
 		}, ring, partPayload, refs, ErrSealBroken, ""},
 		{"ShortBox", ring, bindJob, string(job[:]), func([]byte) []byte {
+			return []byte(`{"ax_sealed":2,"key":"k2","to":"job","box":"AAAA"}`)
+		}, ring, partPayload, refs, ErrSealBroken, "k2"},
+		{"ShortBoxV1", ring, bindJob, string(job[:]), func([]byte) []byte {
 			return []byte(`{"ax_sealed":1,"key":"k2","to":"job","box":"AAAA"}`)
 		}, ring, partPayload, refs, ErrSealBroken, "k2"},
+		{"NotBase85", ring, bindJob, string(job[:]), func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"box":"`), []byte(`"box":"'`), 1)
+		}, ring, partPayload, refs, ErrSealBroken, "k2"},
+		{"RelabeledV1", ring, bindJob, string(job[:]), asV1, ring, partPayload, refs, ErrSealBroken, "k2"},
+		{"ReformattedByTool", ring, bindJob, string(job[:]), func(b []byte) []byte {
+			var env map[string]any
+			require.NoError(t, json.Unmarshal(b, &env))
+			out, err := json.MarshalIndent(env, "", "  ")
+			require.NoError(t, err)
+			return out
+		}, ring, partPayload, refs, nil, "k2"},
 		{"UnknownBinding", ring, bindJob, string(job[:]), func(b []byte) []byte {
 			return bytes.Replace(b, []byte(`"to":"job"`), []byte(`"to":"kind"`), 1)
 		}, ring, partPayload, refs, ErrSealBroken, "k2"},
@@ -107,6 +135,115 @@ func TestSealOpen(t *testing.T) {
 	}
 }
 
+// TestOpenVersion1 opens values sealed by the version-1 format (base64
+// box), written by ax before the version-2 envelope: stored jobs keep
+// running after an upgrade. The vectors were made by that code with the
+// key below (bytes 0 to 31).
+func TestOpenVersion1(t *testing.T) {
+	secret := make([]byte, KeyLength)
+	for i := range secret {
+		secret[i] = byte(i)
+	}
+	ring, err := NewKeyRing(Key{ID: "2026-11", Secret: secret})
+	require.NoError(t, err)
+	id := uuid.MustParse("0193a000-0000-7000-8000-000000000001")
+	for _, c := range []struct {
+		name, sealed, part, plain string
+		refs                      sealRefs
+	}{
+		{"Payload", `{"ax_sealed":1,"key":"2026-11","to":"job","box":"yGBATg7XKY9SGqfPRvlbODmjTUtRjaLdX9US+neJw8vPa9JX3QLxIVc4//LUWMpHkPJMwFGE7Q=="}`,
+			partPayload, `{"email":"ada@example.com"}`, sealRefs{job: id}},
+		{"Result", `{"ax_sealed":1,"key":"2026-11","to":"job","box":"ihPIGd/R3PCd4PKfjzE0Yio6OIDHnapxQXk+pDYBPYtXYc0mWaN/"}`,
+			partResult, `{"ok":true}`, sealRefs{job: id}},
+		{"ScheduleMetadata", `{"ax_sealed":1,"key":"2026-11","to":"schedule","box":"Bk14qNsO2Go3UP7igICoCOEFP6dzrUKpcfAzkqK0ifb0LQA="}`,
+			metadataPart("tok"), `tok-123`, sealRefs{schedule: "nightly"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.True(t, IsSealed(c.sealed))
+			require.True(t, mightBeSealed([]byte(c.sealed)))
+			require.True(t, sealedString(c.sealed))
+			require.Equal(t, "2026-11", SealedKeyID(c.sealed))
+			got, err := ring.open([]byte(c.sealed), c.part, c.refs)
+			require.NoError(t, err)
+			require.Equal(t, c.plain, string(got))
+			_, err = ring.open([]byte(c.sealed), c.part, sealRefs{job: uuid.Must(uuid.NewV7()), schedule: "other"})
+			require.ErrorIs(t, err, ErrSealBroken)
+			// As version 2 (same box, base 85), it does not open either.
+			v2, ok := parseCanonical([]byte(c.sealed))
+			require.True(t, ok)
+			box, ok := decodeBox(nil, v2)
+			require.True(t, ok)
+			enc := make([]byte, box85EncodedLen(len(box)))
+			box85Encode(enc, box)
+			relabeled := `{"ax_sealed":2,"key":"2026-11","to":"` + string(v2.to) + `","box":"` + string(enc) + `"}`
+			_, err = ring.open([]byte(relabeled), c.part, c.refs)
+			require.ErrorIs(t, err, ErrSealBroken)
+			// Re-sealing writes version 2.
+			again, err := ring.reseal([]byte(c.sealed), c.part, c.refs)
+			require.NoError(t, err)
+			require.True(t, bytes.HasPrefix(again, []byte(sealPrefix)), "%s", again)
+			got, err = ring.open(again, c.part, c.refs)
+			require.NoError(t, err)
+			require.Equal(t, c.plain, string(got))
+		})
+	}
+}
+
+// TestSealSize pins the envelope's length: the header, and the box at 5
+// characters per 4 bytes.
+func TestSealSize(t *testing.T) {
+	ring, err := NewKeyRing(testKey(t, "2026-12"))
+	require.NoError(t, err)
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 27, 1024, 4096} {
+		plain := bytes.Repeat([]byte("x"), n)
+		sealed, err := ring.seal(plain, partPayload, bindJob, "x")
+		require.NoError(t, err)
+		box := nonceSize + n + 16
+		want := len(`{"ax_sealed":2,"key":"2026-12","to":"job","box":""}`) + box85EncodedLen(box)
+		require.Len(t, sealed, want, "n=%d", n)
+		require.True(t, json.Valid(sealed), "%s", sealed)
+		got, err := ring.open(sealed, partPayload, sealRefs{schedule: "x", job: uuid.Nil})
+		require.ErrorIs(t, err, ErrSealBroken) // bound to a job, and refs name none
+		require.Nil(t, got)
+	}
+}
+
+// TestOpenLaterFormat: a value sealed in a format this code does not know
+// (by a newer release, during a rolling upgrade) is sealed for every
+// check, hot paths included, and fails with ErrSealFormat naming its key:
+// never handed over as a plain value.
+func TestOpenLaterFormat(t *testing.T) {
+	ring, err := NewKeyRing(testKey(t, "k"))
+	require.NoError(t, err)
+	id := uuid.Must(uuid.NewV7())
+	for _, v := range []string{
+		`{"ax_sealed":3,"key":"k","to":"job","box":"0000000000000000000000000"}`,
+		`{"ax_sealed":3,"key":"k","to":"job","box":"0000000000000000000000000","aad":"x"}`, // and new fields
+	} {
+		require.True(t, mightBeSealed([]byte(v)), v)
+		require.True(t, sealedString(v), v)
+		require.True(t, IsSealed(v), v)
+		job := &Job{ID: id, Payload: json.RawMessage(v)}
+		require.True(t, hasSealed(job), v)
+		err := openJob(ring, job)
+		require.ErrorIs(t, err, ErrSealFormat, v)
+		var se *SealError
+		require.ErrorAs(t, err, &se)
+		require.Equal(t, "k", se.KeyID)
+		require.Equal(t, v, string(job.Payload), "left as stored")
+	}
+	// Reformatted by a JSON tool: IsSealed and open still tell (the hot
+	// paths see values as the stores keep them, byte for byte).
+	reformatted := `{"key":"k","ax_sealed":17}`
+	require.True(t, IsSealed(reformatted))
+	_, err = ring.open([]byte(reformatted), partPayload, sealRefs{job: id})
+	require.ErrorIs(t, err, ErrSealFormat)
+	// Not envelopes: a plain payload that merely starts alike stays plain.
+	for _, v := range []string{`{"ax_sealed":true}`, `{"ax_sealed":0,"key":"k"}`, `{"ax_sealed": 2}`} {
+		require.False(t, mightBeSealed([]byte(v)), v)
+	}
+}
+
 func TestSealFreshNonce(t *testing.T) {
 	ring, err := NewKeyRing(testKey(t, "k"))
 	require.NoError(t, err)
@@ -124,7 +261,13 @@ func TestIsSealed(t *testing.T) {
 	}{
 		{`{"ax_sealed":1,"key":"k","to":"job","box":"AAAA"}`, true},
 		{` {"box":"AAAA", "to":"job", "key":"k", "ax_sealed":1}`, true}, // reformatted by a JSON tool
-		{`{"ax_sealed":2,"key":"k","to":"job","box":"AAAA"}`, false},
+		{`{"ax_sealed":2,"key":"k","to":"job","box":"AAAA"}`, true},
+		{`{"box":"AAAA","ax_sealed":2,"to":"job","key":"k"}`, true},
+		{`{"ax_sealed":3,"key":"k","to":"job","box":"AAAA"}`, true}, // a later format: sealed, refused by open
+		{`{"ax_sealed":12,"key":"k","to":"job","box":"AAAA"}`, true},
+		{`{"ax_sealed":0,"key":"k","to":"job","box":"AAAA"}`, false},
+		{`{"ax_sealed":02,"key":"k","to":"job","box":"AAAA"}`, false},
+		{`{"ax_sealed":true,"key":"k"}`, false},
 		{`{"ax_sealed":1}`, false},
 		{`{"email":"ax_sealed"}`, false},
 		{`"{\"ax_sealed\":1}"`, false},
@@ -135,6 +278,7 @@ func TestIsSealed(t *testing.T) {
 		require.Equal(t, c.want, IsSealed([]byte(c.v)), c.v)
 	}
 	require.Equal(t, "k", SealedKeyID(`{"ax_sealed":1,"key":"k","to":"job","box":"AAAA"}`))
+	require.Equal(t, "k", SealedKeyID(`{"ax_sealed":2,"key":"k","to":"job","box":"AAAA"}`))
 	require.Equal(t, "", SealedKeyID(`{"a":1}`))
 }
 

@@ -57,6 +57,8 @@ func TestQuick(t *testing.T) {
 		metric   string // one metric the scenario must print
 	}{
 		{"throughput", []string{"-n", "1000"}, "W=100: WAL per job"},
+		{"throughput", []string{"-n", "300", "-workers", "100", "-encrypt", "-encrypt-reps", "1", "-encrypt-bytes", "3072"},
+			"W=100: backends' CPU per job (insert and run), encrypted minus plain (medians)"},
 		{"insert", nil, "Schedule call p99"},
 		{"lag", []string{"-lag-jobs", "100", "-lag-min", "500ms", "-lag-max", "1500ms"}, "started early (store clock)"},
 		{"immediate", []string{"-immediate-for", "500ms"}, "start lag, store clock, p99"},
