@@ -282,12 +282,23 @@ func (s *Store) ensurePartition(ctx context.Context, tx pgx.Tx, day time.Time) e
 		return err
 	}
 	if !exists {
+		// The columns' compression (lz4 for payload and result, migration
+		// 0013) is copied where the server knows the clause; without it a
+		// partition takes the server's default method.
+		var version int
+		if err := tx.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+			return err
+		}
+		like := "INCLUDING DEFAULTS INCLUDING CONSTRAINTS"
+		if version >= likeCompressionVersion {
+			like += " INCLUDING COMPRESSION"
+		}
 		// The timeout stays for the rest of the transaction: the move
 		// after this waits for no lock either (its rows are locked).
 		_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d;
-CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+CREATE TABLE %s (LIKE %s %s);
 ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`,
-			ddlLockTimeout.Milliseconds(), name, s.historyTable(), s.historyTable(), name,
+			ddlLockTimeout.Milliseconds(), name, s.historyTable(), like, s.historyTable(), name,
 			day.Format(time.RFC3339), day.Add(historyDay).Format(time.RFC3339)))
 		if err != nil {
 			return fmt.Errorf("create history partition %s: %w", partitionName(day), err)
@@ -399,6 +410,10 @@ func (s *Store) dropPartition(ctx context.Context, day time.Time) (int, error) {
 	s.history.mu.Unlock()
 	return n, nil
 }
+
+// likeCompressionVersion is the first server_version_num whose CREATE
+// TABLE … LIKE takes INCLUDING COMPRESSION.
+const likeCompressionVersion = 140000
 
 // detachConcurrentlyVersion is the first server_version_num with ALTER
 // TABLE … DETACH PARTITION … CONCURRENTLY.

@@ -1,4 +1,4 @@
--- ax:compatible-from 12
+-- ax:compatible-from 13
 -- Each migration records the oldest schema version whose code still runs
 -- on the schema it leaves (NULL: its own version, a breaking migration).
 -- Code that finds the schema newer than it knows reads this column to
