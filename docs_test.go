@@ -60,3 +60,42 @@ func TestDocsSayWhatTheCodeDoes(t *testing.T) {
 		}
 	}
 }
+
+// TestCompatibilityListsTheAPISurface: docs/compatibility.md's package
+// table names exactly the packages .ci/apicheck compares with the last
+// release (.ci/api-surface), so the promise and its check cannot drift.
+func TestCompatibilityListsTheAPISurface(t *testing.T) {
+	surface, err := os.ReadFile(filepath.Join(".ci", "api-surface"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := map[string]bool{}
+	for _, line := range strings.Split(string(surface), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 2 && !strings.HasPrefix(fields[0], "#") {
+			checked[fields[1]] = true
+		}
+	}
+	doc, err := os.ReadFile(filepath.Join("docs", "compatibility.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `(github\\.com/axsched/ax[^`]*)` \\|")
+	listed := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
+		listed[m[1]] = true
+	}
+	if len(checked) == 0 || len(listed) == 0 {
+		t.Fatalf("found %d packages in .ci/api-surface and %d in docs/compatibility.md", len(checked), len(listed))
+	}
+	for p := range checked {
+		if !listed[p] {
+			t.Errorf("%s is checked by .ci/apicheck but not listed in docs/compatibility.md", p)
+		}
+	}
+	for p := range listed {
+		if !checked[p] {
+			t.Errorf("%s is promised in docs/compatibility.md but .ci/api-surface does not check it", p)
+		}
+	}
+}

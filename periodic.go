@@ -241,7 +241,9 @@ func (p *periodicSet) snapshot() []*schedule {
 // on every host of a service: the hosts that declare a schedule are the
 // ones that fire it, and a schedule removed from the code stops firing
 // once no running host declares it (its state stays in the store, so the
-// schedule resumes from its last tick if declared again).
+// schedule resumes from its last tick if declared again). EveryArgs
+// declares one from a JobArgs value, its kind and options taken from the
+// type.
 //
 // Spec is parsed by robfig/cron/v3: five fields (minute hour day-of-month
 // month day-of-week), or six with a leading seconds field; descriptors

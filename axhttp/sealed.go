@@ -10,7 +10,7 @@ import (
 // the key ring reads them plain (its Admin opens them); one without it
 // reads the sealed envelopes, which the job page shows as "encrypted (key
 // ID)" rather than as ciphertext. The JSON API and the raw values return
-// the envelope as stored: {"ax_sealed":1,"key":ID,...}.
+// the envelope as stored: {"ax_sealed":2,"key":ID,...}.
 
 // sealedShown returns what a page shows for a sealed value, and whether v
 // is one.

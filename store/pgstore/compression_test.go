@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -87,6 +88,26 @@ func TestPayloadCompression(t *testing.T) {
 		}
 		if c.id == sealed.ID && string(rec.Payload) != string(sealed.Payload) || c.id == plain.ID && string(rec.Payload) != string(plain.Payload) {
 			t.Errorf("job %s: payload not read back byte for byte", c.id)
+		}
+	}
+
+	// A day partition made after the migration (by the archive pass, as
+	// a Finish does) compresses as jobs_history does.
+	finishAs(t, st, "compress.done", []store.Outcome{store.OutcomeSucceeded}, "", store.UniqueScope{})
+	archiveAll(t, st)
+	var now time.Time
+	if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	today := "jobs_history_p" + now.UTC().Format("20060102")
+	for _, col := range []string{"payload", "result"} {
+		var got string
+		if err := pool.QueryRow(ctx, `SELECT attcompression::text FROM pg_attribute
+			WHERE attrelid = ('ax.' || $1)::regclass AND attname = $2`, today, col).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s.%s: compression %q, want %q", today, col, got, want)
 		}
 	}
 }

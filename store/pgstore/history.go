@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -281,12 +282,23 @@ func (s *Store) ensurePartition(ctx context.Context, tx pgx.Tx, day time.Time) e
 		return err
 	}
 	if !exists {
+		// The columns' compression (lz4 for payload and result, migration
+		// 0013) is copied where the server knows the clause; without it a
+		// partition takes the server's default method.
+		var version int
+		if err := tx.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+			return err
+		}
+		like := "INCLUDING DEFAULTS INCLUDING CONSTRAINTS"
+		if version >= likeCompressionVersion {
+			like += " INCLUDING COMPRESSION"
+		}
 		// The timeout stays for the rest of the transaction: the move
 		// after this waits for no lock either (its rows are locked).
 		_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d;
-CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+CREATE TABLE %s (LIKE %s %s);
 ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`,
-			ddlLockTimeout.Milliseconds(), name, s.historyTable(), s.historyTable(), name,
+			ddlLockTimeout.Milliseconds(), name, s.historyTable(), like, s.historyTable(), name,
 			day.Format(time.RFC3339), day.Add(historyDay).Format(time.RFC3339)))
 		if err != nil {
 			return fmt.Errorf("create history partition %s: %w", partitionName(day), err)
@@ -362,6 +374,17 @@ func (s *Store) pruneHistorySQL(day time.Time) string {
 
 // dropPartition drops the history partition of day and returns how many
 // jobs it held.
+//
+// On PostgreSQL 14 and later the partition is first detached
+// CONCURRENTLY: that takes a SHARE UPDATE EXCLUSIVE lock on jobs_history,
+// which Finish's inserts and the history's readers do not wait for, and
+// then waits for the transactions that may still see the partition. A
+// plain DROP TABLE of a partition takes an ACCESS EXCLUSIVE lock on
+// jobs_history, and while it queued behind one reader every Finish
+// queued behind it, for up to ddlLockTimeout. The drop of the detached
+// table then locks that table only. A detach interrupted (a cancelled
+// context, a lost connection) leaves the partition pending; the next
+// prune finishes it (FINALIZE).
 func (s *Store) dropPartition(ctx context.Context, day time.Time) (int, error) {
 	name := pgx.Identifier{s.schema, partitionName(day)}.Sanitize()
 	// Counted before the drop takes its lock, so that readers of the
@@ -370,6 +393,9 @@ func (s *Store) dropPartition(ctx context.Context, day time.Time) (int, error) {
 	// back to jobs) leaves the count one too high.
 	var n int
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+name).Scan(&n)
+	if err == nil {
+		err = s.detachPartition(ctx, name)
+	}
 	if err == nil {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d; DROP TABLE %s`, ddlLockTimeout.Milliseconds(), name))
@@ -383,6 +409,44 @@ func (s *Store) dropPartition(ctx context.Context, day time.Time) (int, error) {
 	delete(s.history.days, day)
 	s.history.mu.Unlock()
 	return n, nil
+}
+
+// likeCompressionVersion is the first server_version_num whose CREATE
+// TABLE … LIKE takes INCLUDING COMPRESSION.
+const likeCompressionVersion = 140000
+
+// detachConcurrentlyVersion is the first server_version_num with ALTER
+// TABLE … DETACH PARTITION … CONCURRENTLY.
+const detachConcurrentlyVersion = 140000
+
+// detachPartition detaches the history partition name (quoted,
+// schema-qualified) without blocking the history's writers, or does
+// nothing on a server too old to (the drop then takes the parent's lock
+// itself). Each statement runs alone, outside a transaction block, as
+// DETACH CONCURRENTLY requires, so it also works through a transaction
+// pooler.
+func (s *Store) detachPartition(ctx context.Context, name string) error {
+	var version int
+	if err := s.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return err
+	}
+	if version < detachConcurrentlyVersion {
+		return nil
+	}
+	var pending bool
+	err := s.pool.QueryRow(ctx, `SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = $1::regclass AND inhparent = $2::regclass`,
+		name, s.historyTable()).Scan(&pending)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil // detached already (by another host's prune)
+	case err != nil:
+		return err
+	case pending:
+		_, err = s.pool.Exec(ctx, `ALTER TABLE `+s.historyTable()+` DETACH PARTITION `+name+` FINALIZE`)
+	default:
+		_, err = s.pool.Exec(ctx, `ALTER TABLE `+s.historyTable()+` DETACH PARTITION `+name+` CONCURRENTLY`)
+	}
+	return err
 }
 
 // historyTable returns the schema-qualified, quoted jobs_history table.

@@ -594,3 +594,89 @@ func TestBulkWaitsForArchive(t *testing.T) {
 		t.Fatalf("Archive after the Bulk: (%d, %v), want the finished job moved", n, err)
 	}
 }
+
+// TestPruneDoesNotBlockHistoryWriters: while a reader of the history
+// holds a transaction open, a prune dropping an expired day partition
+// must not make the history's writers (every Finish inserts into
+// jobs_history) queue behind it: the partition is detached concurrently,
+// which waits for the reader without taking the lock writers need. With
+// a plain DROP TABLE the writer below waits for the drop's ACCESS
+// EXCLUSIVE lock and fails on its lock_timeout. Once the reader ends,
+// the prune completes; a prune interrupted mid-detach is finished by the
+// next one.
+func TestPruneDoesNotBlockHistoryWriters(t *testing.T) {
+	t.Parallel()
+	s, pool := historyStore(t)
+	ctx := ctxT(t)
+	ids := finishAs(t, s, "k", []store.Outcome{store.OutcomeSucceeded, store.OutcomeSucceeded}, "", store.UniqueScope{})
+	var now time.Time
+	if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	today := now.UTC().Truncate(24 * time.Hour)
+	for i, at := range []time.Time{today.Add(-72 * time.Hour), today.Add(-96 * time.Hour)} {
+		if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = $2 WHERE id = $1`, ids[i], at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := archiveAll(t, s); n != 2 {
+		t.Fatalf("archived %d, want 2", n)
+	}
+
+	// First, a prune interrupted while it waits for the reader: it leaves
+	// day -4 pending, and the next prune finishes it.
+	reader, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Rollback(context.Background()) // on failure, lets the prune below end
+	if _, err := reader.Exec(ctx, `SELECT count(*) FROM ax.jobs_history`); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = s.Prune(short, &store.PruneParams{Retention: now.Sub(today.Add(-48 * time.Hour)), Limit: 10})
+	cancel()
+	if err == nil {
+		t.Fatal("a prune waiting for a reader returned no error when its context ended")
+	}
+
+	// Then a writer, while another prune waits for the reader.
+	pruned := make(chan error, 1)
+	go func() {
+		_, err := s.Prune(ctx, &store.PruneParams{Retention: now.Sub(today.Add(-48 * time.Hour)), Limit: 10})
+		pruned <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // let the prune reach its wait
+	writer, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Rollback(context.Background())
+	// What a Finish's insert takes on jobs_history itself (its rows go to
+	// today's partition, which the prune leaves alone).
+	if _, err := writer.Exec(ctx, `SET LOCAL lock_timeout = '1s'; LOCK TABLE ONLY ax.jobs_history IN ROW EXCLUSIVE MODE`); err != nil {
+		t.Fatalf("a writer of the history queued behind the prune: %v", err)
+	}
+	if err := writer.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-pruned; err != nil {
+		t.Fatalf("prune after the reader ended: %v", err)
+	}
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname = ANY($1)`,
+		[]string{"jobs_history_p" + today.Add(-72*time.Hour).Format("20060102"), "jobs_history_p" + today.Add(-96*time.Hour).Format("20060102")}).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d expired partitions left after the prune", left)
+	}
+	for _, id := range ids {
+		if got := where(t, pool, id); got != "none" {
+			t.Errorf("job %s of a pruned day is in %s", id, got)
+		}
+	}
+}

@@ -27,7 +27,22 @@ type migration struct {
 	version int
 	name    string
 	sql     string
+	// compatibleFrom is the oldest schema version whose code runs against
+	// the schema this migration leaves (compatibleFromDirective); without
+	// the directive, the migration's own version: older code refuses it.
+	compatibleFrom int
 }
+
+// compatibleFromDirective, on a line of its own in a migration file
+// ("-- ax:compatible-from 13"), says that code which knows schema version
+// 13 (or later) keeps working on the schema this migration leaves: the
+// migration only adds what older code ignores (a nullable column, an
+// index, a table), so a rolling deploy may apply it while older hosts run
+// and older hosts may start after it. Migrations without it are breaking:
+// code older than them refuses the schema with ErrSchemaTooNew. Migrate
+// records each migration's value in schema_version.compatible_from, which
+// is how code that does not know a migration learns whether it may run.
+const compatibleFromDirective = "-- ax:compatible-from "
 
 // migrations returns the embedded migrations in version order. Files are
 // named NNNN_description.sql, numbered from 1 without gaps.
@@ -47,7 +62,17 @@ func migrations() ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
+		m := migration{version: v, name: e.Name(), sql: string(b), compatibleFrom: v}
+		for _, line := range strings.Split(m.sql, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), compatibleFromDirective); ok {
+				from, err := strconv.Atoi(strings.TrimSpace(rest))
+				if err != nil || from < 1 || from > v {
+					return nil, fmt.Errorf("pgstore: migration %s: bad %q line", e.Name(), strings.TrimSpace(line))
+				}
+				m.compatibleFrom = from
+			}
+		}
+		ms = append(ms, m)
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
 	for i, m := range ms {
@@ -80,8 +105,10 @@ func SchemaVersion() int {
 // migration as the deadlock's victim, its transaction is rolled back whole
 // and Migrate runs it again, up to migrateAttempts times (deadlockRetry).
 //
-// A schema recorded at a version newer than SchemaVersion makes Migrate
-// return an error wrapping ErrSchemaTooNew without changing anything. Other
+// A schema recorded at a version newer than SchemaVersion is left as it is.
+// Migrate returns nil when every newer migration says this code may run on
+// it (compatibleFromDirective: the additive migrations of later v1
+// releases do), and an error wrapping ErrSchemaTooNew otherwise. Other
 // options than WithSchema are ignored.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 	o, err := buildOptions(opts)
@@ -116,7 +143,9 @@ func migrateTx(ctx context.Context, tx pgx.Tx, schema string, ms []migration) er
 		}
 	}
 	if current > latest {
-		return fmt.Errorf("%w: schema %q is at version %d, this code knows up to %d", ErrSchemaTooNew, schema, current, latest)
+		// A newer binary migrated; this one runs if every migration it
+		// does not know says it may.
+		return newerSchema(ctx, tx, schema, current, latest)
 	}
 	if current == latest {
 		return nil
@@ -147,6 +176,41 @@ CREATE TABLE IF NOT EXISTS `+s+`.schema_version (
 			return fmt.Errorf("pgstore: migrate: record %s: %w", m.name, err)
 		}
 	}
+	// compatible_from comes with a migration of its own, so it is written
+	// once every migration of this run is in (and not at all by a run that
+	// stops short of it, as tests of older schemas do).
+	var recorded bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+WHERE attrelid = $1::regclass AND attname = 'compatible_from' AND NOT attisdropped)`, s+".schema_version").Scan(&recorded); err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	for _, m := range ms[current:] {
+		if !recorded {
+			break
+		}
+		if _, err := tx.Exec(ctx, `UPDATE `+s+`.schema_version SET compatible_from = $2 WHERE version = $1`, m.version, m.compatibleFrom); err != nil {
+			return fmt.Errorf("pgstore: migrate: record %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+// newerSchema decides whether code that knows schema versions up to latest
+// may run on a schema at version current > latest: only if no migration
+// it does not know is breaking (compatible_from above latest). A schema
+// migrated before compatible_from existed has no such column; nothing in
+// it is newer than this code, so that case does not arise here.
+func newerSchema(ctx context.Context, q querier, schema string, current, latest int) error {
+	s := pgx.Identifier{schema}.Sanitize()
+	var needs int
+	err := q.QueryRow(ctx, `SELECT coalesce(max(coalesce(compatible_from, version)), 0) FROM `+s+`.schema_version WHERE version > $1`, latest).Scan(&needs)
+	if err != nil {
+		return fmt.Errorf("pgstore: read schema %q's compatibility: %w", schema, err)
+	}
+	if needs > latest {
+		return fmt.Errorf("%w: schema %q is at version %d and needs code that knows version %d or later; this code knows up to %d",
+			ErrSchemaTooNew, schema, current, needs, latest)
+	}
 	return nil
 }
 
@@ -161,7 +225,7 @@ func checkVersion(ctx context.Context, pool *pgxpool.Pool, schema string) error 
 	}
 	switch latest := SchemaVersion(); {
 	case current > latest:
-		return fmt.Errorf("%w: schema %q is at version %d, this code knows up to %d", ErrSchemaTooNew, schema, current, latest)
+		return newerSchema(ctx, pool, schema, current, latest)
 	case current < latest:
 		return fmt.Errorf("pgstore: schema %q is at version %d, this code needs %d: run Migrate", schema, current, latest)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"regexp"
 	"strings"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
 
+	"github.com/axsched/ax"
 	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
@@ -106,27 +109,99 @@ func TestMigrateIdempotentAndConcurrent(t *testing.T) {
 	}
 }
 
-func TestMigrateTooNew(t *testing.T) {
+// TestMigrateNewerSchema: code finds the schema migrated by a newer
+// release. It runs when every migration it does not know says so
+// ("-- ax:compatible-from N" with N at most this code's version: the
+// additive migrations of later v1 releases), and then schedules, runs and
+// finishes jobs on it (the future migrations add columns to jobs and
+// jobs_history, as an additive release would); otherwise Migrate, New and
+// New WithoutMigrate refuse it with ErrSchemaTooNew and change nothing.
+func TestMigrateNewerSchema(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Pool(t)
-	ctx := ctxT(t)
-	if _, err := pool.Exec(ctx, `INSERT INTO ax.schema_version (version, name) VALUES (9999, '9999_future.sql')`); err != nil {
-		t.Fatal(err)
+	latest := pgstore.SchemaVersion()
+	type future struct {
+		compatibleFrom any // nil: a breaking migration
 	}
-	before := schemaDump(t, pool)
-	err := pgstore.Migrate(ctx, pool)
-	if !errors.Is(err, pgstore.ErrSchemaTooNew) {
-		t.Fatalf("Migrate: got %v, want ErrSchemaTooNew", err)
+	tests := []struct {
+		name   string
+		future []future
+		refuse bool
+	}{
+		{"breaking", []future{{nil}}, true},
+		{"additive from this version", []future{{latest}}, false},
+		{"additive from an older version", []future{{latest - 3}}, false},
+		{"additive then breaking", []future{{latest}, {latest + 2}}, true},
+		{"additive needing the first future version", []future{{latest}, {latest + 1}}, true},
+		{"two additive", []future{{latest}, {latest - 1}}, false},
 	}
-	if _, err := pgstore.New(ctx, pool); !errors.Is(err, pgstore.ErrSchemaTooNew) {
-		t.Fatalf("New: got %v, want ErrSchemaTooNew", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.Pool(t)
+			ctx := ctxT(t)
+			for i, f := range tt.future {
+				v := latest + 1 + i
+				col := fmt.Sprintf("future_%d", v)
+				if _, err := pool.Exec(ctx, `ALTER TABLE ax.jobs ADD COLUMN `+col+` text;
+ALTER TABLE ax.jobs_history ADD COLUMN `+col+` text`); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := pool.Exec(ctx, `INSERT INTO ax.schema_version (version, name, compatible_from) VALUES ($1, $2, $3)`,
+					v, fmt.Sprintf("%04d_future.sql", v), f.compatibleFrom); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := schemaDump(t, pool)
+			check := func(what string, err error) {
+				t.Helper()
+				switch {
+				case tt.refuse && !errors.Is(err, pgstore.ErrSchemaTooNew):
+					t.Fatalf("%s: got %v, want ErrSchemaTooNew", what, err)
+				case !tt.refuse && err != nil:
+					t.Fatalf("%s: %v", what, err)
+				}
+			}
+			check("Migrate", pgstore.Migrate(ctx, pool))
+			_, err := pgstore.New(ctx, pool, pgstore.WithoutMigrate())
+			check("New WithoutMigrate", err)
+			st, err := pgstore.New(ctx, pool)
+			check("New", err)
+			if after := schemaDump(t, pool); after != before {
+				t.Fatalf("schema changed:\n%s\nwas:\n%s", after, before)
+			}
+			if tt.refuse {
+				return
+			}
+			t.Cleanup(func() { st.Close() })
+			runOneJob(t, st)
+		})
 	}
-	if _, err := pgstore.New(ctx, pool, pgstore.WithoutMigrate()); !errors.Is(err, pgstore.ErrSchemaTooNew) {
-		t.Fatalf("New WithoutMigrate: got %v, want ErrSchemaTooNew", err)
+}
+
+// runOneJob schedules a job on st, runs it with a Scheduler and waits for
+// its success.
+func runOneJob(t *testing.T, st *pgstore.Store) {
+	t.Helper()
+	s, err := ax.New(ax.Config{Store: st, PollInterval: 50 * time.Millisecond, FlushInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	ran := make(chan struct{}, 1)
+	require.NoError(t, s.Handle("future.schema", ax.HandlerFunc(func(context.Context, *ax.Job) error {
+		ran <- struct{}{}
+		return nil
+	})))
+	require.NoError(t, s.Start(ctxT(t)))
+	defer func() { require.NoError(t, s.Stop(ctxT(t))) }()
+	res, err := s.Schedule(ctxT(t), "future.schema", map[string]int{"n": 1})
+	require.NoError(t, err)
+	select {
+	case <-ran:
+	case <-ctxT(t).Done():
+		t.Fatal("the job did not run")
 	}
-	if after := schemaDump(t, pool); after != before {
-		t.Fatalf("schema changed:\n%s\nwas:\n%s", after, before)
-	}
+	require.Eventually(t, func() bool {
+		rec, err := st.Get(ctxT(t), res.ID)
+		return err == nil && rec.State == store.StateSucceeded
+	}, 10*time.Second, 20*time.Millisecond, "the job's success was not written")
 }
 
 func TestWithoutMigrateNeedsSchema(t *testing.T) {

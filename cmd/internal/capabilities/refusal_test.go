@@ -70,11 +70,23 @@ func TestWhatStoresRefuse(t *testing.T) {
 				require.ErrorIs(t, err, ax.ErrTxUnsupported)
 				_, err = s.ScheduleBatchTx(ctx, pgx.Tx(nil), ax.Batch{Children: []ax.Request{{Kind: "child"}}, Completion: ax.Request{Kind: "done"}})
 				require.ErrorIs(t, err, ax.ErrTxUnsupported)
+				_, err = s.ScheduleManyTx(ctx, pgx.Tx(nil), []ax.Request{{Kind: "k"}})
+				require.ErrorIs(t, err, ax.ErrTxUnsupported)
+				_, err = ax.EnqueueTx(ctx, s, pgx.Tx(nil), refusedArgs{})
+				require.ErrorIs(t, err, ax.ErrTxUnsupported)
+				_, err = ax.EnqueueManyTx(ctx, s, pgx.Tx(nil), []refusedArgs{{}})
+				require.ErrorIs(t, err, ax.ErrTxUnsupported)
 			}
 			if !tc.sqlTx {
 				_, err = ax.ScheduleTxOf(ctx, s, (*sql.Tx)(nil), "k", nil)
 				require.ErrorIs(t, err, ax.ErrTxUnsupported)
 				_, err = ax.ScheduleBatchTxOf(ctx, s, (*sql.Tx)(nil), ax.Batch{Children: []ax.Request{{Kind: "k"}}, Completion: ax.Request{Kind: "done"}})
+				require.ErrorIs(t, err, ax.ErrTxUnsupported)
+				_, err = ax.ScheduleManyTxOf(ctx, s, (*sql.Tx)(nil), []ax.Request{{Kind: "k"}})
+				require.ErrorIs(t, err, ax.ErrTxUnsupported)
+				_, err = ax.EnqueueTx(ctx, s, (*sql.Tx)(nil), refusedArgs{})
+				require.ErrorIs(t, err, ax.ErrTxUnsupported)
+				_, err = ax.EnqueueManyTx(ctx, s, (*sql.Tx)(nil), []refusedArgs{{}})
 				require.ErrorIs(t, err, ax.ErrTxUnsupported)
 			}
 			n, err := s.Admin().Count(ctx, ax.JobFilter{Kinds: []string{"k"}})
@@ -85,3 +97,10 @@ func TestWhatStoresRefuse(t *testing.T) {
 		})
 	}
 }
+
+// refusedArgs is a JobArgs of kind "k", the kind whose jobs the refusals
+// above must not store.
+type refusedArgs struct{}
+
+// Kind names the job kind.
+func (refusedArgs) Kind() string { return "k" }
