@@ -1,0 +1,24 @@
+-- ax:compatible-from 13
+-- 0015_jobs_fillfactor: room on each page of jobs for a claimed row's new
+-- version.
+--
+-- A claim is a non-HOT update (state changes). PostgreSQL puts the new
+-- version on the old one's page when it fits; when it does not, it first
+-- marks the old version locked, and logs that (a Heap/LOCK record, about
+-- 54 bytes), then writes the new version to another page. At fillfactor
+-- 85 about three claims in four went to another page (pg_waldump of
+-- axbench throughput at W=100: 2.75 Heap/LOCK records per job, where the
+-- claim's and the finish's FOR UPDATE account for two). At 50, a page
+-- filled by inserts keeps room for a new version of each of its rows, so
+-- a claim's update stays on its page: no LOCK record, one page dirtied
+-- instead of two. axbench throughput (n=30000, own cluster, load about
+-- 3): WAL per job 1,327-1,336 bytes before, 1,268-1,272 after, at W=100
+-- and W=1000 (docs/benchmarks/finish-claim-ab-2026-12-02.txt).
+--
+-- Cost: live jobs take up to half as many rows per page, so a backlog's
+-- heap is up to 1.7 times larger (the claim reads it through indexes, by
+-- primary key). Online: the setting applies to pages filled from now on;
+-- it takes a SHARE UPDATE EXCLUSIVE lock on jobs, which readers and
+-- writers do not wait for.
+
+ALTER TABLE jobs SET (fillfactor = 50);
