@@ -68,6 +68,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -122,6 +123,10 @@ func (o pgOpener) Store(ctx context.Context, c connection) (store.Store, func(),
 		return nil, nil, err
 	}
 	st, err := pgstore.New(ctx, pool, pgstore.WithSchema(c.schema), pgstore.WithoutMigrate())
+	if errors.Is(err, pgstore.ErrNoSchema) {
+		pool.Close()
+		return nil, nil, noSchema(fmt.Sprintf("schema %q", c.schema), err)
+	}
 	if err != nil {
 		pool.Close()
 		return nil, nil, fmt.Errorf("%w (see: ax migrate status)", err)

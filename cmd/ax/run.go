@@ -65,6 +65,26 @@ func usageErrorf(format string, args ...any) error {
 // errNotFound marks a missing kind: exit code 3, like ax.ErrNotFound.
 var errNotFound = errors.New("not found")
 
+// errNoSchema is the error of a SQLite file without AX's tables
+// (PostgreSQL's is pgstore.ErrNoSchema).
+var errNoSchema = errors.New("no AX schema")
+
+// hintError replaces an error's text with one that says what to do,
+// keeping the error for errors.Is.
+type hintError struct {
+	msg string
+	err error
+}
+
+func (e hintError) Error() string { return e.msg }
+func (e hintError) Unwrap() error { return e.err }
+
+// noSchema is the error of a database (where: a schema or a file) that
+// holds no AX tables: the URL names the wrong one, or nobody migrated it.
+func noSchema(where string, err error) error {
+	return hintError{msg: where + ": no AX schema here: wrong database, or run `ax migrate up`", err: err}
+}
+
 // exitCode maps an error to the documented exit codes.
 func exitCode(err error) int {
 	var ue usageError
