@@ -2,6 +2,7 @@ package ax
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -26,8 +27,14 @@ type Schedule struct {
 	// empty when no template was recorded (declared by an older AX).
 	Kind string `json:"kind,omitempty"`
 	// LastTick is the latest tick fired, skipped or passed while paused
-	// (store clock); before any, the schedule's first declaration.
-	LastTick time.Time `json:"last_tick,omitzero"`
+	// (store clock); zero (null in JSON) until the schedule's first tick.
+	// The store keeps the first declaration's time there until then, as
+	// the guard against earlier ticks; it is told from a tick because
+	// ticks fall on whole seconds and a declaration, at the store's now,
+	// almost never does (one in a million: then the declaration's time
+	// shows, as it did before; so it does on a store whose clock an
+	// application or a test sets to whole seconds).
+	LastTick time.Time `json:"last_tick"`
 	// NextTick is the schedule's next tick after LastTick and the store's
 	// now, computed from Spec: when it fires, if a host declaring it runs
 	// then (and it is not paused). Zero when Spec cannot be parsed or
@@ -42,6 +49,20 @@ type Schedule struct {
 	// metadata, priority, max attempts) as the latest declaring host
 	// recorded it; nil when none was recorded.
 	Job *store.InsertParams `json:"job,omitempty"`
+}
+
+// MarshalJSON encodes s as its fields' tags say, with "last_tick": null
+// until the schedule's first tick.
+func (s Schedule) MarshalJSON() ([]byte, error) {
+	type plain Schedule // without this method
+	var last *time.Time
+	if !s.LastTick.IsZero() {
+		last = &s.LastTick
+	}
+	return json.Marshal(struct {
+		plain
+		LastTick *time.Time `json:"last_tick"`
+	}{plain(s), last})
 }
 
 // Schedules lists the periodic schedules the store keeps, by name: every
@@ -75,8 +96,11 @@ func (a *Admin) Schedules(ctx context.Context) ([]Schedule, error) {
 // of its last tick and now.
 func scheduleOf(st *store.PeriodicState, now time.Time) Schedule {
 	sc := Schedule{
-		Name: st.Name, Spec: st.Spec, LastTick: st.LastTick, Paused: st.Paused,
+		Name: st.Name, Spec: st.Spec, Paused: st.Paused,
 		UpdatedAt: st.UpdatedAt, Job: st.Job,
+	}
+	if ticked(st.LastTick) {
+		sc.LastTick = st.LastTick
 	}
 	if st.Job != nil {
 		sc.Kind = st.Job.Kind
@@ -92,6 +116,14 @@ func scheduleOf(st *store.PeriodicState, now time.Time) Schedule {
 		sc.NextTick = c.next(from)
 	}
 	return sc
+}
+
+// ticked reports whether a stored LastTick is a tick rather than the
+// first declaration's time: ticks fall on whole seconds (cron fields and
+// @every intervals have no fraction), the store's now at a declaration
+// almost never does.
+func ticked(last time.Time) bool {
+	return !last.IsZero() && last.Nanosecond() == 0
 }
 
 // PauseSchedule pauses the periodic schedule name across the cluster: its

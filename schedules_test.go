@@ -2,6 +2,7 @@ package ax_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func TestAdminSchedules(t *testing.T) {
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
 	at := func(h, m int) time.Time { return time.Date(2026, 1, 1, h, m, 0, 0, time.UTC) }
-	clock := &frozenClock{at: at(5, 59)}
+	clock := &frozenClock{at: at(5, 59).Add(250 * time.Millisecond)} // a declaration falls between seconds, ticks on them
 	st := newMemstore(memstore.WithClock(clock.Now))
 	a := newAdmin(t, st)
 	ctx := t.Context()
@@ -37,8 +38,15 @@ func TestAdminSchedules(t *testing.T) {
 	require.Equal(t, "CRON_TZ=Europe/Berlin */30 * * * *", sc.Spec)
 	require.Equal(t, "Europe/Berlin", sc.TimeZone)
 	require.Equal(t, "report.build", sc.Kind)
-	require.Equal(t, at(5, 59), sc.LastTick.UTC())
+	require.True(t, sc.LastTick.IsZero(), "no tick yet, got %s", sc.LastTick)
 	require.Equal(t, at(6, 0), sc.NextTick.UTC())
+	js, err := json.Marshal(sc)
+	require.NoError(t, err)
+	var fields map[string]any
+	require.NoError(t, json.Unmarshal(js, &fields))
+	require.Contains(t, fields, "last_tick")
+	require.Nil(t, fields["last_tick"], "null until the first tick")
+	require.Equal(t, "2026-01-01T06:00:00Z", fields["next_tick"])
 	require.False(t, sc.Paused)
 	require.Equal(t, store.PriorityHigh, sc.Job.Priority)
 	require.JSONEq(t, `{"n":1}`, string(sc.Job.Payload))
@@ -48,6 +56,12 @@ func TestAdminSchedules(t *testing.T) {
 	require.True(t, paused.Paused)
 	clock.Set(at(6, 0))
 	waitLastTick(t, st, "half-hourly", at(6, 0))
+	list, err = a.Schedules(ctx)
+	require.NoError(t, err)
+	require.Equal(t, at(6, 0), list[0].LastTick.UTC(), "a tick passed while paused is a tick")
+	js, err = json.Marshal(list[0])
+	require.NoError(t, err)
+	require.Contains(t, string(js), `"last_tick":"2026-01-01T06:00:00Z"`)
 	clock.Set(at(6, 30))
 	waitLastTick(t, st, "half-hourly", at(6, 30))
 	require.Empty(t, periodicJobs(t, st, "report.build"), "a paused schedule fired jobs")

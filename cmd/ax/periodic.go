@@ -28,7 +28,11 @@ func periodicList(fs *flag.FlagSet) func(*env, []string) error {
 			if sc.Paused {
 				status = "paused"
 			}
-			t.row(sc.Name, orDash(sc.Kind), sc.Spec, orDash(sc.TimeZone), when(sc.LastTick), when(sc.NextTick), status)
+			last := "never" // no tick since the schedule was first declared
+			if !sc.LastTick.IsZero() {
+				last = when(sc.LastTick)
+			}
+			t.row(sc.Name, orDash(sc.Kind), sc.Spec, orDash(sc.TimeZone), last, when(sc.NextTick), status)
 		}
 		if err := t.flush(); err != nil {
 			return err

@@ -306,7 +306,27 @@ func TestCommands(t *testing.T) {
 		}},
 		{name: "KindsResumeNotPaused", args: []string{"kinds", "resume", "report.build"}, out: []string{"kind report.build was not paused"}},
 
-		{name: "PeriodicList", args: []string{"periodic", "list"}, out: []string{"NAME", "nightly", "report.build", "0 3 * * *", "UTC", "active"}},
+		// The cluster declared "nightly" at the store's now, which falls
+		// on a whole second (and so reads as a tick) once in a million.
+		{name: "PeriodicList", args: []string{"periodic", "list"}, out: []string{"NAME", "nightly", "report.build", "0 3 * * *", "UTC", "active"},
+			check: func(t *testing.T, c *cluster, out string) {
+				lines := strings.Split(strings.TrimSpace(out), "\n")
+				require.Len(t, lines, 2)
+				require.Regexp(t, `^nightly +report\.build +0 3 \* \* \* +UTC +never +\S+T03:00:00Z +active$`, lines[1], "never ticked")
+				out, _, code := c.ax(t, nil, "periodic", "list", "--json")
+				require.Zero(t, code)
+				var l struct{ Schedules []map[string]any }
+				require.NoError(t, json.Unmarshal([]byte(out), &l))
+				require.Contains(t, l.Schedules[0], "last_tick")
+				require.Nil(t, l.Schedules[0]["last_tick"], "null until a tick")
+				// A schedule that ticked (an unknown one is created by its first tick).
+				_, err := c.st.FirePeriodic(t.Context(), &store.FirePeriodicParams{Name: "hourly", Spec: "@hourly",
+					Ticks: []store.PeriodicTick{{At: time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)}}})
+				require.NoError(t, err)
+				out, _, code = c.ax(t, nil, "periodic", "list")
+				require.Zero(t, code)
+				require.Regexp(t, `\nhourly +- +@hourly +UTC +2026-01-01T10:00:00Z `, out)
+			}},
 		{name: "PeriodicPauseResume", args: []string{"periodic", "pause", "nightly"}, out: []string{"paused schedule nightly"},
 			check: func(t *testing.T, c *cluster, _ string) {
 				out, _, code := c.ax(t, nil, "periodic", "list", "--json")
