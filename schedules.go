@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -177,25 +178,83 @@ func (a *Admin) setSchedulePaused(ctx context.Context, name string, paused bool)
 	return &sc, nil
 }
 
+// Metadata of a periodic schedule's run an operator asked for
+// (Admin.TriggerSchedule, ax periodic trigger, the dashboard's "Run
+// now"): MetadataTrigger is set to TriggerManual. A tick's job has no
+// MetadataTrigger key. Job.Triggered reads it.
+const (
+	// MetadataTrigger is the metadata key that marks a manual run.
+	MetadataTrigger = "ax.trigger"
+	// TriggerManual is MetadataTrigger's value on a manual run.
+	TriggerManual = "manual"
+)
+
+// Triggered reports whether j is a run of its periodic schedule that an
+// operator asked for (Admin.TriggerSchedule), rather than a tick's:
+// j.Schedule names the schedule and j.Metadata[MetadataTrigger] is
+// TriggerManual.
+func (j *Job) Triggered() bool {
+	return j.Schedule != "" && j.Metadata[MetadataTrigger] == TriggerManual
+}
+
+// TriggerOption configures one Admin.TriggerSchedule call.
+type TriggerOption interface {
+	applyTrigger(*triggerSettings)
+}
+
+type triggerSettings struct {
+	force bool
+}
+
+type triggerOptionFunc func(*triggerSettings)
+
+func (f triggerOptionFunc) applyTrigger(s *triggerSettings) { f(s) }
+
+// ForceTrigger makes TriggerSchedule insert a run even while the
+// schedule's previous manual run is live (ax periodic trigger --force).
+func ForceTrigger() TriggerOption {
+	return triggerOptionFunc(func(s *triggerSettings) { s.force = true })
+}
+
+// manualKeySuffix ends the unique key of a schedule's manual run:
+// "periodic:<name>:manual". A tick's key ends with a time, never with
+// it.
+const manualKeySuffix = ":manual"
+
 // TriggerSchedule runs the periodic schedule name once, now, outside its
 // ticks: it inserts one job from the schedule's stored template (kind,
-// payload, metadata, priority, max attempts), due at once. The job's
-// handler sees the schedule's name in Job.Schedule and the trigger's
-// instant (store clock) in Job.Tick; its unique key
-// "periodic:<name>:<instant>" is its own, so the schedule's ticks are
-// unaffected, and so is the stored last tick. A paused schedule can be
-// triggered. It returns the job's ID.
+// payload, metadata, priority, max attempts), due at once, with metadata
+// MetadataTrigger = TriggerManual. The job's handler sees the schedule's
+// name in Job.Schedule, the trigger's instant (store clock) in Job.Tick
+// and Job.Triggered true. The schedule's ticks are unaffected, and so is
+// the stored last tick. A paused schedule can be triggered.
+//
+// One manual run at a time: the run holds the unique key
+// "periodic:<name>:manual" while it is live (scheduled, retrying, paused
+// or running), so a trigger meanwhile inserts nothing and returns that
+// run's ID with Duplicate set, whoever asks, on any host (the store
+// enforces the key atomically). Once the run has ended (succeeded, dead
+// or cancelled) the next trigger runs again. ForceTrigger inserts a run
+// anyway, under the key "periodic:<name>:<instant>" of its own when the
+// manual key is held. It returns the job's ID.
 //
 // Errors: ErrScheduleNotFound, ErrInvalidSchedule (no template stored:
-// the schedule was declared only by an older AX), errors.ErrUnsupported
-// (the store does not implement store.PeriodicStore), or the store's
-// error, wrapped.
-func (a *Admin) TriggerSchedule(ctx context.Context, name string) (ScheduleResult, error) {
+// the schedule was declared only by an older AX), ErrInvalidOption (a
+// nil option), errors.ErrUnsupported (the store does not implement
+// store.PeriodicStore), or the store's error, wrapped.
+func (a *Admin) TriggerSchedule(ctx context.Context, name string, opts ...TriggerOption) (ScheduleResult, error) {
 	if err := checkContext(ctx); err != nil {
 		return ScheduleResult{}, fmt.Errorf("trigger schedule: %w", err)
 	}
 	if err := checkScheduleName(name); err != nil {
 		return ScheduleResult{}, fmt.Errorf("trigger schedule: %w", err)
+	}
+	var set triggerSettings
+	for _, o := range opts {
+		if o == nil {
+			return ScheduleResult{}, fmt.Errorf("trigger schedule %q: %w: nil TriggerOption", name, ErrInvalidOption)
+		}
+		o.applyTrigger(&set)
 	}
 	ps, ok := a.store.(store.PeriodicStore)
 	if !ok {
@@ -220,14 +279,29 @@ func (a *Admin) TriggerSchedule(ctx context.Context, name string) (ScheduleResul
 		return ScheduleResult{}, fmt.Errorf("trigger schedule %q: new job id: %w", name, err)
 	}
 	job := *st.Job
+	job.Metadata = maps.Clone(job.Metadata)
+	if job.Metadata == nil {
+		job.Metadata = map[string]string{}
+	}
+	job.Metadata[MetadataTrigger] = TriggerManual
 	job.ID, job.RunAt, job.Delay = id, now, 0
-	job.UniqueKey, job.Unique = periodicKey(name, now), store.UniqueScope{}
+	job.UniqueKey, job.Unique = periodicKeyPrefix+name+manualKeySuffix, store.UniqueScope{}
 	params := []store.InsertParams{job}
 	res, err := a.store.Insert(ctx, params)
+	if err == nil && res[0].Duplicate && set.force {
+		// The previous manual run is live: this one gets a key of its
+		// own (the ID was not used).
+		params[0].UniqueKey = periodicKey(name, now)
+		res, err = a.store.Insert(ctx, params)
+	}
 	if err != nil {
 		return ScheduleResult{}, fmt.Errorf("trigger schedule %q: %w", name, err)
 	}
-	a.audit("periodic schedule triggered", zap.String("schedule", name), zap.Stringer(fieldJobID, res[0].ID))
+	if res[0].Duplicate {
+		a.audit("periodic schedule trigger skipped: its previous manual run is live", zap.String("schedule", name), zap.Stringer(fieldJobID, res[0].ID))
+	} else {
+		a.audit("periodic schedule triggered", zap.String("schedule", name), zap.Stringer(fieldJobID, res[0].ID), zap.Bool("forced", set.force))
+	}
 	if a.sched != nil {
 		a.sched.wakeForInserted(params, res)
 		return a.sched.scheduled(params, res)[0], nil

@@ -3,9 +3,11 @@ package ax_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axsched/ax"
@@ -82,7 +84,8 @@ func TestAdminSchedules(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "report.build", rec.Kind)
 	require.Equal(t, store.PriorityHigh, rec.Priority)
-	require.Equal(t, "periodic:half-hourly:2026-01-01T07:10:00Z", rec.UniqueKey)
+	require.Equal(t, "periodic:half-hourly:manual", rec.UniqueKey)
+	require.Equal(t, ax.TriggerManual, rec.Metadata[ax.MetadataTrigger])
 	require.Equal(t, at(7, 10), rec.ScheduledAt.UTC())
 	state, err := st.PeriodicState(ctx, "half-hourly")
 	require.NoError(t, err)
@@ -120,8 +123,75 @@ func TestTriggerScheduleRunsTheHandler(t *testing.T) {
 	j := recv(t, seen)
 	require.Equal(t, res.ID, j.ID)
 	require.Equal(t, "yearly", j.Schedule)
+	require.True(t, j.Triggered(), "a manual run says so")
 	require.False(t, j.Tick.Before(before), "Tick is the trigger's instant")
 	require.True(t, j.ScheduledAt.Equal(j.Tick), "ScheduledAt %s, Tick %s", j.ScheduledAt, j.Tick)
+}
+
+// TestJobTriggered tells a manual run from a tick's job and from other
+// jobs with the same metadata.
+func TestJobTriggered(t *testing.T) {
+	manual := map[string]string{ax.MetadataTrigger: ax.TriggerManual}
+	cases := []struct {
+		name string
+		job  ax.Job
+		want bool
+	}{
+		{"ManualRun", ax.Job{Schedule: "nightly", Metadata: manual}, true},
+		{"Tick", ax.Job{Schedule: "nightly", Metadata: map[string]string{}}, false},
+		{"NotPeriodic", ax.Job{Metadata: manual}, false},
+		{"OtherValue", ax.Job{Schedule: "nightly", Metadata: map[string]string{ax.MetadataTrigger: "cron"}}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, tc.job.Triggered())
+		})
+	}
+}
+
+// TestTriggerGuard: a second trigger while the first manual run is live
+// inserts nothing and names that run; ForceTrigger inserts another; once
+// the manual run has ended, a trigger runs again. On the old code every
+// trigger inserted a job.
+func TestTriggerGuard(t *testing.T) {
+	st := newMemstore()
+	_, err := st.DeclarePeriodic(t.Context(), &store.DeclarePeriodicParams{Name: "nightly:eu", Spec: "@daily",
+		Job: &store.InsertParams{Kind: "report.build", Payload: []byte(`{}`), Priority: store.PriorityNormal, MaxAttempts: 3,
+			Metadata: map[string]string{"team": "ops"}}})
+	require.NoError(t, err)
+	a := newAdmin(t, st)
+	ctx := t.Context()
+
+	first, err := a.TriggerSchedule(ctx, "nightly:eu")
+	require.NoError(t, err)
+	require.False(t, first.Duplicate)
+	again, err := a.TriggerSchedule(ctx, "nightly:eu")
+	require.NoError(t, err)
+	require.Equal(t, ax.ScheduleResult{ID: first.ID, Duplicate: true}, again, "the live manual run, nothing inserted")
+
+	forced, err := a.TriggerSchedule(ctx, "nightly:eu", ax.ForceTrigger())
+	require.NoError(t, err)
+	require.False(t, forced.Duplicate)
+	require.NotEqual(t, first.ID, forced.ID)
+	rec, err := a.Get(ctx, forced.ID)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(rec.UniqueKey, "periodic:nightly:eu:20"), rec.UniqueKey)
+	require.Equal(t, map[string]string{"team": "ops", ax.MetadataTrigger: ax.TriggerManual}, rec.Metadata)
+
+	_, err = a.CancelJobs(ctx, ax.JobFilter{IDs: []uuid.UUID{first.ID}})
+	require.NoError(t, err)
+	next, err := a.TriggerSchedule(ctx, "nightly:eu")
+	require.NoError(t, err)
+	require.False(t, next.Duplicate, "the previous manual run ended")
+	rec, err = a.Get(ctx, next.ID)
+	require.NoError(t, err)
+	require.Equal(t, "periodic:nightly:eu:manual", rec.UniqueKey)
+
+	_, err = a.TriggerSchedule(ctx, "nightly:eu", nil)
+	require.ErrorIs(t, err, ax.ErrInvalidOption)
+	state, err := st.PeriodicState(ctx, "nightly:eu")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"team": "ops"}, state.Job.Metadata, "the template is left alone")
 }
 
 // TestTriggerWithoutTemplate refuses a schedule declared without a job

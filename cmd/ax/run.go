@@ -161,7 +161,7 @@ var commands = []command{
 	{"periodic list", "", "list periodic schedules", periodicList},
 	{"periodic pause", "NAME", "pause a schedule: its ticks pass without jobs", periodicPause},
 	{"periodic resume", "NAME", "resume a paused schedule", periodicResume},
-	{"periodic trigger", "NAME", "run a schedule's job once, now", periodicTrigger},
+	{"periodic trigger", "NAME", "run a schedule's job once, now (one manual run at a time unless --force)", periodicTrigger},
 	{"nodes", "", "list the cluster's nodes and the maintenance leader", nodesCmd},
 	{"stats", "", "show the queue by kind and state", statsCmd},
 	{"serve", "", "serve the HTTP API and the dashboard until interrupted", serveCmd},

@@ -343,7 +343,18 @@ func TestCommands(t *testing.T) {
 			j, err := c.st.Get(t.Context(), id)
 			require.NoError(t, err)
 			require.Equal(t, "report.build", j.Kind)
-			require.True(t, strings.HasPrefix(j.UniqueKey, "periodic:nightly:"))
+			require.Equal(t, "periodic:nightly:manual", j.UniqueKey)
+			require.Equal(t, ax.TriggerManual, j.Metadata[ax.MetadataTrigger], "the handler can tell a manual run")
+			out, _, code := c.ax(t, nil, "periodic", "trigger", "nightly")
+			require.Zero(t, code)
+			require.Equal(t, "not triggered: schedule nightly's previous manual run, job "+res.JobID+", has not ended (--force runs another)\n", out)
+			out, _, code = c.ax(t, nil, "periodic", "trigger", "nightly", "--json")
+			require.Zero(t, code)
+			jsonEq(`{"schedule":"nightly","job_id":"`+res.JobID+`","duplicate":true}`)(t, c, out)
+			out, _, code = c.ax(t, nil, "periodic", "trigger", "nightly", "--force")
+			require.Zero(t, code)
+			require.Regexp(t, `^triggered schedule nightly: job [0-9a-f-]{36}\n$`, out)
+			require.NotContains(t, out, res.JobID)
 		}},
 
 		{name: "Nodes", args: []string{"nodes"}, out: []string{"NAME", "worker-1", "running", "yes", "v1", "email.send", "maintenance leader: worker-1 (term 1"}},
