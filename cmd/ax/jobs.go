@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/store"
 )
@@ -117,8 +115,9 @@ func stateNames() string {
 	return strings.Join(names, ", ")
 }
 
-// build returns the filter the flags and the job IDs ids select. Unknown
-// state and priority names are usage errors.
+// build returns the filter the flags select, and checks the job ID
+// arguments ids (whole IDs or prefixes, which jobIDs resolves once the
+// store is open). Unknown state and priority names are usage errors.
 func (f *filterFlags) build(ids []string) (ax.JobFilter, error) {
 	out := f.filter
 	out.Kinds = f.kinds
@@ -139,12 +138,8 @@ func (f *filterFlags) build(ids []string) (ax.JobFilter, error) {
 		}
 		out.Priorities = append(out.Priorities, n)
 	}
-	for _, s := range ids {
-		id, err := uuid.Parse(s)
-		if err != nil {
-			return out, usageErrorf("%q is not a job ID", s)
-		}
-		out.IDs = append(out.IDs, id)
+	if _, _, err := idArgs(ids); err != nil { // resolved once the store is open (jobIDs)
+		return out, err
 	}
 	return out, nil
 }
@@ -244,18 +239,21 @@ func jobsList(fs *flag.FlagSet) func(*env, []string) error {
 func jobsShow(fs *flag.FlagSet) func(*env, []string) error {
 	return func(e *env, args []string) error {
 		if len(args) != 1 {
-			return usageErrorf("want one job ID")
+			return usageErrorf("want one job ID (or its first digits)")
 		}
-		id, err := uuid.Parse(args[0])
-		if err != nil {
-			return usageErrorf("%q is not a job ID", args[0])
+		if _, _, err := idArgs(args); err != nil {
+			return err
 		}
 		a, release, err := e.admin()
 		if err != nil {
 			return err
 		}
 		defer release()
-		j, err := a.Get(e.ctx, id)
+		ids, err := jobIDs(e, e.st, args)
+		if err != nil {
+			return err
+		}
+		j, err := a.Get(e.ctx, ids[0])
 		if err != nil {
 			return err
 		}
@@ -368,7 +366,7 @@ func bulkCommand(fs *flag.FlagSet, b bulk) func(*env, []string) error {
 		if all != nil && *all {
 			opts = append(opts, ax.MatchAll())
 		}
-		if all != nil && !*all && f.IsZero() {
+		if all != nil && !*all && f.IsZero() && len(args) == 0 {
 			return usageErrorf("no filter selects the jobs to delete: give filters or job IDs, or --all to delete every finished job")
 		}
 		a, release, err := e.admin()
@@ -376,6 +374,9 @@ func bulkCommand(fs *flag.FlagSet, b bulk) func(*env, []string) error {
 			return err
 		}
 		defer release()
+		if f.IDs, err = jobIDs(e, e.st, args); err != nil {
+			return err
+		}
 		matched, err := a.Count(e.ctx, f)
 		if err != nil {
 			return err

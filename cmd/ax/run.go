@@ -111,6 +111,9 @@ type env struct {
 	stderr io.Writer
 	open   opener
 	global *globals
+	// st is the store admin opened, for the calls Admin does not make
+	// (resolving job ID prefixes).
+	st store.Store
 }
 
 // globals are the flags every command takes, before or after its name.
@@ -146,7 +149,7 @@ var commands = []command{
 	{"migrate up", "", "migrate the schema to this binary's version", migrateUp},
 	{"migrate status", "", "show the schema version of the database and of this binary", migrateStatus},
 	{"jobs list", "", "list jobs (newest first), one page at a time", jobsList},
-	{"jobs show", "ID", "show one job and its error history", jobsShow},
+	{"jobs show", "ID", "show one job and its attempts (ID or its first digits)", jobsShow},
 	{"jobs retry", "[ID...]", "make dead, cancelled, paused and future jobs due now", jobsRetry},
 	{"jobs cancel", "[ID...]", "cancel jobs (running ones are asked to stop)", jobsCancel},
 	{"jobs delete", "[ID...]", "delete finished jobs (succeeded, dead, cancelled)", jobsDelete},
@@ -302,6 +305,7 @@ func (e *env) admin() (*ax.Admin, func(), error) {
 		release()
 		return nil, nil, err
 	}
+	e.st = st
 	return a, release, nil
 }
 
