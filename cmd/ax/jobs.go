@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -265,11 +266,11 @@ func jobsShow(fs *flag.FlagSet) func(*env, []string) error {
 		t.row("State:", string(j.State)+flags(j))
 		t.row("Priority:", priorityName(j.Priority))
 		t.row("Attempt:", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
-		t.row("Run at:", when(j.RunAt))
-		t.row("Scheduled at:", when(j.ScheduledAt))
-		t.row("Created at:", when(j.CreatedAt))
-		t.row("Attempted at:", when(j.AttemptedAt))
-		t.row("Finished at:", when(j.FinishedAt))
+		t.row("Run at:", whenMS(j.RunAt))
+		t.row("Scheduled at:", whenMS(j.ScheduledAt))
+		t.row("Created at:", whenMS(j.CreatedAt))
+		t.row("Attempted at:", whenMS(j.AttemptedAt))
+		t.row("Finished at:", whenMS(j.FinishedAt))
 		t.row("Owner:", orDash(j.Owner))
 		t.row("Unique key:", orDash(j.UniqueKey))
 		var md []string
@@ -284,17 +285,49 @@ func jobsShow(fs *flag.FlagSet) func(*env, []string) error {
 		if err := t.flush(); err != nil {
 			return err
 		}
-		if len(j.Errors) == 0 {
-			fmt.Fprintln(e.stdout, "Errors:        none")
-			return nil
-		}
-		fmt.Fprintln(e.stdout, "Errors:")
-		for _, ae := range j.Errors {
-			fmt.Fprintf(e.stdout, "  attempt %d at %s: %s\n", ae.Attempt, when(ae.At),
-				strings.ReplaceAll(ae.Error, "\n", "\n    "))
-		}
+		printAttempts(e.stdout, j)
 		return nil
 	}
+}
+
+// printAttempts lists a job's attempts, oldest first: each failed one
+// (from its error record: node, start, end, error) and the running or
+// succeeded latest one (from the job: owner, attempted at, finished at).
+// Error records written before the stores kept an attempt's node and
+// start show "-" for them.
+func printAttempts(w io.Writer, j *ax.JobRecord) {
+	latest := ""
+	switch j.State {
+	case ax.StateRunning:
+		latest = "running, lease until " + whenMS(j.LeaseExpiresAt)
+	case ax.StateSucceeded:
+		latest = "succeeded"
+	}
+	if len(j.Errors) == 0 && latest == "" {
+		fmt.Fprintln(w, "Attempts:      none ended in an error")
+		return
+	}
+	fmt.Fprintln(w, "Attempts:")
+	for _, ae := range j.Errors {
+		fmt.Fprintf(w, "  #%d  node %s  started %s  ended %s%s  failed:\n    %s\n", ae.Attempt, orDash(ae.Node),
+			whenMS(ae.StartedAt), whenMS(ae.At), took(ae.StartedAt, ae.At), strings.ReplaceAll(ae.Error, "\n", "\n    "))
+	}
+	if latest != "" {
+		fmt.Fprintf(w, "  #%d  node %s  started %s", j.Attempt, orDash(j.Owner), whenMS(j.AttemptedAt))
+		if !j.FinishedAt.IsZero() {
+			fmt.Fprintf(w, "  ended %s%s", whenMS(j.FinishedAt), took(j.AttemptedAt, j.FinishedAt))
+		}
+		fmt.Fprintf(w, "  %s\n", latest)
+	}
+}
+
+// took formats how long an attempt took, " (1.5s)", when both ends are
+// known.
+func took(start, end time.Time) string {
+	if start.IsZero() || end.IsZero() || end.Before(start) {
+		return ""
+	}
+	return " (" + end.Sub(start).Round(time.Millisecond).String() + ")"
 }
 
 // flags describes a job's pending requests.

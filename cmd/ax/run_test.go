@@ -214,9 +214,12 @@ func TestCommands(t *testing.T) {
 			out, errOut, code := c.ax(t, nil, "jobs", "show", c.dead[0].String())
 			require.Zero(t, code, errOut)
 			for _, want := range []string{"State:", "dead", "Attempt:", "1 of 1", "Owner:", "worker-1", "Metadata:", "tenant=acme",
-				`{"to":"ada@example.com"}`, "attempt 1 at", "smtp: connection refused", "    goroutine 1 [running]"} {
+				`{"to":"ada@example.com"}`, "smtp: connection refused", "    goroutine 1 [running]"} {
 				require.Contains(t, out, want)
 			}
+			ms := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z` // RFC 3339 to the millisecond
+			require.Regexp(t, "\nFinished at: +"+ms+"\n", out)
+			require.Regexp(t, "\nAttempts:\n  #1  node worker-1  started "+ms+"  ended "+ms+` \(\d+(\.\d+)?m?s\)  failed:\n    smtp: connection refused\n    goroutine 1 \[running\]\n$`, out)
 			out, _, code = c.ax(t, nil, "jobs", "show", c.dead[0].String(), "--json")
 			require.Zero(t, code)
 			var j map[string]any
@@ -226,6 +229,43 @@ func TestCommands(t *testing.T) {
 			_, errOut, code = c.ax(t, nil, "jobs", "show", uuid.Must(uuid.NewV7()).String())
 			require.Equal(t, exitNotFound, code)
 			require.Contains(t, errOut, "not found")
+		}},
+
+		{name: "JobsShowAttempts", args: nil, check: func(t *testing.T, c *cluster, _ string) {
+			ms := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`
+			out, errOut, code := c.ax(t, nil, "jobs", "show", c.done.String())
+			require.Zero(t, code, errOut)
+			require.Regexp(t, "\nAttempts:\n  #1  node worker-1  started "+ms+"  ended "+ms+` \(\d+(\.\d+)?.?s\)  succeeded\n$`, out)
+			out, _, code = c.ax(t, nil, "jobs", "show", c.live[0].String())
+			require.Zero(t, code)
+			require.Contains(t, out, "\nAttempts:      none ended in an error\n")
+
+			// A job failed on worker-1, then running on worker-2.
+			id := uuid.Must(uuid.NewV7())
+			_, err := c.st.Insert(t.Context(), []store.InsertParams{{ID: id, Kind: "invoice.send", Payload: []byte(`{}`),
+				Priority: store.PriorityNormal, MaxAttempts: 3}})
+			require.NoError(t, err)
+			for _, node := range []string{"worker-1", "worker-2"} {
+				res, err := c.st.Claim(t.Context(), &store.ClaimParams{Owner: node, Limit: 1, LeaseDuration: time.Minute,
+					Kinds: []store.KindLimit{{Kind: "invoice.send", Limit: 1}}})
+				require.NoError(t, err)
+				require.Len(t, res.Jobs, 1)
+				if node == "worker-1" {
+					_, err = c.st.Finish(t.Context(), []store.FinishParams{{Lease: store.Lease{ID: id, Token: res.Jobs[0].LeaseToken},
+						Outcome: store.OutcomeRetry, Error: "timeout"}})
+					require.NoError(t, err)
+				}
+			}
+			out, errOut, code = c.ax(t, nil, "jobs", "show", id.String())
+			require.Zero(t, code, errOut)
+			require.Regexp(t, "\nAttempts:\n  #1  node worker-1  started "+ms+"  ended "+ms+` \([^)]+\)  failed:\n    timeout\n`+
+				"  #2  node worker-2  started "+ms+"  running, lease until "+ms+"\n$", out)
+			out, _, code = c.ax(t, nil, "jobs", "show", id.String(), "--json")
+			require.Zero(t, code)
+			var j ax.JobRecord
+			require.NoError(t, json.Unmarshal([]byte(out), &j))
+			require.Equal(t, "worker-1", j.Errors[0].Node, "the JSON has each attempt's node")
+			require.False(t, j.Errors[0].StartedAt.IsZero())
 		}},
 
 		{name: "Retry", args: []string{"jobs", "retry", "--state", "dead", "--yes"}, out: []string{"retried 3 of 3 matching job(s)"},
