@@ -309,13 +309,13 @@ func (e *env) admin() (*ax.Admin, func(), error) {
 	return a, release, nil
 }
 
-// isTerminal reports whether r is an interactive terminal. Tests pass a
-// reader with an IsTerminal method.
-func isTerminal(r io.Reader) bool {
-	if t, ok := r.(interface{ IsTerminal() bool }); ok {
+// isTerminal reports whether f (a standard input, output or error) is an
+// interactive terminal. Tests pass one with an IsTerminal method.
+func isTerminal(v any) bool {
+	if t, ok := v.(interface{ IsTerminal() bool }); ok {
 		return t.IsTerminal()
 	}
-	f, ok := r.(*os.File)
+	f, ok := v.(*os.File)
 	if !ok {
 		return false
 	}
