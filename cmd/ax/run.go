@@ -278,7 +278,10 @@ Commands:`)
 		fmt.Fprintf(w, "  %-34s %s\n", strings.TrimSpace(c.path+" "+c.args), c.about)
 	}
 	fmt.Fprintln(w, `
-Run "ax COMMAND -h" for a command's flags.
+Run "ax COMMAND -h" for a command's flags. Job IDs may be given as their
+first digits (4 or more). With --json a command prints one JSON document;
+the documents and exit codes are described by "go doc
+github.com/axsched/ax/cmd/ax".
 Exit codes: 0 ok, 1 error, 2 usage, 3 not found.`)
 }
 
