@@ -29,12 +29,10 @@ type Schedule struct {
 	Kind string `json:"kind,omitempty"`
 	// LastTick is the latest tick fired, skipped or passed while paused
 	// (store clock); zero (null in JSON) until the schedule's first tick.
-	// The store keeps the first declaration's time there until then, as
-	// the guard against earlier ticks; it is told from a tick because
-	// ticks fall on whole seconds and a declaration, at the store's now,
-	// almost never does (one in a million: then the declaration's time
-	// shows, as it did before; so it does on a store whose clock an
-	// application or a test sets to whole seconds).
+	// (The store keeps the first declaration's time until then, as the
+	// guard against earlier ticks, off whole seconds where ticks fall:
+	// store.Ticked. A schedule an older AX declared on a whole second, one
+	// in a million, shows that time.)
 	LastTick time.Time `json:"last_tick"`
 	// NextTick is the schedule's next tick after LastTick and the store's
 	// now, computed from Spec: when it fires, if a host declaring it runs
@@ -100,7 +98,7 @@ func scheduleOf(st *store.PeriodicState, now time.Time) Schedule {
 		Name: st.Name, Spec: st.Spec, Paused: st.Paused,
 		UpdatedAt: st.UpdatedAt, Job: st.Job,
 	}
-	if ticked(st.LastTick) {
+	if store.Ticked(st.LastTick) {
 		sc.LastTick = st.LastTick
 	}
 	if st.Job != nil {
@@ -117,14 +115,6 @@ func scheduleOf(st *store.PeriodicState, now time.Time) Schedule {
 		sc.NextTick = c.next(from)
 	}
 	return sc
-}
-
-// ticked reports whether a stored LastTick is a tick rather than the
-// first declaration's time: ticks fall on whole seconds (cron fields and
-// @every intervals have no fraction), the store's now at a declaration
-// almost never does.
-func ticked(last time.Time) bool {
-	return !last.IsZero() && last.Nanosecond() == 0
 }
 
 // PauseSchedule pauses the periodic schedule name across the cluster: its

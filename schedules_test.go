@@ -22,7 +22,7 @@ func TestAdminSchedules(t *testing.T) {
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
 	at := func(h, m int) time.Time { return time.Date(2026, 1, 1, h, m, 0, 0, time.UTC) }
-	clock := &frozenClock{at: at(5, 59).Add(250 * time.Millisecond)} // a declaration falls between seconds, ticks on them
+	clock := &frozenClock{at: at(5, 59)} // a whole minute: the declaration's stored LastTick is a microsecond later, off the ticks
 	st := newMemstore(memstore.WithClock(clock.Now))
 	a := newAdmin(t, st)
 	ctx := t.Context()

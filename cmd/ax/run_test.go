@@ -346,8 +346,6 @@ func TestCommands(t *testing.T) {
 		}},
 		{name: "KindsResumeNotPaused", args: []string{"kinds", "resume", "report.build"}, out: []string{"kind report.build was not paused"}},
 
-		// The cluster declared "nightly" at the store's now, which falls
-		// on a whole second (and so reads as a tick) once in a million.
 		{name: "PeriodicList", args: []string{"periodic", "list"}, out: []string{"NAME", "nightly", "report.build", "0 3 * * *", "UTC", "active"},
 			check: func(t *testing.T, c *cluster, out string) {
 				lines := strings.Split(strings.TrimSpace(out), "\n")
