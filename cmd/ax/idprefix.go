@@ -59,14 +59,16 @@ func resolvePrefix(e *env, in store.JobInspector, prefix string) (uuid.UUID, err
 	if _, err := hex.Decode(low[:], []byte(prefix+strings.Repeat("0", 32-len(prefix)))); err != nil {
 		return uuid.Nil, usageErrorf("job ID prefix %q: %v", prefix, err)
 	}
-	// After is exclusive: start just below the range's lowest ID (a
-	// zero After starts at the beginning, which is the range's start for
-	// a prefix of zeros).
+	// After is exclusive: start just below the range's lowest ID, low
+	// minus one. For a prefix of zeros low is zero, and a zero After
+	// starts at the beginning, which is the range's start.
 	after := low
-	for i := len(after) - 1; i >= 0 && after != uuid.Nil; i-- {
-		after[i]--
-		if after[i] != 0xff {
-			break
+	if low != uuid.Nil {
+		for i := len(after) - 1; i >= 0; i-- {
+			after[i]--
+			if after[i] != 0xff { // no borrow
+				break
+			}
 		}
 	}
 	page, err := in.ListJobs(e.ctx, &store.ListJobsParams{Order: store.OldestFirst, After: after, Limit: maxCandidates + 1})
