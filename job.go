@@ -43,7 +43,7 @@ type Job struct {
 	// also the job's ScheduledAt.
 	Tick time.Time
 	// Schedule names the periodic schedule that made the job; empty for
-	// other jobs.
+	// other jobs. Triggered tells a manual run from a tick's job.
 	Schedule string
 	// FencingToken grows with every attempt of the job (every claim), and
 	// never decreases, even across snoozes, which give Attempt back. Pass it to downstream systems that can refuse a write
@@ -88,6 +88,9 @@ func jobFromRecord(r *store.JobRecord) *Job {
 		md = map[string]string{}
 	}
 	schedule, tick := parsePeriodicKey(r.UniqueKey)
+	if schedule != "" && tick.IsZero() {
+		tick = r.ScheduledAt // a manual run's: the trigger's instant
+	}
 	return &Job{
 		ID:           r.ID,
 		Kind:         r.Kind,

@@ -750,11 +750,15 @@ func periodicKey(name string, tick time.Time) string {
 // parsePeriodicKey returns the schedule and tick a periodic job's unique
 // key names, or zero values for any other key. Names may contain ':', and
 // so does the tick, which ends the key: in UTC it has exactly two (hh:mm:ss),
-// so the separator is the third colon from the end.
+// so the separator is the third colon from the end. The key of a manual
+// run (Admin.TriggerSchedule) names no tick: "periodic:<name>:manual".
 func parsePeriodicKey(key string) (name string, tick time.Time) {
 	rest, ok := strings.CutPrefix(key, periodicKeyPrefix)
 	if !ok {
 		return "", time.Time{}
+	}
+	if name, ok := strings.CutSuffix(rest, manualKeySuffix); ok && name != "" {
+		return name, time.Time{}
 	}
 	i := strings.LastIndexByte(rest, ':')
 	for range 2 {

@@ -2,8 +2,10 @@ package ax
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -26,8 +28,12 @@ type Schedule struct {
 	// empty when no template was recorded (declared by an older AX).
 	Kind string `json:"kind,omitempty"`
 	// LastTick is the latest tick fired, skipped or passed while paused
-	// (store clock); before any, the schedule's first declaration.
-	LastTick time.Time `json:"last_tick,omitzero"`
+	// (store clock); zero (null in JSON) until the schedule's first tick.
+	// (The store keeps the first declaration's time until then, as the
+	// guard against earlier ticks, off whole seconds where ticks fall:
+	// store.Ticked. A schedule an older AX declared on a whole second, one
+	// in a million, shows that time.)
+	LastTick time.Time `json:"last_tick"`
 	// NextTick is the schedule's next tick after LastTick and the store's
 	// now, computed from Spec: when it fires, if a host declaring it runs
 	// then (and it is not paused). Zero when Spec cannot be parsed or
@@ -42,6 +48,20 @@ type Schedule struct {
 	// metadata, priority, max attempts) as the latest declaring host
 	// recorded it; nil when none was recorded.
 	Job *store.InsertParams `json:"job,omitempty"`
+}
+
+// MarshalJSON encodes s as its fields' tags say, with "last_tick": null
+// until the schedule's first tick.
+func (s Schedule) MarshalJSON() ([]byte, error) {
+	type plain Schedule // without this method
+	var last *time.Time
+	if !s.LastTick.IsZero() {
+		last = &s.LastTick
+	}
+	return json.Marshal(struct {
+		plain
+		LastTick *time.Time `json:"last_tick"`
+	}{plain(s), last})
 }
 
 // Schedules lists the periodic schedules the store keeps, by name: every
@@ -75,8 +95,11 @@ func (a *Admin) Schedules(ctx context.Context) ([]Schedule, error) {
 // of its last tick and now.
 func scheduleOf(st *store.PeriodicState, now time.Time) Schedule {
 	sc := Schedule{
-		Name: st.Name, Spec: st.Spec, LastTick: st.LastTick, Paused: st.Paused,
+		Name: st.Name, Spec: st.Spec, Paused: st.Paused,
 		UpdatedAt: st.UpdatedAt, Job: st.Job,
+	}
+	if store.Ticked(st.LastTick) {
+		sc.LastTick = st.LastTick
 	}
 	if st.Job != nil {
 		sc.Kind = st.Job.Kind
@@ -145,25 +168,83 @@ func (a *Admin) setSchedulePaused(ctx context.Context, name string, paused bool)
 	return &sc, nil
 }
 
+// Metadata of a periodic schedule's run an operator asked for
+// (Admin.TriggerSchedule, ax periodic trigger, the dashboard's "Run
+// now"): MetadataTrigger is set to TriggerManual. A tick's job has no
+// MetadataTrigger key. Job.Triggered reads it.
+const (
+	// MetadataTrigger is the metadata key that marks a manual run.
+	MetadataTrigger = "ax.trigger"
+	// TriggerManual is MetadataTrigger's value on a manual run.
+	TriggerManual = "manual"
+)
+
+// Triggered reports whether j is a run of its periodic schedule that an
+// operator asked for (Admin.TriggerSchedule), rather than a tick's:
+// j.Schedule names the schedule and j.Metadata[MetadataTrigger] is
+// TriggerManual.
+func (j *Job) Triggered() bool {
+	return j.Schedule != "" && j.Metadata[MetadataTrigger] == TriggerManual
+}
+
+// TriggerOption configures one Admin.TriggerSchedule call.
+type TriggerOption interface {
+	applyTrigger(*triggerSettings)
+}
+
+type triggerSettings struct {
+	force bool
+}
+
+type triggerOptionFunc func(*triggerSettings)
+
+func (f triggerOptionFunc) applyTrigger(s *triggerSettings) { f(s) }
+
+// ForceTrigger makes TriggerSchedule insert a run even while the
+// schedule's previous manual run is live (ax periodic trigger --force).
+func ForceTrigger() TriggerOption {
+	return triggerOptionFunc(func(s *triggerSettings) { s.force = true })
+}
+
+// manualKeySuffix ends the unique key of a schedule's manual run:
+// "periodic:<name>:manual". A tick's key ends with a time, never with
+// it.
+const manualKeySuffix = ":manual"
+
 // TriggerSchedule runs the periodic schedule name once, now, outside its
 // ticks: it inserts one job from the schedule's stored template (kind,
-// payload, metadata, priority, max attempts), due at once. The job's
-// handler sees the schedule's name in Job.Schedule and the trigger's
-// instant (store clock) in Job.Tick; its unique key
-// "periodic:<name>:<instant>" is its own, so the schedule's ticks are
-// unaffected, and so is the stored last tick. A paused schedule can be
-// triggered. It returns the job's ID.
+// payload, metadata, priority, max attempts), due at once, with metadata
+// MetadataTrigger = TriggerManual. The job's handler sees the schedule's
+// name in Job.Schedule, the trigger's instant (store clock) in Job.Tick
+// and Job.Triggered true. The schedule's ticks are unaffected, and so is
+// the stored last tick. A paused schedule can be triggered.
+//
+// One manual run at a time: the run holds the unique key
+// "periodic:<name>:manual" while it is live (scheduled, retrying, paused
+// or running), so a trigger meanwhile inserts nothing and returns that
+// run's ID with Duplicate set, whoever asks, on any host (the store
+// enforces the key atomically). Once the run has ended (succeeded, dead
+// or cancelled) the next trigger runs again. ForceTrigger inserts a run
+// anyway, under the key "periodic:<name>:<instant>" of its own when the
+// manual key is held. It returns the job's ID.
 //
 // Errors: ErrScheduleNotFound, ErrInvalidSchedule (no template stored:
-// the schedule was declared only by an older AX), errors.ErrUnsupported
-// (the store does not implement store.PeriodicStore), or the store's
-// error, wrapped.
-func (a *Admin) TriggerSchedule(ctx context.Context, name string) (ScheduleResult, error) {
+// the schedule was declared only by an older AX), ErrInvalidOption (a
+// nil option), errors.ErrUnsupported (the store does not implement
+// store.PeriodicStore), or the store's error, wrapped.
+func (a *Admin) TriggerSchedule(ctx context.Context, name string, opts ...TriggerOption) (ScheduleResult, error) {
 	if err := checkContext(ctx); err != nil {
 		return ScheduleResult{}, fmt.Errorf("trigger schedule: %w", err)
 	}
 	if err := checkScheduleName(name); err != nil {
 		return ScheduleResult{}, fmt.Errorf("trigger schedule: %w", err)
+	}
+	var set triggerSettings
+	for _, o := range opts {
+		if o == nil {
+			return ScheduleResult{}, fmt.Errorf("trigger schedule %q: %w: nil TriggerOption", name, ErrInvalidOption)
+		}
+		o.applyTrigger(&set)
 	}
 	ps, ok := a.store.(store.PeriodicStore)
 	if !ok {
@@ -188,14 +269,29 @@ func (a *Admin) TriggerSchedule(ctx context.Context, name string) (ScheduleResul
 		return ScheduleResult{}, fmt.Errorf("trigger schedule %q: new job id: %w", name, err)
 	}
 	job := *st.Job
+	job.Metadata = maps.Clone(job.Metadata)
+	if job.Metadata == nil {
+		job.Metadata = map[string]string{}
+	}
+	job.Metadata[MetadataTrigger] = TriggerManual
 	job.ID, job.RunAt, job.Delay = id, now, 0
-	job.UniqueKey, job.Unique = periodicKey(name, now), store.UniqueScope{}
+	job.UniqueKey, job.Unique = periodicKeyPrefix+name+manualKeySuffix, store.UniqueScope{}
 	params := []store.InsertParams{job}
 	res, err := a.store.Insert(ctx, params)
+	if err == nil && res[0].Duplicate && set.force {
+		// The previous manual run is live: this one gets a key of its
+		// own (the ID was not used).
+		params[0].UniqueKey = periodicKey(name, now)
+		res, err = a.store.Insert(ctx, params)
+	}
 	if err != nil {
 		return ScheduleResult{}, fmt.Errorf("trigger schedule %q: %w", name, err)
 	}
-	a.audit("periodic schedule triggered", zap.String("schedule", name), zap.Stringer(fieldJobID, res[0].ID))
+	if res[0].Duplicate {
+		a.audit("periodic schedule trigger skipped: its previous manual run is live", zap.String("schedule", name), zap.Stringer(fieldJobID, res[0].ID))
+	} else {
+		a.audit("periodic schedule triggered", zap.String("schedule", name), zap.Stringer(fieldJobID, res[0].ID), zap.Bool("forced", set.force))
+	}
 	if a.sched != nil {
 		a.sched.wakeForInserted(params, res)
 		return a.sched.scheduled(params, res)[0], nil

@@ -610,8 +610,12 @@ const (
 
 // TriggerResponse names the job a trigger scheduled.
 type TriggerResponse struct {
-	// ID is the scheduled job's ID.
+	// ID is the scheduled job's ID or, when Duplicate, the ID of the
+	// schedule's previous manual run, which has not ended.
 	ID uuid.UUID `json:"id"`
+	// Duplicate reports that nothing was scheduled: the schedule's
+	// previous manual run has not ended (see ax.Admin.TriggerSchedule).
+	Duplicate bool `json:"duplicate"`
 }
 
 func (h *Handler) scheduleAction(op scheduleOp) http.HandlerFunc {
@@ -636,7 +640,7 @@ func (h *Handler) changeSchedule(r *http.Request, name string, op scheduleOp) (a
 	if err != nil {
 		return nil, err
 	}
-	return TriggerResponse{ID: res.ID}, nil
+	return TriggerResponse{ID: res.ID, Duplicate: res.Duplicate}, nil
 }
 
 // NodesResponse lists the cluster's nodes and the maintenance leader.

@@ -788,6 +788,9 @@ func (h *Handler) postSchedule(op scheduleOp) func(r *http.Request) (string, str
 		}
 		switch x := v.(type) {
 		case TriggerResponse:
+			if x.Duplicate {
+				return fmt.Sprintf("Not triggered: schedule %s's previous manual run, job %s, has not ended.", name, x.ID), "/periodic", nil
+			}
 			return fmt.Sprintf("Triggered schedule %s: job %s.", name, x.ID), "/periodic", nil
 		case *ax.Schedule:
 			if x.Paused {

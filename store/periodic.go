@@ -15,14 +15,15 @@ import (
 //
 // A schedule's state moves only forward:
 //
-//	(unknown) ──DeclarePeriodic──▶ LastTick = store now (ticks up to the first declaration never fire)
+//	(unknown) ──DeclarePeriodic──▶ LastTick = DeclarationTick(store now) (ticks up to the first declaration never fire)
 //	(unknown) ──FirePeriodic─────▶ LastTick = latest tick applied
 //	LastTick = T ──FirePeriodic(ticks in (T, store now])──▶ LastTick = latest of them, their jobs inserted
 //	LastTick = T ──FirePeriodic(ticks <= T or > store now)──▶ unchanged, nothing inserted
 type PeriodicStore interface {
 	// DeclarePeriodic records that a host declares the schedule
 	// params.Name with params.Spec and job template params.Job. An unknown
-	// name is created with LastTick = store now; a known one keeps its
+	// name is created with LastTick = DeclarationTick(store now) (store
+	// now, off whole seconds); a known one keeps its
 	// LastTick (and Paused) and gets spec and template recorded (a nil
 	// params.Job keeps the template recorded before, so that a host of
 	// an older version does not erase it). The template is stored
@@ -57,7 +58,8 @@ type PeriodicState struct {
 	// Spec is the spec recorded by the latest declaration or fire.
 	Spec string `json:"spec"`
 	// LastTick is the latest tick fired (or skipped by a misfire policy),
-	// or, before any, the time of the first declaration (store clock).
+	// or, before any, the time of the first declaration (store clock,
+	// see DeclarationTick; Ticked tells the two apart).
 	LastTick time.Time `json:"last_tick"`
 	// UpdatedAt is when the state last changed (store clock).
 	UpdatedAt time.Time `json:"updated_at"`
@@ -69,6 +71,27 @@ type PeriodicState struct {
 	// operators and for triggering a run by hand; nil when no declaration
 	// recorded one.
 	Job *InsertParams `json:"job,omitempty"`
+}
+
+// DeclarationTick is the LastTick a declaration at store time now gives
+// a new schedule: now, or now plus a microsecond when now falls on a
+// whole second. The ticks AX fires are whole seconds (cron fields and
+// @every intervals have no fraction), so a declaration's LastTick is
+// never a tick's, and a tick at now does not fire either way (ticks up to
+// LastTick never do).
+func DeclarationTick(now time.Time) time.Time {
+	if now.Truncate(time.Second).Equal(now) {
+		return now.Add(time.Microsecond)
+	}
+	return now
+}
+
+// Ticked reports whether a stored LastTick is a tick's (a whole second)
+// rather than the first declaration's (DeclarationTick). A schedule
+// declared by a store of an older AX at a whole second of its clock (one
+// in a million) reads as ticked.
+func Ticked(last time.Time) bool {
+	return !last.IsZero() && last.Truncate(time.Second).Equal(last)
 }
 
 // DeclarePeriodicParams declares a periodic schedule.

@@ -110,6 +110,14 @@ type AttemptError struct {
 	At time.Time `json:"at"`
 	// Error is the error text, with a stack trace for panics.
 	Error string `json:"error"`
+	// Node is the node that ran the attempt (the job's Owner when the
+	// failure was recorded); empty in entries recorded before stores
+	// kept it.
+	Node string `json:"node,omitempty"`
+	// StartedAt is when the attempt was claimed (the job's AttemptedAt
+	// when the failure was recorded, store clock); zero in entries
+	// recorded before stores kept it.
+	StartedAt time.Time `json:"started_at,omitzero"`
 }
 
 // Lease identifies one attempt of a running job: the job ID and the token

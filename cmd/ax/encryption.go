@@ -207,6 +207,9 @@ func keysRemove(fs *flag.FlagSet) func(*env, []string) error {
 		if err := dropKey(path, id); err != nil {
 			return err
 		}
+		if e.global.json {
+			return printJSON(e.stdout, map[string]string{"key": id, "file": path})
+		}
 		fmt.Fprintf(e.stdout, "key %s removed from %s: no stored job needs it\n", id, path)
 		return nil
 	}

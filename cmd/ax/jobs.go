@@ -4,12 +4,11 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/store"
@@ -117,8 +116,9 @@ func stateNames() string {
 	return strings.Join(names, ", ")
 }
 
-// build returns the filter the flags and the job IDs ids select. Unknown
-// state and priority names are usage errors.
+// build returns the filter the flags select, and checks the job ID
+// arguments ids (whole IDs or prefixes, which jobIDs resolves once the
+// store is open). Unknown state and priority names are usage errors.
 func (f *filterFlags) build(ids []string) (ax.JobFilter, error) {
 	out := f.filter
 	out.Kinds = f.kinds
@@ -139,12 +139,8 @@ func (f *filterFlags) build(ids []string) (ax.JobFilter, error) {
 		}
 		out.Priorities = append(out.Priorities, n)
 	}
-	for _, s := range ids {
-		id, err := uuid.Parse(s)
-		if err != nil {
-			return out, usageErrorf("%q is not a job ID", s)
-		}
-		out.IDs = append(out.IDs, id)
+	if _, _, err := idArgs(ids); err != nil { // resolved once the store is open (jobIDs)
+		return out, err
 	}
 	return out, nil
 }
@@ -244,18 +240,21 @@ func jobsList(fs *flag.FlagSet) func(*env, []string) error {
 func jobsShow(fs *flag.FlagSet) func(*env, []string) error {
 	return func(e *env, args []string) error {
 		if len(args) != 1 {
-			return usageErrorf("want one job ID")
+			return usageErrorf("want one job ID (or its first digits)")
 		}
-		id, err := uuid.Parse(args[0])
-		if err != nil {
-			return usageErrorf("%q is not a job ID", args[0])
+		if _, _, err := idArgs(args); err != nil {
+			return err
 		}
 		a, release, err := e.admin()
 		if err != nil {
 			return err
 		}
 		defer release()
-		j, err := a.Get(e.ctx, id)
+		ids, err := jobIDs(e, e.st, args)
+		if err != nil {
+			return err
+		}
+		j, err := a.Get(e.ctx, ids[0])
 		if err != nil {
 			return err
 		}
@@ -267,11 +266,11 @@ func jobsShow(fs *flag.FlagSet) func(*env, []string) error {
 		t.row("State:", string(j.State)+flags(j))
 		t.row("Priority:", priorityName(j.Priority))
 		t.row("Attempt:", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts))
-		t.row("Run at:", when(j.RunAt))
-		t.row("Scheduled at:", when(j.ScheduledAt))
-		t.row("Created at:", when(j.CreatedAt))
-		t.row("Attempted at:", when(j.AttemptedAt))
-		t.row("Finished at:", when(j.FinishedAt))
+		t.row("Run at:", whenMS(j.RunAt))
+		t.row("Scheduled at:", whenMS(j.ScheduledAt))
+		t.row("Created at:", whenMS(j.CreatedAt))
+		t.row("Attempted at:", whenMS(j.AttemptedAt))
+		t.row("Finished at:", whenMS(j.FinishedAt))
 		t.row("Owner:", orDash(j.Owner))
 		t.row("Unique key:", orDash(j.UniqueKey))
 		var md []string
@@ -286,17 +285,49 @@ func jobsShow(fs *flag.FlagSet) func(*env, []string) error {
 		if err := t.flush(); err != nil {
 			return err
 		}
-		if len(j.Errors) == 0 {
-			fmt.Fprintln(e.stdout, "Errors:        none")
-			return nil
-		}
-		fmt.Fprintln(e.stdout, "Errors:")
-		for _, ae := range j.Errors {
-			fmt.Fprintf(e.stdout, "  attempt %d at %s: %s\n", ae.Attempt, when(ae.At),
-				strings.ReplaceAll(ae.Error, "\n", "\n    "))
-		}
+		printAttempts(e.stdout, j)
 		return nil
 	}
+}
+
+// printAttempts lists a job's attempts, oldest first: each failed one
+// (from its error record: node, start, end, error) and the running or
+// succeeded latest one (from the job: owner, attempted at, finished at).
+// Error records written before the stores kept an attempt's node and
+// start show "-" for them.
+func printAttempts(w io.Writer, j *ax.JobRecord) {
+	latest := ""
+	switch j.State {
+	case ax.StateRunning:
+		latest = "running, lease until " + whenMS(j.LeaseExpiresAt)
+	case ax.StateSucceeded:
+		latest = "succeeded"
+	}
+	if len(j.Errors) == 0 && latest == "" {
+		fmt.Fprintln(w, "Attempts:      none ended in an error")
+		return
+	}
+	fmt.Fprintln(w, "Attempts:")
+	for _, ae := range j.Errors {
+		fmt.Fprintf(w, "  #%d  node %s  started %s  ended %s%s  failed:\n    %s\n", ae.Attempt, orDash(ae.Node),
+			whenMS(ae.StartedAt), whenMS(ae.At), took(ae.StartedAt, ae.At), strings.ReplaceAll(ae.Error, "\n", "\n    "))
+	}
+	if latest != "" {
+		fmt.Fprintf(w, "  #%d  node %s  started %s", j.Attempt, orDash(j.Owner), whenMS(j.AttemptedAt))
+		if !j.FinishedAt.IsZero() {
+			fmt.Fprintf(w, "  ended %s%s", whenMS(j.FinishedAt), took(j.AttemptedAt, j.FinishedAt))
+		}
+		fmt.Fprintf(w, "  %s\n", latest)
+	}
+}
+
+// took formats how long an attempt took, " (1.5s)", when both ends are
+// known.
+func took(start, end time.Time) string {
+	if start.IsZero() || end.IsZero() || end.Before(start) {
+		return ""
+	}
+	return " (" + end.Sub(start).Round(time.Millisecond).String() + ")"
 }
 
 // flags describes a job's pending requests.
@@ -368,7 +399,7 @@ func bulkCommand(fs *flag.FlagSet, b bulk) func(*env, []string) error {
 		if all != nil && *all {
 			opts = append(opts, ax.MatchAll())
 		}
-		if all != nil && !*all && f.IsZero() {
+		if all != nil && !*all && f.IsZero() && len(args) == 0 {
 			return usageErrorf("no filter selects the jobs to delete: give filters or job IDs, or --all to delete every finished job")
 		}
 		a, release, err := e.admin()
@@ -376,6 +407,9 @@ func bulkCommand(fs *flag.FlagSet, b bulk) func(*env, []string) error {
 			return err
 		}
 		defer release()
+		if f.IDs, err = jobIDs(e, e.st, args); err != nil {
+			return err
+		}
 		matched, err := a.Count(e.ctx, f)
 		if err != nil {
 			return err

@@ -12,11 +12,30 @@
 //	ax jobs show ID
 //	ax jobs retry|cancel|delete [ID...] [filters] [--yes] [--all]
 //	ax kinds list | pause KIND [--force] | resume KIND | open KIND | close KIND
-//	ax periodic list | pause NAME | resume NAME | trigger NAME
+//	ax periodic list | pause NAME | resume NAME | trigger NAME [--force]
 //	ax nodes
 //	ax stats
-//	ax serve --keys-file FILE [--addr 127.0.0.1:8080] [--prefix /ax] [--read-only]
+//	ax serve --keys-file FILE [--addr 127.0.0.1:8080] [--prefix /ax] [--read-only] [--log-format auto|text|json]
 //	ax sessions revoke KEY_ID
+//
+// A job ID may be given whole or as its first digits (at least 4
+// hexadecimal digits, dashes optional, as a table or the dashboard shows
+// them: 01a233ed…): the prefix must name exactly one job, however old.
+// One that names several is a usage error listing them (up to 10); one
+// that names none, not found.
+//
+// jobs show lists the job's attempts, oldest first: each failed one with
+// the node that ran it, its start and end (times in UTC to the
+// millisecond) and its error, then the running or succeeded latest one.
+// Errors recorded by an older AX show "-" for the node and start.
+//
+// periodic list shows "never" as the LAST TICK of a schedule that has not
+// ticked since it was first declared. periodic trigger runs one manual
+// run at a time: while the schedule's previous manual run has not ended
+// (scheduled, retrying, paused or running) it inserts nothing and names
+// that run ("duplicate": true with --json, exit code 0); --force runs
+// another. A manual run's metadata has ax.trigger=manual, so its handler
+// tells it from a tick's job (ax.Job.Triggered).
 //
 // Filters (jobs list, retry, cancel, delete): --kind, --state, --priority
 // (each repeatable or comma-separated), --unique-key, --unique-key-prefix,
@@ -60,14 +79,74 @@
 // people, or with --json one JSON document for scripts. Bulk changes ask
 // for confirmation on a terminal; elsewhere they need --yes.
 //
-// Exit codes: 0 success, 1 error (the database failed, the user declined
-// a confirmation), 2 usage (unknown command or flag, invalid value,
-// malformed cursor, a bulk change without --yes off a terminal), 3 not
-// found (a job, kind or schedule).
+// ax serve writes its log on standard error: lines for people on a
+// terminal, one JSON object a line otherwise (a service manager, a pipe, a
+// file), never both in one run; --log-format text or json chooses. The
+// lines "ax serve: listening on URL/" and "ax serve: stopped" go to
+// standard output.
+//
+// # Output for scripts and exit codes
+//
+// The --json documents and the exit codes below are part of AX's v1
+// compatibility promise: fields may be added to a document, none is
+// renamed, removed or changes meaning, and an exit code keeps its
+// meaning. Tables and messages for people, and the log of ax serve, may
+// change.
+//
+// With --json, a command prints exactly one JSON document on standard
+// output, whatever it found (an empty list is [], not nothing), and its
+// errors go to standard error as text. Times are RFC 3339 strings in UTC
+// with the store's precision (microseconds); an unset time is absent, or
+// null where the table says so. The documents:
+//
+//	migrate status           {"database": N, "binary": N, "status": "up-to-date" | "behind" | "ahead"}
+//	migrate up               the same, and "before": N, the version it found
+//	jobs list                {"jobs": [JOB...], "cursor": C} (cursor absent on the last page)
+//	jobs show                JOB
+//	jobs retry|cancel|delete {"operation": "retry" | "cancel" | "delete", "matched": N, "changed": N}
+//	jobs reencrypt           {"key", "scanned", "resealed", "changed", "unopenable", "last"}
+//	keys usage               [{"key", "jobs", "schedules", "in_ring"}...]
+//	keys remove              {"key": ID, "file": PATH}
+//	kinds list               {"kinds": [ax.KindState...]}
+//	kinds pause|resume       ax.KindState
+//	kinds open|close         ax.FlowState
+//	periodic list            {"schedules": [SCHEDULE...]}
+//	periodic pause|resume    SCHEDULE
+//	periodic trigger         {"schedule": NAME, "job_id": ID, "duplicate": BOOL}
+//	nodes                    {"nodes": [ax.Node...], "leader": ax.Leader or null}
+//	stats                    ax.Stats
+//	sessions revoke          {"key": KEY_ID, "revoked_at": TIME}
+//
+// JOB is ax.JobRecord as encoding/json writes it (the tags of
+// store.JobRecord): "id", "kind", "payload" (the JSON as scheduled, or
+// a sealed value's envelope without --encryption-keys), "metadata",
+// "state", "priority" (1 high, 2 normal, 3 low), "run_at", "attempt",
+// "max_attempts", "errors" ([{"attempt", "at", "error", "node",
+// "started_at"}...], oldest first), "owner", "created_at",
+// "attempted_at", "finished_at", "result", among others. SCHEDULE is
+// ax.Schedule: "name", "spec", "time_zone", "kind", "last_tick" (null
+// until the schedule's first tick), "next_tick", "paused", "updated_at",
+// "job". Documents named by a type are that type's JSON encoding.
+// ax serve prints no JSON document (its API is package axhttp's).
+//
+// Exit codes:
+//
+//	0  success, including nothing to do: no job matched a bulk change, a
+//	   kind or schedule already paused, a trigger while the previous
+//	   manual run has not ended ("duplicate": true)
+//	1  error: the database failed or refused (a SQLite file a service
+//	   holds refuses changes), no AX schema in the database, the user
+//	   declined a confirmation
+//	2  usage: unknown command or flag, invalid value, malformed cursor, a
+//	   bulk change without --yes off a terminal, a job ID prefix several
+//	   jobs share
+//	3  not found: a job (or no job for an ID prefix), kind, schedule or
+//	   encryption key
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -122,6 +201,10 @@ func (o pgOpener) Store(ctx context.Context, c connection) (store.Store, func(),
 		return nil, nil, err
 	}
 	st, err := pgstore.New(ctx, pool, pgstore.WithSchema(c.schema), pgstore.WithoutMigrate())
+	if errors.Is(err, pgstore.ErrNoSchema) {
+		pool.Close()
+		return nil, nil, noSchema(fmt.Sprintf("schema %q", c.schema), err)
+	}
 	if err != nil {
 		pool.Close()
 		return nil, nil, fmt.Errorf("%w (see: ax migrate status)", err)

@@ -79,6 +79,9 @@ func openSQLite(ctx context.Context, path string, writes bool) (store.Store, fun
 	if err != nil {
 		return nil, nil, err
 	}
+	if version == 0 {
+		return nil, nil, noSchema(path, errNoSchema)
+	}
 	if bin := sqlitestore.SchemaVersion(); version != bin {
 		return nil, nil, fmt.Errorf("%s: schema at version %d, this binary at version %d (see: ax migrate status)", path, version, bin)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,3 +100,18 @@ func TestSQLiteFile(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestSQLiteNoSchema: a SQLite file without AX's tables (another
+// application's, or an empty one) says so and what to do, instead of
+// naming schema version 0.
+func TestSQLiteNoSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "other.db")
+	require.NoError(t, os.WriteFile(path, nil, 0o600)) // an empty file is an empty SQLite database
+	_, _, err := openSQLite(t.Context(), path, false)
+	require.ErrorIs(t, err, errNoSchema)
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"--database-url", "sqlite:" + path, "stats"}, strings.NewReader(""), &out, &errOut,
+		storeOpener{getenv: func(string) string { return "" }})
+	require.Equal(t, exitError, code)
+	require.Equal(t, "ax stats: "+path+": no AX schema here: wrong database, or run `ax migrate up`\n", errOut.String())
+}

@@ -42,6 +42,15 @@ func when(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
+// whenMS formats a time for one job's details: UTC, RFC 3339 to the
+// millisecond (2026-01-02T15:04:05.123Z); "-" when unset.
+func whenMS(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
 // oneLine returns the first line of s, cut to max runes with an ellipsis,
 // so that a stack trace or a long message keeps a table readable. Tabs
 // would break the columns, so they become spaces.

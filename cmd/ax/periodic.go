@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+
+	"github.com/axsched/ax"
 )
 
 func periodicList(fs *flag.FlagSet) func(*env, []string) error {
@@ -28,7 +30,11 @@ func periodicList(fs *flag.FlagSet) func(*env, []string) error {
 			if sc.Paused {
 				status = "paused"
 			}
-			t.row(sc.Name, orDash(sc.Kind), sc.Spec, orDash(sc.TimeZone), when(sc.LastTick), when(sc.NextTick), status)
+			last := "never" // no tick since the schedule was first declared
+			if !sc.LastTick.IsZero() {
+				last = when(sc.LastTick)
+			}
+			t.row(sc.Name, orDash(sc.Kind), sc.Spec, orDash(sc.TimeZone), last, when(sc.NextTick), status)
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -78,14 +84,19 @@ func setSchedule(paused bool) func(*env, []string) error {
 	}
 }
 
-// triggerResult is the JSON of periodic trigger.
+// triggerResult is the JSON of periodic trigger. Duplicate: the
+// schedule's previous manual run (JobID) has not ended, and nothing was
+// inserted.
 type triggerResult struct {
 	Schedule  string `json:"schedule"`
 	JobID     string `json:"job_id"`
 	Duplicate bool   `json:"duplicate"`
 }
 
+// periodicTrigger runs a schedule's job once, now (Admin.TriggerSchedule):
+// one manual run at a time, unless --force.
 func periodicTrigger(fs *flag.FlagSet) func(*env, []string) error {
+	force := fs.Bool("force", false, "run even while the schedule's previous manual run has not ended")
 	return func(e *env, args []string) error {
 		if len(args) != 1 {
 			return usageErrorf("want one schedule name")
@@ -95,12 +106,20 @@ func periodicTrigger(fs *flag.FlagSet) func(*env, []string) error {
 			return err
 		}
 		defer release()
-		res, err := a.TriggerSchedule(e.ctx, args[0])
+		var opts []ax.TriggerOption
+		if *force {
+			opts = append(opts, ax.ForceTrigger())
+		}
+		res, err := a.TriggerSchedule(e.ctx, args[0], opts...)
 		if err != nil {
 			return err
 		}
 		if e.global.json {
 			return printJSON(e.stdout, triggerResult{Schedule: args[0], JobID: res.ID.String(), Duplicate: res.Duplicate})
+		}
+		if res.Duplicate {
+			fmt.Fprintf(e.stdout, "not triggered: schedule %s's previous manual run, job %s, has not ended (--force runs another)\n", args[0], res.ID)
+			return nil
 		}
 		fmt.Fprintf(e.stdout, "triggered schedule %s: job %s\n", args[0], res.ID)
 		return nil

@@ -65,6 +65,26 @@ func usageErrorf(format string, args ...any) error {
 // errNotFound marks a missing kind: exit code 3, like ax.ErrNotFound.
 var errNotFound = errors.New("not found")
 
+// errNoSchema is the error of a SQLite file without AX's tables
+// (PostgreSQL's is pgstore.ErrNoSchema).
+var errNoSchema = errors.New("no AX schema")
+
+// hintError replaces an error's text with one that says what to do,
+// keeping the error for errors.Is.
+type hintError struct {
+	msg string
+	err error
+}
+
+func (e hintError) Error() string { return e.msg }
+func (e hintError) Unwrap() error { return e.err }
+
+// noSchema is the error of a database (where: a schema or a file) that
+// holds no AX tables: the URL names the wrong one, or nobody migrated it.
+func noSchema(where string, err error) error {
+	return hintError{msg: where + ": no AX schema here: wrong database, or run `ax migrate up`", err: err}
+}
+
 // exitCode maps an error to the documented exit codes.
 func exitCode(err error) int {
 	var ue usageError
@@ -91,6 +111,9 @@ type env struct {
 	stderr io.Writer
 	open   opener
 	global *globals
+	// st is the store admin opened, for the calls Admin does not make
+	// (resolving job ID prefixes).
+	st store.Store
 }
 
 // globals are the flags every command takes, before or after its name.
@@ -126,7 +149,7 @@ var commands = []command{
 	{"migrate up", "", "migrate the schema to this binary's version", migrateUp},
 	{"migrate status", "", "show the schema version of the database and of this binary", migrateStatus},
 	{"jobs list", "", "list jobs (newest first), one page at a time", jobsList},
-	{"jobs show", "ID", "show one job and its error history", jobsShow},
+	{"jobs show", "ID", "show one job and its attempts (ID or its first digits)", jobsShow},
 	{"jobs retry", "[ID...]", "make dead, cancelled, paused and future jobs due now", jobsRetry},
 	{"jobs cancel", "[ID...]", "cancel jobs (running ones are asked to stop)", jobsCancel},
 	{"jobs delete", "[ID...]", "delete finished jobs (succeeded, dead, cancelled)", jobsDelete},
@@ -141,7 +164,7 @@ var commands = []command{
 	{"periodic list", "", "list periodic schedules", periodicList},
 	{"periodic pause", "NAME", "pause a schedule: its ticks pass without jobs", periodicPause},
 	{"periodic resume", "NAME", "resume a paused schedule", periodicResume},
-	{"periodic trigger", "NAME", "run a schedule's job once, now", periodicTrigger},
+	{"periodic trigger", "NAME", "run a schedule's job once, now (one manual run at a time unless --force)", periodicTrigger},
 	{"nodes", "", "list the cluster's nodes and the maintenance leader", nodesCmd},
 	{"stats", "", "show the queue by kind and state", statsCmd},
 	{"serve", "", "serve the HTTP API and the dashboard until interrupted", serveCmd},
@@ -255,7 +278,10 @@ Commands:`)
 		fmt.Fprintf(w, "  %-34s %s\n", strings.TrimSpace(c.path+" "+c.args), c.about)
 	}
 	fmt.Fprintln(w, `
-Run "ax COMMAND -h" for a command's flags.
+Run "ax COMMAND -h" for a command's flags. Job IDs may be given as their
+first digits (4 or more). With --json a command prints one JSON document;
+the documents and exit codes are described by "go doc
+github.com/axsched/ax/cmd/ax".
 Exit codes: 0 ok, 1 error, 2 usage, 3 not found.`)
 }
 
@@ -282,16 +308,17 @@ func (e *env) admin() (*ax.Admin, func(), error) {
 		release()
 		return nil, nil, err
 	}
+	e.st = st
 	return a, release, nil
 }
 
-// isTerminal reports whether r is an interactive terminal. Tests pass a
-// reader with an IsTerminal method.
-func isTerminal(r io.Reader) bool {
-	if t, ok := r.(interface{ IsTerminal() bool }); ok {
+// isTerminal reports whether f (a standard input, output or error) is an
+// interactive terminal. Tests pass one with an IsTerminal method.
+func isTerminal(v any) bool {
+	if t, ok := v.(interface{ IsTerminal() bool }); ok {
 		return t.IsTerminal()
 	}
-	f, ok := r.(*os.File)
+	f, ok := v.(*os.File)
 	if !ok {
 		return false
 	}

@@ -214,9 +214,12 @@ func TestCommands(t *testing.T) {
 			out, errOut, code := c.ax(t, nil, "jobs", "show", c.dead[0].String())
 			require.Zero(t, code, errOut)
 			for _, want := range []string{"State:", "dead", "Attempt:", "1 of 1", "Owner:", "worker-1", "Metadata:", "tenant=acme",
-				`{"to":"ada@example.com"}`, "attempt 1 at", "smtp: connection refused", "    goroutine 1 [running]"} {
+				`{"to":"ada@example.com"}`, "smtp: connection refused", "    goroutine 1 [running]"} {
 				require.Contains(t, out, want)
 			}
+			ms := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z` // RFC 3339 to the millisecond
+			require.Regexp(t, "\nFinished at: +"+ms+"\n", out)
+			require.Regexp(t, "\nAttempts:\n  #1  node worker-1  started "+ms+"  ended "+ms+` \(\d+(\.\d+)?m?s\)  failed:\n    smtp: connection refused\n    goroutine 1 \[running\]\n$`, out)
 			out, _, code = c.ax(t, nil, "jobs", "show", c.dead[0].String(), "--json")
 			require.Zero(t, code)
 			var j map[string]any
@@ -226,6 +229,43 @@ func TestCommands(t *testing.T) {
 			_, errOut, code = c.ax(t, nil, "jobs", "show", uuid.Must(uuid.NewV7()).String())
 			require.Equal(t, exitNotFound, code)
 			require.Contains(t, errOut, "not found")
+		}},
+
+		{name: "JobsShowAttempts", args: nil, check: func(t *testing.T, c *cluster, _ string) {
+			ms := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`
+			out, errOut, code := c.ax(t, nil, "jobs", "show", c.done.String())
+			require.Zero(t, code, errOut)
+			require.Regexp(t, "\nAttempts:\n  #1  node worker-1  started "+ms+"  ended "+ms+` \(\d+(\.\d+)?.?s\)  succeeded\n$`, out)
+			out, _, code = c.ax(t, nil, "jobs", "show", c.live[0].String())
+			require.Zero(t, code)
+			require.Contains(t, out, "\nAttempts:      none ended in an error\n")
+
+			// A job failed on worker-1, then running on worker-2.
+			id := uuid.Must(uuid.NewV7())
+			_, err := c.st.Insert(t.Context(), []store.InsertParams{{ID: id, Kind: "invoice.send", Payload: []byte(`{}`),
+				Priority: store.PriorityNormal, MaxAttempts: 3}})
+			require.NoError(t, err)
+			for _, node := range []string{"worker-1", "worker-2"} {
+				res, err := c.st.Claim(t.Context(), &store.ClaimParams{Owner: node, Limit: 1, LeaseDuration: time.Minute,
+					Kinds: []store.KindLimit{{Kind: "invoice.send", Limit: 1}}})
+				require.NoError(t, err)
+				require.Len(t, res.Jobs, 1)
+				if node == "worker-1" {
+					_, err = c.st.Finish(t.Context(), []store.FinishParams{{Lease: store.Lease{ID: id, Token: res.Jobs[0].LeaseToken},
+						Outcome: store.OutcomeRetry, Error: "timeout"}})
+					require.NoError(t, err)
+				}
+			}
+			out, errOut, code = c.ax(t, nil, "jobs", "show", id.String())
+			require.Zero(t, code, errOut)
+			require.Regexp(t, "\nAttempts:\n  #1  node worker-1  started "+ms+"  ended "+ms+` \([^)]+\)  failed:\n    timeout\n`+
+				"  #2  node worker-2  started "+ms+"  running, lease until "+ms+"\n$", out)
+			out, _, code = c.ax(t, nil, "jobs", "show", id.String(), "--json")
+			require.Zero(t, code)
+			var j ax.JobRecord
+			require.NoError(t, json.Unmarshal([]byte(out), &j))
+			require.Equal(t, "worker-1", j.Errors[0].Node, "the JSON has each attempt's node")
+			require.False(t, j.Errors[0].StartedAt.IsZero())
 		}},
 
 		{name: "Retry", args: []string{"jobs", "retry", "--state", "dead", "--yes"}, out: []string{"retried 3 of 3 matching job(s)"},
@@ -306,7 +346,25 @@ func TestCommands(t *testing.T) {
 		}},
 		{name: "KindsResumeNotPaused", args: []string{"kinds", "resume", "report.build"}, out: []string{"kind report.build was not paused"}},
 
-		{name: "PeriodicList", args: []string{"periodic", "list"}, out: []string{"NAME", "nightly", "report.build", "0 3 * * *", "UTC", "active"}},
+		{name: "PeriodicList", args: []string{"periodic", "list"}, out: []string{"NAME", "nightly", "report.build", "0 3 * * *", "UTC", "active"},
+			check: func(t *testing.T, c *cluster, out string) {
+				lines := strings.Split(strings.TrimSpace(out), "\n")
+				require.Len(t, lines, 2)
+				require.Regexp(t, `^nightly +report\.build +0 3 \* \* \* +UTC +never +\S+T03:00:00Z +active$`, lines[1], "never ticked")
+				out, _, code := c.ax(t, nil, "periodic", "list", "--json")
+				require.Zero(t, code)
+				var l struct{ Schedules []map[string]any }
+				require.NoError(t, json.Unmarshal([]byte(out), &l))
+				require.Contains(t, l.Schedules[0], "last_tick")
+				require.Nil(t, l.Schedules[0]["last_tick"], "null until a tick")
+				// A schedule that ticked (an unknown one is created by its first tick).
+				_, err := c.st.FirePeriodic(t.Context(), &store.FirePeriodicParams{Name: "hourly", Spec: "@hourly",
+					Ticks: []store.PeriodicTick{{At: time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)}}})
+				require.NoError(t, err)
+				out, _, code = c.ax(t, nil, "periodic", "list")
+				require.Zero(t, code)
+				require.Regexp(t, `\nhourly +- +@hourly +UTC +2026-01-01T10:00:00Z `, out)
+			}},
 		{name: "PeriodicPauseResume", args: []string{"periodic", "pause", "nightly"}, out: []string{"paused schedule nightly"},
 			check: func(t *testing.T, c *cluster, _ string) {
 				out, _, code := c.ax(t, nil, "periodic", "list", "--json")
@@ -323,7 +381,18 @@ func TestCommands(t *testing.T) {
 			j, err := c.st.Get(t.Context(), id)
 			require.NoError(t, err)
 			require.Equal(t, "report.build", j.Kind)
-			require.True(t, strings.HasPrefix(j.UniqueKey, "periodic:nightly:"))
+			require.Equal(t, "periodic:nightly:manual", j.UniqueKey)
+			require.Equal(t, ax.TriggerManual, j.Metadata[ax.MetadataTrigger], "the handler can tell a manual run")
+			out, _, code := c.ax(t, nil, "periodic", "trigger", "nightly")
+			require.Zero(t, code)
+			require.Equal(t, "not triggered: schedule nightly's previous manual run, job "+res.JobID+", has not ended (--force runs another)\n", out)
+			out, _, code = c.ax(t, nil, "periodic", "trigger", "nightly", "--json")
+			require.Zero(t, code)
+			jsonEq(`{"schedule":"nightly","job_id":"`+res.JobID+`","duplicate":true}`)(t, c, out)
+			out, _, code = c.ax(t, nil, "periodic", "trigger", "nightly", "--force")
+			require.Zero(t, code)
+			require.Regexp(t, `^triggered schedule nightly: job [0-9a-f-]{36}\n$`, out)
+			require.NotContains(t, out, res.JobID)
 		}},
 
 		{name: "Nodes", args: []string{"nodes"}, out: []string{"NAME", "worker-1", "running", "yes", "v1", "email.send", "maintenance leader: worker-1 (term 1"}},

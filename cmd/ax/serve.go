@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -90,9 +91,14 @@ func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
 	fs.Var(&callbackHosts, "callback-host", "the only hosts a submitted job's callback_url may name (exact names, or .example.com for a domain and its subdomains; repeatable, comma-separated; default: any public host)")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate file (and --tls-key)")
 	tlsKey := fs.String("tls-key", "", "the certificate's key file")
+	logFormat := fs.String("log-format", "auto", "the log on standard error: text (for people), json (one object a line), or auto: text on a terminal, json otherwise")
 	return func(e *env, args []string) error {
 		if len(args) > 0 {
 			return usageErrorf("unexpected argument %q", args[0])
+		}
+		log, err := serveLogger(*logFormat, e.stderr)
+		if err != nil {
+			return err
 		}
 		trusted, err := parseProxies(proxies)
 		if err != nil {
@@ -128,7 +134,6 @@ func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
 			return err
 		}
 		defer release()
-		log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.Lock(zapcore.AddSync(e.stderr)), zap.InfoLevel))
 		// A Scheduler that is never started: it schedules submitted jobs
 		// and answers for the cluster, and runs nothing.
 		ring, err := e.keyRing() // encryption.go
@@ -214,6 +219,33 @@ func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
 		fmt.Fprintln(e.stdout, "ax serve: stopped")
 		return nil
 	}
+}
+
+// serveLogger returns ax serve's log, written to w: format "text" writes
+// lines for people (time to the millisecond, level, message, then the
+// fields as JSON), "json" one JSON object a line (zap's production
+// encoding, for log collectors), and "auto" text when w is a terminal,
+// json otherwise.
+func serveLogger(format string, w io.Writer) (*zap.Logger, error) {
+	if format == "auto" {
+		format = "json"
+		if isTerminal(w) {
+			format = "text"
+		}
+	}
+	var enc zapcore.Encoder
+	switch format {
+	case "json":
+		enc = zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	case "text":
+		cfg := zap.NewDevelopmentEncoderConfig()
+		cfg.EncodeTime = zapcore.TimeEncoderOfLayout("2006-01-02T15:04:05.000Z07:00")
+		cfg.EncodeCaller, cfg.CallerKey, cfg.StacktraceKey = nil, "", ""
+		enc = zapcore.NewConsoleEncoder(cfg)
+	default:
+		return nil, usageErrorf("--log-format: want auto, text or json, got %q", format)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), zap.InfoLevel)), nil
 }
 
 // readKeys reads a keys file: one key a line, "ID SECRET" or "ID SECRET

@@ -76,7 +76,7 @@ func (s *Store) held(l store.Lease) *job {
 // Retry, snooze and release of a job whose cancel was requested become
 // cancelled (attempt kept); otherwise, for a job whose pause was requested,
 // they become paused with the run_at and attempt the outcome sets. Retry,
-// dead and cancelled outcomes append AttemptError{Attempt, now, Error} to
+// dead and cancelled outcomes append AttemptError{Attempt, now, Error, Owner, AttemptedAt} to
 // the job's errors. Subscribers are notified of jobs made retrying or
 // scheduled, never of paused ones, and of the kinds whose flow settings
 // held jobs back until a running job ended.
@@ -119,7 +119,7 @@ func (s *Store) finish(ctx context.Context, params []store.FinishParams) ([]bool
 		}
 		switch out {
 		case store.OutcomeRetry, store.OutcomeDead, store.OutcomeCancelled:
-			r.Errors = append(r.Errors, store.AttemptError{Attempt: r.Attempt, At: now, Error: p.Error})
+			r.Errors = append(r.Errors, store.AttemptError{Attempt: r.Attempt, At: now, Error: p.Error, Node: r.Owner, StartedAt: r.AttemptedAt})
 		}
 		reschedules := out == store.OutcomeRetry || out == store.OutcomeSnooze || out == store.OutcomeRelease
 		if r.CancelRequested && reschedules {

@@ -36,9 +36,11 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 		s.unindex(j)
 		r := &j.rec
 		r.Errors = append(r.Errors, store.AttemptError{
-			Attempt: r.Attempt,
-			At:      now,
-			Error:   fmt.Sprintf("lease expired (owner %s)", r.Owner),
+			Attempt:   r.Attempt,
+			At:        now,
+			Error:     fmt.Sprintf("lease expired (owner %s)", r.Owner),
+			Node:      r.Owner,
+			StartedAt: r.AttemptedAt,
 		})
 		cancelRequested, pauseRequested := r.CancelRequested, r.PauseRequested
 		leaveRunning(r)

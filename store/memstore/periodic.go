@@ -26,7 +26,7 @@ type periodicStates struct {
 }
 
 // DeclarePeriodic implements store.PeriodicStore: an unknown name is
-// created with LastTick = store now; a known one gets spec recorded and
+// created with LastTick = store.DeclarationTick(store now); a known one gets spec recorded and
 // keeps its LastTick and Paused. params.Job, when not nil, is recorded as
 // the schedule's template (a copy, without ID, RunAt, Delay and
 // UniqueKey); a nil one keeps the template recorded before. Params that
@@ -51,7 +51,7 @@ func (s *Store) DeclarePeriodic(ctx context.Context, params *store.DeclarePeriod
 	st := p.states[name]
 	switch {
 	case st == nil:
-		st = &store.PeriodicState{Name: name, Spec: spec, LastTick: now, UpdatedAt: now}
+		st = &store.PeriodicState{Name: name, Spec: spec, LastTick: store.DeclarationTick(now), UpdatedAt: now}
 		if p.states == nil {
 			p.states = make(map[string]*store.PeriodicState)
 		}

@@ -66,7 +66,7 @@ func TestPeriodicAfterCloseOrCancel(t *testing.T) {
 			require.ErrorIs(t, c.call(cancelled), context.Canceled)
 			got, err := st.PeriodicState(context.Background(), "p")
 			require.NoError(t, err)
-			require.Equal(t, clk.Now(), got.LastTick)
+			require.Equal(t, store.DeclarationTick(clk.Now()), got.LastTick)
 		})
 	}
 	require.NoError(t, st.Close())

@@ -153,7 +153,7 @@ func TestClockStampsEveryTime(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.StateRetrying, got.State)
 	assert.Equal(t, t0.Add(13*time.Second), got.RunAt)
-	assert.Equal(t, []store.AttemptError{{Attempt: 1, At: t0.Add(3 * time.Second), Error: "boom"}}, got.Errors)
+	assert.Equal(t, []store.AttemptError{{Attempt: 1, At: t0.Add(3 * time.Second), Error: "boom", Node: "node-1", StartedAt: t0.Add(time.Second)}}, got.Errors)
 	assert.True(t, got.LeaseExpiresAt.IsZero())
 	assert.Equal(t, uuid.Nil, got.LeaseToken)
 	assert.Equal(t, "node-1", got.Owner)

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -22,6 +23,11 @@ var migrationFiles embed.FS
 // version of this package than the running one. Migrate changes nothing;
 // upgrade the code (or point it at another schema).
 var ErrSchemaTooNew = errors.New("pgstore: database schema is newer than this code")
+
+// ErrNoSchema means the schema holds no AX tables (no schema_version
+// table, or no such schema): the connection names the wrong database or
+// schema, or Migrate never ran on it. New with WithoutMigrate returns it.
+var ErrNoSchema = errors.New("pgstore: no AX schema here: wrong database, or run Migrate")
 
 type migration struct {
 	version int
@@ -220,8 +226,12 @@ func checkVersion(ctx context.Context, pool *pgxpool.Pool, schema string) error 
 	s := pgx.Identifier{schema}.Sanitize()
 	var current int
 	err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s+`.schema_version`).Scan(&current)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") { // undefined_table, invalid_schema_name
+		return fmt.Errorf("%w (schema %q has no schema_version table)", ErrNoSchema, schema)
+	}
 	if err != nil {
-		return fmt.Errorf("pgstore: read schema version of %q (run Migrate first): %w", schema, err)
+		return fmt.Errorf("pgstore: read schema version of %q: %w", schema, err)
 	}
 	switch latest := SchemaVersion(); {
 	case current > latest:

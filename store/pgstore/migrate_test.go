@@ -207,8 +207,16 @@ func runOneJob(t *testing.T, st *pgstore.Store) {
 func TestWithoutMigrateNeedsSchema(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.PoolFor(t, pgtest.EmptyDSN(t))
-	if _, err := pgstore.New(ctxT(t), pool, pgstore.WithoutMigrate()); err == nil {
-		t.Fatal("New WithoutMigrate on an empty database: no error")
+	for _, schema := range []string{"ax", "elsewhere"} { // a schema that does not exist, then one without AX's tables
+		if schema == "elsewhere" {
+			if _, err := pool.Exec(ctxT(t), `CREATE SCHEMA elsewhere`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := pgstore.New(ctxT(t), pool, pgstore.WithSchema(schema), pgstore.WithoutMigrate())
+		if !errors.Is(err, pgstore.ErrNoSchema) {
+			t.Fatalf("New WithoutMigrate on schema %s of an empty database: got %v, want ErrNoSchema", schema, err)
+		}
 	}
 }
 

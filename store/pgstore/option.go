@@ -62,6 +62,8 @@ func WithSchema(name string) Option {
 
 // WithoutMigrate makes New skip Migrate: the schema must already be at the
 // version this package expects (run Migrate from a deploy step instead).
+// A schema without AX's tables fails New with an error wrapping
+// ErrNoSchema; one of a newer version, ErrSchemaTooNew.
 func WithoutMigrate() Option {
 	return optionFunc(func(o *options) { o.noMigrate = true })
 }

@@ -21,7 +21,8 @@ func (s *Store) periodicSQL(query string) string {
 }
 
 // DeclarePeriodic implements store.PeriodicStore in one statement: an
-// unknown name is inserted with last_tick = now(); a known one gets spec
+// unknown name is inserted with last_tick = now() (a microsecond later on
+// a whole second: store.DeclarationTick); a known one gets spec
 // recorded (updated_at moves only when the spec changes) and keeps its
 // last tick and pause. params.Job, when not nil, is recorded as the
 // schedule's job template (without ID, RunAt, Delay and UniqueKey, payload
@@ -53,10 +54,10 @@ func (s *Store) DeclarePeriodic(ctx context.Context, params *store.DeclarePeriod
 	// prev reads the row as of the statement's snapshot, for the previous
 	// spec; xmax = 0 tells a fresh insert from an update.
 	const q = `WITH prev AS (SELECT spec FROM {periodic} WHERE name = $1)
-INSERT INTO {periodic} AS p (name, spec, last_tick, updated_at, job_template) VALUES ($1, $2, now(), now(), $3::json)
+INSERT INTO {periodic} AS p (name, spec, last_tick, updated_at, job_template) VALUES ($1, $2, ` + declarationTickSQL + `, now(), $3::json)
 ON CONFLICT (name) DO UPDATE SET
 	spec = EXCLUDED.spec,
-	last_tick = coalesce(p.last_tick, now()),
+	last_tick = coalesce(p.last_tick, ` + declarationTickSQL + `),
 	updated_at = CASE WHEN p.spec = EXCLUDED.spec THEN p.updated_at ELSE now() END,
 	job_template = coalesce(EXCLUDED.job_template, p.job_template)
 RETURNING p.spec, p.last_tick, p.updated_at, coalesce((SELECT spec FROM prev), ''), p.xmax = 0, now(),
@@ -79,6 +80,9 @@ RETURNING p.spec, p.last_tick, p.updated_at, coalesce((SELECT spec FROM prev), '
 	}
 	return d, nil
 }
+
+// declarationTickSQL is store.DeclarationTick(now()).
+const declarationTickSQL = `(CASE WHEN date_trunc('second', now()) = now() THEN now() + interval '1 microsecond' ELSE now() END)`
 
 // FirePeriodic implements store.PeriodicStore in one transaction: it locks
 // the schedule's row (creating it if missing), keeps the ticks after its

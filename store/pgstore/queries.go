@@ -86,9 +86,12 @@ WHERE ` + uniqueSpaceSQL + ` = (CASE WHEN $11 THEN '' ELSE $2 END) AND unique_pe
 	AND ` + uniqueHeldSQL("") + ` AND NOT EXISTS (SELECT 1 FROM ins)`
 }
 
-// errorEntrySQL builds one entry of the errors array for attempt j.attempt.
+// errorEntrySQL builds one entry of the errors array for attempt j.attempt
+// (store.AttemptError), from the job's row as the attempt left it: its
+// owner ran the attempt, claimed at attempted_at.
 func errorEntrySQL(msg string) string {
-	return `jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', now(), 'error', ` + msg + `))`
+	return `jsonb_build_array(jsonb_build_object('attempt', j.attempt, 'at', now(), 'error', ` + msg + `,
+		'node', j.owner, 'started_at', j.attempted_at))`
 }
 
 func buildQueries(schema string) queries {

@@ -184,9 +184,11 @@ func prefixed(alias string) string {
 }
 
 type attemptErrorJSON struct {
-	Attempt int       `json:"attempt"`
-	At      time.Time `json:"at"`
-	Error   string    `json:"error"`
+	Attempt   int       `json:"attempt"`
+	At        time.Time `json:"at"`
+	Error     string    `json:"error"`
+	Node      string    `json:"node"`
+	StartedAt time.Time `json:"started_at"`
 }
 
 // jobScan holds the nullable columns of one row while scanning.
@@ -254,7 +256,7 @@ func (js *jobScan) record() (*store.JobRecord, error) {
 			return nil, fmt.Errorf("decode errors of job %s: %w", j.ID, err)
 		}
 		for _, e := range errs {
-			j.Errors = append(j.Errors, store.AttemptError{Attempt: e.Attempt, At: e.At, Error: e.Error})
+			j.Errors = append(j.Errors, store.AttemptError{Attempt: e.Attempt, At: e.At, Error: e.Error, Node: e.Node, StartedAt: e.StartedAt})
 		}
 	}
 	return &j, nil

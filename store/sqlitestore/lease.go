@@ -134,7 +134,7 @@ func (w *wtx) finishedLeases(res *store.ExtendResult) error {
 // Retry, snooze and release of a job whose cancel was requested become
 // cancelled (attempt kept); otherwise, for a job whose pause was requested,
 // they become paused with the run_at and attempt the outcome sets. Retry,
-// dead and cancelled outcomes append AttemptError{Attempt, now, Error} to
+// dead and cancelled outcomes append AttemptError{Attempt, now, Error, Owner, AttemptedAt} to
 // the job's errors. A Result is recorded whatever the outcome; a success
 // inserts its Then jobs; a final state inserts the job's follow-ups and
 // moves its batch on. Each row costs a few indexed statements.
@@ -178,7 +178,7 @@ func (w *wtx) finish(j *jobRow, p *store.FinishParams, breakers *[]store.Breaker
 	}
 	switch out {
 	case store.OutcomeRetry, store.OutcomeDead, store.OutcomeCancelled:
-		if err := j.appendError(r.Attempt, w.now, p.Error); err != nil {
+		if err := j.appendError(w.now, p.Error); err != nil {
 			return err
 		}
 	}

@@ -34,7 +34,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 		done := make([]ended, 0, len(js))
 		for _, j := range js {
 			r := &j.rec
-			if err := j.appendError(r.Attempt, w.now, fmt.Sprintf("lease expired (owner %s)", r.Owner)); err != nil {
+			if err := j.appendError(w.now, fmt.Sprintf("lease expired (owner %s)", r.Owner)); err != nil {
 				return err
 			}
 			cancelRequested, pauseRequested := r.CancelRequested, r.PauseRequested

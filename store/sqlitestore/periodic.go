@@ -12,7 +12,7 @@ import (
 )
 
 // DeclarePeriodic implements store.PeriodicStore, in one transaction: an
-// unknown name is created with LastTick = store now; a known one gets spec
+// unknown name is created with LastTick = store.DeclarationTick(store now); a known one gets spec
 // recorded and keeps its LastTick and Paused. params.Job, when not nil, is
 // recorded as the schedule's template (without ID, RunAt, Delay and
 // UniqueKey, payload byte for byte); a nil one keeps the template recorded
@@ -44,7 +44,7 @@ func (s *Store) DeclarePeriodic(ctx context.Context, params *store.DeclarePeriod
 		}
 		switch {
 		case st == nil:
-			st = &store.PeriodicState{Name: params.Name, Spec: params.Spec, LastTick: w.now, UpdatedAt: w.now}
+			st = &store.PeriodicState{Name: params.Name, Spec: params.Spec, LastTick: store.DeclarationTick(w.now), UpdatedAt: w.now}
 			d.Created = true
 		case st.Spec != params.Spec:
 			d.PreviousSpec = st.Spec

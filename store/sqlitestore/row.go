@@ -116,9 +116,12 @@ func (j *jobRow) record() (*store.JobRecord, error) {
 	return &r, nil
 }
 
-// appendError appends an attempt error to the row's errors.
-func (j *jobRow) appendError(attempt int, at time.Time, text string) error {
-	b, err := json.Marshal(store.AttemptError{Attempt: attempt, At: at, Error: text})
+// appendError appends an error of the row's current attempt, recorded at
+// at, to the row's errors: the attempt's number, node (the row's owner)
+// and start (its attempted_at).
+func (j *jobRow) appendError(at time.Time, text string) error {
+	r := &j.rec
+	b, err := json.Marshal(store.AttemptError{Attempt: r.Attempt, At: at, Error: text, Node: r.Owner, StartedAt: r.AttemptedAt})
 	if err != nil {
 		return err
 	}

@@ -209,3 +209,18 @@ func TestInsertTxOtherHandle(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Jobs, 1, "the job inserted through another handle is claimed")
 }
+
+// TestDeclareOnWholeSecond: a schedule declared when the store clock is
+// on a whole second gets a LastTick a microsecond later, off the ticks
+// (store.DeclarationTick), so it reads as never ticked.
+func TestDeclareOnWholeSecond(t *testing.T) {
+	clock := &manualClock{now: time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)}
+	st := newStore(t, sqlitestore.WithClock(clock.Now))
+	d, err := st.DeclarePeriodic(t.Context(), &store.DeclarePeriodicParams{Name: "hourly", Spec: "@hourly"})
+	require.NoError(t, err)
+	require.Equal(t, clock.now.Add(time.Microsecond), d.State.LastTick.UTC())
+	require.False(t, store.Ticked(d.State.LastTick))
+	got, err := st.PeriodicState(t.Context(), "hourly")
+	require.NoError(t, err)
+	require.True(t, got.LastTick.Equal(d.State.LastTick), "stored as declared: %s", got.LastTick)
+}

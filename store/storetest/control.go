@@ -282,6 +282,8 @@ func requireSameErrors(t *testing.T, want, got []store.AttemptError) {
 	for i := range want {
 		require.Equal(t, want[i].Attempt, got[i].Attempt)
 		require.Equal(t, want[i].Error, got[i].Error)
+		require.Equal(t, want[i].Node, got[i].Node)
 		requireTimeNear(t, want[i].At, got[i].At, storedTolerance)
+		requireTimeNear(t, want[i].StartedAt, got[i].StartedAt, storedTolerance)
 	}
 }

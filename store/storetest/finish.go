@@ -88,8 +88,12 @@ func testFinish(t *testing.T, newStore NewStoreFunc) {
 			{Outcome: store.OutcomeRetry, Error: "e2"},
 			{Outcome: store.OutcomeDead, Error: "e3"},
 		}
+		var started []time.Time // the claims of the attempts that failed
 		for _, p := range steps {
 			j := claimOnly(t, st, "finish", id, longLease)
+			if p.Error != "" {
+				started = append(started, j.AttemptedAt)
+			}
 			finishOne(t, st, j, p)
 		}
 		got := get(t, st, id)
@@ -98,6 +102,11 @@ func testFinish(t *testing.T, newStore NewStoreFunc) {
 		requireErrors(t, got, []string{"e1", "e2", "e3"}, []int{1, 2, 3})
 		for i := 1; i < len(got.Errors); i++ {
 			require.False(t, got.Errors[i].At.Before(got.Errors[i-1].At), "errors oldest first")
+		}
+		for i, e := range got.Errors {
+			require.Equal(t, owner, e.Node, "error %d names the attempt's node", i)
+			requireTimeNear(t, started[i], e.StartedAt, storedTolerance)
+			require.False(t, e.At.Before(e.StartedAt), "error %d recorded before its attempt started", i)
 		}
 	})
 

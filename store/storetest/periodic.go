@@ -29,7 +29,8 @@ func testPeriodic(t *testing.T, newStore NewStoreFunc) {
 		require.Empty(t, d.PreviousSpec)
 		require.Equal(t, "report", d.State.Name)
 		require.Equal(t, "0 6 * * *", d.State.Spec)
-		requireBetween(t, before, after, d.State.LastTick, "LastTick of a new schedule")
+		requireBetween(t, before, after.Add(time.Microsecond), d.State.LastTick, "LastTick of a new schedule")
+		require.False(t, store.Ticked(d.State.LastTick), "a declaration's LastTick %s reads as a tick", d.State.LastTick)
 		requireBetween(t, before, after, d.Now, "Now")
 
 		cases := []struct {

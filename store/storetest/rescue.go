@@ -48,6 +48,8 @@ func testRescue(t *testing.T, newStore NewStoreFunc) {
 				require.Equal(t, 1, got.Errors[0].Attempt)
 				require.Contains(t, got.Errors[0].Error, leaseExpiredError)
 				requireBetween(t, before, after, got.Errors[0].At, "error time")
+				require.Equal(t, owner, got.Errors[0].Node, "the node of the expired attempt")
+				requireTimeNear(t, j.AttemptedAt, got.Errors[0].StartedAt, storedTolerance)
 				require.Equal(t, c.wantFinal, !got.FinishedAt.IsZero(), "FinishedAt set only on dead")
 				require.Equal(t, c.wantState.Claimable(), len(claim(t, st, claimParams(10, longLease, "rescue")).Jobs) == 1, "a retrying job is due at once")
 

@@ -378,6 +378,7 @@ func normalized(j *store.JobRecord) store.JobRecord {
 		c.Errors = append([]store.AttemptError(nil), c.Errors...)
 		for i := range c.Errors {
 			c.Errors[i].At = norm(c.Errors[i].At)
+			c.Errors[i].StartedAt = norm(c.Errors[i].StartedAt)
 		}
 	}
 	return c

@@ -1,0 +1,4 @@
+package pgstore
+
+// DeclarationTickSQL exposes declarationTickSQL to TestDeclarationTickSQL.
+const DeclarationTickSQL = declarationTickSQL
