@@ -71,7 +71,48 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	err = ax.HandleResult(s, "words.count", func(ctx context.Context, j *ax.Job, l Line) (int, error) {
+	totals := make(chan Total, 1)
+	if err := register(s, totals); err != nil {
+		return err
+	}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Stop(stopCtx)
+	}()
+
+	res, err := countWords(ctx, s, text)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "batch %s: %d children, completion job %s\n", res.ID, len(res.Children), res.Completion)
+
+	var t Total
+	select {
+	case t = <-totals:
+	case <-ctx.Done():
+		return errors.New("the completion job did not run in time")
+	}
+	st, err := s.Batch(ctx, res.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "children: %d succeeded, %d dead, %d pending\n", st.Succeeded, st.Dead, st.Pending)
+	fmt.Fprintf(out, "completion: %d words in %d lines, %d line(s) dead\n", t.Words, t.Counted, t.Dead)
+	if t.Counted+t.Dead != len(text) {
+		return fmt.Errorf("the completion saw %d children, want %d", t.Counted+t.Dead, len(text))
+	}
+	return nil
+}
+
+// register registers the handlers of the two kinds on s: "words.count"
+// returns a line's word count as its result, and "words.total", the
+// completion, sends the sum of the batch's results to totals.
+func register(s *ax.Scheduler, totals chan<- Total) error {
+	err := ax.HandleResult(s, "words.count", func(ctx context.Context, j *ax.Job, l Line) (int, error) {
 		if strings.TrimSpace(l.Text) == "" {
 			return 0, ax.Permanent(fmt.Errorf("line %d is empty", l.N)) // dead at once, no retry
 		}
@@ -80,8 +121,7 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	totals := make(chan Total, 1)
-	err = s.Handle("words.total", ax.HandlerFunc(func(ctx context.Context, j *ax.Job) error {
+	return s.Handle("words.total", ax.HandlerFunc(func(ctx context.Context, j *ax.Job) error {
 		var t Total
 		after := uuid.Nil
 		for { // page through the children, 2 at a time to show the cursor
@@ -109,42 +149,18 @@ func run(ctx context.Context, out io.Writer) error {
 		totals <- t
 		return nil
 	}))
-	if err != nil {
-		return err
-	}
-	if err := s.Start(ctx); err != nil {
-		return err
-	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Stop(stopCtx)
-	}()
+}
 
+// countWords schedules a batch of one "words.count" child per line, with
+// "words.total" as its completion. opts apply to every child.
+func countWords(ctx context.Context, s *ax.Scheduler, lines []string, opts ...ax.ScheduleOption) (*ax.BatchResult, error) {
 	b := ax.Batch{Completion: ax.Request{Kind: "words.total"}}
-	for i, l := range text {
-		b.Children = append(b.Children, ax.Request{Kind: "words.count", Payload: Line{N: i + 1, Text: l}})
+	for i, l := range lines {
+		b.Children = append(b.Children, ax.Request{Kind: "words.count", Payload: Line{N: i + 1, Text: l}, Options: opts})
 	}
 	res, err := s.ScheduleBatch(ctx, b) // the children and the batch, all or nothing
 	if err != nil {
-		return fmt.Errorf("schedule the batch: %w", err)
+		return nil, fmt.Errorf("schedule the batch: %w", err)
 	}
-	fmt.Fprintf(out, "batch %s: %d children, completion job %s\n", res.ID, len(res.Children), res.Completion)
-
-	var t Total
-	select {
-	case t = <-totals:
-	case <-ctx.Done():
-		return errors.New("the completion job did not run in time")
-	}
-	st, err := s.Batch(ctx, res.ID)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "children: %d succeeded, %d dead, %d pending\n", st.Succeeded, st.Dead, st.Pending)
-	fmt.Fprintf(out, "completion: %d words in %d lines, %d line(s) dead\n", t.Words, t.Counted, t.Dead)
-	if t.Counted+t.Dead != len(text) {
-		return fmt.Errorf("the completion saw %d children, want %d", t.Counted+t.Dead, len(text))
-	}
-	return nil
+	return res, nil
 }
