@@ -25,12 +25,11 @@ func TestCountWordsWithAxtest(t *testing.T) {
 		t.Fatal(err)
 	}
 	axtest.RequireManyScheduled(t, s,
-		axtest.Expect{Kind: "words.count", Match: []axtest.Match{axtest.Payload(Line{N: 1, Text: "one two three"}),
-			axtest.RunAt(axtest.Epoch.Add(time.Hour))}},
-		axtest.Expect{Kind: "words.count", Match: []axtest.Match{axtest.Payload(Line{N: 2, Text: ""})}},
-		axtest.Expect{Kind: "words.count", Match: []axtest.Match{axtest.Payload(Line{N: 3, Text: "four"})}},
+		axtest.ExpectArgs[Line](axtest.Payload(Line{N: 1, Text: "one two three"}), axtest.RunAt(axtest.Epoch.Add(time.Hour))),
+		axtest.ExpectArgs[Line](axtest.Payload(Line{N: 2, Text: ""})),
+		axtest.ExpectArgs[Line](axtest.Payload(Line{N: 3, Text: "four"})),
 	)
-	axtest.RequireNotScheduled(t, s, "words.total")
+	axtest.RequireNotScheduledKind(t, s, "words.total") // a kind without a JobArgs type
 	if n := axtest.Work(t, s); n != 0 {
 		t.Fatalf("%d jobs ran before they were due", n)
 	}
@@ -41,7 +40,10 @@ func TestCountWordsWithAxtest(t *testing.T) {
 	if n := axtest.Work(t, s); n != 4 {
 		t.Fatalf("%d attempts ran, want 4 (3 children, one completion)", n)
 	}
-	axtest.RequireScheduled(t, s, "words.count", axtest.State(ax.StateDead), axtest.Payload(Line{N: 2, Text: ""}))
+	dead := axtest.RequireScheduled[Line](t, s, axtest.State(ax.StateDead)) // typed: dead.Args is a Line
+	if dead.Args.N != 2 {
+		t.Fatalf("line %d died, want line 2 (the empty one)", dead.Args.N)
+	}
 	select {
 	case got := <-totals:
 		if want := (Total{Words: 4, Counted: 2, Dead: 1}); got != want {

@@ -36,6 +36,9 @@ type Line struct {
 	Text string `json:"text"`
 }
 
+// Kind names the job kind of Line.
+func (Line) Kind() string { return "words.count" }
+
 // Total is what the completion job found, sent to main.
 type Total struct {
 	Words, Counted, Dead int
@@ -112,7 +115,7 @@ func run(ctx context.Context, out io.Writer) error {
 // returns a line's word count as its result, and "words.total", the
 // completion, sends the sum of the batch's results to totals.
 func register(s *ax.Scheduler, totals chan<- Total) error {
-	err := ax.HandleResult(s, "words.count", func(ctx context.Context, j *ax.Job, l Line) (int, error) {
+	err := ax.HandleResult(s, Line{}.Kind(), func(ctx context.Context, j *ax.Job, l Line) (int, error) {
 		if strings.TrimSpace(l.Text) == "" {
 			return 0, ax.Permanent(fmt.Errorf("line %d is empty", l.N)) // dead at once, no retry
 		}
@@ -156,7 +159,7 @@ func register(s *ax.Scheduler, totals chan<- Total) error {
 func countWords(ctx context.Context, s *ax.Scheduler, lines []string, opts ...ax.ScheduleOption) (*ax.BatchResult, error) {
 	b := ax.Batch{Completion: ax.Request{Kind: "words.total"}}
 	for i, l := range lines {
-		b.Children = append(b.Children, ax.Request{Kind: "words.count", Payload: Line{N: i + 1, Text: l}, Options: opts})
+		b.Children = append(b.Children, ax.Request{Kind: Line{}.Kind(), Payload: Line{N: i + 1, Text: l}, Options: opts})
 	}
 	res, err := s.ScheduleBatch(ctx, b) // the children and the batch, all or nothing
 	if err != nil {
