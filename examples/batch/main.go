@@ -159,7 +159,7 @@ func register(s *ax.Scheduler, totals chan<- Total) error {
 func countWords(ctx context.Context, s *ax.Scheduler, lines []string, opts ...ax.ScheduleOption) (*ax.BatchResult, error) {
 	b := ax.Batch{Completion: ax.Request{Kind: "words.total"}}
 	for i, l := range lines {
-		b.Children = append(b.Children, ax.Request{Kind: Line{}.Kind(), Payload: Line{N: i + 1, Text: l}, Options: opts})
+		b.Children = append(b.Children, ax.NewRequest(Line{N: i + 1, Text: l}, opts...))
 	}
 	res, err := s.ScheduleBatch(ctx, b) // the children and the batch, all or nothing
 	if err != nil {

@@ -1,11 +1,11 @@
 // Command completetx shows a handler whose database writes and the job's
 // success commit together (CompleteTx), with a follow-up job that is added
-// by the same commit (Then): the charge of an order is written once, and
+// by the same commit (ThenArgs): the charge of an order is written once, and
 // its shipment is scheduled once, even when an attempt dies between its
 // write and its commit.
 //
 // Each "order.charge" job, in one transaction of the application's:
-// inserts the charge row, adds an "order.ship" job with ax.Then, and marks
+// inserts the charge row, adds an "order.ship" job with ax.ThenArgs, and marks
 // itself succeeded with ax.CompleteTxOf. The first attempt of one order
 // stops before its commit, as a process killed there would: the row, the
 // success and the follow-up roll back together and the job is retried.
@@ -13,8 +13,9 @@
 //	go run ./examples/completetx                              # SQLite (*sql.Tx), a temporary file
 //	DATABASE_URL=postgres://... go run ./examples/completetx  # PostgreSQL (pgx.Tx)
 //
-// To enqueue a job in the caller's transaction instead (ScheduleTx), see
-// examples/transactional.
+// To enqueue a job in the caller's transaction instead (ScheduleTx,
+// EnqueueTx), see examples/transactional; examples/orders is a whole order
+// service built this way.
 package main
 
 import (
@@ -182,7 +183,7 @@ func charge[Tx any](ctx context.Context, s *ax.Scheduler, tx Tx, exec func(strin
 		return fmt.Errorf("write the charge: %w", err)
 	}
 	// Inserted only with the success below, in the same commit.
-	if err := ax.Then(ctx, Ship{}.Kind(), Ship{Order: c.Order}); err != nil {
+	if err := ax.ThenArgs(ctx, Ship{Order: c.Order}); err != nil {
 		return err
 	}
 	// Fenced by the attempt's lease: ErrLeaseLost if another host owns
