@@ -3,7 +3,7 @@ module github.com/axsched/ax/axhttp
 go 1.26.0
 
 require (
-	github.com/axsched/ax v0.1.0
+	github.com/axsched/ax v1.0.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/uuid v1.6.0

@@ -3,7 +3,7 @@ module github.com/axsched/ax/axotel
 go 1.26.0
 
 require (
-	github.com/axsched/ax v0.1.0
+	github.com/axsched/ax v1.0.0
 	github.com/google/uuid v1.6.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel v1.47.0

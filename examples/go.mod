@@ -2,7 +2,7 @@ module github.com/axsched/ax/examples
 
 go 1.26.0
 
-require github.com/axsched/ax v0.1.0
+require github.com/axsched/ax v1.0.0
 
 // The repository's own copy: this module is developed and tested with the
 // ax beside it (go.work does the same). Users' builds ignore this line and
@@ -10,9 +10,9 @@ require github.com/axsched/ax v0.1.0
 replace github.com/axsched/ax => ..
 
 require (
-	github.com/axsched/ax/axhttp v0.1.0
-	github.com/axsched/ax/axprom v0.1.0
-	github.com/axsched/ax/store/sqlitestore v0.1.0
+	github.com/axsched/ax/axhttp v1.0.0
+	github.com/axsched/ax/axprom v1.0.0
+	github.com/axsched/ax/store/sqlitestore v1.0.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
