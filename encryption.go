@@ -61,6 +61,9 @@ func (o secretMetadataOption) applyPeriodic(s *periodicSettings) error {
 	if _, err := o.marked(); err != nil {
 		return err
 	}
+	if err := checkTickMetadata(o); err != nil {
+		return fmt.Errorf("%w: SecretMetadata: %w", ErrInvalidOption, err)
+	}
 	s.jobOpts = append(s.jobOpts, o)
 	return nil
 }

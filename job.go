@@ -297,7 +297,20 @@ func (o metadataOption) applyPeriodic(s *periodicSettings) error {
 	if err := store.CheckMetadata(o); err != nil {
 		return fmt.Errorf("%w: Metadata: %w", ErrInvalidOption, err)
 	}
+	if err := checkTickMetadata(o); err != nil {
+		return fmt.Errorf("%w: Metadata: %w", ErrInvalidOption, err)
+	}
 	s.jobOpts = append(s.jobOpts, o)
+	return nil
+}
+
+// checkTickMetadata refuses, in a schedule's metadata, the key that marks
+// a manual run (MetadataTrigger): each tick's job would carry it, and
+// Job.Triggered would take the ticks for manual runs.
+func checkTickMetadata(md map[string]string) error {
+	if _, ok := md[MetadataTrigger]; ok {
+		return fmt.Errorf("key %q is reserved for manual runs of a schedule (Admin.TriggerSchedule)", MetadataTrigger)
+	}
 	return nil
 }
 

@@ -289,8 +289,9 @@ func (p *periodicSet) snapshot() []*schedule {
 // Errors, nothing declared: ErrInvalidSchedule (bad name or spec, unknown
 // zone, a spec that never fires; ErrDuplicateSchedule too for a name
 // already declared on this Scheduler, same spec or not), ErrInvalidKind,
-// ErrInvalidPayload, ErrInvalidOption (a nil option, or one out
-// of range), ErrPeriodicUnsupported, ErrSchedulerClosed.
+// ErrInvalidPayload, ErrInvalidOption (a nil option, one out of range,
+// or metadata with the key MetadataTrigger, which marks manual runs),
+// ErrPeriodicUnsupported, ErrSchedulerClosed.
 func (s *Scheduler) Every(name, spec string, payload any, opts ...PeriodicOption) error {
 	sc, err := s.newSchedule(name, spec, payload, opts)
 	if err != nil {

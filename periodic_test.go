@@ -368,6 +368,8 @@ func TestEveryRejectsBadInput(t *testing.T) {
 		{"name NUL", "sched\x00", "@daily", nil, nil, []error{ax.ErrInvalidSchedule}},
 		{"job kind invalid UTF-8", "sched", "@daily", nil, []ax.PeriodicOption{ax.JobKind("k\xff")}, []error{ax.ErrInvalidKind}},
 		{"metadata NUL", "sched", "@daily", nil, []ax.PeriodicOption{ax.Metadata(map[string]string{"k": "\x00"})}, []error{ax.ErrInvalidOption}},
+		// Each tick's job would pass for a manual run (Job.Triggered).
+		{"manual-run marker", "sched", "@daily", nil, []ax.PeriodicOption{ax.Metadata(map[string]string{ax.MetadataTrigger: ax.TriggerManual})}, []error{ax.ErrInvalidOption}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
