@@ -636,7 +636,15 @@ func (h *Handler) changeSchedule(r *http.Request, name string, op scheduleOp) (a
 	case opResume:
 		return h.admin.ResumeSchedule(r.Context(), name)
 	}
-	res, err := h.admin.TriggerSchedule(r.Context(), name)
+	var opts []ax.TriggerOption
+	switch f := r.URL.Query().Get("force"); f {
+	case "", "false":
+	case "true":
+		opts = append(opts, ax.ForceTrigger())
+	default:
+		return nil, badRequest("force: want true or false, got %q", f)
+	}
+	res, err := h.admin.TriggerSchedule(r.Context(), name, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@
 //	GET  /api/v1/periodic                periodic schedules with their next ticks
 //	POST /api/v1/periodic/{name}/pause   pause a schedule
 //	POST /api/v1/periodic/{name}/resume  resume it
-//	POST /api/v1/periodic/{name}/trigger run its job once, now (duplicate: its previous manual run has not ended)
+//	POST /api/v1/periodic/{name}/trigger run its job once, now (duplicate: its previous manual run has not ended; force=true runs it anyway)
 //	GET  /api/v1/nodes                   nodes and the maintenance leader
 //	GET  /api/v1/stats                   the queue by kind and state
 //

@@ -1,6 +1,7 @@
 package axhttp
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
@@ -12,20 +13,18 @@ import (
 
 // Finding a job by its ID or the start of it, as an operator copies it
 // from a log line or a page ("01a233ed…5bfcf2" shows the first 8). A
-// whole ID is one read. A prefix is looked for among the newest findScan
-// jobs only (the store has no index on ID prefixes to ask): one match
-// opens the job, several are listed, none says where it looked.
+// whole ID is one read. A prefix is ax.Admin.FindByIDPrefix: one listing
+// from the prefix's place in the ID order, so a job is found however old
+// it is. One match opens the job; several are listed (up to findShown);
+// none says so.
 
-// findScan is how many of the newest jobs a prefix is matched against.
-const findScan = store.MaxListLimit
-
-// minPrefix is the shortest prefix looked for.
-const minPrefix = 4
+// findShown is how many jobs a shared prefix lists at most.
+const findShown = 100
 
 type findBody struct {
 	Query   string
 	Jobs    []*store.JobRecord
-	Scanned int
+	More    bool // more than findShown jobs start with Query
 	Problem string
 }
 
@@ -33,8 +32,7 @@ func (b findBody) pageError() string { return b.Problem }
 
 // findPage is GET /find?id=...
 func (h *Handler) findPage(w http.ResponseWriter, r *http.Request) {
-	q := strings.ToLower(strings.TrimSpace(r.URL.Query().Get("id")))
-	q = strings.TrimRight(strings.SplitN(q, "…", 2)[0], ".")
+	q := strings.TrimSpace(r.URL.Query().Get("id"))
 	body := findBody{Query: q}
 	if id, err := uuid.Parse(q); err == nil {
 		if _, err := h.admin.Get(r.Context(), id); err == nil {
@@ -45,32 +43,28 @@ func (h *Handler) findPage(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusNotFound, "find", "Find a job", body)
 		return
 	}
-	if len(strings.ReplaceAll(q, "-", "")) < minPrefix || strings.Trim(q, "0123456789abcdef-") != "" || len(q) > 36 {
+	jobs, err := h.admin.FindByIDPrefix(r.Context(), q, findShown+1)
+	switch {
+	case errors.Is(err, ax.ErrInvalidIDPrefix):
 		body.Problem = "Give a job ID, or at least its first 4 hexadecimal digits."
 		h.render(w, r, http.StatusBadRequest, "find", "Find a job", body)
 		return
-	}
-	list, err := h.admin.List(r.Context(), ax.ListOptions{Limit: findScan})
-	if err != nil {
+	case err != nil:
 		p := problemFor(r, err)
 		body.Problem = p.Detail
 		h.render(w, r, p.Status, "find", "Find a job", body)
 		return
-	}
-	body.Scanned = len(list.Jobs)
-	for _, j := range list.Jobs {
-		if strings.HasPrefix(j.ID.String(), q) {
-			body.Jobs = append(body.Jobs, j)
-		}
-	}
-	if len(body.Jobs) == 1 {
-		http.Redirect(w, r, basePath(r)+"/jobs/"+body.Jobs[0].ID.String(), http.StatusSeeOther)
+	case len(jobs) == 1:
+		http.Redirect(w, r, basePath(r)+"/jobs/"+jobs[0].ID.String(), http.StatusSeeOther)
+		return
+	case len(jobs) == 0:
+		body.Problem = "No job's ID starts with " + q + "."
+		h.render(w, r, http.StatusNotFound, "find", "Find a job", body)
 		return
 	}
-	body.Jobs = h.allForCaller(r, body.Jobs)
-	status := http.StatusOK
-	if len(body.Jobs) == 0 {
-		status = http.StatusNotFound
+	if len(jobs) > findShown {
+		jobs, body.More = jobs[:findShown], true
 	}
-	h.render(w, r, status, "find", "Find a job", body)
+	body.Jobs = h.allForCaller(r, jobs)
+	h.render(w, r, http.StatusOK, "find", "Find a job", body)
 }

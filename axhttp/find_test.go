@@ -2,16 +2,20 @@ package axhttp
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memstore"
 )
 
-// TestFindJob: a whole ID or a prefix that one of the newest jobs has
-// opens the job; a prefix several have lists them; none, or a malformed
+// TestFindJob: a whole ID or a prefix that one job has opens the job; a prefix several have lists them; none, or a malformed
 // one, says so.
 func TestFindJob(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
@@ -27,7 +31,7 @@ func TestFindJob(t *testing.T) {
 	last := ids[len(ids)-1].String()
 	// The shortest prefix only the last job has.
 	unique := ""
-	for n := minPrefix; n <= len(last); n++ {
+	for n := 4; n <= len(last); n++ {
 		p, count := last[:n], 0
 		for _, id := range ids {
 			if strings.HasPrefix(id.String(), p) {
@@ -49,8 +53,8 @@ func TestFindJob(t *testing.T) {
 		{"whole ID in capitals", strings.ToUpper(last), 303, "/ax/jobs/" + last, ""},
 		{"unique prefix", unique, 303, "/ax/jobs/" + last, ""},
 		{"as a page shows it", unique + "…" + last[30:], 303, "/ax/jobs/" + last, ""},
-		{"shared prefix", last[:4], 200, "", "of the newest 20 jobs start with"},
-		{"no match", "ffff", 404, "", "None of the newest 20 jobs starts with"},
+		{"shared prefix", last[:4], 200, "", "The IDs of 20 jobs start with"},
+		{"no match", "ffff", 404, "", "ID starts with ffff."},
 		{"unknown whole ID", uuid.NewString(), 404, "", "No job has this ID."},
 		{"too short", last[:3], 400, "", "at least its first 4"},
 		{"not hexadecimal", "<script>", 400, "", "at least its first 4"},
@@ -68,4 +72,32 @@ func TestFindJob(t *testing.T) {
 	}
 	_, page := b.get("/jobs")
 	require.Contains(t, page, `id="find-form"`)
+}
+
+// TestFindOldJob: a prefix finds a job older than a whole listing of
+// newer ones (store.MaxListLimit), and a prefix more jobs share than a
+// page lists says there are more.
+func TestFindOldJob(t *testing.T) {
+	st := memstore.New()
+	old := uuid.MustParse("01000000-0000-7000-8000-000000000001")
+	params := []store.InsertParams{{ID: old, Kind: "email", Payload: []byte(`{}`), Priority: store.PriorityNormal, MaxAttempts: 1, Delay: 1 << 40}}
+	for i := range findShown + 1 { // older still, all sharing 0000
+		params = append(params, store.InsertParams{ID: uuid.MustParse(fmt.Sprintf("00000000-%04x-7000-8000-000000000000", i)),
+			Kind: "email", Payload: []byte(`{}`), Priority: store.PriorityNormal, MaxAttempts: 1, Delay: 1 << 40})
+	}
+	_, err := st.Insert(t.Context(), params)
+	require.NoError(t, err)
+	f := newFixture(t, fixtureOptions{store: st})
+	for range store.MaxListLimit {
+		_, err := f.s.Schedule(t.Context(), "email", nil)
+		require.NoError(t, err)
+	}
+	b := f.browser()
+	b.login("dash", readerSecret)
+	res, body := b.get("/find?id=0100")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+	require.Equal(t, "/ax/jobs/"+old.String(), res.Header.Get("Location"))
+	res, body = b.get("/find?id=0000")
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.Contains(t, body, fmt.Sprintf("The IDs of more than %d jobs start with", findShown))
 }

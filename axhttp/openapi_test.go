@@ -326,6 +326,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		{app, "POST", p + "/periodic/nightly/resume", "", nil},
 		{app, "POST", p + "/periodic/nightly/trigger", "", nil},
 		{app, "POST", p + "/periodic/nightly/trigger", "", nil}, // a duplicate, unless the first run has ended
+		{app, "POST", p + "/periodic/nightly/trigger?force=true", "", nil},
+		{app, "POST", p + "/periodic/nightly/trigger?force=maybe", "", nil},
 		{app, "POST", p + "/periodic/nope/pause", "", nil},
 		{app, "POST", p + "/periodic/nope/resume", "", nil},
 		{app, "POST", p + "/periodic/nope/trigger", "", nil},

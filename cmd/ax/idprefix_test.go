@@ -55,7 +55,7 @@ func idPrefixScenario(t *testing.T, cli cliFunc) {
 	}{
 		{"Whole", []string{"jobs", "show", prefixJobs[1].String()}, exitOK, "ID:            0a0b0c0d-0000-7000-8000-000000000001", ""},
 		{"Prefix", []string{"jobs", "show", "0a0b0c0e"}, exitOK, "ID:            0a0b0c0e-0000-7000-8000-000000000001", ""},
-		{"PrefixWithDashes", []string{"jobs", "show", "0a0b0c0d-0000-7000-8000-00000000000"}, exitAmbiguous, "", "start with 0a0b0c0d00007000800000000000000"},
+		{"PrefixWithDashes", []string{"jobs", "show", "0a0b0c0d-0000-7000-8000-00000000000"}, exitAmbiguous, "", "start with 0a0b0c0d-0000-7000-8000-00000000000"},
 		{"PrefixCopiedFromDashboard", []string{"jobs", "show", "0A0B0C0E…"}, exitOK, "0a0b0c0e-0000-7000-8000-000000000001", ""},
 		{"Zeros", []string{"jobs", "show", "0000"}, exitOK, "00000000-0000-7000-8000-000000000001", ""},
 		{"Top", []string{"jobs", "show", "ffff"}, exitOK, "ffffffff-ffff-7fff-bfff-ffffffffffff", ""},

@@ -116,10 +116,9 @@ func stateNames() string {
 	return strings.Join(names, ", ")
 }
 
-// build returns the filter the flags select, and checks the job ID
-// arguments ids (whole IDs or prefixes, which jobIDs resolves once the
-// store is open). Unknown state and priority names are usage errors.
-func (f *filterFlags) build(ids []string) (ax.JobFilter, error) {
+// build returns the filter the flags select. Unknown state and priority
+// names are usage errors.
+func (f *filterFlags) build() (ax.JobFilter, error) {
 	out := f.filter
 	out.Kinds = f.kinds
 	if len(f.meta) > 0 {
@@ -138,9 +137,6 @@ func (f *filterFlags) build(ids []string) (ax.JobFilter, error) {
 			return out, err
 		}
 		out.Priorities = append(out.Priorities, n)
-	}
-	if _, _, err := idArgs(ids); err != nil { // resolved once the store is open (jobIDs)
-		return out, err
 	}
 	return out, nil
 }
@@ -187,7 +183,7 @@ func jobsList(fs *flag.FlagSet) func(*env, []string) error {
 		if len(args) > 0 {
 			return usageErrorf("unexpected argument %q (filters are flags)", args[0])
 		}
-		f, err := ff.build(nil)
+		f, err := ff.build()
 		if err != nil {
 			return err
 		}
@@ -242,15 +238,12 @@ func jobsShow(fs *flag.FlagSet) func(*env, []string) error {
 		if len(args) != 1 {
 			return usageErrorf("want one job ID (or its first digits)")
 		}
-		if _, _, err := idArgs(args); err != nil {
-			return err
-		}
 		a, release, err := e.admin()
 		if err != nil {
 			return err
 		}
 		defer release()
-		ids, err := jobIDs(e, e.st, args)
+		ids, err := jobIDs(e, a, args)
 		if err != nil {
 			return err
 		}
@@ -391,7 +384,7 @@ func bulkCommand(fs *flag.FlagSet, b bulk) func(*env, []string) error {
 		all = fs.Bool("all", false, "allow a delete without filters: every finished job")
 	}
 	return func(e *env, args []string) error {
-		f, err := ff.build(args)
+		f, err := ff.build()
 		if err != nil {
 			return err
 		}
@@ -407,7 +400,7 @@ func bulkCommand(fs *flag.FlagSet, b bulk) func(*env, []string) error {
 			return err
 		}
 		defer release()
-		if f.IDs, err = jobIDs(e, e.st, args); err != nil {
+		if f.IDs, err = jobIDs(e, a, args); err != nil {
 			return err
 		}
 		matched, err := a.Count(e.ctx, f)
