@@ -25,7 +25,7 @@ func TestBrowserHostileJob(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#login-form")),
 		chromedp.SendKeys(chromedp.CSS("#key_id"), "dash"),
 		chromedp.SendKeys(chromedp.CSS("#secret"), string(readerSecret)),
-		chromedp.Click(chromedp.CSS("#login")),
+		click(chromedp.CSS("#login")),
 		chromedp.WaitVisible(chromedp.CSS("#overview")))
 	run(t, ctx, "open the hostile job",
 		chromedp.Navigate(f.base+"/jobs/"+id.String()),
@@ -44,7 +44,7 @@ func TestBrowserHostileJob(t *testing.T) {
 	href := get(t, ctx, chromedp.Evaluate[string](`document.querySelector("#payload-raw").getAttribute("href")`))
 	require.Equal(t, "/ax/jobs/"+id.String()+"/raw/payload", href)
 
-	run(t, ctx, "open the raw payload", chromedp.Click(chromedp.CSS("#payload-raw")))
+	run(t, ctx, "open the raw payload", click(chromedp.CSS("#payload-raw")))
 	waitJS(t, ctx, `location.pathname.endsWith("/raw/payload")`)
 	waitJS(t, ctx, `document.body !== null && document.body.innerText.length > 0`)
 	text := get(t, ctx, chromedp.Evaluate[string](`document.body.innerText`))

@@ -23,7 +23,7 @@ func TestBrowserLive(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#login-form")),
 		chromedp.SendKeys(chromedp.CSS("#key_id"), "app"),
 		chromedp.SendKeys(chromedp.CSS("#secret"), string(testSecret)),
-		chromedp.Click(chromedp.CSS("#login")),
+		click(chromedp.CSS("#login")),
 		chromedp.WaitVisible(chromedp.CSS("#overview")))
 	run(t, ctx, "open the dead letters",
 		chromedp.Navigate(f.base+"/dead"),
@@ -38,13 +38,13 @@ func TestBrowserLive(t *testing.T) {
 	require.Contains(t, []string{"just now", "10 s ago", "11 s ago", "12 s ago"}, ago)
 
 	// A ticked box holds the page as it is.
-	run(t, ctx, "tick a job", chromedp.Click(chromedp.CSS(`#dead-list input[name="id"]`)))
+	run(t, ctx, "tick a job", click(chromedp.CSS(`#dead-list input[name="id"]`)))
 	deadJob(t, f.st, "mailer", "smtp: 550 mailbox full")
 	before := get(t, ctx, chromedp.Evaluate[string](`document.documentElement.getAttribute("data-refreshed") || ""`))
 	time.Sleep(1500 * time.Millisecond) // five refresh intervals
 	require.Equal(t, before, get(t, ctx, chromedp.Evaluate[string](`document.documentElement.getAttribute("data-refreshed") || ""`)))
 	require.Contains(t, textOf(t, ctx, "#dead-count"), "1 dead job(s)")
-	run(t, ctx, "untick it", chromedp.Click(chromedp.CSS(`#dead-list input[name="id"]`)))
+	run(t, ctx, "untick it", click(chromedp.CSS(`#dead-list input[name="id"]`)))
 	waitJS(t, ctx, `document.querySelector("#dead-count").textContent.indexOf("2 dead job(s)") >= 0`)
 
 	run(t, ctx, "open the job list",

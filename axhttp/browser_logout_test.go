@@ -41,7 +41,7 @@ func TestBrowserLogoutEndsCopiedSession(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#login-form")),
 		chromedp.SendKeys(chromedp.CSS("#key_id"), "app"),
 		chromedp.SendKeys(chromedp.CSS("#secret"), string(testSecret)),
-		chromedp.Click(chromedp.CSS("#login")),
+		click(chromedp.CSS("#login")),
 		chromedp.WaitVisible(chromedp.CSS("#overview")),
 	)
 	stolen := browserCookie(t, ctx, f.base+"/", sessionCookie)
@@ -49,7 +49,7 @@ func TestBrowserLogoutEndsCopiedSession(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.StatusCode, "the copy before the logout")
 
 	run(t, ctx, "log out",
-		chromedp.Click(chromedp.CSS("button.link")),
+		click(chromedp.CSS("button.link")),
 		chromedp.WaitVisible(chromedp.CSS("#login-form")),
 	)
 	shot.take(ctx, "logged-out")

@@ -113,6 +113,28 @@ func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Act
 	require.NoError(t, chromedp.Do(tctx, actions...), what)
 }
 
+// click is chromedp.Click, tried again while a live page's refresh swaps
+// the node out from under it (static/app.js replaces #content): Chromium
+// then answers "No node with given id found" from the steps that locate
+// the node (scroll into view, content quads), before any mouse event is
+// sent, so trying again never clicks twice.
+func click[S chromedp.Selectable](sel S, opts ...chromedp.QueryOption) chromedp.Action[chromedp.Void] {
+	c := chromedp.Click(sel, opts...)
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		for {
+			v, err := c(ctx, tg)
+			if err == nil || !strings.Contains(err.Error(), "No node with given id found") || ctx.Err() != nil {
+				return v, err
+			}
+			select {
+			case <-ctx.Done():
+				return v, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
 // get runs one browser action that reads a value. A read that lands
 // while the page navigates fails with "Cannot find context" (its
 // JavaScript context was torn down under it); reads are idempotent, so
@@ -229,7 +251,7 @@ func browserScenario(t *testing.T, ctx context.Context, st store.Store) {
 	run(t, ctx, "log in",
 		chromedp.SendKeys(chromedp.CSS("#key_id"), "app"),
 		chromedp.SendKeys(chromedp.CSS("#secret"), string(testSecret)),
-		chromedp.Click(chromedp.CSS("#login")),
+		click(chromedp.CSS("#login")),
 		chromedp.WaitVisible(chromedp.CSS("#overview")))
 
 	// The overview shows both kinds, with the dead emails counted.
@@ -244,7 +266,7 @@ func browserScenario(t *testing.T, ctx context.Context, st store.Store) {
 		chromedp.WaitVisible(chromedp.CSS("#filters")),
 		chromedp.SendKeys(chromedp.CSS("#f-kind"), "email"),
 		chromedp.SetValue(chromedp.CSS("#f-state"), "dead"),
-		chromedp.Click(chromedp.CSS("#apply-filters")),
+		click(chromedp.CSS("#apply-filters")),
 		chromedp.WaitVisible(chromedp.CSS("#job-count")))
 	// #job-count is on the unfiltered page too: wait for the filtered one
 	// (a loaded machine may not have navigated yet).
@@ -263,7 +285,7 @@ func browserScenario(t *testing.T, ctx context.Context, st store.Store) {
 	// Open a dead job: its attempt's error is there.
 	var state, attempts string
 	run(t, ctx, "open a dead job",
-		chromedp.Click(chromedp.CSS("#job-list tr.job a.job-link")),
+		click(chromedp.CSS("#job-list tr.job a.job-link")),
 		chromedp.WaitVisible(chromedp.CSS("#job-state")))
 	state = get(t, ctx, chromedp.Text(chromedp.CSS("#job-state")))
 	attempts = get(t, ctx, chromedp.Text(chromedp.CSS("#attempts")))
@@ -274,7 +296,7 @@ func browserScenario(t *testing.T, ctx context.Context, st store.Store) {
 	// Retry it and see it succeed.
 	var flash string
 	run(t, ctx, "retry the job",
-		chromedp.Click(chromedp.CSS("#retry")),
+		click(chromedp.CSS("#retry")),
 		chromedp.WaitVisible(chromedp.CSS("#flash")))
 	flash = get(t, ctx, chromedp.Text(chromedp.CSS("#flash")))
 	require.Contains(t, flash, "Retried job")
@@ -286,7 +308,7 @@ func browserScenario(t *testing.T, ctx context.Context, st store.Store) {
 	run(t, ctx, "pause reports",
 		chromedp.Navigate(f.base+"/kinds"),
 		chromedp.WaitVisible(chromedp.CSS("#kinds")),
-		chromedp.Click(chromedp.CSS(`button.pause[data-kind="report"]`)),
+		click(chromedp.CSS(`button.pause[data-kind="report"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#flash")),
 		chromedp.WaitVisible(chromedp.CSS(`#kind-report .badge.paused`)))
 	shot.take(ctx, "kinds-report-paused")
@@ -304,7 +326,7 @@ func browserScenario(t *testing.T, ctx context.Context, st store.Store) {
 	run(t, ctx, "resume reports",
 		chromedp.Navigate(f.base+"/kinds"),
 		chromedp.WaitVisible(chromedp.CSS("#kinds")),
-		chromedp.Click(chromedp.CSS(`button.resume[data-kind="report"]`)),
+		click(chromedp.CSS(`button.resume[data-kind="report"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#flash")))
 	waitFor(t, "the waiting report ran", func() bool {
 		rec, err := admin.Get(bg, res.ID)
@@ -318,8 +340,8 @@ func browserScenario(t *testing.T, ctx context.Context, st store.Store) {
 	run(t, ctx, "open the dead letters", chromedp.Navigate(f.base+"/dead"), chromedp.WaitVisible(chromedp.CSS("#dead-list")))
 	shot.take(ctx, "dead-letters")
 	run(t, ctx, "retry the selected",
-		chromedp.Click(chromedp.CSS("#select-all")),
-		chromedp.Click(chromedp.CSS("#retry-selected")),
+		click(chromedp.CSS("#select-all")),
+		click(chromedp.CSS("#retry-selected")),
 		chromedp.WaitVisible(chromedp.CSS("#flash")))
 	flash = get(t, ctx, chromedp.Text(chromedp.CSS("#flash")))
 	require.Contains(t, flash, "Retried 2 dead job(s).")
@@ -340,11 +362,11 @@ func browserScenario(t *testing.T, ctx context.Context, st store.Store) {
 
 	// A read-only key's dashboard shows no buttons.
 	run(t, ctx, "log out and in with the read-only key",
-		chromedp.Click(chromedp.CSS("button.link")),
+		click(chromedp.CSS("button.link")),
 		chromedp.WaitVisible(chromedp.CSS("#login-form")),
 		chromedp.SendKeys(chromedp.CSS("#key_id"), "dash"),
 		chromedp.SendKeys(chromedp.CSS("#secret"), string(readerSecret)),
-		chromedp.Click(chromedp.CSS("#login")),
+		click(chromedp.CSS("#login")),
 		chromedp.WaitVisible(chromedp.CSS("#read-only")),
 		chromedp.Navigate(f.base+"/kinds"),
 		chromedp.WaitVisible(chromedp.CSS("#kinds")))
