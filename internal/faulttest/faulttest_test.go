@@ -80,11 +80,14 @@ func testKill(t *testing.T, flags []string, bound time.Duration) {
 	for i := range 3 {
 		procs = append(procs, c.start(fmt.Sprintf("kill-%d", i), "", append([]string{"-workers", "40"}, flags...)...))
 	}
-	// 60 jobs of 2-5s, due over 1s, on 120 slots: all run at once, so a
-	// rescued job starts as soon as it is rescued.
+	// 60 jobs of 4-7s, due over 1s, on 120 slots: all run at once, so a
+	// rescued job starts as soon as it is rescued. Long enough that, on a
+	// loaded machine (CI runs the deploy scenarios beside this one), the
+	// victim still runs some when every job has been claimed: with 2-5s
+	// jobs CI once saw that moment pass before the check below caught it.
 	jobs := mixed(60, time.Second, 0)
 	for i := range jobs {
-		jobs[i].ms = 2000 + (i%4)*1000
+		jobs[i].ms = 4000 + (i%4)*1000
 	}
 	c.schedule(jobs)
 	var victim *proc
@@ -97,9 +100,18 @@ func testKill(t *testing.T, flags []string, bound time.Duration) {
 		}
 		return false
 	})
+	seen := map[[2]int]bool{}
 	c.waitFor("every job to be claimed and the victim to run some", 20*time.Second, func() bool {
-		return c.count(`SELECT count(*) FROM ax.jobs_all WHERE state IN ('scheduled', 'retrying')`) == 0 &&
-			c.count(`SELECT count(*) FROM executions WHERE node = $1 AND finished_at IS NULL`, victim.name) >= 5
+		waiting := c.count(`SELECT count(*) FROM ax.jobs_all WHERE state IN ('scheduled', 'retrying')`)
+		victimRuns := c.count(`SELECT count(*) FROM executions WHERE node = $1 AND finished_at IS NULL`, victim.name)
+		if waiting == 0 && victimRuns >= 5 {
+			return true
+		}
+		if k := [2]int{waiting, victimRuns}; !seen[k] { // shown if the wait times out
+			seen[k] = true
+			t.Logf("%d jobs not yet claimed, the victim %s runs %d", waiting, victim.name, victimRuns)
+		}
+		return false
 	})
 	killedAt := c.dbNow()
 	victim.signal(t, syscall.SIGKILL)
