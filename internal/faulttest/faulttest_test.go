@@ -55,7 +55,8 @@ func TestSteadyState(t *testing.T) {
 	require.Equal(t, 1, c.count(`SELECT count(*) FROM ax.leader WHERE expires_at > now()`))
 }
 
-// TestKill SIGKILLs the maintenance leader while it runs jobs: no job is
+// TestKill SIGKILLs the maintenance leader (or, when the other hosts
+// claimed every job, the busiest host) while it runs jobs: no job is
 // lost, only the jobs it held run again, on the other hosts, once their
 // leases expire. Every host rescues expired leases, so failover does not
 // wait for a new leader: with a 2s lease and a 500ms rescue interval (and
@@ -100,16 +101,38 @@ func testKill(t *testing.T, flags []string, bound time.Duration) {
 		}
 		return false
 	})
+	// The victim is the leader if it runs jobs once every job is claimed;
+	// on a loaded machine (CI runs the deploy scenarios beside this one)
+	// the other two hosts, 80 slots for 60 jobs, sometimes claim them all,
+	// and then the busiest host dies instead: the rescue is what is
+	// measured, and a leader's death is covered by the leadership passing
+	// on below whenever the victim led.
+	running := func(p *proc) int {
+		return c.count(`SELECT count(*) FROM executions WHERE node = $1 AND finished_at IS NULL`, p.name)
+	}
 	seen := map[[2]int]bool{}
-	c.waitFor("every job to be claimed and the victim to run some", 20*time.Second, func() bool {
+	c.waitFor("every job to be claimed and a host to run some", 20*time.Second, func() bool {
 		waiting := c.count(`SELECT count(*) FROM ax.jobs_all WHERE state IN ('scheduled', 'retrying')`)
-		victimRuns := c.count(`SELECT count(*) FROM executions WHERE node = $1 AND finished_at IS NULL`, victim.name)
-		if waiting == 0 && victimRuns >= 5 {
+		if waiting > 0 {
+			return false
+		}
+		if running(victim) >= 5 {
 			return true
 		}
-		if k := [2]int{waiting, victimRuns}; !seen[k] { // shown if the wait times out
+		busiest, most := victim, running(victim)
+		for _, p := range procs {
+			if n := running(p); n > most {
+				busiest, most = p, n
+			}
+		}
+		if k := [2]int{waiting, most}; !seen[k] { // shown if the wait times out
 			seen[k] = true
-			t.Logf("%d jobs not yet claimed, the victim %s runs %d", waiting, victim.name, victimRuns)
+			t.Logf("%d jobs not yet claimed; the leader %s runs %d, %s runs %d", waiting, victim.name, running(victim), busiest.name, most)
+		}
+		if most >= 5 {
+			t.Logf("the leader %s runs no job: killing %s, which runs %d", victim.name, busiest.name, most)
+			victim = busiest
+			return true
 		}
 		return false
 	})
