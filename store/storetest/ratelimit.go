@@ -38,12 +38,16 @@ func testFlowRate(t *testing.T, newStore NewStoreFunc) {
 			require.Zero(t, j.Attempt)
 			require.Empty(t, j.Errors)
 		}
-		if storeNow(t, st).Before(next) {
-			res := claim(t, st, claimParams(100, longLease, "fr"))
-			require.Empty(t, res.Jobs, "no token before NextRunAt")
+		// Judged by the claim's own reading of the store's clock: a check
+		// of the clock before the claim let a loaded machine (CI through
+		// PgBouncer) reach NextRunAt in between.
+		early := claim(t, st, claimParams(100, longLease, "fr"))
+		if early.Now.Before(next) {
+			require.Empty(t, early.Jobs, "no token before NextRunAt")
 		}
 		waitUntilStoreTime(t, st, next)
-		require.Len(t, claim(t, st, claimParams(100, longLease, "fr")).Jobs, 1, "a token arrived")
+		got := len(early.Jobs) + len(claim(t, st, claimParams(100, longLease, "fr")).Jobs)
+		require.Equal(t, 1, got, "a token arrived (one job, whichever claim took it)")
 	})
 	t.Run("SlidingWindow", func(t *testing.T) {
 		st := newStore(t)
