@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
-	"github.com/axsched/ax/internal/pgtest"
+	"github.com/axsched/ax/examples/internal/demotest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -17,32 +15,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // window, other than 3 failed attempts); the test also checks that the
 // breaker went through its states in order.
 func TestFlow(t *testing.T) {
-	for _, tc := range []struct {
-		name, where string
-		dsn         func(t *testing.T) string
-	}{
-		{"sqlite", "SQLite at", func(*testing.T) string { return "" }},
-		{"postgres", "PostgreSQL at", func(t *testing.T) string { return pgtest.DSN(t) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("DATABASE_URL", tc.dsn(t))
-			var out bytes.Buffer
-			if err := run(t.Context(), &out); err != nil {
-				t.Fatalf("%v\n%s", err, out.String())
-			}
-			got := out.String()
-			want := []string{
-				tc.where,
-				"GlobalConcurrency(2): 12 jobs on 2 hosts, at most ",
-				"RateLimit(5, 500ms): 12 starts over ",
-				"CircuitBreaker(Failures: 3): 3 attempts failed, then:\n  breaker_opened (3 failed attempts in a row)\n  breaker_half_open ",
-				"  breaker_closed (probe succeeded)\n  all 4 payments captured",
-			}
-			for _, w := range want {
-				if !strings.Contains(got, w) {
-					t.Errorf("output lacks %q:\n%s", w, got)
-				}
-			}
-		})
-	}
+	demotest.OnEachStore(t, run, []string{
+		"GlobalConcurrency(2): 12 jobs on 2 hosts, at most ",
+		"RateLimit(5, 500ms): 12 starts over ",
+		"CircuitBreaker(Failures: 3): 3 attempts failed, then:\n  breaker_opened (3 failed attempts in a row)\n  breaker_half_open ",
+		"  breaker_closed (probe succeeded)\n  all 4 payments captured",
+	}, nil)
 }
