@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -461,5 +464,42 @@ func TestMigrateFrom0001KeepsJobs(t *testing.T) {
 
 	if got, want := schemaDump(t, pool), schemaDump(t, pgtest.Pool(t)); got != want {
 		t.Fatalf("upgraded schema differs from a fresh one:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// v1Schema is the schema version v1.0.0 shipped (CHANGELOG.md); every
+// later migration must keep older v1 code running (docs/compatibility.md).
+const v1Schema = 15
+
+// TestV1MigrationsSayTheyAreCompatible: every migration after v1.0.0's
+// declares which older code still runs on it ("-- ax:compatible-from N"
+// with N at most v1.0.0's version), so that v1 hosts restarted during a
+// rolling deploy start. A migration without it would make them refuse.
+func TestV1MigrationsSayTheyAreCompatible(t *testing.T) {
+	entries, err := os.ReadDir("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	directive := regexp.MustCompile(`(?m)^-- ax:compatible-from ([0-9]+)\s*$`)
+	for _, e := range entries {
+		v, err := strconv.Atoi(strings.SplitN(e.Name(), "_", 2)[0])
+		if err != nil || v <= v1Schema {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("migrations", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := directive.FindSubmatch(b)
+		if m == nil {
+			t.Errorf("%s: a v1 migration must say '-- ax:compatible-from N' (N <= %d): additive only, see docs/compatibility.md", e.Name(), v1Schema)
+			continue
+		}
+		if n, _ := strconv.Atoi(string(m[1])); n > v1Schema {
+			t.Errorf("%s: compatible from %d; v1.0.0 code (schema %d) must keep running", e.Name(), n, v1Schema)
+		}
+	}
+	if pgstore.SchemaVersion() < v1Schema {
+		t.Fatalf("schema version %d is below v1.0.0's %d", pgstore.SchemaVersion(), v1Schema)
 	}
 }
