@@ -348,3 +348,57 @@ func TestClaimerHonoursConcurrency(t *testing.T) {
 		require.Equal(t, []store.StateCount{{Kind: "capped", State: store.StateSucceeded, Count: 6}}, counts)
 	})
 }
+
+// TestClaimWindowsShareJobsDueAhead: two hosts on one store, one whose
+// claims take 30 ms (its handlers hold its pool, say) and one whose claims
+// are instant, and a job due every 10 ms. The slow host's window is wide
+// and the fast one's narrow, so left alone the slow host claims every job
+// before the fast one's window reaches it. Losing those races widens the
+// fast host's window, and then it takes its share. No job starts early or
+// late either way.
+func TestClaimWindowsShareJobsDueAhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		slow, fast := NewFaultStore(st), NewFaultStore(st)
+		slow.SetBeforeCall(func(_ context.Context, method string) error {
+			if method == "Claim" {
+				time.Sleep(30 * time.Millisecond)
+			}
+			return nil
+		})
+		t0 := time.Now()
+		const n = 300
+		for i := range n {
+			insertAt(t, st, "k", t0.Add(100*time.Millisecond+time.Duration(i)*10*time.Millisecond))
+		}
+		var mu sync.Mutex
+		ran := map[string]int{}
+		var lags []time.Duration
+		for _, h := range []struct {
+			node string
+			st   store.Store
+		}{{"slow", slow}, {"fast", fast}} {
+			r := testRuntime(t, h.st, func(c *Config) { c.Node = h.node; c.PollInterval = time.Hour })
+			require.NoError(t, r.s.Handle("k", HandlerFunc(func(_ context.Context, j *Job) error {
+				mu.Lock()
+				defer mu.Unlock()
+				ran[h.node]++
+				lags = append(lags, time.Since(j.RunAt))
+				return nil
+			})))
+			startClaimer(t, r)
+			r.wake()
+		}
+		time.Sleep(n*10*time.Millisecond + time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("ran %v", ran)
+		require.Equal(t, n, ran["slow"]+ran["fast"], "ran %v", ran)
+		require.GreaterOrEqual(t, ran["fast"], n/4, "ran %v: the fast host was starved", ran)
+		require.GreaterOrEqual(t, ran["slow"], n/4, "ran %v: the slow host was starved", ran)
+		for _, lag := range lags {
+			require.Zero(t, lag, "a job started off its run_at")
+		}
+	})
+}

@@ -78,9 +78,12 @@ type runtime struct {
 	// set how far ahead claims take jobs; storeAhead the largest lower
 	// bounds of the store's clock minus the host's the recent claims gave,
 	// which set when jobs claimed ahead start (claimer.go). Only the claim
-	// loop touches them.
+	// loop touches them. expectNext is the NextRunAt of the last claim
+	// (store clock; zero: none), by which the next claim tells a race it
+	// lost to another host (lostRace).
 	slowClaims recentMax
 	storeAhead recentMax
+	expectNext time.Time
 }
 
 func newRuntime(s *Scheduler) *runtime {

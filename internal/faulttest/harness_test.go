@@ -263,10 +263,42 @@ func (c *cluster) waitFor(what string, timeout time.Duration, cond func() bool) 
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
+			c.logHosts()
 			c.t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// logHosts logs what each node ran and holds, and the work jobs' states:
+// when a wait times out, it tells a starved or stuck host from a slow
+// cluster.
+func (c *cluster) logHosts() {
+	c.t.Helper()
+	ctx := context.Background()
+	rows, err := c.pool.Query(ctx, `SELECT node, count(*), count(*) FILTER (WHERE outcome IS NULL) FROM executions GROUP BY node ORDER BY node`)
+	if err == nil {
+		for rows.Next() {
+			var node string
+			var ran, open int
+			if rows.Scan(&node, &ran, &open) == nil {
+				c.t.Logf("node %s: %d executions recorded, %d without an outcome", node, ran, open)
+			}
+		}
+		rows.Close()
+	}
+	rows, err = c.pool.Query(ctx, `SELECT state, count(*), coalesce(min(run_at)::text, '') FROM ax.jobs_all WHERE kind = 'work' GROUP BY state ORDER BY state`)
+	if err == nil {
+		for rows.Next() {
+			var state, oldest string
+			var n int
+			if rows.Scan(&state, &n, &oldest) == nil {
+				c.t.Logf("work jobs %s: %d (earliest run_at %s)", state, n, oldest)
+			}
+		}
+		rows.Close()
+	}
+	c.t.Logf("database clock %s", c.dbNow())
 }
 
 // waitAllSucceeded waits until every work job succeeded.
