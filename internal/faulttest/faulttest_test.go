@@ -405,23 +405,19 @@ func TestClockSkew(t *testing.T) {
 	tl := c.tally()
 	require.Zero(t, tl.lost)
 	require.Zero(t, tl.duplicated)
-	// Jobs go to whichever host's claim reaches them first, so on a loaded
-	// machine one host may take nearly all (CI once saw 1,998 of 2,000 on
-	// skew-ahead, none on skew-behind): a host that ran nothing has no
-	// figures, but at least one skewed host must run jobs, or the skew was
-	// not exercised.
-	skewedRan := 0
+	// Every host takes a share: a host whose claim window is narrower
+	// than another's widens it once it loses a race (claimer.go,
+	// lostRace). Before that, CI under load once saw 1,998 of the 2,000
+	// jobs on skew-ahead and none on skew-behind, which then had no
+	// figures; loaded runs since give each host 600-710.
 	for name, off := range offsets {
 		p50, p99, maxLag, early := c.lagStats("node = $1", name)
 		n := c.count(`SELECT count(*) FROM executions WHERE node = $1`, name)
 		figure(t, "%s (clock %s): %d jobs, early %d, start lag p50 %s p99 %s max %s", name, off, n, early, p50, p99, maxLag)
 		require.Zero(t, early, "%s started a job early", name)
 		require.Less(t, maxLag, 5*time.Second, "%s started jobs late", name)
-		if off != "0s" {
-			skewedRan += n
-		}
+		require.GreaterOrEqual(t, n, tl.jobs/10, "%s ran less than a tenth of the jobs", name)
 	}
-	require.Positive(t, skewedRan, "no skewed host ran a job")
 	figure(t, "duplicates %d, lost %d of %d", tl.duplicated, tl.lost, tl.jobs)
 }
 
