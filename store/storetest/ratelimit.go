@@ -46,8 +46,14 @@ func testFlowRate(t *testing.T, newStore NewStoreFunc) {
 			require.Empty(t, early.Jobs, "no token before NextRunAt")
 		}
 		waitUntilStoreTime(t, st, next)
-		got := len(early.Jobs) + len(claim(t, st, claimParams(100, longLease, "fr")).Jobs)
-		require.Equal(t, 1, got, "a token arrived (one job, whichever claim took it)")
+		late := claim(t, st, claimParams(100, longLease, "fr"))
+		got := len(early.Jobs) + len(late.Jobs)
+		// One token arrived at next, taken by whichever claim came after
+		// it; a machine slow enough to let another interval pass before
+		// the late claim (CI through PgBouncer at load 9) may see the
+		// next token too, never more.
+		require.GreaterOrEqual(t, got, 1, "a token arrived")
+		require.LessOrEqual(t, got, 1+int(late.Now.Sub(next)/rate.Interval()), "tokens by the late claim's store time")
 	})
 	t.Run("SlidingWindow", func(t *testing.T) {
 		st := newStore(t)
