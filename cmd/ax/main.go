@@ -91,7 +91,8 @@
 // compatibility promise: fields may be added to a document, none is
 // renamed, removed or changes meaning, and an exit code keeps its
 // meaning. Tables and messages for people, and the log of ax serve, may
-// change.
+// change. The repository's .ci/cli-surface lists every field of every
+// document with its JSON type, and CI holds later releases to it.
 //
 // With --json, a command prints exactly one JSON document on standard
 // output, whatever it found (an empty list is [], not nothing), and its

@@ -12,9 +12,21 @@ import (
 
 // printJSON writes v as one indented JSON document.
 func printJSON(w io.Writer, v any) error {
+	if jw, ok := w.(jsonWatcher); ok {
+		jw.watchJSON(v)
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// jsonWatcher is a standard output that is also handed the Go values
+// printJSON prints, not only their text: TestCLISurface derives each
+// document's fields from the value's type, omitted-when-empty ones
+// included, which the text alone cannot show. The binary's standard
+// output is an *os.File, so this costs it one type assertion.
+type jsonWatcher interface {
+	watchJSON(v any)
 }
 
 // table writes aligned columns for people.
