@@ -147,7 +147,12 @@ func TestFlowRateLimit(t *testing.T) {
 	// limiter that stalls or polls.
 	require.LessOrEqual(t, worst, 100, "starts in a sliding second")
 	require.LessOrEqual(t, total, 1050, "starts in 10s")
-	require.GreaterOrEqual(t, total, 800, "starts in 10s: the limiter held jobs back it should have started")
+	// A token not taken within the bucket's burst (2, 20 ms) is lost, so
+	// the total follows the claims' latency: 737 and 765 at a load of 9
+	// (two benchmarks and this suite on 2 cores), against 1,000 on a quiet
+	// machine. A limiter that stalls or polls (once a second: about 20)
+	// stays far below the bound.
+	require.GreaterOrEqual(t, total, 600, "starts in 10s: the limiter held jobs back it should have started")
 	require.LessOrEqual(t, lag.hostP99, 500*time.Millisecond, "start lag p99 after a token arrived")
 }
 
