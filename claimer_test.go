@@ -403,3 +403,34 @@ func TestClaimWindowsShareJobsDueAhead(t *testing.T) {
 		}
 	})
 }
+
+// TestLostRace: which claims tell that another host took the job the
+// claim was woken for.
+func TestLostRace(t *testing.T) {
+	now := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	expect := now.Add(20 * time.Millisecond)
+	job := func(runAt time.Time) *store.JobRecord { return &store.JobRecord{RunAt: runAt} }
+	cases := []struct {
+		name   string
+		expect time.Time
+		res    store.ClaimResult
+		lost   bool
+	}{
+		{"no job was expected", time.Time{}, store.ClaimResult{Now: now, Ahead: 50 * time.Millisecond}, false},
+		{"the job is beyond this claim's window", expect, store.ClaimResult{Now: now, Ahead: 10 * time.Millisecond}, false},
+		{"the job is still there (slots, or locked by a claim in flight)", expect,
+			store.ClaimResult{Now: now, Ahead: 50 * time.Millisecond, NextRunAt: expect}, false},
+		{"this claim took it", expect,
+			store.ClaimResult{Now: now, Ahead: 50 * time.Millisecond, Jobs: []*store.JobRecord{job(expect)}}, false},
+		{"gone, nothing left", expect, store.ClaimResult{Now: now, Ahead: 50 * time.Millisecond}, true},
+		{"gone, later jobs left", expect,
+			store.ClaimResult{Now: now, Ahead: 50 * time.Millisecond, NextRunAt: expect.Add(time.Second)}, true},
+		{"gone, this claim took later ones", expect,
+			store.ClaimResult{Now: now, Ahead: 50 * time.Millisecond, Jobs: []*store.JobRecord{job(expect.Add(10 * time.Millisecond))}}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.lost, lostRace(tc.expect, &tc.res))
+		})
+	}
+}
