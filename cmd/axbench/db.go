@@ -67,8 +67,8 @@ func (b *bench) createDB(ctx context.Context) (*benchDB, error) {
 }
 
 // newPool opens a pool of at most conns connections (0: pgxpool's
-// default) named app in pg_stat_activity.
-func newPool(ctx context.Context, dsn string, conns int, app string) (*pgxpool.Pool, error) {
+// default) named app in pg_stat_activity, with what edit changes.
+func newPool(ctx context.Context, dsn string, conns int, app string, edit ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, err
@@ -77,6 +77,9 @@ func newPool(ctx context.Context, dsn string, conns int, app string) (*pgxpool.P
 		cfg.MaxConns = int32(conns)
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	for _, e := range edit {
+		e(cfg)
+	}
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
@@ -88,9 +91,10 @@ type session struct {
 	store *pgstore.Store
 }
 
-// openSession opens a session whose connections are named app.
-func (d *benchDB) openSession(ctx context.Context, conns int, app string) (*session, error) {
-	pool, err := d.sessionPool(ctx, conns, app)
+// openSession opens a session whose connections are named app, its pool
+// configured with what edit changes.
+func (d *benchDB) openSession(ctx context.Context, conns int, app string, edit ...func(*pgxpool.Config)) (*session, error) {
+	pool, err := d.sessionPool(ctx, conns, app, edit...)
 	if err != nil {
 		return nil, err
 	}

@@ -29,14 +29,23 @@ import (
 func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	o := b.opt
 	n := int(float64(o.immRate) * o.immFor.Seconds())
-	r := newResult(map[string]any{"rate": o.immRate, "for": o.immFor.String(), "jobs": n, "conns": connsParam(o.conns), "direct start": !o.noDirect, "At(now)": o.immAt})
+	r := newResult(map[string]any{"rate": o.immRate, "for": o.immFor.String(), "jobs": n, "conns": connsParam(o.conns), "direct start": !o.noDirect, "At(now)": o.immAt, "flush": o.immFlush.String()})
 	d, err := b.createDB(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer d.close()
-	ts := newTimedStore(d.store) // the scheduler's claims, for claimFigures
-	s, err := d.scheduler(0, func(c *ax.Config) { c.Store = ts })
+	// The breakdown of the Schedule call's round trip: pool acquire and
+	// statement times from a traced pool of the scheduler's own, server
+	// execution and WAL sync times from the server (immediateServer).
+	srv := d.immediateServer(ctx)
+	sess, err := d.openSession(ctx, o.conns, "axbench", traced)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.close()
+	ts := newTimedStore(sess.store) // the scheduler's claims, for claimFigures
+	s, err := d.scheduler(0, func(c *ax.Config) { c.Store, c.FlushInterval = ts, o.immFlush })
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +106,13 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 		waitErr = b.wait(ctx, "immediate", c, time.Minute)
 	}
 	stopErr := stopScheduler(s)
+	if schedErr == nil && waitErr == nil && stopErr == nil {
+		srv.end(ctx, r)
+		custom, generic, err := preparedPlans(ctx, sess.pool, insertClaimedPrefix)
+		if err == nil && custom+generic > 0 {
+			r.add("InsertClaimed executions on a generic plan", 100*float64(generic)/float64(custom+generic), "%")
+		}
+	}
 	switch {
 	case schedErr != nil:
 		return nil, schedErr
@@ -130,6 +146,7 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	r.add("Schedule call p50", ms(calls.pct(50)), "ms")
 	r.add("Schedule call p99", ms(calls.pct(99)), "ms")
 	claimFigures(r, ts)
+	scheduleParts(r, ts, called, returned)
 	r.note("host clock from the call: handler start minus the host time just before Schedule was called (includes the Schedule round trip, NOTIFY delivery, claim and dispatch); from the return: minus the time Schedule returned; store clock: Job.StartedAt − Job.RunAt")
 	return r, nil
 }

@@ -43,6 +43,9 @@ type options struct {
 	// immAt schedules each immediate job with ax.At(time.Now()) instead
 	// of no time option, as a caller that stamps its jobs does.
 	immAt bool
+	// immFlush is the immediate scenario's Config.FlushInterval (0: the
+	// default).
+	immFlush time.Duration
 	// noDirect turns the Scheduler's direct start off in every scenario
 	// (Config.DisableDirectStart), for an A/B.
 	noDirect bool
@@ -147,6 +150,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	registerPooler(fs, o)
 	fs.BoolVar(&o.noDirect, "no-direct-start", false, "every scenario: Config.DisableDirectStart (Schedule never starts its job directly)")
 	fs.BoolVar(&o.immAt, "immediate-at-now", false, "immediate: schedule each job with ax.At(time.Now()) rather than no time option")
+	fs.DurationVar(&o.immFlush, "immediate-flush", 0, "immediate: Config.FlushInterval, how long outcomes gather before a Finish commits them (0 = the default)")
 	fs.DurationVar(&o.immFor, "immediate-for", time.Minute, "immediate: how long to schedule (long enough for pgx's prepared statements to be on generic plans)")
 
 	fs.IntVar(&o.rate, "rate", 5000, "sustained: delayed jobs scheduled per second")

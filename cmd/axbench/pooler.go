@@ -63,9 +63,9 @@ func (d *benchDB) usePooler(ctx context.Context, via string, conns int) error {
 
 // sessionPool opens a pool on d's database, through the PgBouncer when
 // the scenario runs through one.
-func (d *benchDB) sessionPool(ctx context.Context, conns int, app string) (*pgxpool.Pool, error) {
+func (d *benchDB) sessionPool(ctx context.Context, conns int, app string, edit ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	if d.via == "" {
-		return newPool(ctx, d.dsn, conns, app)
+		return newPool(ctx, d.dsn, conns, app, edit...)
 	}
 	u, err := url.Parse(d.dsn)
 	if err != nil || u.Scheme == "" {
@@ -83,6 +83,9 @@ func (d *benchDB) sessionPool(ctx context.Context, conns int, app string) (*pgxp
 	// What pgstore.WithTransactionPooler requires: the unnamed statement,
 	// described once per connection.
 	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	for _, e := range edit {
+		e(cfg)
+	}
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 

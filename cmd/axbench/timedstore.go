@@ -44,6 +44,9 @@ type storeCall struct {
 	at   time.Duration
 	took time.Duration
 	jobs int32
+	// parts: with a traced pool (callTracer), the time took spent waiting
+	// for a connection and in statements.
+	parts callTimes
 }
 
 func newTimedStore(st *pgstore.Store) *timedStore {
@@ -51,7 +54,11 @@ func newTimedStore(st *pgstore.Store) *timedStore {
 }
 
 func (s *timedStore) record(op storeOp, t0 time.Time, jobs int) {
-	c := storeCall{op: op, at: t0.Sub(s.begin), took: time.Since(t0), jobs: int32(jobs)}
+	s.recordParts(op, t0, jobs, callTimes{})
+}
+
+func (s *timedStore) recordParts(op storeOp, t0 time.Time, jobs int, parts callTimes) {
+	c := storeCall{op: op, at: t0.Sub(s.begin), took: time.Since(t0), jobs: int32(jobs), parts: parts}
 	s.mu.Lock()
 	s.calls = append(s.calls, c)
 	s.mu.Unlock()
@@ -67,16 +74,18 @@ func (s *timedStore) Claim(ctx context.Context, p *store.ClaimParams) (*store.Cl
 }
 
 // InsertClaimed is Schedule's direct start (ax's direct.go): timed, with
-// whether it claimed the job.
+// whether it claimed the job, and on a traced pool (callTracer) split
+// into pool acquire and statement time.
 func (s *timedStore) InsertClaimed(ctx context.Context, p *store.InsertParams, c *store.InsertClaim) (store.InsertResult, *store.JobRecord, error) {
+	var parts callTimes
 	t0 := time.Now()
-	res, rec, err := s.Store.InsertClaimed(ctx, p, c)
+	res, rec, err := s.Store.InsertClaimed(withCallTimes(ctx, &parts), p, c)
 	if err == nil {
 		n := 0
 		if rec != nil {
 			n = 1
 		}
-		s.record(opDirect, t0, n)
+		s.recordParts(opDirect, t0, n, parts)
 	}
 	return res, rec, err
 }
