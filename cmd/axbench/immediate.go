@@ -26,6 +26,9 @@ import (
 //
 // The default run lasts a minute, long enough for pgx's prepared
 // statements to be on generic plans.
+// immediateApp names the scheduler's connections in pg_stat_activity.
+const immediateApp = "axbench-immediate"
+
 func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	o := b.opt
 	n := int(float64(o.immRate) * o.immFor.Seconds())
@@ -39,7 +42,7 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	// statement times from a traced pool of the scheduler's own, server
 	// execution and WAL sync times from the server (immediateServer).
 	srv := d.immediateServer(ctx)
-	sess, err := d.openSession(ctx, o.conns, "axbench", traced)
+	sess, err := d.openSession(ctx, o.conns, immediateApp, traced)
 	if err != nil {
 		return nil, err
 	}
@@ -79,9 +82,18 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	if err := s.Start(ctx); err != nil {
 		return nil, err
 	}
+	cpu := startCPUWaits()
 	calls := make(durations, 0, n)
 	interval := time.Second / time.Duration(o.immRate)
 	begin := time.Now()
+	// What the server's backends are doing while the calls run.
+	waitCtx, stopWaits := context.WithCancel(ctx)
+	defer stopWaits()
+	waitsDone := make(chan []waitSample, 1)
+	go func() {
+		w, _ := sampleWaits(waitCtx, d.dsn, begin)
+		waitsDone <- w
+	}()
 	var schedErr error
 	for i := range n {
 		if wait := time.Until(begin.Add(time.Duration(i) * interval)); wait > 0 {
@@ -101,6 +113,8 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 		calls = append(calls, t1.Sub(t0))
 	}
 	achieved := float64(len(calls)) / time.Since(begin).Seconds()
+	stopWaits()
+	waits := <-waitsDone
 	var waitErr error
 	if schedErr == nil {
 		waitErr = b.wait(ctx, "immediate", c, time.Minute)
@@ -108,6 +122,7 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	stopErr := stopScheduler(s)
 	if schedErr == nil && waitErr == nil && stopErr == nil {
 		srv.end(ctx, r)
+		cpu.end(r, d.backendPIDs(ctx, immediateApp, o.private))
 		custom, generic, err := preparedPlans(ctx, sess.pool, insertClaimedPrefix)
 		if err == nil && custom+generic > 0 {
 			r.add("InsertClaimed executions on a generic plan", 100*float64(generic)/float64(custom+generic), "%")
@@ -147,6 +162,8 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	r.add("Schedule call p99", ms(calls.pct(99)), "ms")
 	claimFigures(r, ts)
 	scheduleParts(r, ts, called, returned)
+	nw, sum := waitsBetween(waits, 0, 1<<62)
+	r.note("the database's active backends while Schedule was called (mean count, sampled every %s): %s", waitSampleEvery, topWaits(nw, sum, 6))
 	r.note("host clock from the call: handler start minus the host time just before Schedule was called (includes the Schedule round trip, NOTIFY delivery, claim and dispatch); from the return: minus the time Schedule returned; store clock: Job.StartedAt − Job.RunAt")
 	return r, nil
 }
