@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/metrics"
@@ -113,8 +114,8 @@ func (w *cpuWaits) end(r *result, backends []int) {
 	}
 }
 
-// histPct is percentile p of the counts h has beyond h0 (the same
-// buckets), as the upper bound of the bucket it falls in.
+// histPct is percentile p (nearest rank) of the counts h has beyond h0
+// (the same buckets), as the upper bound of the bucket it falls in.
 func histPct(h, h0 *metrics.Float64Histogram, p float64) time.Duration {
 	var total uint64
 	for i := range h.Counts {
@@ -123,11 +124,14 @@ func histPct(h, h0 *metrics.Float64Histogram, p float64) time.Duration {
 	if total == 0 {
 		return 0
 	}
-	want := uint64(p / 100 * float64(total))
+	want := max(uint64(math.Ceil(p/100*float64(total))), 1) // nearest rank, as durations.pct
 	var seen uint64
 	for i := range h.Counts {
 		seen += h.Counts[i] - h0.Counts[i]
-		if seen > want || seen == total {
+		if seen >= want {
+			if math.IsInf(h.Buckets[i+1], 1) {
+				return time.Duration(h.Buckets[i] * float64(time.Second)) // the last bucket has no upper bound
+			}
 			return time.Duration(h.Buckets[i+1] * float64(time.Second))
 		}
 	}

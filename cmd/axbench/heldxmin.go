@@ -117,7 +117,7 @@ func runHeldXmin(ctx context.Context, b *bench) (*result, error) {
 	)
 	go func() {
 		defer close(sampled)
-		waits, waitsErr = sampleWaits(waitCtx, d.dsn, begin)
+		waits, waitsErr = sampleWaits(waitCtx, d.dsn, begin, "")
 	}()
 	var inserted atomic.Int64
 	stopProducing, produced := make(chan struct{}), make(chan struct{})

@@ -91,7 +91,7 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	defer stopWaits()
 	waitsDone := make(chan []waitSample, 1)
 	go func() {
-		w, _ := sampleWaits(waitCtx, d.dsn, begin)
+		w, _ := sampleWaits(waitCtx, d.dsn, begin, `CASE WHEN starts_with(query, '`+insertClaimedPrefix+`') THEN 'insert-claimed' ELSE 'other' END`)
 		waitsDone <- w
 	}()
 	var schedErr error
@@ -163,7 +163,7 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	claimFigures(r, ts)
 	scheduleParts(r, ts, called, returned)
 	nw, sum := waitsBetween(waits, 0, 1<<62)
-	r.note("the database's active backends while Schedule was called (mean count, sampled every %s): %s", waitSampleEvery, topWaits(nw, sum, 6))
+	r.note("the database's active backends while Schedule was called (mean count, sampled every %s): %s", waitSampleEvery, topWaits(nw, sum, 8))
 	r.note("host clock from the call: handler start minus the host time just before Schedule was called (includes the Schedule round trip, NOTIFY delivery, claim and dispatch); from the return: minus the time Schedule returned; store clock: Job.StartedAt − Job.RunAt")
 	return r, nil
 }

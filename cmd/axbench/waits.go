@@ -28,8 +28,11 @@ type waitSample struct {
 // sampleWaits samples the active backends of the database every
 // waitSampleEvery on its own connection (so that it waits for none of the
 // scheduler's) until ctx ends, and returns the samples, timed from begin.
-// A heldxmin stall shows in them as what the backends wait on.
-func sampleWaits(ctx context.Context, dsn string, begin time.Time) ([]waitSample, error) {
+// A heldxmin stall shows in them as what the backends wait on. label, if
+// not empty, is an SQL expression on pg_stat_activity whose value
+// prefixes each activity of a client backend (such as the statement it
+// runs: "insert-claimed/IO:WALSync").
+func sampleWaits(ctx context.Context, dsn string, begin time.Time, label string) ([]waitSample, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return nil, err
@@ -44,7 +47,11 @@ func sampleWaits(ctx context.Context, dsn string, begin time.Time) ([]waitSample
 			return out, nil
 		case <-tick.C:
 		}
-		rows, _ := conn.Query(ctx, `SELECT CASE WHEN backend_type = 'client backend' THEN '' ELSE backend_type || '/' END
+		prefix := "''"
+		if label != "" {
+			prefix = "(" + label + ") || '/'"
+		}
+		rows, _ := conn.Query(ctx, `SELECT CASE WHEN backend_type = 'client backend' THEN `+prefix+` ELSE backend_type || '/' END
 				|| coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*)
 			FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'
