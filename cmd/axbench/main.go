@@ -22,7 +22,10 @@
 //     minus t) and on the store clock (Job.StartedAt − Job.RunAt).
 //   - immediate: Schedule one job at a time at -immediate-rate for
 //     -immediate-for (a minute); start lag on the host clock from before the
-//     Schedule call and from its return, and on the store clock.
+//     Schedule call and from its return, and on the store clock; the call
+//     split into pool acquire, statement round trip, the store's and
+//     Schedule's own Go code; the statement's server time, WAL syncs, CPU
+//     waits of both processes and what the backends were waiting on.
 //   - sustained: delayed jobs at a steady -rate; start lag, CPU, backlog.
 //   - backlog: Claim latency, throughput and RSS with far-future and
 //     finished jobs in the table.
