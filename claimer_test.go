@@ -3,6 +3,10 @@ package ax
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -432,5 +436,20 @@ func TestLostRace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.lost, lostRace(tc.expect, &tc.res))
 		})
+	}
+}
+
+// TestDesignStatesTheClaimWindow: docs/DESIGN.md describes the claim
+// window with the constants above; this fails when they drift apart.
+func TestDesignStatesTheClaimWindow(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("docs", "DESIGN.md"))
+	require.NoError(t, err)
+	doc := strings.Join(strings.Fields(string(b)), " ")
+	for _, want := range []string{
+		fmt.Sprintf("its window, %d× the host's slowest claim of the last %d s (%d–%d ms)",
+			claimAheadTimes, recentSeconds, minClaimAhead.Milliseconds(), maxClaimAhead.Milliseconds()),
+		fmt.Sprintf("claims with the widest window for the next %d s", recentSeconds),
+	} {
+		require.Contains(t, doc, want)
 	}
 }
