@@ -14,7 +14,12 @@ import (
 // the Scheduler has — a pgx.Tx for pgstore, a *sql.Tx for sqlitestore —
 // found by the store's InsertTx, CompleteTx and InsertBatchTx methods. A
 // store without the method for tx's type fails the call with
-// ErrTxUnsupported before anything is written.
+// ErrTxUnsupported before anything is written. In a handler that error
+// of CompleteTxOf (and CompleteTx) is permanent: the job fails at once
+// rather than redoing the handler's other effects on every retry. A
+// handler declares its type with the CompletesInTx option, and Handle
+// refuses it when the store's CompleteTx does not take that type, before
+// any job runs.
 
 // ScheduleTxOf schedules a job inside tx, a transaction of the Scheduler's
 // store, so that the job exists only if tx commits. It is ScheduleTx for
