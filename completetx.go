@@ -36,8 +36,10 @@ import (
 // tx ends, and the ends of its siblings wait for it.
 //
 // Errors: ErrNotInHandler, ErrTxUnsupported (a store without transactions,
-// such as memstore), ErrLeaseLost, or the store's error. For other stores'
-// transactions, see CompleteTxOf.
+// such as memstore; the error is permanent, so the job is not retried, and
+// the CompletesInTx option refuses such a handler at registration),
+// ErrLeaseLost, or the store's error. For other stores' transactions, see
+// CompleteTxOf.
 func (s *Scheduler) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 	return CompleteTxOf(ctx, s, tx)
 }

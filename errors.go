@@ -43,7 +43,9 @@ var (
 	// CompleteTx, ScheduleBatchTx, their Of forms, EnqueueTx and
 	// EnqueueManyTx when the Store takes no transaction of the type
 	// given: pgstore takes a pgx.Tx, sqlitestore a *sql.Tx of its file,
-	// memstore none.
+	// memstore none. CompleteTx's and CompleteTxOf's are permanent (see
+	// Permanent). Handle returns it for a handler declared with
+	// CompletesInTx in a type the Store's CompleteTx does not take.
 	ErrTxUnsupported = errors.New("ax: store takes no transaction of this type")
 
 	// ErrNotFound is returned for a job ID the store does not know.

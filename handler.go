@@ -36,9 +36,9 @@ func (f HandlerFunc) Work(ctx context.Context, job *Job) error { return f(ctx, j
 type Middleware func(JobHandler) JobHandler
 
 // HandlerOption configures a kind at Handle: Timeout, Retry, Concurrency,
-// Use, the cluster-wide flow options GlobalConcurrency, PartitionBy,
-// RateLimit, CircuitBreaker and MaxPending, and the shared options
-// Priority and MaxAttempts.
+// Use, CompletesInTx, the cluster-wide flow options GlobalConcurrency,
+// PartitionBy, RateLimit, CircuitBreaker and MaxPending, and the shared
+// options Priority and MaxAttempts.
 //
 // They hold whoever schedules the kind's jobs: Timeout, Retry and Use
 // apply to every attempt this host runs, and MaxAttempts and Priority are
@@ -61,6 +61,9 @@ type handlerSettings struct {
 	// set at declaration), flowSet whether an option set any.
 	flow    store.FlowConfig
 	flowSet bool
+	// storeChecks are what the kind needs of the Scheduler's store
+	// (CompletesInTx), checked by Handle before it registers the kind.
+	storeChecks []func(store.Store) error
 }
 
 type handlerOptionFunc func(*handlerSettings) error
@@ -116,6 +119,31 @@ func Use(mw ...Middleware) HandlerOption {
 			}
 		}
 		h.middleware = append(h.middleware, mw...)
+		return nil
+	})
+}
+
+// CompletesInTx declares that the kind's handler ends its jobs with
+// CompleteTxOf (or CompleteTx) in a transaction of type Tx: a pgx.Tx for
+// pgstore, a *sql.Tx for sqlitestore. Registration (Scheduler.Handle,
+// Handle, HandleArgs, HandleResult) then checks the Scheduler's store:
+// when its CompleteTx takes no Tx (memstore takes none), it fails with an
+// error wrapping ErrTxUnsupported that names the store and Tx types, and
+// nothing is registered, rather than the first job failing after the
+// handler's other effects (a charge made before CompleteTxOf).
+//
+//	err := ax.HandleArgs(s, charge, ax.CompletesInTx[pgx.Tx]())
+//
+// Every Tx given must be taken: a handler that picks its type by store
+// declares the one of the store it is registered on. At run time a
+// CompleteTxOf with a type the store does not take fails permanently,
+// with or without this option.
+func CompletesInTx[Tx any]() HandlerOption {
+	return handlerOptionFunc(func(h *handlerSettings) error {
+		h.storeChecks = append(h.storeChecks, func(st store.Store) error {
+			_, err := txCompleterOf[Tx](st)
+			return err
+		})
 		return nil
 	})
 }

@@ -130,6 +130,11 @@ func (s *Scheduler) Handle(kind string, h JobHandler, opts ...HandlerOption) err
 	if err := s.checkEncryptedKind(&settings); err != nil { // encryption.go
 		return fmt.Errorf("handle %q: %w", kind, err)
 	}
+	for _, check := range settings.storeChecks {
+		if err := check(s.store); err != nil {
+			return fmt.Errorf("handle %q: %w", kind, err)
+		}
+	}
 	if settings.flowSet {
 		if _, err := flowStoreOf(s.store); err != nil {
 			return fmt.Errorf("handle %q: %w", kind, err)

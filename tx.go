@@ -14,7 +14,12 @@ import (
 // the Scheduler has — a pgx.Tx for pgstore, a *sql.Tx for sqlitestore —
 // found by the store's InsertTx, CompleteTx and InsertBatchTx methods. A
 // store without the method for tx's type fails the call with
-// ErrTxUnsupported before anything is written.
+// ErrTxUnsupported before anything is written. In a handler that error
+// of CompleteTxOf (and CompleteTx) is permanent: the job fails at once
+// rather than redoing the handler's other effects on every retry. A
+// handler declares its type with the CompletesInTx option, and Handle
+// refuses it when the store's CompleteTx does not take that type, before
+// any job runs.
 
 // ScheduleTxOf schedules a job inside tx, a transaction of the Scheduler's
 // store, so that the job exists only if tx commits. It is ScheduleTx for
@@ -72,14 +77,33 @@ func txTypeName[Tx any]() string {
 // CompleteTxOf is CompleteTx for any store whose CompleteTx takes a Tx:
 // called by a handler with its own context, it marks the job succeeded
 // inside tx, fenced by the attempt's lease.
+//
+// When the store takes no Tx, the error wraps ErrTxUnsupported and is
+// permanent (see Permanent): a handler that returns it, wrapped with %w,
+// fails its job at once instead of retrying it, since every retry would
+// fail the same way after redoing the handler's other effects. Declare
+// the type at registration with CompletesInTx to be refused then instead.
 func CompleteTxOf[Tx any](ctx context.Context, s *Scheduler, tx Tx) error {
-	tc, ok := s.store.(interface {
-		CompleteTx(context.Context, Tx, store.FinishParams) (bool, error)
-	})
-	if !ok {
-		return fmt.Errorf("complete in tx: store %T takes no %s: %w", s.store, txTypeName[Tx](), ErrTxUnsupported)
+	tc, err := txCompleterOf[Tx](s.store)
+	if err != nil {
+		return Permanent(fmt.Errorf("complete in tx: %w", err))
 	}
 	return s.completeTx(ctx, func(p store.FinishParams) (bool, error) { return tc.CompleteTx(ctx, tx, p) })
+}
+
+// txCompleter is a store whose CompleteTx takes a Tx.
+type txCompleter[Tx any] interface {
+	CompleteTx(context.Context, Tx, store.FinishParams) (bool, error)
+}
+
+// txCompleterOf returns st as a txCompleter of Tx, or an error wrapping
+// ErrTxUnsupported that names st's type and Tx.
+func txCompleterOf[Tx any](st store.Store) (txCompleter[Tx], error) {
+	tc, ok := st.(txCompleter[Tx])
+	if !ok {
+		return nil, fmt.Errorf("store %T takes no %s in CompleteTx: %w", st, txTypeName[Tx](), ErrTxUnsupported)
+	}
+	return tc, nil
 }
 
 // ScheduleBatchTxOf is ScheduleBatchTx for any store whose InsertBatchTx

@@ -6,7 +6,9 @@
 //
 // Each "order.charge" job, in one transaction of the application's:
 // inserts the charge row, adds an "order.ship" job with ax.ThenArgs, and marks
-// itself succeeded with ax.CompleteTxOf. The first attempt of one order
+// itself succeeded with ax.CompleteTxOf; the handler is registered with
+// ax.CompletesInTx, so a store that does not take its transaction type is
+// refused at registration, not on a job. The first attempt of one order
 // stops before its commit, as a process killed there would: the row, the
 // success and the follow-up roll back together and the job is retried.
 //
@@ -20,6 +22,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -80,6 +83,12 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	run := uuid.NewString()[:8] // order IDs of this run (PostgreSQL keeps earlier runs' rows)
 	crashOrder := run + "-2"
+	// The handler's transaction type: HandleArgs refuses it (with
+	// ax.ErrTxUnsupported) if the store's CompleteTx does not take it.
+	inTx := ax.CompletesInTx[*sql.Tx]()
+	if db.Pool != nil {
+		inTx = ax.CompletesInTx[pgx.Tx]()
+	}
 	err = ax.HandleArgs(s, func(ctx context.Context, j *ax.Job, c Charge) error {
 		crash := c.Order == crashOrder && j.Attempt == 1
 		if db.Pool != nil { // PostgreSQL: a pgx.Tx (s.CompleteTx takes it too)
@@ -104,7 +113,7 @@ func run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 		return tx.Commit() // an error here retries the job: never a success without its writes
-	}, ax.Retry(ax.ExponentialBackoff{Base: 50 * time.Millisecond, Max: 200 * time.Millisecond}))
+	}, inTx, ax.Retry(ax.ExponentialBackoff{Base: 50 * time.Millisecond, Max: 200 * time.Millisecond}))
 	if err != nil {
 		return err
 	}

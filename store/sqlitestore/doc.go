@@ -22,7 +22,9 @@
 //	err = tx.Commit()
 //
 // ax.ScheduleTxOf and, in a handler, ax.CompleteTxOf (CompleteTx: the
-// job's success commits with the handler's writes) take such a *sql.Tx.
+// job's success commits with the handler's writes) take such a *sql.Tx;
+// register such a handler with ax.CompletesInTx[*sql.Tx]() (a pgx.Tx is
+// refused at Handle).
 // OpenReadOnly reads a file beside the process that holds it (the ax
 // command does).
 //

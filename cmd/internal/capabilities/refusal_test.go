@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/axtest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/memstore"
 	"github.com/axsched/ax/store/sqlitestore"
@@ -104,3 +107,149 @@ type refusedArgs struct{}
 
 // Kind names the job kind.
 func (refusedArgs) Kind() string { return "k" }
+
+// TestCompletesInTx: a handler that ends its jobs with ax.CompleteTxOf in
+// a transaction type its store does not take is refused at registration
+// when it says so (ax.CompletesInTx), by every registration path, with
+// ax.ErrTxUnsupported naming the store and the type, and nothing is
+// registered; with a type the store takes it registers. A handler that
+// did not say so and calls CompleteTxOf with such a type fails its job
+// after exactly one attempt (the error is permanent), with the error
+// recorded and its Then job not written. On the old code (no option) the
+// run-time case was retried until MaxAttempts: 3 attempts, not 1.
+func TestCompletesInTx(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) store.Store
+		// storeType is the store's %T; sqlTx and pgxTx: the transaction
+		// types its CompleteTx takes.
+		storeType    string
+		sqlTx, pgxTx bool
+	}{
+		{"memstore", func(*testing.T) store.Store { return memstore.New() }, "*memstore.Store", false, false},
+		{"sqlitestore", func(t *testing.T) store.Store {
+			st, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "ax.db"))
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, st.Close()) })
+			return st
+		}, "*sqlitestore.Store", true, false},
+		{"pgstore", func(t *testing.T) store.Store {
+			st, _ := axtest.Postgres(t)
+			return st
+		}, "*pgstore.Store", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			s, err := ax.New(ax.Config{Store: tc.open(t), Logger: zap.NewNop()})
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				require.NoError(t, s.Stop(stopCtx))
+			})
+
+			t.Run("registration", func(t *testing.T) {
+				for _, tx := range []struct {
+					name  string
+					opt   ax.HandlerOption
+					taken bool
+					// handleArgs registers with ax.HandleArgs, on a kind of
+					// the type's own.
+					handleArgs func(opts ...ax.HandlerOption) error
+				}{
+					{"*sql.Tx", ax.CompletesInTx[*sql.Tx](), tc.sqlTx, func(opts ...ax.HandlerOption) error {
+						return ax.HandleArgs(s, func(context.Context, *ax.Job, txArgs[*sql.Tx]) error { return nil }, opts...)
+					}},
+					{"pgx.Tx", ax.CompletesInTx[pgx.Tx](), tc.pgxTx, func(opts ...ax.HandlerOption) error {
+						return ax.HandleArgs(s, func(context.Context, *ax.Job, txArgs[pgx.Tx]) error { return nil }, opts...)
+					}},
+				} {
+					for _, path := range []struct {
+						name   string
+						handle func(kind string, opts ...ax.HandlerOption) error
+					}{
+						{"Scheduler.Handle", func(kind string, opts ...ax.HandlerOption) error {
+							return s.Handle(kind, ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil }), opts...)
+						}},
+						{"Handle", func(kind string, opts ...ax.HandlerOption) error {
+							return ax.Handle(s, kind, func(context.Context, *ax.Job, struct{}) error { return nil }, opts...)
+						}},
+						{"HandleResult", func(kind string, opts ...ax.HandlerOption) error {
+							return ax.HandleResult(s, kind, func(context.Context, *ax.Job, struct{}) (int, error) { return 1, nil }, opts...)
+						}},
+						{"HandleArgs", func(_ string, opts ...ax.HandlerOption) error { return tx.handleArgs(opts...) }},
+					} {
+						t.Run(tx.name+"/"+path.name, func(t *testing.T) {
+							kind := path.name + " " + tx.name
+							err := path.handle(kind, ax.Timeout(time.Minute), tx.opt)
+							if tx.taken {
+								require.NoError(t, err)
+								require.ErrorIs(t, path.handle(kind), ax.ErrDuplicateHandler, "registered")
+								return
+							}
+							require.ErrorIs(t, err, ax.ErrTxUnsupported)
+							require.ErrorContains(t, err, tc.storeType)
+							require.ErrorContains(t, err, tx.name)
+							require.NoError(t, path.handle(kind), "nothing registered: the kind registers without the option")
+						})
+					}
+				}
+			})
+
+			t.Run("run time", func(t *testing.T) {
+				for _, tx := range []struct {
+					name     string
+					taken    bool
+					complete func(ctx context.Context) error
+				}{
+					{"*sql.Tx", tc.sqlTx, func(ctx context.Context) error { return ax.CompleteTxOf(ctx, s, (*sql.Tx)(nil)) }},
+					{"pgx.Tx", tc.pgxTx, func(ctx context.Context) error { return s.CompleteTx(ctx, nil) }},
+				} {
+					if tx.taken {
+						continue // TestCompleteTxOf and the store's tests run those
+					}
+					t.Run(tx.name, func(t *testing.T) {
+						kind := "charge " + tx.name
+						var calls int
+						require.NoError(t, s.Handle(kind, ax.HandlerFunc(func(ctx context.Context, j *ax.Job) error {
+							calls++
+							if err := ax.Then(ctx, "shipped "+tx.name, nil); err != nil {
+								return err
+							}
+							if err := tx.complete(ctx); err != nil {
+								return fmt.Errorf("charge %s: %w", j.ID, err)
+							}
+							return nil
+						}), ax.MaxAttempts(3), ax.Retry(ax.RetryPolicyFunc(func(int, error) time.Duration { return 0 }))))
+						res, err := s.Schedule(ctx, kind, nil)
+						require.NoError(t, err)
+
+						n, err := s.RunDue(ctx)
+						require.NoError(t, err)
+						require.Equal(t, 1, n, "attempts run")
+						require.Equal(t, 1, calls, "handler calls")
+						job, err := s.Get(ctx, res.ID)
+						require.NoError(t, err)
+						require.Equal(t, ax.StateDead, job.State)
+						require.Equal(t, 1, job.Attempt)
+						require.Len(t, job.Errors, 1)
+						require.Contains(t, job.Errors[0].Error, ax.ErrTxUnsupported.Error())
+						require.Contains(t, job.Errors[0].Error, tc.storeType)
+						require.Contains(t, job.Errors[0].Error, tx.name)
+						jobs, err := s.Admin().Count(ctx, ax.JobFilter{Kinds: []string{"shipped " + tx.name}})
+						if !errors.Is(err, errors.ErrUnsupported) {
+							require.NoError(t, err)
+							require.Zero(t, jobs, "the Then job of a failed attempt")
+						}
+					})
+				}
+			})
+		})
+	}
+}
+
+// txArgs is a JobArgs of a kind of Tx's own, for HandleArgs.
+type txArgs[Tx any] struct{}
+
+// Kind names the job kind after Tx.
+func (txArgs[Tx]) Kind() string { return "HandleArgs " + reflect.TypeFor[Tx]().String() }
