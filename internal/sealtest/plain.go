@@ -156,10 +156,15 @@ type blocker struct {
 	release map[uuid.UUID]chan struct{}
 	seen    map[uuid.UUID]payload
 	entered chan uuid.UUID
+	done    chan struct{} // closed when the test ends: every handler returns
 }
 
-func newBlocker() *blocker {
-	return &blocker{release: map[uuid.UUID]chan struct{}{}, seen: map[uuid.UUID]payload{}, entered: make(chan uuid.UUID, 16)}
+// newBlocker returns a blocker whose handlers all return when t ends.
+func newBlocker(t *testing.T) *blocker {
+	b := &blocker{release: map[uuid.UUID]chan struct{}{}, seen: map[uuid.UUID]payload{},
+		entered: make(chan uuid.UUID, 16), done: make(chan struct{})}
+	t.Cleanup(func() { close(b.done) })
+	return b
 }
 
 func (b *blocker) ch(id uuid.UUID) chan struct{} {
@@ -178,6 +183,8 @@ func (b *blocker) handler(ctx context.Context, j *ax.Job, p payload) (payload, e
 	b.entered <- j.ID
 	select {
 	case <-b.ch(j.ID):
+	case <-b.done:
+		return p, errors.New("test over")
 	case <-ctx.Done():
 		return p, ctx.Err()
 	}
@@ -223,8 +230,8 @@ func testSealPlain(t *testing.T, st store.Store) {
 
 	// A host with the ring runs the sp.run jobs, still plain, and holds
 	// them running while the pass runs.
-	b := newBlocker()
 	runner := newScheduler(t, st, Ring(t, k1))
+	b := newBlocker(t) // after runner: its cleanup, first, frees the handlers
 	require.NoError(t, ax.HandleResult(runner, "sp.run", b.handler))
 	require.NoError(t, runner.Start(ctx))
 	for range run {
