@@ -85,7 +85,7 @@ type ReencryptProgress struct {
 	// sealed (ReencryptOptions.SealPlain).
 	Sealed int64
 	// LeftPlain jobs hold plain values SealPlain could not seal, left as
-	// they are (the job's other values are sealed): a value that, sealed,
+	// they are (the job's values that can be sealed are): a value that, sealed,
 	// would be over the store's limits (store.MaxPayloadSize,
 	// store.MaxResultSize, store.MaxMetadataSize), and the values of jobs
 	// and follow-up templates of a kind the store holds as partitioned by
@@ -146,7 +146,7 @@ func (a *Admin) Reencrypt(ctx context.Context, opts ReencryptOptions) (Reencrypt
 	rr := resealer{keys: keys}
 	if opts.SealPlain {
 		var err error
-		if rr.plain, err = a.plainSealing(ctx, opts.SecretMetadata); err != nil {
+		if rr.plain, err = a.readPlainSealing(ctx, opts.SecretMetadata); err != nil {
 			return prog, fmt.Errorf("reencrypt: %w", err)
 		}
 	} else if len(opts.SecretMetadata) > 0 {
@@ -209,9 +209,10 @@ func (a *Admin) Reencrypt(ctx context.Context, opts ReencryptOptions) (Reencrypt
 	}
 }
 
-// plainSealing is what SealPlain seals: the metadata keys named, checked,
-// and the kinds whose values stay plain, read from the store's flows.
-func (a *Admin) plainSealing(ctx context.Context, secret []string) (*plainSealing, error) {
+// readPlainSealing returns what SealPlain seals: the metadata keys named,
+// checked, and the kinds whose values stay plain, from the flows the store
+// holds when the pass starts.
+func (a *Admin) readPlainSealing(ctx context.Context, secret []string) (*plainSealing, error) {
 	p := &plainSealing{secret: map[string]bool{}, payloadPartitioned: map[string]bool{}}
 	for _, k := range secret {
 		if k == "" {
