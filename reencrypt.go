@@ -68,8 +68,9 @@ type ReencryptOptions struct {
 	// sealed is left plain and counted in ReencryptProgress.LeftPlain.
 	SealPlain bool
 	// SecretMetadata names the metadata keys whose plain values SealPlain
-	// seals, in jobs and follow-up templates, as if they had been given
-	// with SecretMetadata: from then on they cannot be filtered on. The
+	// seals, in jobs and follow-up templates, as if they had been given to
+	// Schedule with the SecretMetadata option: from then on they cannot be
+	// filtered on. The
 	// Admin cannot tell them itself: a job scheduled without the ring
 	// could not use SecretMetadata, so its metadata is all plain alike. A
 	// key that a stored kind partitions by (PartitionByMetadata) is
