@@ -57,12 +57,43 @@ type ReencryptOptions struct {
 	After uuid.UUID
 	// Progress, when set, is called after each batch.
 	Progress func(ReencryptProgress)
+	// SealPlain also seals, with the current key, the values stored plain:
+	// those of jobs scheduled before Config.Keys was set, or by a host
+	// without it. Payloads, results and follow-up templates' payloads (and
+	// the metadata values SecretMetadata names) are sealed bound to their
+	// job, as Schedule would have sealed them (a template to its parent),
+	// whatever the job's state, under the same fence as re-sealing. Turn
+	// it on only once every host has the ring: a host without it fails
+	// the jobs it can no longer read (ErrKeyMissing). What cannot be
+	// sealed is left plain and counted in ReencryptProgress.LeftPlain.
+	SealPlain bool
+	// SecretMetadata names the metadata keys whose plain values SealPlain
+	// seals, in jobs and follow-up templates, as if they had been given to
+	// Schedule with the SecretMetadata option: from then on they cannot be
+	// filtered on. The
+	// Admin cannot tell them itself: a job scheduled without the ring
+	// could not use SecretMetadata, so its metadata is all plain alike. A
+	// key that a stored kind partitions by (PartitionByMetadata) is
+	// refused. Needs SealPlain.
+	SecretMetadata []string
 }
 
 // ReencryptProgress counts what a pass of Admin.Reencrypt did so far.
 type ReencryptProgress struct {
 	// Scanned jobs, of which Resealed were written with the current key.
 	Scanned, Resealed int64
+	// Sealed jobs, of the Resealed, held values stored plain that were
+	// sealed (ReencryptOptions.SealPlain).
+	Sealed int64
+	// LeftPlain jobs hold plain values SealPlain could not seal, left as
+	// they are (the job's values that can be sealed are): a value that, sealed,
+	// would be over the store's limits (store.MaxPayloadSize,
+	// store.MaxResultSize, store.MaxMetadataSize), and the values of jobs
+	// and follow-up templates of a kind the store holds as partitioned by
+	// a payload field (PartitionByPayloadField, which a host with
+	// Config.Keys refuses: a host without the ring declared it, and the
+	// store reads those partition keys from plain payloads).
+	LeftPlain int64
 	// Changed jobs changed while they were re-sealed (an attempt wrote
 	// its result): left as they are; a later pass takes them.
 	Changed int64
@@ -79,12 +110,15 @@ type ReencryptProgress struct {
 // metadata and follow-up templates, whatever the job's state — in
 // batches of ReencryptOptions.BatchSize, while the cluster runs: a job is
 // rewritten only if its payload and result did not change since it was
-// read (store.Resealer). It returns what it did; on an error (ctx ended,
-// the store failed) the progress made so far, whose Last resumes the
-// pass. Periodic schedule templates are re-sealed by the hosts that
+// read (store.Resealer). With ReencryptOptions.SealPlain it also seals
+// the values stored plain, so that a deployment that turned encryption on
+// keeps no plain job behind. It returns what it did; on an error (ctx
+// ended, the store failed) the progress made so far, whose Last resumes
+// the pass. Periodic schedule templates are re-sealed by the hosts that
 // declare them, at their Start.
 //
-// Errors: ErrNoKeys, ErrInvalidOption (BatchSize out of range),
+// Errors: ErrNoKeys, ErrInvalidOption (BatchSize out of range,
+// SecretMetadata without SealPlain or naming a partition key),
 // errors.ErrUnsupported (a store without store.JobInspector or
 // store.Resealer), or the store's error, wrapped.
 func (a *Admin) Reencrypt(ctx context.Context, opts ReencryptOptions) (ReencryptProgress, error) {
@@ -110,20 +144,37 @@ func (a *Admin) Reencrypt(ctx context.Context, opts ReencryptOptions) (Reencrypt
 	if opts.BatchSize < 1 || opts.BatchSize > store.MaxListLimit {
 		return prog, fmt.Errorf("reencrypt: %w: batch size %d not in [1, %d]", ErrInvalidOption, opts.BatchSize, store.MaxListLimit)
 	}
+	rr := resealer{keys: keys}
+	if opts.SealPlain {
+		var err error
+		if rr.plain, err = a.readPlainSealing(ctx, opts.SecretMetadata); err != nil {
+			return prog, fmt.Errorf("reencrypt: %w", err)
+		}
+	} else if len(opts.SecretMetadata) > 0 {
+		return prog, fmt.Errorf("reencrypt: %w: SecretMetadata needs SealPlain", ErrInvalidOption)
+	}
 	for {
 		page, err := in.ListJobs(ctx, &store.ListJobsParams{Order: store.OldestFirst, After: prog.Last, Limit: opts.BatchSize})
 		if err != nil {
 			return prog, fmt.Errorf("reencrypt after %s: %w", prog.Last, err)
 		}
 		var rows []store.ResealParams
+		var sealed []bool // per row: it seals plain values
 		for _, rec := range page.Jobs {
-			row, stale, err := resealRow(keys, rec)
+			row, err := rr.row(rec)
 			switch {
 			case err != nil:
 				prog.Unopenable++
 				a.log.Warn("reencrypt: job left as it is", zap.Stringer(fieldJobID, rec.ID), zap.Error(err))
-			case stale:
-				rows = append(rows, row)
+				continue
+			case row.stale || row.sealed:
+				rows = append(rows, row.ResealParams)
+				sealed = append(sealed, row.sealed)
+			}
+			if row.leftPlain != "" {
+				prog.LeftPlain++
+				a.log.Warn("reencrypt: plain values left plain", zap.Stringer(fieldJobID, rec.ID), zap.String("kind", rec.Kind),
+					zap.String("reason", row.leftPlain))
 			}
 		}
 		if len(rows) > 0 {
@@ -131,11 +182,15 @@ func (a *Admin) Reencrypt(ctx context.Context, opts ReencryptOptions) (Reencrypt
 			if err != nil {
 				return prog, fmt.Errorf("reencrypt after %s: %w", prog.Last, err)
 			}
-			for _, ok := range applied {
-				if ok {
-					prog.Resealed++
-				} else {
+			for i, ok := range applied {
+				switch {
+				case !ok:
 					prog.Changed++
+				case sealed[i]:
+					prog.Resealed++
+					prog.Sealed++
+				default:
+					prog.Resealed++
 				}
 			}
 		}
@@ -147,76 +202,200 @@ func (a *Admin) Reencrypt(ctx context.Context, opts ReencryptOptions) (Reencrypt
 			opts.Progress(prog)
 		}
 		if page.Next == uuid.Nil || len(page.Jobs) == 0 {
-			a.audit("jobs re-encrypted", zap.String("key", keys.Current()), zap.Int64("scanned", prog.Scanned),
-				zap.Int64("resealed", prog.Resealed), zap.Int64("changed", prog.Changed), zap.Int64("unopenable", prog.Unopenable))
+			a.audit("jobs re-encrypted", zap.String("key", keys.Current()), zap.Bool("seal_plain", opts.SealPlain),
+				zap.Int64("scanned", prog.Scanned), zap.Int64("resealed", prog.Resealed), zap.Int64("sealed", prog.Sealed),
+				zap.Int64("changed", prog.Changed), zap.Int64("unopenable", prog.Unopenable), zap.Int64("left_plain", prog.LeftPlain))
 			return prog, nil
 		}
 	}
 }
 
-// resealRow returns the row re-sealing rec's values with the current key,
-// and whether any value needs it.
-func resealRow(keys *KeyRing, rec *store.JobRecord) (store.ResealParams, bool, error) {
+// readPlainSealing returns what SealPlain seals: the metadata keys named,
+// checked, and the kinds whose values stay plain, from the flows the store
+// holds when the pass starts.
+func (a *Admin) readPlainSealing(ctx context.Context, secret []string) (*plainSealing, error) {
+	p := &plainSealing{secret: map[string]bool{}, payloadPartitioned: map[string]bool{}}
+	for _, k := range secret {
+		if k == "" {
+			return nil, fmt.Errorf("%w: SecretMetadata: empty metadata key", ErrInvalidOption)
+		}
+		if err := store.CheckText(k, 0); err != nil {
+			return nil, fmt.Errorf("%w: SecretMetadata key %q: %w", ErrInvalidOption, k, err)
+		}
+		p.secret[k] = true
+	}
+	fs, ok := a.store.(store.FlowStore)
+	if !ok {
+		return p, nil
+	}
+	flows, err := fs.Flows(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read kinds' partitions: %w", err)
+	}
+	for _, f := range flows {
+		src := f.Config.Partition
+		if src.PayloadField != "" {
+			p.payloadPartitioned[f.Config.Kind] = true
+		}
+		if p.secret[src.Metadata] {
+			return nil, fmt.Errorf("%w: SecretMetadata %q: kind %q partitions by it, and a sealed value cannot be partitioned on",
+				ErrInvalidOption, src.Metadata, f.Config.Kind)
+		}
+	}
+	return p, nil
+}
+
+// plainSealing configures the sealing of plain values (SealPlain).
+type plainSealing struct {
+	secret             map[string]bool // metadata keys to seal
+	payloadPartitioned map[string]bool // kinds whose values stay plain
+}
+
+// plainPolicy says whether a plain value is sealed (SealPlain), and why
+// not when it is asked for but cannot be.
+type plainPolicy struct {
+	seal bool
+	why  string
+}
+
+// resealer builds the rows of a pass.
+type resealer struct {
+	keys  *KeyRing
+	plain *plainSealing // nil: plain values stay plain
+}
+
+// resealRow is one job's row, and what it does.
+type resealRow struct {
+	store.ResealParams
+	// stale: a value sealed with an older key is re-sealed; sealed: a
+	// plain value is sealed.
+	stale, sealed bool
+	// leftPlain says why plain values that SealPlain would seal stay
+	// plain ("" for none).
+	leftPlain string
+}
+
+// row returns the row re-sealing rec's values with the current key and,
+// with r.plain, sealing its plain ones. An error is a value the ring does
+// not open.
+func (r *resealer) row(rec *store.JobRecord) (resealRow, error) {
 	refs := sealRefs{job: rec.ID, parent: rec.Parent}
 	if sched, _ := parsePeriodicKey(rec.UniqueKey); sched != "" {
 		refs.schedule = sched
 	}
-	row := store.ResealParams{ID: rec.ID, OldPayload: rec.Payload, Payload: rec.Payload, OldResult: rec.Result, Result: rec.Result}
-	stale := false
-	reseal := func(v []byte, part string, refs sealRefs) ([]byte, error) {
-		if !IsSealed(v) || SealedKeyID(v) == keys.Current() {
+	row := resealRow{ResealParams: store.ResealParams{ID: rec.ID, OldPayload: rec.Payload, Payload: rec.Payload,
+		OldResult: rec.Result, Result: rec.Result}}
+	// policy says whether the plain values of a job (or template) of kind
+	// are sealed, and why not when SealPlain asks for it.
+	policy := func(kind string) plainPolicy {
+		switch {
+		case r.plain == nil:
+			return plainPolicy{}
+		case r.plain.payloadPartitioned[kind]:
+			return plainPolicy{why: fmt.Sprintf("kind %q is partitioned by a payload field", kind)}
+		}
+		return plainPolicy{seal: true}
+	}
+	// value returns v (part of the job refs names) with the current key:
+	// re-sealed if sealed with another, sealed (bound to the name to) if
+	// plain and pol says so, as it is otherwise.
+	value := func(v []byte, part string, refs sealRefs, pol plainPolicy, to string, max int) ([]byte, error) {
+		if !IsSealed(v) {
+			if pol.why != "" {
+				row.leftPlain = pol.why
+			}
+			if !pol.seal {
+				return v, nil
+			}
+			ref, _ := refs.ref(to)
+			out, err := r.keys.seal(v, part, to, ref)
+			if err != nil {
+				return nil, err
+			}
+			if max > 0 && len(out) > max {
+				row.leftPlain = fmt.Sprintf("%s of %d bytes sealed, more than the %d allowed", part, len(out), max)
+				return v, nil
+			}
+			row.sealed = true
+			return out, nil
+		}
+		if SealedKeyID(v) == r.keys.Current() {
 			return v, nil
 		}
-		out, err := keys.reseal(v, part, refs)
+		out, err := r.keys.reseal(v, part, refs)
 		if err == nil {
-			stale = true
+			row.stale = true
 		}
 		return out, err
 	}
+	// metadata returns md with its values re-sealed, and the plain values
+	// of the secret keys sealed as pol says, or nil when none changes.
+	metadata := func(md map[string]string, refs sealRefs, pol plainPolicy, to string) (map[string]string, error) {
+		out := maps.Clone(md)
+		sealedBefore := row.sealed
+		for k, v := range md {
+			kpol := pol
+			if r.plain == nil || !r.plain.secret[k] {
+				kpol = plainPolicy{}
+			}
+			b, err := value([]byte(v), metadataPart(k), refs, kpol, to, 0)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = string(b)
+		}
+		if row.sealed != sealedBefore && store.CheckMetadata(out) != nil {
+			// Sealed, the values are over the limits: those stay plain.
+			for k, v := range md {
+				if !IsSealed(v) {
+					out[k] = v
+				}
+			}
+			row.sealed = sealedBefore
+			row.leftPlain = fmt.Sprintf("metadata sealed over the %d bytes allowed", store.MaxMetadataSize)
+		}
+		if maps.Equal(out, md) {
+			return nil, nil
+		}
+		return out, nil
+	}
+	own := policy(rec.Kind)
 	var err error
-	if row.Payload, err = reseal(rec.Payload, partPayload, refs); err != nil {
-		return row, false, err
+	if row.Payload, err = value(rec.Payload, partPayload, refs, own, bindJob, store.MaxPayloadSize); err != nil {
+		return row, err
 	}
 	if rec.Result != nil {
-		if row.Result, err = reseal(rec.Result, partResult, refs); err != nil {
-			return row, false, err
+		if row.Result, err = value(rec.Result, partResult, refs, own, bindJob, store.MaxResultSize); err != nil {
+			return row, err
 		}
 	}
-	md := maps.Clone(rec.Metadata)
-	for k, v := range rec.Metadata {
-		b, err := reseal([]byte(v), metadataPart(k), refs)
-		if err != nil {
-			return row, false, err
-		}
-		md[k] = string(b)
-	}
-	if !maps.Equal(md, rec.Metadata) {
-		row.Metadata = md
+	if row.Metadata, err = metadata(rec.Metadata, refs, own, bindJob); err != nil {
+		return row, err
 	}
 	fus := slices.Clone(rec.FollowUps)
 	changed := false
 	for i, f := range fus {
 		frefs := sealRefs{parent: rec.ID}
-		p, err := reseal(f.Job.Payload, partPayload, frefs)
+		fpol := policy(f.Job.Kind)
+		p, err := value(f.Job.Payload, partPayload, frefs, fpol, bindParent, store.MaxPayloadSize)
 		if err != nil {
-			return row, false, fmt.Errorf("follow-up %d: %w", i, err)
+			return row, fmt.Errorf("follow-up %d: %w", i, err)
 		}
-		fmd := maps.Clone(f.Job.Metadata)
-		for k, v := range f.Job.Metadata {
-			b, err := reseal([]byte(v), metadataPart(k), frefs)
-			if err != nil {
-				return row, false, fmt.Errorf("follow-up %d: %w", i, err)
+		fmd, err := metadata(f.Job.Metadata, frefs, fpol, bindParent)
+		if err != nil {
+			return row, fmt.Errorf("follow-up %d: %w", i, err)
+		}
+		if string(p) != string(f.Job.Payload) || fmd != nil {
+			fus[i].Job.Payload, changed = p, true
+			if fmd != nil {
+				fus[i].Job.Metadata = fmd
 			}
-			fmd[k] = string(b)
-		}
-		if string(p) != string(f.Job.Payload) || !maps.Equal(fmd, f.Job.Metadata) {
-			fus[i].Job.Payload, fus[i].Job.Metadata, changed = p, fmd, true
 		}
 	}
 	if changed {
 		row.FollowUps = fus
 	}
-	return row, stale, nil
+	return row, nil
 }
 
 // reseal opens sealed (part of the job refs names) and seals it again

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -23,6 +24,7 @@ import (
 // API clients, while the ring's keys must reach no one but the hosts.
 //
 //	ax jobs reencrypt [--batch N] [--after ID]   re-seal jobs with the current key
+//	    [--seal-plain [--secret-metadata K,...]] and seal the plain ones
 //	ax keys usage                                jobs and templates per key
 //	ax keys remove ID                            drop a key from the file, once unused
 
@@ -55,18 +57,33 @@ type reencryptResult struct {
 	Resealed   int64  `json:"resealed"`
 	Changed    int64  `json:"changed"`
 	Unopenable int64  `json:"unopenable"`
+	Sealed     int64  `json:"sealed"`
+	LeftPlain  int64  `json:"left_plain"`
 	Last       string `json:"last,omitempty"`
 }
 
 func jobsReencrypt(fs *flag.FlagSet) func(*env, []string) error {
 	batch := fs.Int("batch", ax.DefaultReencryptBatch, "jobs read and re-sealed per store call")
 	after := fs.String("after", "", "resume after this job ID (the last one a killed run printed)")
+	sealPlain := fs.Bool("seal-plain", false, "also seal the values stored plain (jobs from before the keys); once every host has the ring")
+	secretMD := fs.String("secret-metadata", "", "with --seal-plain, comma-separated metadata keys whose plain values are sealed too")
 	return func(e *env, args []string) error {
 		if len(args) > 0 {
 			return usageErrorf("unexpected argument %q", args[0])
 		}
 		var opts ax.ReencryptOptions
 		opts.BatchSize = *batch
+		opts.SealPlain = *sealPlain
+		if *secretMD != "" {
+			if !*sealPlain {
+				return usageErrorf("--secret-metadata needs --seal-plain")
+			}
+			for _, k := range strings.Split(*secretMD, ",") {
+				if k = strings.TrimSpace(k); k != "" {
+					opts.SecretMetadata = append(opts.SecretMetadata, k)
+				}
+			}
+		}
 		if *after != "" {
 			id, err := uuid.Parse(*after)
 			if err != nil {
@@ -90,11 +107,16 @@ func jobsReencrypt(fs *flag.FlagSet) func(*env, []string) error {
 			// One line per batch on stderr: the last one printed is where a
 			// killed run resumes (--after).
 			opts.Progress = func(p ax.ReencryptProgress) {
+				if opts.SealPlain {
+					fmt.Fprintf(e.stderr, "scanned %d, re-sealed %d (%d were plain), last %s\n", p.Scanned, p.Resealed, p.Sealed, p.Last)
+					return
+				}
 				fmt.Fprintf(e.stderr, "scanned %d, re-sealed %d, last %s\n", p.Scanned, p.Resealed, p.Last)
 			}
 		}
 		p, err := a.Reencrypt(e.ctx, opts)
-		res := reencryptResult{Key: ring.Current(), Scanned: p.Scanned, Resealed: p.Resealed, Changed: p.Changed, Unopenable: p.Unopenable}
+		res := reencryptResult{Key: ring.Current(), Scanned: p.Scanned, Resealed: p.Resealed, Changed: p.Changed, Unopenable: p.Unopenable,
+			Sealed: p.Sealed, LeftPlain: p.LeftPlain}
 		if p.Last != uuid.Nil {
 			res.Last = p.Last.String()
 		}
@@ -106,6 +128,10 @@ func jobsReencrypt(fs *flag.FlagSet) func(*env, []string) error {
 		}
 		fmt.Fprintf(e.stdout, "%d job(s) scanned, %d re-sealed with key %s, %d changed meanwhile (run again), %d not opened by the ring\n",
 			res.Scanned, res.Resealed, res.Key, res.Changed, res.Unopenable)
+		if opts.SealPlain {
+			fmt.Fprintf(e.stdout, "%d of the re-sealed held plain values, now sealed; %d job(s) keep plain values that cannot be sealed (see the log)\n",
+				res.Sealed, res.LeftPlain)
+		}
 		return nil
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
@@ -81,4 +82,78 @@ func TestEncryptionCommands(t *testing.T) {
 	out, _, code = ax("--encryption-keys", file, "jobs", "show", ids[2])
 	require.Equal(t, 0, code)
 	require.Contains(t, out, `"n":2`)
+}
+
+// TestEncryptionCommandsSealPlain: jobs stored plain before the keys are
+// sealed by jobs reencrypt --seal-plain (the metadata --secret-metadata
+// names too), and then show as encrypted without the ring; a second run
+// seals nothing.
+func TestEncryptionCommandsSealPlain(t *testing.T) {
+	k1, err := ax.GenerateKey("k1")
+	require.NoError(t, err)
+	st := memstore.New()
+	s, err := ax.New(ax.Config{Store: st, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	var ids []string
+	for i := range 3 {
+		res, err := s.Schedule(t.Context(), "mail", map[string]any{"to": "ada@example.com", "n": i},
+			ax.Metadata(map[string]string{"token": "tok-secret", "tenant": "acme"}))
+		require.NoError(t, err)
+		ids = append(ids, res.ID.String())
+	}
+	require.NoError(t, s.Stop(context.Background()))
+	file := filepath.Join(t.TempDir(), "ring.json")
+	data, err := ax.MarshalKeyRing(k1)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file, data, 0o600))
+	open := memOpener{st: st, m: &fakeMigrator{}}
+	cli := func(args ...string) (string, string, int) {
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), args, strings.NewReader(""), &out, &errOut, open)
+		return out.String(), errOut.String(), code
+	}
+
+	cases := []struct {
+		name    string
+		args    []string
+		code    int
+		out     []string
+		errOut  string
+		showOut []string // jobs show ids[0] without the ring, after
+	}{
+		{"MetadataNeedsSealPlain", []string{"--secret-metadata", "token"}, exitUsage, nil, "--secret-metadata needs --seal-plain",
+			[]string{`"to":"ada@example.com"`}},
+		{"WithoutSealPlain", nil, 0, []string{"3 job(s) scanned, 0 re-sealed with key k1"}, "",
+			[]string{`"to":"ada@example.com"`}},
+		{"SealPlain", []string{"--seal-plain", "--secret-metadata", "token", "--batch", "2"}, 0,
+			[]string{"3 job(s) scanned, 3 re-sealed with key k1", "3 of the re-sealed held plain values, now sealed; 0 job(s) keep"},
+			"scanned 2, re-sealed 2 (2 were plain), last " + ids[1],
+			[]string{"encrypted (key k1)", "acme"}},
+		{"Again", []string{"--seal-plain", "--secret-metadata", "token", "--json"}, 0,
+			[]string{`"scanned": 3`, `"resealed": 0`, `"sealed": 0`, `"left_plain": 0`}, "",
+			[]string{"encrypted (key k1)"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := cli(append([]string{"--encryption-keys", file, "jobs", "reencrypt"}, c.args...)...)
+			require.Equal(t, c.code, code, errOut)
+			for _, o := range c.out {
+				require.Contains(t, out, o)
+			}
+			require.Contains(t, errOut, c.errOut)
+			shown, _, code := cli("jobs", "show", ids[0])
+			require.Equal(t, 0, code)
+			for _, o := range c.showOut {
+				require.Contains(t, shown, o)
+			}
+		})
+	}
+	rec, err := st.Get(t.Context(), uuid.MustParse(ids[2]))
+	require.NoError(t, err)
+	require.Equal(t, "k1", ax.SealedKeyID(rec.Metadata["token"]))
+	require.Equal(t, "acme", rec.Metadata["tenant"])
+	out, _, code := cli("--encryption-keys", file, "jobs", "show", ids[2])
+	require.Equal(t, 0, code)
+	require.Contains(t, out, `"n":2`)
+	require.Contains(t, out, "tok-secret")
 }

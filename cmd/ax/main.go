@@ -105,7 +105,7 @@
 //	jobs list                {"jobs": [JOB...], "cursor": C} (cursor absent on the last page)
 //	jobs show                JOB
 //	jobs retry|cancel|delete {"operation": "retry" | "cancel" | "delete", "matched": N, "changed": N}
-//	jobs reencrypt           {"key", "scanned", "resealed", "changed", "unopenable", "last"}
+//	jobs reencrypt           {"key", "scanned", "resealed", "changed", "unopenable", "sealed", "left_plain", "last"}
 //	keys usage               [{"key", "jobs", "schedules", "in_ring"}...]
 //	keys remove              {"key": ID, "file": PATH}
 //	kinds list               {"kinds": [ax.KindState...]}

@@ -153,7 +153,7 @@ var commands = []command{
 	{"jobs retry", "[ID...]", "make dead, cancelled, paused and future jobs due now", jobsRetry},
 	{"jobs cancel", "[ID...]", "cancel jobs (running ones are asked to stop)", jobsCancel},
 	{"jobs delete", "[ID...]", "delete finished jobs (succeeded, dead, cancelled)", jobsDelete},
-	{"jobs reencrypt", "", "re-seal encrypted jobs with the current key (--encryption-keys)", jobsReencrypt},
+	{"jobs reencrypt", "", "re-seal encrypted jobs with the current key, and with --seal-plain the plain ones (--encryption-keys)", jobsReencrypt},
 	{"keys usage", "", "count the jobs each encryption key seals", keysUsage},
 	{"keys remove", "ID", "remove an encryption key from --encryption-keys, refused while jobs need it", keysRemove},
 	{"kinds list", "", "list kinds: pause state, jobs by state, nodes", kindsList},

@@ -40,6 +40,10 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"ReencryptResumes", testReencryptResumes},
 		{"Refusals", testRefusals},
 		{"NoPlainTextInLogs", testLogs},
+		{"PlainBeforeKeys", testPlainBeforeKeys},
+		{"SealPlain", testSealPlain},
+		{"SealPlainRefusals", testSealPlainRefusals},
+		{"SealPlainResumes", testSealPlainResumes},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
