@@ -1,7 +1,9 @@
 // Command encryption shows encryption at rest (ax.Config.Keys): payloads,
 // results and secret metadata are sealed before they reach the store and
-// opened only by hosts and tools holding the key ring; a new current key
-// rotates them, and an old key leaves the ring once no job needs it.
+// opened only by hosts and tools holding the key ring; jobs stored before
+// encryption was turned on are sealed by a pass of Admin.Reencrypt; a new
+// current key rotates them, and an old key leaves the ring once no job
+// needs it.
 //
 //	go run ./encryption
 //
@@ -53,11 +55,30 @@ func run(ctx context.Context, out io.Writer) error {
 	st := memstore.New()
 	defer st.Close()
 
+	// October: no keys yet, so this job's payload is stored plain.
+	october, err := ax.New(ax.Config{Store: st, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	if _, err := october.Schedule(ctx, "welcome", Welcome{Email: "bob@example.com", Name: "Bob"}, ax.In(time.Hour)); err != nil {
+		return err
+	}
+	if err := october.Stop(ctx); err != nil {
+		return err
+	}
+
 	// November: jobs are sealed with 2026-11.
 	s, err := ax.New(ax.Config{Store: st, Keys: ringNov, Logger: zap.NewNop()})
 	if err != nil {
 		return err
 	}
+	// Once every host holds the ring, one pass seals the jobs stored plain
+	// before it (ax jobs reencrypt --seal-plain does the same).
+	sealed, err := s.Admin().Reencrypt(ctx, ax.ReencryptOptions{SealPlain: true})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "sealed %d job(s) stored before encryption was on\n", sealed.Sealed)
 	res, err := s.Schedule(ctx, "welcome", Welcome{Email: "ada@example.com", Name: "Ada"},
 		ax.In(time.Hour), ax.SecretMetadata(map[string]string{"invite": "tok-123"}))
 	if err != nil {

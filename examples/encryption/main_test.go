@@ -18,10 +18,11 @@ func TestEncryptionExample(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{
+		"sealed 1 job(s) stored before encryption was on",
 		"sealed with key 2026-11",
 		`read with the ring: {"email":"ada@example.com","name":"Ada"} (invite tok-123)`,
-		"removing 2026-11 refused: 1 job(s) need it",
-		"re-encrypted 1 of 1 job(s) with 2026-12",
+		"removing 2026-11 refused: 2 job(s) need it",
+		"re-encrypted 2 of 2 job(s) with 2026-12",
 		"2026-11 can leave the ring",
 		"handler: welcome Ada <ada@example.com>, invite tok-123",
 		`result: "sent to ada@example.com" (stored sealed with 2026-12)`,
