@@ -75,10 +75,10 @@ type ReencryptOptions struct {
 	// the metadata values SecretMetadata names) are sealed bound to their
 	// job, as Schedule would have sealed them (a template to its parent),
 	// whatever the job's state, under the same fence as re-sealing; so are
-	// those of running batches' completion jobs. Turn
-	// it on only once every host has the ring: a host without it fails
-	// the jobs it can no longer read (ErrKeyMissing). What cannot be
-	// sealed is left plain and counted in ReencryptProgress.LeftPlain.
+	// those of running batches' completion jobs. Turn it on only once
+	// every host has the ring: a host without it fails the jobs it can no
+	// longer read (ErrKeyMissing). What cannot be sealed is left plain and
+	// counted in ReencryptProgress.LeftPlain.
 	SealPlain bool
 	// SecretMetadata names the metadata keys whose plain values SealPlain
 	// seals, in jobs and follow-up templates, as if they had been given to
@@ -131,10 +131,10 @@ type ReencryptProgress struct {
 // which the store holds as templates until the last child ends, are
 // re-sealed first, each only while its batch has not completed and its
 // template is as read (store.BatchResealer); one whose batch completes
-// meanwhile counts as Changed and is re-sealed among the jobs. With
-// ReencryptOptions.SealPlain it also seals
-// the values stored plain, so that a deployment that turned encryption on
-// keeps no plain job behind. It returns what it did; on an error (ctx
+// meanwhile counts as Changed, and its job is re-sealed among the jobs
+// (by a later pass if this one resumed, After, past its ID). With
+// ReencryptOptions.SealPlain it also seals the values stored plain, so
+// that a deployment that turned encryption on keeps no plain job behind. It returns what it did; on an error (ctx
 // ended, the store failed) the progress made so far, whose Last resumes
 // the pass. Periodic schedule templates are re-sealed by the hosts that
 // declare them, at their Start.
@@ -275,7 +275,7 @@ func (a *Admin) reencryptCompletions(ctx context.Context, brs store.BatchReseale
 			switch {
 			case err != nil:
 				prog.Unopenable++
-				a.log.Warn("reencrypt: batch completion job left as it is", zap.Stringer("batch", pc.Batch),
+				a.log.Warn("reencrypt: batch completion job left as it is", zap.Stringer("batch_id", pc.Batch),
 					zap.Stringer(fieldJobID, pc.Job.ID), zap.Error(err))
 				continue
 			case row.stale || row.sealed:
@@ -286,8 +286,8 @@ func (a *Admin) reencryptCompletions(ctx context.Context, brs store.BatchReseale
 			}
 			if row.leftPlain != "" {
 				prog.LeftPlain++
-				a.log.Warn("reencrypt: plain values left plain", zap.Stringer("batch", pc.Batch),
-					zap.Stringer(fieldJobID, pc.Job.ID), zap.String("kind", pc.Job.Kind), zap.String("reason", row.leftPlain))
+				a.log.Warn("reencrypt: plain values left plain", zap.Stringer("batch_id", pc.Batch),
+					zap.Stringer(fieldJobID, pc.Job.ID), zap.String(fieldKind, pc.Job.Kind), zap.String("reason", row.leftPlain))
 			}
 		}
 		if len(rows) > 0 {
