@@ -15,7 +15,11 @@ import (
 // Rotation of encryption keys (Config.Keys): a new current key seals the
 // jobs scheduled from then on, and the older keys of the ring open the
 // jobs they sealed. Admin.Reencrypt re-seals stored jobs with the current
-// key, so that an old key can be retired (Admin.CheckKeyRemoval).
+// key, so that an old key can be retired (Admin.CheckKeyRemoval). A
+// batch's completion job is held by the store as a template until the
+// batch's last child ends (store.BatchResealer): Reencrypt, KeyUsage and
+// CheckKeyRemoval reach it there, before the jobs, so that one inserted
+// meanwhile is met among the jobs.
 
 // ErrNoKeys is returned by the Admin calls that need a key ring
 // (AdminConfig.Keys, or the Scheduler's Config.Keys) when there is none.
@@ -25,16 +29,24 @@ var ErrNoKeys = errors.New("ax: no encryption key ring (AdminConfig.Keys)")
 // still need.
 var ErrKeyInUse = errors.New("ax: encryption key still seals stored jobs")
 
-// KeyInUseError refuses to retire a key: Jobs stored jobs (and Schedules
-// periodic schedule templates) still hold values it sealed.
+// KeyInUseError refuses to retire a key: Jobs stored jobs (Schedules
+// periodic schedule templates, and Batches completion jobs of batches
+// still running) still hold values it sealed.
 type KeyInUseError struct {
 	KeyID     string
 	Jobs      int64
 	Schedules int
+	// Batches counts the completion jobs of running batches, which the
+	// store holds as templates until their last child ends (not in Jobs).
+	Batches int64
 }
 
 // Error says how many jobs still need the key.
 func (e *KeyInUseError) Error() string {
+	if e.Batches > 0 {
+		return fmt.Sprintf("%v: key %q seals %d job(s), %d schedule template(s) and %d completion job(s) of running batches; run Admin.Reencrypt (ax jobs reencrypt) first",
+			ErrKeyInUse, e.KeyID, e.Jobs, e.Schedules, e.Batches)
+	}
 	return fmt.Sprintf("%v: key %q seals %d job(s) and %d schedule template(s); run Admin.Reencrypt (ax jobs reencrypt) first",
 		ErrKeyInUse, e.KeyID, e.Jobs, e.Schedules)
 }
@@ -55,17 +67,18 @@ type ReencryptOptions struct {
 	// started over from the beginning is correct too, only slower: jobs
 	// already sealed with the current key are left as they are.
 	After uuid.UUID
-	// Progress, when set, is called after each batch.
+	// Progress, when set, is called after each batch of jobs.
 	Progress func(ReencryptProgress)
 	// SealPlain also seals, with the current key, the values stored plain:
 	// those of jobs scheduled before Config.Keys was set, or by a host
 	// without it. Payloads, results and follow-up templates' payloads (and
 	// the metadata values SecretMetadata names) are sealed bound to their
 	// job, as Schedule would have sealed them (a template to its parent),
-	// whatever the job's state, under the same fence as re-sealing. Turn
-	// it on only once every host has the ring: a host without it fails
-	// the jobs it can no longer read (ErrKeyMissing). What cannot be
-	// sealed is left plain and counted in ReencryptProgress.LeftPlain.
+	// whatever the job's state, under the same fence as re-sealing; so are
+	// those of running batches' completion jobs. Turn it on only once
+	// every host has the ring: a host without it fails the jobs it can no
+	// longer read (ErrKeyMissing). What cannot be sealed is left plain and
+	// counted in ReencryptProgress.LeftPlain.
 	SealPlain bool
 	// SecretMetadata names the metadata keys whose plain values SealPlain
 	// seals, in jobs and follow-up templates, as if they had been given to
@@ -78,7 +91,11 @@ type ReencryptOptions struct {
 	SecretMetadata []string
 }
 
-// ReencryptProgress counts what a pass of Admin.Reencrypt did so far.
+// ReencryptProgress counts what a pass of Admin.Reencrypt did so far. The
+// completion jobs of running batches, held by the store as templates
+// (store.BatchResealer), count as jobs: they are visited first, in every
+// pass (a resumed one too), and their counts are in the first Progress
+// call.
 type ReencryptProgress struct {
 	// Scanned jobs, of which Resealed were written with the current key.
 	Scanned, Resealed int64
@@ -110,9 +127,14 @@ type ReencryptProgress struct {
 // metadata and follow-up templates, whatever the job's state — in
 // batches of ReencryptOptions.BatchSize, while the cluster runs: a job is
 // rewritten only if its payload and result did not change since it was
-// read (store.Resealer). With ReencryptOptions.SealPlain it also seals
-// the values stored plain, so that a deployment that turned encryption on
-// keeps no plain job behind. It returns what it did; on an error (ctx
+// read (store.Resealer). The completion jobs of batches still running,
+// which the store holds as templates until the last child ends, are
+// re-sealed first, each only while its batch has not completed and its
+// template is as read (store.BatchResealer); one whose batch completes
+// meanwhile counts as Changed, and its job is re-sealed among the jobs
+// (by a later pass if this one resumed, After, past its ID). With
+// ReencryptOptions.SealPlain it also seals the values stored plain, so
+// that a deployment that turned encryption on keeps no plain job behind. It returns what it did; on an error (ctx
 // ended, the store failed) the progress made so far, whose Last resumes
 // the pass. Periodic schedule templates are re-sealed by the hosts that
 // declare them, at their Start.
@@ -120,7 +142,9 @@ type ReencryptProgress struct {
 // Errors: ErrNoKeys, ErrInvalidOption (BatchSize out of range,
 // SecretMetadata without SealPlain or naming a partition key),
 // errors.ErrUnsupported (a store without store.JobInspector or
-// store.Resealer), or the store's error, wrapped.
+// store.Resealer, or one that keeps batches, store.BatchStore, without
+// store.BatchResealer: its batches' completion jobs would keep the old
+// key, so nothing is re-sealed), or the store's error, wrapped.
 func (a *Admin) Reencrypt(ctx context.Context, opts ReencryptOptions) (ReencryptProgress, error) {
 	prog := ReencryptProgress{Last: opts.After}
 	if err := checkContext(ctx); err != nil {
@@ -138,6 +162,10 @@ func (a *Admin) Reencrypt(ctx context.Context, opts ReencryptOptions) (Reencrypt
 	if !ok {
 		return prog, unsupported("reencrypt", a.store, "store.Resealer")
 	}
+	brs, err := a.batchResealer("reencrypt")
+	if err != nil {
+		return prog, err
+	}
 	if opts.BatchSize == 0 {
 		opts.BatchSize = DefaultReencryptBatch
 	}
@@ -152,6 +180,11 @@ func (a *Admin) Reencrypt(ctx context.Context, opts ReencryptOptions) (Reencrypt
 		}
 	} else if len(opts.SecretMetadata) > 0 {
 		return prog, fmt.Errorf("reencrypt: %w: SecretMetadata needs SealPlain", ErrInvalidOption)
+	}
+	if brs != nil {
+		if err := a.reencryptCompletions(ctx, brs, &rr, opts.BatchSize, &prog); err != nil {
+			return prog, fmt.Errorf("reencrypt: %w", err)
+		}
 	}
 	for {
 		page, err := in.ListJobs(ctx, &store.ListJobsParams{Order: store.OldestFirst, After: prog.Last, Limit: opts.BatchSize})
@@ -208,6 +241,84 @@ func (a *Admin) Reencrypt(ctx context.Context, opts ReencryptOptions) (Reencrypt
 			return prog, nil
 		}
 	}
+}
+
+// batchResealer returns the store's BatchResealer; nil for a store that
+// keeps no batches; an error wrapping errors.ErrUnsupported for one that
+// keeps batches without it, whose running batches' completion jobs the
+// Admin can neither count nor re-seal.
+func (a *Admin) batchResealer(what string) (store.BatchResealer, error) {
+	if brs, ok := a.store.(store.BatchResealer); ok {
+		return brs, nil
+	}
+	if _, ok := a.store.(store.BatchStore); !ok {
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%s: store %T keeps batches (store.BatchStore) but does not implement store.BatchResealer: "+
+		"the completion jobs of running batches, which it holds apart, cannot be counted or re-sealed: %w", what, a.store, errors.ErrUnsupported)
+}
+
+// reencryptCompletions re-seals, as Reencrypt does a job's values, the
+// completion templates of the batches still running, in pages of size,
+// counting them in prog as jobs.
+func (a *Admin) reencryptCompletions(ctx context.Context, brs store.BatchResealer, rr *resealer, size int, prog *ReencryptProgress) error {
+	after := uuid.Nil
+	for {
+		page, err := brs.PendingCompletions(ctx, after, size)
+		if err != nil {
+			return fmt.Errorf("batch completions after %s: %w", after, err)
+		}
+		var rows []store.CompletionResealParams
+		var sealed []bool // per row: it seals plain values
+		for _, pc := range page {
+			row, err := rr.row(completionRecord(&pc.Job))
+			switch {
+			case err != nil:
+				prog.Unopenable++
+				a.log.Warn("reencrypt: batch completion job left as it is", zap.Stringer("batch_id", pc.Batch),
+					zap.Stringer(fieldJobID, pc.Job.ID), zap.Error(err))
+				continue
+			case row.stale || row.sealed:
+				rows = append(rows, store.CompletionResealParams{Batch: pc.Batch,
+					OldPayload: pc.Job.Payload, OldMetadata: pc.Job.Metadata, OldFollowUps: pc.Job.FollowUps,
+					Payload: row.Payload, Metadata: row.Metadata, FollowUps: row.FollowUps})
+				sealed = append(sealed, row.sealed)
+			}
+			if row.leftPlain != "" {
+				prog.LeftPlain++
+				a.log.Warn("reencrypt: plain values left plain", zap.Stringer("batch_id", pc.Batch),
+					zap.Stringer(fieldJobID, pc.Job.ID), zap.String(fieldKind, pc.Job.Kind), zap.String("reason", row.leftPlain))
+			}
+		}
+		if len(rows) > 0 {
+			applied, err := brs.ResealCompletions(ctx, rows)
+			if err != nil {
+				return fmt.Errorf("batch completions after %s: %w", after, err)
+			}
+			for i, ok := range applied {
+				switch {
+				case !ok:
+					prog.Changed++
+				case sealed[i]:
+					prog.Resealed++
+					prog.Sealed++
+				default:
+					prog.Resealed++
+				}
+			}
+		}
+		prog.Scanned += int64(len(page))
+		if len(page) < size {
+			return nil
+		}
+		after = page[len(page)-1].Batch
+	}
+}
+
+// completionRecord returns a batch's completion template as the job it
+// will be, for resealer.row and recordKeys.
+func completionRecord(p *store.InsertParams) *store.JobRecord {
+	return &store.JobRecord{ID: p.ID, Kind: p.Kind, Payload: p.Payload, Metadata: p.Metadata, FollowUps: p.FollowUps}
 }
 
 // readPlainSealing returns what SealPlain seals: the metadata keys named,
@@ -411,30 +522,103 @@ func (r *KeyRing) reseal(sealed []byte, part string, refs sealRefs) ([]byte, err
 	return r.seal(plain, part, to, ref)
 }
 
-// KeyUsage counts, per key ID, the stored jobs holding a value it sealed
-// (a job sealed under two keys, mid-rotation, counts for both), and the
-// periodic schedule templates. It reads every job, in pages of
+// KeyUses counts what holds values sealed with one key (Admin.KeyUses).
+type KeyUses struct {
+	// Jobs are stored jobs.
+	Jobs int64 `json:"jobs"`
+	// Schedules are periodic schedule templates.
+	Schedules int `json:"schedules"`
+	// Batches are the completion jobs of batches still running, which the
+	// store holds as templates until their last child ends.
+	Batches int64 `json:"batches"`
+}
+
+// KeyUses counts, per key ID, the stored jobs holding a value it sealed
+// (a job sealed under two keys, mid-rotation, counts for both), the
+// periodic schedule templates, and the completion jobs of batches still
+// running (read first: one whose batch completes meanwhile counts among
+// the jobs too, never in neither). It reads every job, in pages of
 // store.MaxListLimit. It needs no key ring. Errors: errors.ErrUnsupported
-// (no store.JobInspector), or the store's error, wrapped.
+// (no store.JobInspector, or a store.BatchStore without
+// store.BatchResealer, whose batches' completion jobs cannot be counted),
+// or the store's error, wrapped.
+func (a *Admin) KeyUses(ctx context.Context) (map[string]KeyUses, error) {
+	uses, err := a.keyUses(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("key usage: %w", err)
+	}
+	return uses, nil
+}
+
+// KeyUsage counts, per key ID, the stored jobs holding a value it sealed
+// (a job sealed under two keys, mid-rotation, counts for both), counting
+// as jobs the completion jobs of batches still running, and the
+// periodic schedule templates. KeyUses tells the completion jobs apart;
+// errors are its own.
 func (a *Admin) KeyUsage(ctx context.Context) (jobs map[string]int64, schedules map[string]int, err error) {
-	if err := checkContext(ctx); err != nil {
+	uses, err := a.keyUses(ctx)
+	if err != nil {
 		return nil, nil, fmt.Errorf("key usage: %w", err)
+	}
+	jobs, schedules = map[string]int64{}, map[string]int{}
+	for id, u := range uses {
+		if n := u.Jobs + u.Batches; n > 0 {
+			jobs[id] = n
+		}
+		if u.Schedules > 0 {
+			schedules[id] = u.Schedules
+		}
+	}
+	return jobs, schedules, nil
+}
+
+// keyUses is KeyUses, its errors not wrapped.
+func (a *Admin) keyUses(ctx context.Context) (map[string]KeyUses, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, err
 	}
 	in, ok := a.store.(store.JobInspector)
 	if !ok {
-		return nil, nil, unsupported("key usage", a.store, "store.JobInspector")
+		return nil, fmt.Errorf("store %T does not implement store.JobInspector: %w", a.store, errors.ErrUnsupported)
 	}
-	jobs, schedules = map[string]int64{}, map[string]int{}
+	brs, err := a.batchResealer("batch completions")
+	if err != nil {
+		return nil, err
+	}
+	uses := map[string]KeyUses{}
+	add := func(ids map[string]bool, f func(*KeyUses)) {
+		for id := range ids {
+			u := uses[id]
+			f(&u)
+			uses[id] = u
+		}
+	}
+	// Completion templates first: one that becomes a job meanwhile is
+	// then among the jobs read after.
+	if brs != nil {
+		after := uuid.Nil
+		for {
+			page, err := brs.PendingCompletions(ctx, after, store.MaxListLimit)
+			if err != nil {
+				return nil, fmt.Errorf("batch completions: %w", err)
+			}
+			for i := range page {
+				add(recordKeys(completionRecord(&page[i].Job)), func(u *KeyUses) { u.Batches++ })
+			}
+			if len(page) < store.MaxListLimit {
+				break
+			}
+			after = page[len(page)-1].Batch
+		}
+	}
 	after := uuid.Nil
 	for {
 		page, err := in.ListJobs(ctx, &store.ListJobsParams{Order: store.OldestFirst, After: after, Limit: store.MaxListLimit})
 		if err != nil {
-			return nil, nil, fmt.Errorf("key usage: %w", err)
+			return nil, err
 		}
 		for _, rec := range page.Jobs {
-			for id := range recordKeys(rec) {
-				jobs[id]++
-			}
+			add(recordKeys(rec), func(u *KeyUses) { u.Jobs++ })
 		}
 		if page.Next == uuid.Nil || len(page.Jobs) == 0 {
 			break
@@ -444,31 +628,31 @@ func (a *Admin) KeyUsage(ctx context.Context) (jobs map[string]int64, schedules 
 	if pc, ok := a.store.(store.PeriodicController); ok {
 		states, err := pc.ListPeriodic(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("key usage: schedules: %w", err)
+			return nil, fmt.Errorf("schedules: %w", err)
 		}
 		for _, st := range states {
 			if st.Job == nil {
 				continue
 			}
-			for id := range insertKeys(st.Job) {
-				schedules[id]++
-			}
+			add(insertKeys(st.Job), func(u *KeyUses) { u.Schedules++ })
 		}
 	}
-	return jobs, schedules, nil
+	return uses, nil
 }
 
-// CheckKeyRemoval returns nil when no stored job or schedule template
-// holds a value sealed with key id, so that it can leave the key rings,
-// and a *KeyInUseError (ErrKeyInUse) with the counts otherwise. Errors as
-// for KeyUsage besides.
+// CheckKeyRemoval returns nil when no stored job, schedule template or
+// completion job of a running batch holds a value sealed with key id, so
+// that it can leave the key rings, and a *KeyInUseError (ErrKeyInUse)
+// with the counts otherwise. Errors as for KeyUses besides: a store that
+// keeps batches without store.BatchResealer is refused
+// (errors.ErrUnsupported), as it cannot tell.
 func (a *Admin) CheckKeyRemoval(ctx context.Context, id string) error {
-	jobs, schedules, err := a.KeyUsage(ctx)
+	uses, err := a.keyUses(ctx)
 	if err != nil {
 		return fmt.Errorf("remove key %q: %w", id, err)
 	}
-	if jobs[id] > 0 || schedules[id] > 0 {
-		return fmt.Errorf("remove key %q: %w", id, &KeyInUseError{KeyID: id, Jobs: jobs[id], Schedules: schedules[id]})
+	if u := uses[id]; u.Jobs > 0 || u.Schedules > 0 || u.Batches > 0 {
+		return fmt.Errorf("remove key %q: %w", id, &KeyInUseError{KeyID: id, Jobs: u.Jobs, Schedules: u.Schedules, Batches: u.Batches})
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ import (
 //
 //	ax jobs reencrypt [--batch N] [--after ID]   re-seal jobs with the current key
 //	    [--seal-plain [--secret-metadata K,...]] and seal the plain ones
-//	ax keys usage                                jobs and templates per key
+//	ax keys usage                                jobs, templates and batch completions per key
 //	ax keys remove ID                            drop a key from the file, once unused
 
 // keyRing returns the key ring of --encryption-keys, or nil without one.
@@ -136,11 +136,14 @@ func jobsReencrypt(fs *flag.FlagSet) func(*env, []string) error {
 	}
 }
 
-// keyUsage is one row of keys usage.
+// keyUsage is one row of keys usage. Batches counts the completion jobs
+// of running batches, held apart until their last child ends (not in
+// Jobs).
 type keyUsage struct {
 	Key       string `json:"key"`
 	Jobs      int64  `json:"jobs"`
 	Schedules int    `json:"schedules"`
+	Batches   int64  `json:"batches"`
 	InRing    bool   `json:"in_ring"`
 }
 
@@ -158,15 +161,12 @@ func keysUsage(fs *flag.FlagSet) func(*env, []string) error {
 			return err
 		}
 		defer release()
-		jobs, schedules, err := a.KeyUsage(e.ctx)
+		uses, err := a.KeyUses(e.ctx)
 		if err != nil {
 			return err
 		}
 		ids := map[string]bool{}
-		for id := range jobs {
-			ids[id] = true
-		}
-		for id := range schedules {
+		for id := range uses {
 			ids[id] = true
 		}
 		if ring != nil {
@@ -182,12 +182,14 @@ func keysUsage(fs *flag.FlagSet) func(*env, []string) error {
 				}
 			}
 		}) {
-			rows = append(rows, keyUsage{Key: id, Jobs: jobs[id], Schedules: schedules[id], InRing: ring != nil && ring.Has(id)})
+			u := uses[id]
+			rows = append(rows, keyUsage{Key: id, Jobs: u.Jobs, Schedules: u.Schedules, Batches: u.Batches,
+				InRing: ring != nil && ring.Has(id)})
 		}
 		if e.global.json {
 			return printJSON(e.stdout, rows)
 		}
-		t := newTable(e.stdout, "KEY", "JOBS", "SCHEDULES", "IN RING")
+		t := newTable(e.stdout, "KEY", "JOBS", "SCHEDULES", "BATCHES", "IN RING")
 		for _, r := range rows {
 			in := "no"
 			if r.InRing {
@@ -196,7 +198,7 @@ func keysUsage(fs *flag.FlagSet) func(*env, []string) error {
 					in = "current"
 				}
 			}
-			t.row(r.Key, fmt.Sprint(r.Jobs), fmt.Sprint(r.Schedules), in)
+			t.row(r.Key, fmt.Sprint(r.Jobs), fmt.Sprint(r.Schedules), fmt.Sprint(r.Batches), in)
 		}
 		return t.flush()
 	}

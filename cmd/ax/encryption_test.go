@@ -70,8 +70,9 @@ func TestEncryptionCommands(t *testing.T) {
 
 	out, _, code = ax("--encryption-keys", file, "keys", "usage")
 	require.Equal(t, 0, code)
-	require.Regexp(t, `k1\s+0\s+0\s+yes`, out)
-	require.Regexp(t, `k2\s+3\s+0\s+current`, out)
+	require.Regexp(t, `KEY\s+JOBS\s+SCHEDULES\s+BATCHES\s+IN RING`, out)
+	require.Regexp(t, `k1\s+0\s+0\s+0\s+yes`, out)
+	require.Regexp(t, `k2\s+3\s+0\s+0\s+current`, out)
 
 	out, errOut, code = ax("--encryption-keys", file, "keys", "remove", "k1")
 	require.Equal(t, 0, code, errOut)
@@ -82,6 +83,68 @@ func TestEncryptionCommands(t *testing.T) {
 	out, _, code = ax("--encryption-keys", file, "jobs", "show", ids[2])
 	require.Equal(t, 0, code)
 	require.Contains(t, out, `"n":2`)
+}
+
+// TestEncryptionCommandsBatch: the completion job of a running batch,
+// which the store holds apart, is counted by keys usage (batches) and
+// keys remove, and re-sealed by jobs reencrypt.
+func TestEncryptionCommandsBatch(t *testing.T) {
+	k1, err := ax.GenerateKey("k1")
+	require.NoError(t, err)
+	k2, err := ax.GenerateKey("k2")
+	require.NoError(t, err)
+	ring1, err := ax.NewKeyRing(k1)
+	require.NoError(t, err)
+	st := memstore.New()
+	s, err := ax.New(ax.Config{Store: st, Keys: ring1, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	_, err = s.ScheduleBatch(t.Context(), ax.Batch{
+		Children:   []ax.Request{{Kind: "part", Payload: map[string]any{"n": 1}}, {Kind: "part", Payload: map[string]any{"n": 2}}},
+		Completion: ax.Request{Kind: "report", Payload: map[string]any{"to": "ada@example.com"}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, s.Stop(context.Background()))
+	file := filepath.Join(t.TempDir(), "ring.json")
+	data, err := ax.MarshalKeyRing(k2, k1)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file, data, 0o600))
+	open := memOpener{st: st, m: &fakeMigrator{}}
+	cli := func(args ...string) (string, string, int) {
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), append([]string{"--encryption-keys", file}, args...), strings.NewReader(""), &out, &errOut, open)
+		return out.String(), errOut.String(), code
+	}
+	cases := []struct {
+		name string
+		args []string
+		code int
+		out  []string // substrings of stdout, or of stderr when code is not 0
+		re   []string // patterns it matches
+	}{
+		{"UsageBefore", []string{"keys", "usage", "--json"}, 0,
+			[]string{`"key": "k1"`, `"jobs": 2`, `"batches": 1`}, nil},
+		{"RemoveRefused", []string{"keys", "remove", "k1"}, exitError,
+			[]string{`key "k1" seals 2 job(s), 0 schedule template(s) and 1 completion job(s) of running batches`}, nil},
+		{"Reencrypt", []string{"jobs", "reencrypt"}, 0, []string{"3 job(s) scanned, 3 re-sealed with key k2"}, nil},
+		{"UsageAfter", []string{"keys", "usage"}, 0, nil,
+			[]string{`k1\s+0\s+0\s+0\s+yes`, `k2\s+2\s+0\s+1\s+current`}},
+		{"Removed", []string{"keys", "remove", "k1"}, 0, []string{"key k1 removed"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := cli(c.args...)
+			require.Equal(t, c.code, code, errOut)
+			if code != 0 {
+				out = errOut
+			}
+			for _, o := range c.out {
+				require.Contains(t, out, o)
+			}
+			for _, re := range c.re {
+				require.Regexp(t, re, out)
+			}
+		})
+	}
 }
 
 // TestEncryptionCommandsSealPlain: jobs stored plain before the keys are

@@ -106,7 +106,7 @@
 //	jobs show                JOB
 //	jobs retry|cancel|delete {"operation": "retry" | "cancel" | "delete", "matched": N, "changed": N}
 //	jobs reencrypt           {"key", "scanned", "resealed", "changed", "unopenable", "sealed", "left_plain", "last"}
-//	keys usage               [{"key", "jobs", "schedules", "in_ring"}...]
+//	keys usage               [{"key", "jobs", "schedules", "batches", "in_ring"}...]
 //	keys remove              {"key": ID, "file": PATH}
 //	kinds list               {"kinds": [ax.KindState...]}
 //	kinds pause|resume       ax.KindState

@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"SealPlain", testSealPlain},
 		{"SealPlainRefusals", testSealPlainRefusals},
 		{"SealPlainResumes", testSealPlainResumes},
+		{"BatchCompletion", testBatchCompletion},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })

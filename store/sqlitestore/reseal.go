@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/axsched/ax/store"
 )
 
@@ -57,6 +59,123 @@ func (s *Store) Reseal(ctx context.Context, rows []store.ResealParams) ([]bool, 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reseal: %w", err)
+	}
+	return ok, nil
+}
+
+var _ store.BatchResealer = (*Store)(nil)
+
+// pendingCompletionsSQL pages through the batches not completed, by ID.
+const pendingCompletionsSQL = `SELECT id, completion, template FROM batches
+WHERE completed = 0 AND id > ? ORDER BY id LIMIT ?`
+
+// setTemplateSQL rewrites a batch's completion template while the batch
+// has not completed.
+const setTemplateSQL = `UPDATE batches SET template = ? WHERE id = ? AND completed = 0`
+
+// PendingCompletions implements store.BatchResealer.
+func (s *Store) PendingCompletions(ctx context.Context, after uuid.UUID, limit int) ([]store.PendingCompletion, error) {
+	if limit < 1 || limit > store.MaxListLimit {
+		return nil, fmt.Errorf("pending completions: %w: limit %d not in [1, %d]", store.ErrInvalidParams, limit, store.MaxListLimit)
+	}
+	out := []store.PendingCompletion{}
+	err := s.read(ctx, false, func(r *rtx) error {
+		out = out[:0]
+		rows, err := r.queryText(pendingCompletionsSQL, after[:], limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, completion []byte
+			var tmpl string
+			if err := rows.Scan(&id, &completion, &tmpl); err != nil {
+				return err
+			}
+			pc, err := pendingCompletion(id, completion, tmpl)
+			if err != nil {
+				return err
+			}
+			out = append(out, pc)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pending completions: %w", err)
+	}
+	return out, nil
+}
+
+// pendingCompletion decodes a batch's row.
+func pendingCompletion(id, completion []byte, tmpl string) (store.PendingCompletion, error) {
+	b, err := idFrom(id)
+	if err != nil {
+		return store.PendingCompletion{}, err
+	}
+	c, err := idFrom(completion)
+	if err != nil {
+		return store.PendingCompletion{}, err
+	}
+	p, err := decodeParams(tmpl)
+	if err != nil {
+		return store.PendingCompletion{}, fmt.Errorf("batch %s completion: %w", b, err)
+	}
+	p.ID = c
+	return store.PendingCompletion{Batch: b, Job: *p}, nil
+}
+
+// ResealCompletions implements store.BatchResealer, in one write
+// transaction.
+func (s *Store) ResealCompletions(ctx context.Context, rows []store.CompletionResealParams) ([]bool, error) {
+	for i := range rows {
+		if err := rows[i].Validate(); err != nil {
+			return nil, fmt.Errorf("reseal completion row %d: %w", i, err)
+		}
+	}
+	ok := make([]bool, len(rows))
+	err := s.write(ctx, func(w *wtx) error {
+		clear(ok)
+		for i := range rows {
+			p := &rows[i]
+			var completion []byte
+			var tmpl string
+			var completed int64
+			err := w.queryRow(qBatchLoad, p.Batch[:]).Scan(&completion, &tmpl, &completed)
+			if isNoRows(err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if completed != 0 {
+				continue
+			}
+			t, err := decodeParams(tmpl)
+			if err != nil {
+				return fmt.Errorf("batch %s completion: %w", p.Batch, err)
+			}
+			if !p.Holds(t) {
+				continue
+			}
+			p.Apply(t)
+			enc, err := encodeParams(t)
+			if err != nil {
+				return fmt.Errorf("row %d: %w: %w", i, store.ErrInvalidParams, err)
+			}
+			res, err := w.tx.ExecContext(w.ctx, setTemplateSQL, enc, p.Batch[:])
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			ok[i] = n == 1
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reseal completions: %w", err)
 	}
 	return ok, nil
 }

@@ -135,6 +135,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FlowAging", testFlowAging},
 		{"InsertClaimed", testInsertClaimed},
 		{"Reseal", testReseal},
+		{"BatchReseal", testBatchReseal},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) { a.run(t, newStore) })
