@@ -63,6 +63,7 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		calls, last int64
 		cpu         float64
 		perProc     []any
+		claims      []any
 	)
 	for _, w := range workers {
 		res, err := w.stop()
@@ -73,6 +74,8 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		last = max(last, res.StopNS)
 		cpu += res.UserS + res.SysS
 		perProc = append(perProc, res.Count)
+		c := res.Claims
+		claims = append(claims, fmt.Sprintf("calls %d empty %d short %d jobs/call %.1f mean %.1fms;", c.Calls, c.Empty, c.Short, float64(c.Jobs)/float64(max(c.Calls, 1)), float64(c.NS)/float64(max(c.Calls, 1))/1e6))
 	}
 	workers = nil
 	if waitErr != nil {
@@ -91,6 +94,7 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 	r.check("jobs not at attempt 1", float64(notFirst), "count", "= 0", notFirst == 0)
 	r.check("jobs succeeded", float64(succeeded), "count", fmt.Sprintf("= %d", o.n), succeeded == int64(o.n))
 	r.Params["calls_per_proc"] = fmt.Sprint(perProc...)
+	r.Params["claims_per_proc"] = fmt.Sprint(claims...)
 	r.note("jobs/s: N / (the instant all processes were told to start → the last one's Stop returned, every outcome written; Stop is requested when the handler calls add up to N); processes set up (pool, migrate check, handlers) before that")
 	return r, nil
 }

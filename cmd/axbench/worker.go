@@ -43,6 +43,8 @@ type workerResult struct {
 	// Claim call that took it began and returned (host clock, Unix ns;
 	// zero for a job Schedule started directly).
 	Starts []startRecord `json:"starts,omitempty"`
+	// Claims counts the worker's Claim calls.
+	Claims claimCounts `json:"claims"`
 }
 
 // workerMain is a worker process: a Scheduler on -dsn running no-op jobs.
@@ -129,11 +131,12 @@ func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile strin
 	}
 	defer st.Close()
 	var claims *claimTimes // nil records nothing
-	var axStore store.Store = st
+	counter := &claimCounter{Store: st, claim: st.Claim}
 	if fl.starts {
 		claims = &claimTimes{Store: st}
-		axStore = claims
+		counter.claim = claims.Claim
 	}
+	var axStore store.Store = counter
 	s, err := ax.New(ax.Config{Store: axStore, Workers: workers})
 	if err != nil {
 		return err
@@ -225,7 +228,7 @@ loop:
 	_, hwm := memStatus()
 	mu.Lock()
 	res := workerResult{Count: count.Load(), LastNS: last.Load(), StopNS: stoppedAt, UserS: (u1 - u0).Seconds(), SysS: (s1 - s0).Seconds(),
-		RSSKB: rss, PeakKB: max(peak, rss), HWMKB: hwm, LagsUS: lagsUS, EarlyCnt: early.Load(), Starts: starts}
+		RSSKB: rss, PeakKB: max(peak, rss), HWMKB: hwm, LagsUS: lagsUS, EarlyCnt: early.Load(), Starts: starts, Claims: counter.counts()}
 	b, err := json.Marshal(res)
 	mu.Unlock()
 	if err != nil {

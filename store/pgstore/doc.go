@@ -134,8 +134,10 @@
 // strict priority, run_at), and only then locked, one primary-key
 // probe each, FOR UPDATE SKIP LOCKED with state and run_at re-checked. If
 // some were skipped (another claim holds or took them), a second round
-// ranks the remaining candidates behind the rows already locked and locks
-// those that fit. A claim thus locks the rows it returns and no others. The
+// scans each range that lost rows again in run_at order, past the rows
+// already locked, and locks FOR UPDATE SKIP LOCKED as many as the range
+// lost, however many rows other claims hold ahead of them. A claim thus
+// locks the rows it returns and no others. The
 // same statement stamps owner, lease_token (gen_random_uuid()), attempt + 1
 // and lease_expires_at from the database's now(), returns now(), and takes
 // ClaimResult.NextRunAt from its own candidates (each range fetched more

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
@@ -89,9 +90,12 @@ func TestGenericPlansAreLinear(t *testing.T) {
 	}
 
 	sqls := s.BatchSQL()
-	for _, c := range planCases() {
+	for _, c := range planCases(pool, sqls) {
 		t.Run(c.name, func(t *testing.T) {
 			sql := sqls[c.name]
+			if c.sql != "" {
+				sql = sqls[c.sql]
+			}
 			work := map[int]planWork{}
 			for _, n := range []int{100, 1000} {
 				args := c.args(ctx, t, conn, n)
@@ -136,10 +140,18 @@ func TestGenericPlansAreLinear(t *testing.T) {
 
 type planCase struct {
 	name string
+	sql  string // the BatchSQL statement, when not name
 	args func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any
 }
 
-func planCases() []planCase {
+// planCases are the statements TestGenericPlansAreLinear runs, from sqls
+// (Store.BatchSQL); pool is another connection to the same database, for
+// a claim held beside one.
+func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
+	var rollback func() // the held claim of claimBesideHeld's last n
+	claimArgs := func(n int, owner string) []any {
+		return []any{[]string{"due"}, []int32{int32(n)}, int32(n), owner, int64(60e6), int64(60e6), nil, int64(10e3)}
+	}
 	leases := func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) ([][16]byte, [][16]byte) {
 		rows, _ := conn.Query(ctx, `SELECT id, lease_token FROM ax.jobs WHERE state = 'running' ORDER BY id LIMIT $1`, n)
 		var ids, tokens [][16]byte
@@ -154,10 +166,33 @@ func planCases() []planCase {
 		return ids, tokens
 	}
 	return []planCase{
-		{"claim", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
-			return []any{[]string{"due"}, []int32{int32(n)}, int32(n), "plans", int64(60e6), int64(60e6), nil, int64(10e3)}
+		{"claim", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+			return claimArgs(n, "plans")
 		}},
-		{"finish", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+		// The claim beside another claim of n jobs held open on another
+		// connection: its first round loses all n to the held locks, and
+		// its second scans past them and locks n others.
+		{"claimBesideHeld", "claim", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			if rollback != nil {
+				rollback()
+			}
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rollback = func() { _ = tx.Rollback(context.Background()) }
+			t.Cleanup(rollback)
+			rows, _ := tx.Query(ctx, sqls["claim"], claimArgs(n, "holder")...)
+			held := 0
+			for rows.Next() {
+				held++
+			}
+			if err := rows.Err(); err != nil || held != n {
+				t.Fatalf("the held claim took %d jobs of %d: %v", held, n, err)
+			}
+			return claimArgs(n, "plans")
+		}},
+		{"finish", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids, tokens := leases(ctx, t, conn, n)
 			outcomes := make([]int32, n)
 			delays := make([]int64, n)
@@ -171,14 +206,14 @@ func planCases() []planCase {
 			lo, hi := historyToday(ctx, t, conn)
 			return []any{ids, tokens, outcomes, delays, errs, "ax", lo, hi}
 		}},
-		{"flowClaim", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+		{"flowClaim", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			// One kind, a concurrency limit that does not bind, no
 			// partitions, rates or breaker probe; $11 the clock.
 			none32, none64 := []int32{0}, []int64{0}
 			return []any{[]string{"due"}, []int32{int32(n)}, []int32{int32(10 * n)}, []bool{false}, none32, none32, none64,
 				int32(n), "plans", int64(60e6), time.Now(), int64(0), none64, []*string{nil}, none32, []bool{false}}
 		}},
-		{"flowFinish", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+		{"flowFinish", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids, tokens := leases(ctx, t, conn, n)
 			outcomes := make([]int32, n)
 			delays := make([]int64, n)
@@ -189,7 +224,7 @@ func planCases() []planCase {
 			lo, hi := historyToday(ctx, t, conn)
 			return []any{ids, tokens, outcomes, delays, errs, "ax", []string{"run"}, lo, hi}
 		}},
-		{"setKeys", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+		{"setKeys", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids := idsOf(ctx, t, conn, `SELECT id FROM ax.jobs WHERE state = 'scheduled' ORDER BY id LIMIT $1`, n)
 			pkeys, skeys, counted := make([]string, n), make([]string, n), make([]bool, n)
 			for i := range ids {
@@ -197,11 +232,11 @@ func planCases() []planCase {
 			}
 			return []any{ids, pkeys, skeys, counted}
 		}},
-		{"extend", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+		{"extend", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids, tokens := leases(ctx, t, conn, n)
 			return []any{ids, tokens, int64(60e6)}
 		}},
-		{"insertMany", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+		{"insertMany", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			ids := make([]uuid.UUID, n)
 			kinds := make([]string, n)
 			payloads := make([][]byte, n)
@@ -219,22 +254,22 @@ func planCases() []planCase {
 			periods, windows := make([]int32, n), make([]int64, n)
 			return []any{ids, kinds, payloads, metas, prios, runAts, maxes, keys, global, finished, periods, windows}
 		}},
-		{"rescue", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+		{"rescue", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			return []any{n, "ax"}
 		}},
-		{"prune", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+		{"prune", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			return []any{int64(time.Hour / time.Microsecond), n}
 		}},
-		{"archive", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+		{"archive", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			return []any{time.Unix(0, 0), n}
 		}},
-		{"move", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+		{"move", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			return []any{idsOf(ctx, t, conn, `SELECT id FROM ax.jobs WHERE state = 'succeeded' ORDER BY id LIMIT $1`, n)}
 		}},
-		{"restore", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+		{"restore", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			return []any{idsOf(ctx, t, conn, `SELECT id FROM ax.jobs_history ORDER BY id LIMIT $1`, n)}
 		}},
-		{"pruneHistory", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+		{"pruneHistory", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			return []any{time.Now().Add(-time.Hour), n}
 		}},
 	}

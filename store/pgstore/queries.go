@@ -151,7 +151,7 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		// cand chooses without locking: for each requested (kind,
 		// priority), a range scan of jobs_claim_idx in run_at order takes
 		// the due rows, up to a quarter more than the claim could take
-		// from the range (slack for rows another claimer holds), and, when
+		// from the range (so that a row it leaves gives NextRunAt), and, when
 		// fewer are due, the first future row, from a second descent that
 		// starts at now() rather than at the range's start, where the dead
 		// entries of claimed rows gather while a snapshot holds back
@@ -166,8 +166,16 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		// locks exactly those rows, by primary key, with SKIP LOCKED,
 		// re-checking that each is still claimable and due.
 		// Only when some were skipped (another claimer holds or took them)
-		// does second rank the remaining candidates behind the rows
-		// already locked and locked2 lock the ones that fit.
+		// does lost count them per range and locked2 scan each such range
+		// again, in run_at order from its cursor, past the rows locked1
+		// holds, locking with SKIP LOCKED as many as that range lost: the
+		// rows another claim holds are stepped over however many they
+		// are, and the claim still takes no more per range, so per kind
+		// or in all, than its first choice. (Its candidates' spare
+		// quarter used to be all a second round could take: a claim that
+		// asked for a few jobs while another host's larger claim held the
+		// head of the queue got none, and a cluster of four hosts made
+		// half its claims for nothing, issue 24.)
 		//
 		// $7 (claim cursors, cursor.go) gives each range a lower bound
 		// on run_at (NULL: its start); the third column returns, per
@@ -234,26 +242,25 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		FOR UPDATE SKIP LOCKED
 	) l
 	WHERE r.first
-), second AS MATERIALIZED (
-	SELECT id, src, krn, lim, count(*) FILTER (WHERE krn <= lim) OVER (ORDER BY src, ` + plainClaimOrderSQL + `) AS n
-	FROM (
-		SELECT u.*, row_number() OVER (PARTITION BY kind ORDER BY src, ` + plainClaimOrderSQL + `) AS krn
-		FROM (
-			SELECT id, kind, priority, run_at, lim, aged, 0 AS src FROM locked1
-			UNION ALL
-			SELECT id, kind, priority, run_at, lim, aged, 1 FROM ranked WHERE NOT first
-		) u
-	) r
-	WHERE (SELECT count(*) FROM locked1) < (SELECT count(*) FROM ranked WHERE first)
+), lost AS MATERIALIZED (
+	SELECT kind, priority, count(*) AS n FROM ranked
+	WHERE first AND id NOT IN (SELECT id FROM locked1) -- a hashed subplan
+	GROUP BY kind, priority
 ), locked2 AS MATERIALIZED (
-	SELECT s.id
-	FROM second s
+	SELECT c.id
+	FROM unnest($1::text[]) WITH ORDINALITY AS k(kind, ord)
+	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
+	JOIN lost l ON l.kind = k.kind AND l.priority = p.priority
 	CROSS JOIN LATERAL (
-		SELECT 1 FROM {jobs} j
-		WHERE j.id = s.id AND (j.state IN ` + claimableSQL + `) IS TRUE AND j.run_at <= now() + $8::bigint * interval '1 microsecond'
+		SELECT j.id FROM {jobs} j
+		WHERE j.kind = k.kind AND j.priority = p.priority
+		  AND j.state IN ` + claimableSQL + ` AND j.run_at <= now() + $8::bigint * interval '1 microsecond'
+		  AND j.run_at >= coalesce(($7::timestamptz[])[(k.ord::int - 1) * 3 + p.priority], '-infinity')
+		  AND j.id NOT IN (SELECT id FROM locked1)
+		ORDER BY j.run_at
+		LIMIT l.n
 		FOR UPDATE SKIP LOCKED
-	) l
-	WHERE s.src = 1 AND s.krn <= s.lim AND s.n <= $3
+	) c
 ), claimed AS (
 	-- No state test: locked1 and locked2 checked it on the rows they hold.
 	UPDATE {jobs} j SET

@@ -1,0 +1,117 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/internal/pgtest"
+	"github.com/axsched/ax/store/pgstore"
+)
+
+// TestClaimStepsOverAHeldClaim holds one claim open at the head of the
+// queue (another host's claim in flight) and makes a second claim beside
+// it, also held open: the second must take all it asked for, none of the
+// held claim's jobs, and lock no row it does not take. A claim used to
+// retry only over its candidates' spare quarter, so a small claim beside
+// a larger one got none (issue 24: half the claims of four hosts came
+// back empty); this fails on that code in every case.
+func TestClaimStepsOverAHeldClaim(t *testing.T) {
+	t.Parallel()
+	type claim struct {
+		kinds  []string
+		limits []int32
+		limit  int32
+	}
+	one := func(n int32) claim { return claim{[]string{"a"}, []int32{n}, n} }
+	cases := []struct {
+		name          string
+		first, second claim
+		want          map[string]int // jobs of each kind the second claim takes
+	}{
+		{"small beside large", one(50), one(5), map[string]int{"a": 5}},
+		{"equal", one(50), one(50), map[string]int{"a": 50}},
+		{"larger beside small", one(10), one(30), map[string]int{"a": 30}},
+		{"kind limits", one(40), claim{[]string{"a", "b"}, []int32{5, 5}, 10}, map[string]int{"a": 5, "b": 5}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			pool := pgtest.Pool(t)
+			s, err := pgstore.New(ctx, pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			// 200 due jobs of each kind at normal priority, and 200 of
+			// kind a at low priority, which must not stand in for them.
+			_, err = pool.Exec(ctx, `INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts)
+				SELECT gen_random_uuid(), k, '{}', p, t, t, 3
+				FROM (VALUES ('a', 2), ('b', 2), ('a', 3)) AS r(k, p), generate_series(1, 200) i,
+				     LATERAL (SELECT now() - i * interval '1 millisecond' AS t) ts`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hold := func(cl claim, owner string) (pgx.Tx, map[uuid.UUID]string) {
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+				rows, _ := tx.Query(ctx, s.ClaimSQL(), cl.kinds, cl.limits, cl.limit, owner, int64(60e6), int64(0), nil, int64(0))
+				got := map[uuid.UUID]string{}
+				for rows.Next() {
+					// Columns: now, clock, next, held, then the job's: id, kind, payload, metadata, state, priority, …
+					v, err := rows.Values()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if b, ok := v[4].([16]byte); ok {
+						kind, _ := v[5].(string)
+						if p, _ := v[9].(int16); p != 2 {
+							t.Errorf("%s claimed a job of priority %d while normal ones were due", owner, p)
+						}
+						got[uuid.UUID(b)] = kind
+					}
+				}
+				if err := rows.Err(); err != nil {
+					t.Fatal(err)
+				}
+				return tx, got
+			}
+			_, first := hold(c.first, "first")
+			if len(first) != int(c.first.limit) {
+				t.Fatalf("the first claim took %d jobs, want %d", len(first), c.first.limit)
+			}
+			_, second := hold(c.second, "second")
+			perKind := map[string]int{}
+			for id, kind := range second {
+				perKind[kind]++
+				if _, ok := first[id]; ok {
+					t.Errorf("job %s claimed by both", id)
+				}
+			}
+			for kind, n := range c.want {
+				if perKind[kind] != n {
+					t.Errorf("the second claim took %d jobs of kind %s, want %d (%v)", perKind[kind], kind, n, perKind)
+				}
+			}
+			var unlocked int
+			err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM ax.jobs FOR UPDATE SKIP LOCKED) s`).Scan(&unlocked); err != nil {
+					return err
+				}
+				return errRollback
+			})
+			if err != errRollback {
+				t.Fatal(err)
+			}
+			if locked := 600 - unlocked; locked != len(first)+len(second) {
+				t.Errorf("the two claims hold %d row locks for the %d jobs they took", locked, len(first)+len(second))
+			}
+		})
+	}
+}
