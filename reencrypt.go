@@ -122,6 +122,22 @@ type ReencryptProgress struct {
 	Last uuid.UUID
 }
 
+// count adds a store's answer for rows written by a pass: applied per
+// row, and sealed per row (it sealed plain values).
+func (p *ReencryptProgress) count(applied, sealed []bool) {
+	for i, ok := range applied {
+		switch {
+		case !ok:
+			p.Changed++
+		case sealed[i]:
+			p.Resealed++
+			p.Sealed++
+		default:
+			p.Resealed++
+		}
+	}
+}
+
 // Reencrypt re-seals, with the ring's current key, every stored job that
 // holds values sealed with an older key — payloads, results, secret
 // metadata and follow-up templates, whatever the job's state — in
@@ -215,17 +231,7 @@ func (a *Admin) Reencrypt(ctx context.Context, opts ReencryptOptions) (Reencrypt
 			if err != nil {
 				return prog, fmt.Errorf("reencrypt after %s: %w", prog.Last, err)
 			}
-			for i, ok := range applied {
-				switch {
-				case !ok:
-					prog.Changed++
-				case sealed[i]:
-					prog.Resealed++
-					prog.Sealed++
-				default:
-					prog.Resealed++
-				}
-			}
+			prog.count(applied, sealed)
 		}
 		prog.Scanned += int64(len(page.Jobs))
 		if len(page.Jobs) > 0 {
@@ -295,17 +301,7 @@ func (a *Admin) reencryptCompletions(ctx context.Context, brs store.BatchReseale
 			if err != nil {
 				return fmt.Errorf("batch completions after %s: %w", after, err)
 			}
-			for i, ok := range applied {
-				switch {
-				case !ok:
-					prog.Changed++
-				case sealed[i]:
-					prog.Resealed++
-					prog.Sealed++
-				default:
-					prog.Resealed++
-				}
-			}
+			prog.count(applied, sealed)
 		}
 		prog.Scanned += int64(len(page))
 		if len(page) < size {
