@@ -210,20 +210,9 @@ func (a *Admin) Reencrypt(ctx context.Context, opts ReencryptOptions) (Reencrypt
 		var rows []store.ResealParams
 		var sealed []bool // per row: it seals plain values
 		for _, rec := range page.Jobs {
-			row, err := rr.row(rec)
-			switch {
-			case err != nil:
-				prog.Unopenable++
-				a.log.Warn("reencrypt: job left as it is", zap.Stringer(fieldJobID, rec.ID), zap.Error(err))
-				continue
-			case row.stale || row.sealed:
+			if row, write := a.resealRow(&rr, rec, &prog); write {
 				rows = append(rows, row.ResealParams)
 				sealed = append(sealed, row.sealed)
-			}
-			if row.leftPlain != "" {
-				prog.LeftPlain++
-				a.log.Warn("reencrypt: plain values left plain", zap.Stringer(fieldJobID, rec.ID), zap.String("kind", rec.Kind),
-					zap.String("reason", row.leftPlain))
 			}
 		}
 		if len(rows) > 0 {
@@ -277,23 +266,11 @@ func (a *Admin) reencryptCompletions(ctx context.Context, brs store.BatchReseale
 		var rows []store.CompletionResealParams
 		var sealed []bool // per row: it seals plain values
 		for _, pc := range page {
-			row, err := rr.row(completionRecord(&pc.Job))
-			switch {
-			case err != nil:
-				prog.Unopenable++
-				a.log.Warn("reencrypt: batch completion job left as it is", zap.Stringer("batch_id", pc.Batch),
-					zap.Stringer(fieldJobID, pc.Job.ID), zap.Error(err))
-				continue
-			case row.stale || row.sealed:
+			if row, write := a.resealRow(rr, completionRecord(&pc.Job), prog, zap.Stringer("batch_id", pc.Batch)); write {
 				rows = append(rows, store.CompletionResealParams{Batch: pc.Batch,
 					OldPayload: pc.Job.Payload, OldMetadata: pc.Job.Metadata, OldFollowUps: pc.Job.FollowUps,
 					Payload: row.Payload, Metadata: row.Metadata, FollowUps: row.FollowUps})
 				sealed = append(sealed, row.sealed)
-			}
-			if row.leftPlain != "" {
-				prog.LeftPlain++
-				a.log.Warn("reencrypt: plain values left plain", zap.Stringer("batch_id", pc.Batch),
-					zap.Stringer(fieldJobID, pc.Job.ID), zap.String(fieldKind, pc.Job.Kind), zap.String("reason", row.leftPlain))
 			}
 		}
 		if len(rows) > 0 {
@@ -309,6 +286,24 @@ func (a *Admin) reencryptCompletions(ctx context.Context, brs store.BatchReseale
 		}
 		after = page[len(page)-1].Batch
 	}
+}
+
+// resealRow returns rec's row for a pass, and whether it is to be
+// written (a value is re-sealed or sealed); a job the ring cannot open
+// and plain values left plain are counted in prog and logged with fields.
+func (a *Admin) resealRow(rr *resealer, rec *store.JobRecord, prog *ReencryptProgress, fields ...zap.Field) (resealRow, bool) {
+	fields = append(fields, zap.Stringer(fieldJobID, rec.ID), zap.String(fieldKind, rec.Kind))
+	row, err := rr.row(rec)
+	if err != nil {
+		prog.Unopenable++
+		a.log.Warn("reencrypt: job left as it is", append(fields, zap.Error(err))...)
+		return row, false
+	}
+	if row.leftPlain != "" {
+		prog.LeftPlain++
+		a.log.Warn("reencrypt: plain values left plain", append(fields, zap.String("reason", row.leftPlain))...)
+	}
+	return row, row.stale || row.sealed
 }
 
 // completionRecord returns a batch's completion template as the job it
