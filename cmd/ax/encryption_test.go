@@ -16,16 +16,23 @@ import (
 	"github.com/axsched/ax/store/memstore"
 )
 
+// testKeys returns two new keys, k1 and k2, and a ring of k1 alone.
+func testKeys(t *testing.T) (k1, k2 ax.Key, ring1 *ax.KeyRing) {
+	t.Helper()
+	k1, err := ax.GenerateKey("k1")
+	require.NoError(t, err)
+	k2, err = ax.GenerateKey("k2")
+	require.NoError(t, err)
+	ring1, err = ax.NewKeyRing(k1)
+	require.NoError(t, err)
+	return k1, k2, ring1
+}
+
 // TestEncryptionCommands: jobs show without the ring shows "encrypted",
 // with it the plain payload; keys remove is refused with a count until
 // jobs reencrypt re-sealed the jobs, then drops the key from the file.
 func TestEncryptionCommands(t *testing.T) {
-	k1, err := ax.GenerateKey("k1")
-	require.NoError(t, err)
-	k2, err := ax.GenerateKey("k2")
-	require.NoError(t, err)
-	ring1, err := ax.NewKeyRing(k1)
-	require.NoError(t, err)
+	k1, k2, ring1 := testKeys(t)
 	st := memstore.New()
 	s, err := ax.New(ax.Config{Store: st, Keys: ring1, Logger: zap.NewNop()})
 	require.NoError(t, err)
@@ -89,12 +96,7 @@ func TestEncryptionCommands(t *testing.T) {
 // which the store holds apart, is counted by keys usage (batches) and
 // keys remove, and re-sealed by jobs reencrypt.
 func TestEncryptionCommandsBatch(t *testing.T) {
-	k1, err := ax.GenerateKey("k1")
-	require.NoError(t, err)
-	k2, err := ax.GenerateKey("k2")
-	require.NoError(t, err)
-	ring1, err := ax.NewKeyRing(k1)
-	require.NoError(t, err)
+	k1, k2, ring1 := testKeys(t)
 	st := memstore.New()
 	s, err := ax.New(ax.Config{Store: st, Keys: ring1, Logger: zap.NewNop()})
 	require.NoError(t, err)

@@ -26,12 +26,7 @@ import (
 // second run every job holds it. Two cases: a rotation from k1 to k2, and
 // --seal-plain on jobs stored before the keys.
 func TestPostgresReencryptKilled(t *testing.T) {
-	k1, err := ax.GenerateKey("k1")
-	require.NoError(t, err)
-	k2, err := ax.GenerateKey("k2")
-	require.NoError(t, err)
-	ring1, err := ax.NewKeyRing(k1)
-	require.NoError(t, err)
+	k1, k2, ring1 := testKeys(t)
 	ring12, err := ax.NewKeyRing(k2, k1)
 	require.NoError(t, err)
 	ring2, err := ax.NewKeyRing(k2)
