@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -289,18 +290,29 @@ func TestGraceful(t *testing.T) {
 	c.waitAllSucceeded(time.Minute)
 
 	tl := c.tally()
-	handedBack := c.count(`SELECT count(*) FROM executions WHERE node = $1 AND outcome LIKE 'cancelled:%stopping%'`, victim.name)
+	// Handed back is what Stop released to the store (its events), not
+	// what the handlers saw: a handler that ends its work just as Stop's
+	// deadline passes records "ok" and is still handed back, having not
+	// returned, and rightly runs again elsewhere (CI saw 9 handed back, 8
+	// of them cancelled).
+	var handedBackIDs []string
+	for _, l := range victim.has("EVENT handed_back ") {
+		handedBackIDs = append(handedBackIDs, strings.TrimPrefix(l, "EVENT handed_back "))
+	}
+	handedBack := len(handedBackIDs)
+	cancelledStopping := c.count(`SELECT count(*) FROM executions WHERE node = $1 AND outcome LIKE 'cancelled:%stopping%'`, victim.name)
 	finishedInGrace := c.count(`SELECT count(*) FROM executions WHERE node = $1 AND outcome = 'ok' AND finished_at > $2`, victim.name, termAt)
 	var maxRestart float64
 	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT coalesce(max(extract(epoch FROM s - $2)), 0) FROM (
 		SELECT min(e.started_at) AS s FROM executions e
-		WHERE e.node <> $1 AND e.job_id IN (SELECT job_id FROM executions WHERE node = $1 AND outcome LIKE 'cancelled:%')
-		GROUP BY e.job_id) x`, victim.name, termAt).Scan(&maxRestart))
+		WHERE e.node <> $1 AND e.job_id = ANY($3::uuid[])
+		GROUP BY e.job_id) x`, victim.name, termAt, handedBackIDs).Scan(&maxRestart))
 	restart := time.Duration(maxRestart * float64(time.Second)).Round(time.Millisecond)
-	figure(t, "SIGTERM: %d jobs finished within the 1s grace, %d handed back; slowest re-run started %s after SIGTERM (lease %s); duplicates %d (the handed-back ones), lost %d",
-		finishedInGrace, handedBack, restart, ax.DefaultLeaseDuration, tl.duplicated, tl.lost)
+	figure(t, "SIGTERM: %d jobs finished within the 1s grace, %d handed back (%d handlers cancelled by it); slowest re-run started %s after SIGTERM (lease %s); duplicates %d (the handed-back ones), lost %d",
+		finishedInGrace, handedBack, cancelledStopping, restart, ax.DefaultLeaseDuration, tl.duplicated, tl.lost)
 	require.Zero(t, tl.lost)
-	require.Positive(t, handedBack)
+	require.Positive(t, cancelledStopping)
+	require.LessOrEqual(t, cancelledStopping, handedBack, "a handler cancelled by Stop whose job was not handed back")
 	require.Equal(t, handedBack, tl.duplicated, "only handed-back jobs ran twice")
 	require.Zero(t, c.count(`SELECT count(*) FROM executions WHERE node = $1 AND outcome IS NULL`, victim.name), "an execution was abandoned")
 	// At once means well before the lease (10 s) would have let another

@@ -9,6 +9,7 @@
 //	READY <node>                  the Scheduler started
 //	EVENT leader <true|false>     this host gained or lost the maintenance leadership
 //	EVENT lease_lost <job id>     a lease was lost (handler cancelled, or its result refused)
+//	EVENT handed_back <job id>    Stop handed the job back to the store (its handler had not returned)
 //	EVENT breaker <state> <time>  this host moved the breaker of "work" to open, half_open or closed (host time, RFC 3339)
 //	EVENT succeeded <job> <attempt> the job's success was written (with -say-finished)
 //	STOPPED <error or nil>        Stop returned after SIGTERM
@@ -247,6 +248,8 @@ func observe(e ax.Event, sayFinished bool) {
 		say("EVENT leader %t", e.Leader)
 	case ax.EventLeaseLost:
 		say("EVENT lease_lost %s", e.JobID)
+	case ax.EventHandedBack:
+		say("EVENT handed_back %s", e.JobID)
 	case ax.EventBreakerOpened:
 		say("EVENT breaker open %s", e.At.Format(time.RFC3339Nano))
 	case ax.EventBreakerHalfOpen:
