@@ -91,10 +91,14 @@ func (d *benchDB) sessionPool(ctx context.Context, conns int, app string, edit .
 
 // storeOptions are the pgstore options of the scenario's stores.
 func (d *benchDB) storeOptions() []pgstore.Option {
-	if d.via == "" {
-		return nil
+	var opts []pgstore.Option
+	if d.asyncFinish {
+		opts = append(opts, pgstore.WithAsyncFinish())
 	}
-	return []pgstore.Option{pgstore.WithoutMigrate(), pgstore.WithTransactionPooler(), pgstore.WithListenerConnString(d.dsn)}
+	if d.via == "" {
+		return opts
+	}
+	return append(opts, pgstore.WithoutMigrate(), pgstore.WithTransactionPooler(), pgstore.WithListenerConnString(d.dsn))
 }
 
 // settlePooled stands in for settle through PgBouncer, whose server

@@ -59,7 +59,7 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 		clear(applied)
 		wait = wait[:0]
 		lo, hi := s.finishWindow(ctx)
-		rows, _ := s.conn(ctx).Query(ctx, s.q.finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, lo, hi)
+		rows, done := s.queryEnd(ctx, s.conn(ctx), s.q.finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, lo, hi)
 		_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &busy}, func() error {
 			if busy {
 				wait = append(wait, store.FinishParams{Lease: l})
@@ -68,6 +68,7 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 			}
 			return nil
 		})
+		err = done(err)
 		if err != nil && try == 0 && !inTx && s.isNoPartition(err) {
 			continue // nothing applied: again, with the partitions checked
 		}
@@ -107,12 +108,13 @@ func (s *Store) finishBusy(ctx context.Context, params, busy []store.FinishParam
 		}
 	}
 	a := newFinishArrays(rest)
-	rows, _ := s.conn(ctx).Query(ctx, s.q.finishWait, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel)
+	rows, done := s.queryEnd(ctx, s.conn(ctx), s.q.finishWait, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel)
 	var l store.Lease
 	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token}, func() error {
 		applied[l] = true
 		return nil
 	})
+	err = done(err)
 	if err != nil {
 		return fmt.Errorf("pgstore: finish: rows held by another transaction: %w", invalidData(err))
 	}

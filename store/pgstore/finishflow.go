@@ -321,11 +321,19 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 	}
 	b := &pgx.Batch{}
 	b.Queue(jitOffSQL)
+	if s.asyncEnd(ctx) {
+		b.Queue(asyncCommitSQL) // WithAsyncFinish: asyncfinish.go
+	}
 	b.Queue(s.flowQ().finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, limited, lo, hi)
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
 		return nil, nil, fmt.Errorf("turn JIT off: %w", err)
+	}
+	if s.asyncEnd(ctx) {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, fmt.Errorf("turn synchronous_commit off: %w", err)
+		}
 	}
 	rows, _ := br.Query()
 	applied := make(map[store.Lease]bool, len(params))

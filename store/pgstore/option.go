@@ -34,6 +34,7 @@ type options struct {
 	noMigrate   bool
 	listenerDSN string
 	txPooler    bool // WithTransactionPooler (pooler.go)
+	asyncFinish bool // WithAsyncFinish (asyncfinish.go)
 }
 
 func buildOptions(opts []Option) (*options, error) {
