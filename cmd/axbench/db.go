@@ -31,8 +31,8 @@ type benchDB struct {
 	jobs   string // the jobs table, quoted and schema-qualified
 	// noDirect: Config.DisableDirectStart for every Scheduler (-no-direct-start).
 	noDirect bool
-	// asyncFinish: pgstore.WithAsyncFinish for every store (-async-finish).
-	asyncFinish bool
+	// asyncCommits: pgstore.WithAsyncClaimsAndOutcomes for every store (-async-commits).
+	asyncCommits bool
 	// via is the PgBouncer the scenario's stores go through (pooler.go).
 	via     string
 	viaPool *pgxpool.Pool
@@ -41,7 +41,7 @@ type benchDB struct {
 // createDB creates a fresh database on the server, migrated by pgstore.New.
 // Call close to drop it.
 func (b *bench) createDB(ctx context.Context) (*benchDB, error) {
-	d := &benchDB{name: "axbench_" + randomHex(6), server: b.opt.db, noDirect: b.opt.noDirect, asyncFinish: b.opt.asyncFinish}
+	d := &benchDB{name: "axbench_" + randomHex(6), server: b.opt.db, noDirect: b.opt.noDirect, asyncCommits: b.opt.asyncCommits}
 	conn, err := pgx.Connect(ctx, b.opt.db)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", redact(b.opt.db), err)

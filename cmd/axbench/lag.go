@@ -35,7 +35,7 @@ import (
 // executions.
 func runLag(ctx context.Context, b *bench) (*result, error) {
 	o := b.opt
-	r := newResult(map[string]any{"jobs": o.lagJobs, "offsets": fmt.Sprintf("%s–%s", o.lagMin, o.lagMax), "conns": connsParam(o.conns), "async finish": o.asyncFinish})
+	r := newResult(map[string]any{"jobs": o.lagJobs, "offsets": fmt.Sprintf("%s–%s", o.lagMin, o.lagMax), "conns": connsParam(o.conns), "async commits": o.asyncCommits})
 	d, err := b.createDB(ctx)
 	if err != nil {
 		return nil, err

@@ -49,8 +49,8 @@ type options struct {
 	// noDirect turns the Scheduler's direct start off in every scenario
 	// (Config.DisableDirectStart), for an A/B.
 	noDirect bool
-	// asyncFinish gives every scenario's store pgstore.WithAsyncFinish.
-	asyncFinish bool
+	// asyncCommits gives every scenario's store pgstore.WithAsyncClaimsAndOutcomes.
+	asyncCommits bool
 	// viaPgBouncer: run each scenario again through this PgBouncer (pooler.go).
 	viaPgBouncer string
 
@@ -150,7 +150,7 @@ func (o *options) register(fs *flag.FlagSet) {
 
 	fs.IntVar(&o.immRate, "immediate-rate", 500, "immediate: Schedule calls per second")
 	registerPooler(fs, o)
-	fs.BoolVar(&o.asyncFinish, "async-finish", false, "every scenario: pgstore.WithAsyncFinish (outcomes commit without waiting for the WAL flush)")
+	fs.BoolVar(&o.asyncCommits, "async-commits", false, "every scenario: pgstore.WithAsyncClaimsAndOutcomes (claims and outcomes commit without waiting for the WAL flush)")
 	fs.BoolVar(&o.noDirect, "no-direct-start", false, "every scenario: Config.DisableDirectStart (Schedule never starts its job directly)")
 	fs.BoolVar(&o.immAt, "immediate-at-now", false, "immediate: schedule each job with ax.At(time.Now()) rather than no time option")
 	fs.DurationVar(&o.immFlush, "immediate-flush", 0, "immediate: Config.FlushInterval, how long outcomes gather before a Finish commits them (0 = the default)")

@@ -92,8 +92,8 @@ func (d *benchDB) sessionPool(ctx context.Context, conns int, app string, edit .
 // storeOptions are the pgstore options of the scenario's stores.
 func (d *benchDB) storeOptions() []pgstore.Option {
 	var opts []pgstore.Option
-	if d.asyncFinish {
-		opts = append(opts, pgstore.WithAsyncFinish())
+	if d.asyncCommits {
+		opts = append(opts, pgstore.WithAsyncClaimsAndOutcomes())
 	}
 	if d.via == "" {
 		return opts

@@ -18,7 +18,7 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		return runThroughputEncrypt(ctx, b) // encrypt.go
 	}
 	o := b.opt
-	r := newResult(map[string]any{"n": o.n, "workers": o.workers, "conns": connsParam(o.conns), "async finish": o.asyncFinish})
+	r := newResult(map[string]any{"n": o.n, "workers": o.workers, "conns": connsParam(o.conns), "async commits": o.asyncCommits})
 	d, err := b.createDB(ctx)
 	if err != nil {
 		return nil, err

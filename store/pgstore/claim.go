@@ -79,6 +79,11 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 // long enough to pay back compiling it.
 const claimPlanSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true)`
 
+// claimPlanAsyncSQL is claimPlanSQL that also commits the claim without
+// waiting for the WAL flush (WithAsyncClaimsAndOutcomes).
+const claimPlanAsyncSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true),
+	set_config('synchronous_commit', 'off', true)`
+
 // claimRows runs the claim statement, from giving each range's lower
 // bound, and reads its rows into res and held (each range's earliest due
 // candidate left behind).
@@ -88,7 +93,11 @@ func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]p
 	// round trip: the two statements share the batch's implicit
 	// transaction.
 	b := &pgx.Batch{}
-	b.Queue(claimPlanSQL)
+	if s.opts.asyncCommits {
+		b.Queue(claimPlanAsyncSQL)
+	} else {
+		b.Queue(claimPlanSQL)
+	}
 	b.Queue(s.q.claim, kinds, limits, int32(min(params.Limit, 1<<30)), params.Owner,
 		micros(params.LeaseDuration), micros(params.AgeAfter), from, micros(params.Ahead))
 	br := s.pool.SendBatch(ctx, b)

@@ -322,7 +322,7 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 	b := &pgx.Batch{}
 	b.Queue(jitOffSQL)
 	if s.asyncEnd(ctx) {
-		b.Queue(asyncCommitSQL) // WithAsyncFinish: asyncfinish.go
+		b.Queue(asyncCommitSQL) // WithAsyncClaimsAndOutcomes: asynccommit.go
 	}
 	b.Queue(s.flowQ().finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, limited, lo, hi)
 	br := q.SendBatch(ctx, b)

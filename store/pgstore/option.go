@@ -30,11 +30,11 @@ type Option interface {
 }
 
 type options struct {
-	schema      string
-	noMigrate   bool
-	listenerDSN string
-	txPooler    bool // WithTransactionPooler (pooler.go)
-	asyncFinish bool // WithAsyncFinish (asyncfinish.go)
+	schema       string
+	noMigrate    bool
+	listenerDSN  string
+	txPooler     bool // WithTransactionPooler (pooler.go)
+	asyncCommits bool // WithAsyncClaimsAndOutcomes (asynccommit.go)
 }
 
 func buildOptions(opts []Option) (*options, error) {

@@ -12,21 +12,21 @@ import (
 	"github.com/axsched/ax/store/pgstore"
 )
 
-// TestAsyncFinish: with WithAsyncFinish the transactions that write
-// outcomes (Finish, with or without results, FinishFlow, retries as well
-// as ends) commit with synchronous_commit off, and nothing else does:
-// not inserts, not claims, not CompleteTx (its caller's transaction), not
-// the next statement on the same connection. Without the option every
-// write keeps the server's setting. A trigger records the setting each
-// write to jobs ran under.
-func TestAsyncFinish(t *testing.T) {
+// TestAsyncClaimsAndOutcomes: with WithAsyncClaimsAndOutcomes the claims
+// and the transactions that write outcomes (Finish, with or without
+// results, FinishFlow, retries and hand-backs as well as ends) commit
+// with synchronous_commit off, and nothing else does: not inserts, not
+// CompleteTx (its caller's transaction), not the next statement on any
+// connection. Without the option every write keeps the server's setting.
+// A trigger records the setting each write to jobs ran under.
+func TestAsyncClaimsAndOutcomes(t *testing.T) {
 	ctx := ctxT(t)
 	pool := pgtest.PoolFor(t, pgtest.DSN(t))
 	stores := map[bool]*pgstore.Store{}
 	for _, async := range []bool{false, true} {
 		var opts []pgstore.Option
 		if async {
-			opts = append(opts, pgstore.WithAsyncFinish())
+			opts = append(opts, pgstore.WithAsyncClaimsAndOutcomes())
 		}
 		s, err := pgstore.New(ctx, pool, opts...)
 		if err != nil {
@@ -116,9 +116,13 @@ func TestAsyncFinish(t *testing.T) {
 			if _, err := s.Insert(ctx, []store.InsertParams{p}); err != nil {
 				t.Fatal(err)
 			}
-			lease := claimOne(t, s, "async")
 			if got := seen(t); len(got) != 1 || !got["on"] {
-				t.Fatalf("insert and claim ran under synchronous_commit %v, want on", got)
+				t.Fatalf("the insert ran under synchronous_commit %v, want on", got)
+			}
+			lease := claimOne(t, s, "async")
+			wantClaim := map[bool]string{false: "on", true: "off"}[c.async]
+			if got := seen(t); len(got) != 1 || !got[wantClaim] {
+				t.Fatalf("the claim ran under synchronous_commit %v, want %s", got, wantClaim)
 			}
 			if !ways[c.way](t, s, store.FinishParams{Lease: lease, Outcome: c.outcome, Error: "e", Delay: time.Hour}) {
 				t.Fatal("the outcome did not apply")
