@@ -18,10 +18,10 @@ import (
 )
 
 // newStorePool returns a Store and its pool on a fresh database.
-func newStorePool(t *testing.T) (*pgstore.Store, *pgxpool.Pool) {
+func newStorePool(t *testing.T, opts ...pgstore.Option) (*pgstore.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool := pgtest.Pool(t)
-	s, err := pgstore.New(context.Background(), pool)
+	s, err := pgstore.New(context.Background(), pool, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s, pool

@@ -34,14 +34,21 @@ func TestModel(t *testing.T) {
 			return modelStore(t, true)
 		}, storetest.ModelOptions{Seeds: 1, Steps: 200})
 	})
+	// Claims and outcomes committed without the flush wait behave the
+	// same until the server crashes.
+	t.Run("AsyncClaimsAndOutcomes", func(t *testing.T) {
+		storetest.RunModel(t, func(t *testing.T) *storetest.ModelStore {
+			return modelStore(t, false, pgstore.WithAsyncClaimsAndOutcomes())
+		}, storetest.ModelOptions{Seeds: 1, Steps: 200})
+	})
 }
 
 // modelStore returns a fresh Store for the model, with its CompleteTx on
 // the store's pool and, when archive is set, a drained archive pass after
 // every step followed by the check that no finished job was left behind
 // in the hot table.
-func modelStore(t *testing.T, archive bool) *storetest.ModelStore {
-	s, pool := newStorePool(t)
+func modelStore(t *testing.T, archive bool, opts ...pgstore.Option) *storetest.ModelStore {
+	s, pool := newStorePool(t, opts...)
 	ws := &restoreWatch{Store: s}
 	ms := &storetest.ModelStore{Store: ws, CompleteTx: completeTx(s, pool), Check: ws.check}
 	if archive {

@@ -76,6 +76,7 @@ func main() {
 		txhold       = flag.Bool("txhold", false, "register txhold (txhold.go)")
 		ledger       = flag.String("ledger", "", "record executions in this database (default: -dsn's)")
 		sayFinished  = flag.Bool("say-finished", false, "print EVENT succeeded lines")
+		asyncCommits = flag.Bool("async-commits", false, "pgstore.WithAsyncClaimsAndOutcomes")
 	)
 	flag.Parse()
 	if err := run(config{
@@ -84,7 +85,7 @@ func main() {
 		maxConns: *maxConns, periodicName: *periodicName, periodicSpec: *periodicSpec,
 		global: *global, rate: *rate, ratePer: *ratePer, brFailures: *brFailures, brCoolDown: *brCoolDown,
 		brMax: *brMax, downstream: *downstream, retryBase: *retryBase, txhold: *txhold,
-		ledger: *ledger, sayFinished: *sayFinished,
+		ledger: *ledger, sayFinished: *sayFinished, asyncCommits: *asyncCommits,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
@@ -104,6 +105,7 @@ type config struct {
 	txhold                         bool
 	ledger                         string
 	sayFinished                    bool
+	asyncCommits                   bool // pgstore.WithAsyncClaimsAndOutcomes
 }
 
 // workOptions returns the handler options of "work" the flags ask for.
@@ -154,7 +156,11 @@ func run(c config) error {
 		return err
 	}
 	defer pool.Close()
-	st, err := pgstore.New(ctx, pool, pgstore.WithoutMigrate())
+	storeOpts := []pgstore.Option{pgstore.WithoutMigrate()}
+	if c.asyncCommits {
+		storeOpts = append(storeOpts, pgstore.WithAsyncClaimsAndOutcomes())
+	}
+	st, err := pgstore.New(ctx, pool, storeOpts...)
 	if err != nil {
 		return err
 	}
