@@ -56,8 +56,14 @@ func (s *Store) flowQ() *flowQueries {
 	return &s.flow.q
 }
 
-// flows returns the cached flow-controlled kinds, reading them again when
-// the cache is older than flowCacheTTL.
+// flowKinds returns the cached flow-controlled kinds, reading them again
+// when the cache is older than flowCacheTTL. It reads on the connection
+// ctx carries (a transaction the caller holds: withConn), never on a
+// second one from the pool: callers that each held a pool connection
+// while waiting for another (and for the cache's lock, held by one of
+// them waiting for a connection) stalled until their deadlines once the
+// pool was exhausted, seen with ten racing producers of a MaxPending
+// kind through PgBouncer.
 func (s *Store) flowKinds(ctx context.Context) (flowSnapshot, error) {
 	c := &s.flow
 	c.mu.Lock()
@@ -65,7 +71,7 @@ func (s *Store) flowKinds(ctx context.Context) (flowSnapshot, error) {
 	if c.kinds != nil && time.Since(c.loadedAt) < flowCacheTTL {
 		return flowSnapshot{c.kinds, c.seqKinds}, nil
 	}
-	rows, _ := s.pool.Query(ctx, s.flowQ().kinds)
+	rows, _ := s.conn(ctx).Query(ctx, s.flowQ().kinds)
 	kinds := map[string]*store.FlowConfig{}
 	seq := map[string]bool{}
 	var (

@@ -60,7 +60,7 @@ func (s *Store) insertFlow(ctx context.Context, tx pgx.Tx, params []store.Insert
 }
 
 func (s *Store) insertFlowTx(ctx context.Context, tx pgx.Tx, params []store.InsertParams) ([]store.InsertResult, error) {
-	snap, err := s.flowKinds(ctx)
+	snap, err := s.flowKinds(withConn(ctx, tx)) // on tx: no second connection while tx holds one
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: insert: %w", err)
 	}
