@@ -40,9 +40,12 @@ func WithAsyncClaimsAndOutcomes() Option {
 	return optionFunc(func(o *options) { o.asyncCommits = true })
 }
 
-// asyncCommitSQL turns synchronous_commit off until the end of the
-// transaction it runs in.
-const asyncCommitSQL = `SELECT set_config('synchronous_commit', 'off', true)`
+// syncOff turns synchronous_commit off until the end of the transaction
+// it runs in; the statements that set other settings first append it.
+const syncOff = `set_config('synchronous_commit', 'off', true)`
+
+// asyncCommitSQL is syncOff alone.
+const asyncCommitSQL = `SELECT ` + syncOff
 
 // asyncEnd reports whether the outcomes written under ctx commit without
 // waiting for the WAL flush: with WithAsyncClaimsAndOutcomes, in any

@@ -81,8 +81,7 @@ const claimPlanSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan',
 
 // claimPlanAsyncSQL is claimPlanSQL that also commits the claim without
 // waiting for the WAL flush (WithAsyncClaimsAndOutcomes).
-const claimPlanAsyncSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true),
-	set_config('synchronous_commit', 'off', true)`
+const claimPlanAsyncSQL = claimPlanSQL + `, ` + syncOff
 
 // claimRows runs the claim statement, from giving each range's lower
 // bound, and reads its rows into res and held (each range's earliest due

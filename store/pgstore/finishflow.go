@@ -319,21 +319,17 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 	if anyRich(params) {
 		lo, hi = nil, nil
 	}
-	b := &pgx.Batch{}
-	b.Queue(jitOffSQL)
+	settings := jitOffSQL
 	if s.asyncEnd(ctx) {
-		b.Queue(asyncCommitSQL) // WithAsyncClaimsAndOutcomes: asynccommit.go
+		settings += `, ` + syncOff // WithAsyncClaimsAndOutcomes: asynccommit.go
 	}
+	b := &pgx.Batch{}
+	b.Queue(settings)
 	b.Queue(s.flowQ().finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, limited, lo, hi)
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return nil, nil, fmt.Errorf("turn JIT off: %w", err)
-	}
-	if s.asyncEnd(ctx) {
-		if _, err := br.Exec(); err != nil {
-			return nil, nil, fmt.Errorf("turn synchronous_commit off: %w", err)
-		}
+		return nil, nil, fmt.Errorf("settings: %w", err)
 	}
 	rows, _ := br.Query()
 	applied := make(map[store.Lease]bool, len(params))
