@@ -1,12 +1,5 @@
 package pgstore
 
-import (
-	"context"
-	"fmt"
-
-	"github.com/jackc/pgx/v5"
-)
-
 // WithAsyncClaimsAndOutcomes makes the Store commit the writes of the
 // runtime's hot path, claims and outcomes (Claim, Finish, FinishFlow:
 // successes, retries, failures, hand-backs), without waiting for
@@ -43,44 +36,3 @@ func WithAsyncClaimsAndOutcomes() Option {
 // syncOff turns synchronous_commit off until the end of the transaction
 // it runs in; the statements that set other settings first append it.
 const syncOff = `set_config('synchronous_commit', 'off', true)`
-
-// asyncCommitSQL is syncOff alone.
-const asyncCommitSQL = `SELECT ` + syncOff
-
-// asyncEnd reports whether the outcomes written under ctx commit without
-// waiting for the WAL flush: with WithAsyncClaimsAndOutcomes, in any
-// transaction but a caller's (CompleteTx), whose durability its caller
-// chose.
-func (s *Store) asyncEnd(ctx context.Context) bool {
-	return s.opts.asyncCommits && ctx.Value(userTxKey{}) == nil
-}
-
-// queryEnd runs a statement that writes outcomes on q, after
-// asyncCommitSQL in the same transaction (one round trip: on the pool,
-// the two share the batch's implicit transaction) when asyncEnd(ctx).
-// done closes what queryEnd opened and returns the first error: the
-// caller's reading the rows (err), the setting's, or the commit's.
-func (s *Store) queryEnd(ctx context.Context, q querier, sql string, args ...any) (rows pgx.Rows, done func(err error) error) {
-	if !s.asyncEnd(ctx) {
-		rows, _ = q.Query(ctx, sql, args...)
-		return rows, func(err error) error { return err }
-	}
-	b := &pgx.Batch{}
-	b.Queue(asyncCommitSQL)
-	b.Queue(sql, args...)
-	br := q.SendBatch(ctx, b)
-	_, setErr := br.Exec()
-	rows, _ = br.Query()
-	return rows, func(err error) error {
-		rows.Close()
-		closeErr := br.Close()
-		switch {
-		case setErr != nil:
-			return fmt.Errorf("turn synchronous_commit off: %w", setErr)
-		case err != nil:
-			return err
-		default:
-			return closeErr
-		}
-	}
-}

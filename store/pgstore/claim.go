@@ -68,16 +68,10 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 }
 
 // claimPlanSQL makes the claim that follows it in its transaction run on
-// its generic plan, without JIT. PostgreSQL chose custom plans for it on
-// every execution (axbench throughput: 0 generic of about 900 claims per
-// 50,000 jobs), planning the whole statement each time (1.3–1.7 ms of
-// server time per claim, about as much as running it), because the generic
-// plan's estimate, made without the parameters' values, came out above the
-// custom ones'. The generic plan is the one TestGenericPlansAreLinear
-// checks: probes by index, linear in the rows claimed. JIT is off for the
-// same reason as in the flow statements (jitOffSQL): a claim never runs
-// long enough to pay back compiling it.
-const claimPlanSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true)`
+// its generic plan (genericPlan), without JIT: for the same reason as in
+// the flow statements (jitOffSQL), a claim never runs long enough to pay
+// back compiling it.
+const claimPlanSQL = `SELECT ` + genericPlan + `, set_config('jit', 'off', true)`
 
 // claimPlanAsyncSQL is claimPlanSQL that also commits the claim without
 // waiting for the WAL flush (WithAsyncClaimsAndOutcomes).

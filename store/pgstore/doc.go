@@ -514,11 +514,12 @@
 //     LOCAL, for its transaction: ax.batch_id (InsertBatch), ax.batch_ends
 //     (the batch triggers), statement_timeout (Bulk, listings),
 //     max_parallel_workers_per_gather (listings), plan_cache_mode and jit
-//     (the plain claim, in its batch's implicit transaction), ax.flow_claim,
-//     ax.flow_now, plan_cache_mode, synchronous_commit and jit (the flow
-//     claim and its Finish), synchronous_commit (the plain claim, Finish
-//     and FinishFlow with WithAsyncClaimsAndOutcomes), lock_timeout
-//     (history partitions' DDL),
+//     (the plain claim, and Finish and FinishFlow outside a caller's
+//     transaction, each in its batch's implicit transaction; FinishFlow
+//     turns jit off inside one too), ax.flow_claim, ax.flow_now,
+//     plan_cache_mode, synchronous_commit and jit (the flow claim),
+//     synchronous_commit (the plain claim, Finish and FinishFlow with
+//     WithAsyncClaimsAndOutcomes), lock_timeout (history partitions' DDL),
 //     search_path (Migrate). A custom setting a session has seen reads as
 //     the empty string after the transaction that set it, not NULL; every
 //     reader takes the empty string as unset. The functions' SET

@@ -319,10 +319,7 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 	if anyRich(params) {
 		lo, hi = nil, nil
 	}
-	settings := jitOffSQL
-	if s.asyncEnd(ctx) {
-		settings += `, ` + syncOff // WithAsyncClaimsAndOutcomes: asynccommit.go
-	}
+	settings := jitOffSQL + s.endSettings(ctx) // generic plans, and WithAsyncClaimsAndOutcomes
 	b := &pgx.Batch{}
 	b.Queue(settings)
 	b.Queue(s.flowQ().finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, limited, lo, hi)

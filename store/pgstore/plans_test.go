@@ -206,6 +206,14 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 			lo, hi := historyToday(ctx, t, conn)
 			return []any{ids, tokens, outcomes, delays, errs, "ax", lo, hi}
 		}},
+		{"finishWait", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			ids, tokens := leases(ctx, t, conn, n)
+			outcomes := make([]int32, n)
+			for i := range outcomes {
+				outcomes[i] = []int32{1, 2, 4}[i%3] // succeeded, retry, snooze
+			}
+			return []any{ids, tokens, outcomes, make([]int64, n), make([]string, n), "ax"}
+		}},
 		{"flowClaim", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			// One kind, a concurrency limit that does not bind, no
 			// partitions, rates or breaker probe; $11 the clock.
