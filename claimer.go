@@ -155,6 +155,7 @@ func (r *runtime) claimLoop() {
 		case <-poll.C:
 		}
 		next := r.cfg.PollInterval
+		r.letLaunchedRun()
 		if err := r.claimRound(); err != nil {
 			if r.work.Err() != nil {
 				return // Stop's deadline cut the claim short

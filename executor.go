@@ -52,6 +52,9 @@ func (r *runtime) startAttempt(rec *store.JobRecord, hostNow, startAt time.Time)
 	r.register(a)
 	r.handlers.Add(1) // under mu: stop sets launchClosed before it waits
 	r.mu.Unlock()
+	if startAt.IsZero() {
+		r.starting.Add(1) // until execute runs (launchyield.go)
+	}
 	go r.execute(ctx, a)
 	return true
 }
@@ -60,6 +63,9 @@ func (r *runtime) startAttempt(rec *store.JobRecord, hostNow, startAt time.Time)
 // ahead of its run time waits for it first; one cancelled, lost or handed
 // back meanwhile ends without calling its handler.
 func (r *runtime) execute(ctx context.Context, a *attempt) {
+	if a.startAt.IsZero() {
+		r.starting.Add(-1)
+	}
 	defer r.handlers.Done()
 	defer a.cancel(nil)
 	if !r.holdUntilStart(ctx, a) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/axsched/ax/store"
@@ -36,6 +37,10 @@ type runtime struct {
 	// store cannot hold Stop past its deadline.
 	work       context.Context
 	cancelWork context.CancelFunc
+
+	// starting counts the attempts launched to start at once whose
+	// goroutines have not run yet (launchyield.go).
+	starting atomic.Int64
 
 	mu       sync.Mutex
 	attempts map[store.Lease]*attempt // claimed, until the outcome is written or discarded

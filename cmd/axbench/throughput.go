@@ -48,7 +48,8 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 			return nil, err
 		}
 		defer sess.close()
-		s, err := newScheduler(sess.store, w)
+		calls := newTimedStore(sess.store) // jobs per claim and per finish
+		s, err := newScheduler(calls, w)
 		if err != nil {
 			return nil, err
 		}
@@ -107,6 +108,17 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		r.atLeast(fmt.Sprintf("no-op jobs/s, W=%d", w), rate, "jobs/s", 20000)
 		r.add(fmt.Sprintf("handler starts/s, W=%d", w), startRate, "jobs/s")
 		r.add(fmt.Sprintf("CPU per 1k jobs, W=%d", w), cpuPer1k, "s")
+		// How full the claims and finishes were: a claim asks for the
+		// slots free when it begins.
+		all := calls.snapshot()
+		for _, c := range []struct {
+			op   storeOp
+			name string
+		}{{opClaim, "claim"}, {opFinish, "finish"}} {
+			if cs := summarize(all, c.op, 0, 1<<62); cs.n > 0 {
+				r.add(fmt.Sprintf("jobs per %s, W=%d", c.name, w), float64(cs.jobs)/float64(cs.n), "jobs")
+			}
+		}
 		srvPer1k := "-"
 		if srv != nil {
 			per := srvCPU.Seconds() / (float64(o.n) / 1000)
