@@ -12,10 +12,10 @@ package pgstore
 // Use it where the commit's flush is what a claim waits for: a disk whose
 // fsync takes milliseconds (network volumes, busy disks), short jobs. On
 // this project's 2-core test machine with two busy programs beside (a
-// WAL flush about 2 ms), 100 workers ran about 1.5 times the no-op jobs
-// per second of the default, 1,000 workers about 1.1 times;
-// PostgreSQL's CPU per job hardly changed, since the flush costs time,
-// not work (docs/performance.md).
+// WAL flush about 2 ms), 100 workers ran about 1.3 times the no-op jobs
+// per second of the default; 1,000 workers, whose claims take hundreds
+// of jobs each, gained nothing. PostgreSQL's CPU per job hardly changed,
+// since the flush costs time, not work (docs/performance.md).
 //
 // What it gives up, only when PostgreSQL crashes or fails over to a
 // standby: the claims and outcomes of the last moments before it (up to
