@@ -20,6 +20,24 @@ import (
 // a connection another held until its deadline. On a pool of one
 // connection the insert then never returned.
 func TestFlowInsertTakesOneConnection(t *testing.T) {
+	_, s := oneConnStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// SetFlows empties the cache: the next flow insert reads the table.
+	if err := s.SetFlows(ctx, &store.SetFlowsParams{Node: "n", Flows: []store.FlowConfig{{Kind: "one", MaxPending: 5}}}); err != nil {
+		t.Fatal(err)
+	}
+	p := job("one")
+	p.PendingLimit = 10 // takes the flow path without reading the settings first
+	if _, err := s.Insert(ctx, []store.InsertParams{p}); err != nil {
+		t.Fatalf("insert under flow control on a pool of one connection: %v", err)
+	}
+}
+
+// oneConnStore returns a Store on a fresh database through a pool of one
+// connection, and the pool.
+func oneConnStore(t *testing.T) (*pgxpool.Pool, *pgstore.Store) {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
 	if err != nil {
 		t.Fatal(err)
@@ -35,15 +53,5 @@ func TestFlowInsertTakesOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// SetFlows empties the cache: the next flow insert reads the table.
-	if err := s.SetFlows(ctx, &store.SetFlowsParams{Node: "n", Flows: []store.FlowConfig{{Kind: "one", MaxPending: 5}}}); err != nil {
-		t.Fatal(err)
-	}
-	p := job("one")
-	p.PendingLimit = 10 // takes the flow path without reading the settings first
-	if _, err := s.Insert(ctx, []store.InsertParams{p}); err != nil {
-		t.Fatalf("insert under flow control on a pool of one connection: %v", err)
-	}
+	return pool, s
 }

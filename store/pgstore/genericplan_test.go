@@ -1,15 +1,10 @@
 package pgstore_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
-	"github.com/axsched/ax/store/pgstore"
 )
 
 // TestHotPathRunsOnGenericPlans: the claim and the statements that write
@@ -26,21 +21,7 @@ func TestHotPathRunsOnGenericPlans(t *testing.T) {
 	for _, way := range []string{"Finish", "FinishFlow"} {
 		t.Run(way, func(t *testing.T) {
 			t.Parallel()
-			cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.MaxConns = 1
-			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pool.Close)
-			s, err := pgstore.New(context.Background(), pool)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
+			pool, s := oneConnStore(t)
 			ctx := ctxT(t)
 			total := 0
 			for _, n := range sizes {
