@@ -15,9 +15,9 @@ import (
 // the custom ones': it then plans the whole statement again on every
 // execution. Claims were planned on every execution (axbench throughput:
 // 0 generic of about 900 claims per 50,000 jobs, 1.3–1.7 ms of server time
-// per claim, about as much as running it), and about half the finishes
-// (2,681 plans of 5,886 finishes at 100 workers, 1.4 ms each: 18 % of the
-// server's CPU). Their generic plans are the ones TestGenericPlansAreLinear
+// per claim, about as much as running it), finishes 15–45 % of the time
+// at 100 workers (1.4 ms each; planning was 18 % of the server's CPU in
+// one profile). Their generic plans are the ones TestGenericPlansAreLinear
 // checks: probes by index, linear in the rows.
 const genericPlan = `set_config('plan_cache_mode', 'force_generic_plan', true)`
 
