@@ -146,6 +146,8 @@ func (r *runtime) claimDone() {
 func (r *runtime) claimLoop() {
 	poll := time.NewTimer(r.cfg.PollInterval)
 	defer poll.Stop()
+	launched := time.NewTimer(time.Hour)
+	launched.Stop()
 	failures := 0
 	for {
 		select {
@@ -155,7 +157,7 @@ func (r *runtime) claimLoop() {
 		case <-poll.C:
 		}
 		next := r.cfg.PollInterval
-		r.letLaunchedRun()
+		r.letLaunchedRun(launched)
 		if err := r.claimRound(); err != nil {
 			if r.work.Err() != nil {
 				return // Stop's deadline cut the claim short

@@ -53,7 +53,7 @@ func (r *runtime) startAttempt(rec *store.JobRecord, hostNow, startAt time.Time)
 	r.handlers.Add(1) // under mu: stop sets launchClosed before it waits
 	r.mu.Unlock()
 	if startAt.IsZero() {
-		r.starting.Add(1) // until execute runs (launchyield.go)
+		r.starting.Add(1) // until execute runs (launchwait.go)
 	}
 	go r.execute(ctx, a)
 	return true
@@ -63,8 +63,11 @@ func (r *runtime) startAttempt(rec *store.JobRecord, hostNow, startAt time.Time)
 // ahead of its run time waits for it first; one cancelled, lost or handed
 // back meanwhile ends without calling its handler.
 func (r *runtime) execute(ctx context.Context, a *attempt) {
-	if a.startAt.IsZero() {
-		r.starting.Add(-1)
+	if a.startAt.IsZero() && r.starting.Add(-1) == 0 {
+		select {
+		case r.launchedRan <- struct{}{}:
+		default: // a signal is pending already
+		}
 	}
 	defer r.handlers.Done()
 	defer a.cancel(nil)

@@ -39,8 +39,11 @@ type runtime struct {
 	cancelWork context.CancelFunc
 
 	// starting counts the attempts launched to start at once whose
-	// goroutines have not run yet (launchyield.go).
-	starting atomic.Int64
+	// goroutines have not run yet; the one that brings it to zero sends
+	// on launchedRan (capacity 1), which the claim loop waits for
+	// (launchwait.go).
+	starting    atomic.Int64
+	launchedRan chan struct{}
 
 	mu       sync.Mutex
 	attempts map[store.Lease]*attempt // claimed, until the outcome is written or discarded
@@ -93,18 +96,19 @@ type runtime struct {
 
 func newRuntime(s *Scheduler) *runtime {
 	r := &runtime{
-		s:          s,
-		store:      s.store,
-		cfg:        s.cfg,
-		log:        s.log,
-		wakeCh:     make(chan struct{}, 1),
-		quit:       make(chan struct{}),
-		attempts:   make(map[store.Lease]*attempt),
-		free:       s.cfg.Workers,
-		busy:       make(map[string]int),
-		capped:     make(map[string]bool),
-		claimKinds: make(map[string]int),
-		maintDone:  make(chan struct{}),
+		s:           s,
+		store:       s.store,
+		cfg:         s.cfg,
+		log:         s.log,
+		wakeCh:      make(chan struct{}, 1),
+		launchedRan: make(chan struct{}, 1),
+		quit:        make(chan struct{}),
+		attempts:    make(map[store.Lease]*attempt),
+		free:        s.cfg.Workers,
+		busy:        make(map[string]int),
+		capped:      make(map[string]bool),
+		claimKinds:  make(map[string]int),
+		maintDone:   make(chan struct{}),
 	}
 	r.life, r.cancelLife = context.WithCancel(context.Background())
 	r.work, r.cancelWork = context.WithCancel(context.Background())

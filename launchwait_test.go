@@ -36,12 +36,12 @@ func (s *slowClaimStore) Claim(ctx context.Context, p *store.ClaimParams) (*stor
 // TestClaimTakesTheSlotsOfJobsJustLaunched: with handlers that return at
 // once, each claim asks for (nearly) every worker slot, not for the half
 // that the jobs of the previous claim left while their goroutines had
-// not yet run (letLaunchedRun). Without the yield, the claims settle
+// not yet run (letLaunchedRun). Without the wait, the claims settle
 // into two alternating halves of the workers.
 func TestClaimTakesTheSlotsOfJobsJustLaunched(t *testing.T) {
 	// On one processor the launched goroutines run only when the claim
-	// loop yields it, so the slots a claim asks for do not depend on how
-	// the machine schedules two: 50 of 50 with the yield, 25 without.
+	// loop waits, so the slots a claim asks for do not depend on how
+	// the machine schedules two: 50 of 50 with the wait, 25 without.
 	// Not parallel: the setting is the process's.
 	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(1))
 	synctest.Test(t, func(t *testing.T) {
@@ -73,4 +73,50 @@ func TestClaimTakesTheSlotsOfJobsJustLaunched(t *testing.T) {
 		}
 		require.GreaterOrEqual(t, sum, len(steady)*workers*9/10, "slots asked for per claim: %v", limits)
 	})
+}
+
+// TestLetLaunchedRunWaitsAtMostMaxLaunchWait: the claim loop's wait for
+// the goroutines of the jobs it launched ends when the last one runs,
+// and after maxLaunchWait when one does not get to run (handlers that
+// compute without blocking hold every processor); a signal left from a
+// round nobody waited for does not end it early.
+func TestLetLaunchedRunWaitsAtMostMaxLaunchWait(t *testing.T) {
+	cases := []struct {
+		name     string
+		starting int64
+		stale    bool // a signal from an earlier round is pending
+		runs     bool // the launched goroutine runs (after 100 µs)
+		want     time.Duration
+	}{
+		{"nothing launched", 0, false, false, 0},
+		{"nothing launched, stale signal", 0, true, false, 0},
+		{"the launched goroutine runs", 1, false, true, 100 * time.Microsecond},
+		{"it never runs", 1, false, false, maxLaunchWait},
+		{"it never runs, stale signal", 1, true, false, maxLaunchWait},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := testRuntime(t, memstore.New())
+				r.starting.Store(c.starting)
+				if c.stale {
+					r.launchedRan <- struct{}{}
+				}
+				if c.runs {
+					go func() {
+						time.Sleep(100 * time.Microsecond)
+						if r.starting.Add(-1) == 0 {
+							r.launchedRan <- struct{}{}
+						}
+					}()
+				}
+				wait := time.NewTimer(time.Hour)
+				wait.Stop()
+				began := time.Now()
+				r.letLaunchedRun(wait)
+				require.Equal(t, c.want, time.Since(began))
+				synctest.Wait()
+			})
+		})
+	}
 }
