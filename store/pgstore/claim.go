@@ -71,7 +71,7 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 // its generic plan (genericPlan), without JIT: for the same reason as in
 // the flow statements (jitOffSQL), a claim never runs long enough to pay
 // back compiling it.
-const claimPlanSQL = `SELECT ` + genericPlan + `, set_config('jit', 'off', true)`
+const claimPlanSQL = `SELECT ` + genericPlan + `, ` + jitOff
 
 // claimPlanAsyncSQL is claimPlanSQL that also commits the claim without
 // waiting for the WAL flush (WithAsyncClaimsAndOutcomes).

@@ -215,8 +215,7 @@ func queueLock(b *pgx.Batch, q *flowQueries, kinds []*claimKind, share bool) {
 	// lost in a server crash leaves its jobs claimable; their holders'
 	// outcomes are then refused (lease lost) and the jobs run again, as
 	// after a rescue: at least once, as always. No JIT: see jitOffSQL.
-	b.Queue(`SELECT set_config('ax.flow_claim', 'on', true), set_config('plan_cache_mode', 'force_generic_plan', true),
-	set_config('synchronous_commit', 'off', true), set_config('jit', 'off', true)`)
+	b.Queue(`SELECT set_config('ax.flow_claim', 'on', true), ` + genericPlan + `, ` + syncOff + `, ` + jitOff)
 	if share {
 		b.Queue(q.shareMany, names)
 	} else {

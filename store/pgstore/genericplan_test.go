@@ -4,7 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/pgstore"
 )
 
 // TestHotPathRunsOnGenericPlans: the claim and the statements that write
@@ -70,5 +74,39 @@ func TestHotPathRunsOnGenericPlans(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCompleteTxLeavesTheCallersPlans: an outcome written in the caller's
+// transaction (CompleteTx) does not force generic plans on what the
+// caller runs after it in that transaction.
+func TestCompleteTxLeavesTheCallersPlans(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.PoolFor(t, pgtest.DSN(t))
+	s, err := pgstore.New(ctxT(t), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := ctxT(t)
+	if _, err := s.Insert(ctx, []store.InsertParams{job("tx")}); err != nil {
+		t.Fatal(err)
+	}
+	lease := claimOne(t, s, "tx")
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		ok, err := s.CompleteTx(ctx, tx, store.FinishParams{Lease: lease, Outcome: store.OutcomeSucceeded})
+		if err != nil || !ok {
+			t.Fatalf("CompleteTx: %v, %v", ok, err)
+		}
+		var mode string
+		if err := tx.QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode); err != nil {
+			return err
+		}
+		if mode != "auto" {
+			t.Errorf("plan_cache_mode in the caller's transaction after CompleteTx: %q, want auto", mode)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -14,4 +14,8 @@ package pgstore
 // from 10,000 jobs/s to about 30). These statements never run long enough
 // for compiled expressions to pay back. Inside a caller's transaction
 // (CompleteTx) the setting lasts until that transaction ends.
-const jitOffSQL = `SELECT set_config('jit', 'off', true)`
+const jitOffSQL = `SELECT ` + jitOff
+
+// jitOff is jitOffSQL's setting alone, for the statements that set
+// others beside it.
+const jitOff = `set_config('jit', 'off', true)`
