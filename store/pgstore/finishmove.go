@@ -41,7 +41,11 @@ type keepRowsKey struct{}
 // the partitions of the host's day and the next one exist (on the pool,
 // in a transaction of their own, never the caller's), once a day per
 // process; a call that finds another making them, or a recent failure,
-// does not wait and uses what is known.
+// does not wait and uses what is known. A Finish inside a transaction
+// (CompleteTx's, or AX's own for results) does not make them: that would
+// take a second pool connection while the transaction holds one, and a
+// pool exhausted by such transactions would wait for itself. It uses
+// what is known; rows it cannot move stay for the archive pass.
 func (s *Store) finishWindow(ctx context.Context) (lo, hi *time.Time) {
 	if ctx.Value(keepRowsKey{}) != nil {
 		return nil, nil
@@ -52,7 +56,8 @@ func (s *Store) finishWindow(ctx context.Context) (lo, hi *time.Time) {
 	h.mu.Lock()
 	known, next, retry := h.days[today], h.days[tomorrow], h.ensureAfter
 	h.mu.Unlock()
-	if !(known && next) && time.Now().After(retry) && h.ensuring.TryLock() {
+	_, inTx := ctx.Value(connKey{}).(querier)
+	if !(known && next) && !inTx && time.Now().After(retry) && h.ensuring.TryLock() {
 		err := s.ensureDays(ctx, today, tomorrow)
 		h.ensuring.Unlock()
 		h.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/internal/pgtest"
@@ -54,4 +55,32 @@ func oneConnStore(t *testing.T) (*pgxpool.Pool, *pgstore.Store) {
 	}
 	t.Cleanup(func() { s.Close() })
 	return pool, s
+}
+
+// TestCompleteTxTakesOneConnection: the first outcome of a process's day,
+// written in the caller's transaction, does not create the history's
+// partitions on a second pool connection while the caller's transaction
+// holds one (finishWindow). On a pool of one connection CompleteTx then
+// never returned; now the job ends in jobs, for the archive pass to move.
+func TestCompleteTxTakesOneConnection(t *testing.T) {
+	pool, s := oneConnStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.Insert(ctx, []store.InsertParams{job("tx")}); err != nil {
+		t.Fatal(err)
+	}
+	lease := claimOne(t, s, "tx")
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		ok, err := s.CompleteTx(ctx, tx, store.FinishParams{Lease: lease, Outcome: store.OutcomeSucceeded})
+		if err == nil && !ok {
+			t.Error("CompleteTx did not apply")
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("CompleteTx on a pool of one connection: %v", err)
+	}
+	var state string
+	if err := pool.QueryRow(ctx, `SELECT state FROM ax.jobs_all WHERE id = $1`, lease.ID).Scan(&state); err != nil || state != "succeeded" {
+		t.Fatalf("the job: %q, %v", state, err)
+	}
 }
