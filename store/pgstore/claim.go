@@ -1,6 +1,8 @@
 package pgstore
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -156,5 +158,32 @@ func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]p
 		return fmt.Errorf("pgstore: claim: commit: %w", err)
 	}
 	res.Ahead = params.Ahead
+	sortClaimed(res.Jobs, res.Now, params.AgeAfter)
 	return nil
+}
+
+// sortClaimed puts jobs in claim order, the order plainClaimOrderSQL
+// gives in the statement: jobs due for ageAfter at now (the statement's
+// now()) first, then strict priority, then run_at and id. The claim
+// statement returns its rows unordered, and sorting them here costs the
+// client a few microseconds per claim instead of costing the server a
+// sort of every claimed row.
+func sortClaimed(jobs []*store.JobRecord, now time.Time, ageAfter time.Duration) {
+	// As the statement computes it: $6 in whole microseconds, and a job
+	// aged when its run_at <= now() - $6.
+	age := time.Duration(micros(ageAfter)) * time.Microsecond
+	aged := func(j *store.JobRecord) bool { return age > 0 && !j.RunAt.After(now.Add(-age)) }
+	rank := func(j *store.JobRecord) int {
+		if aged(j) {
+			return 0
+		}
+		return j.Priority
+	}
+	slices.SortFunc(jobs, func(a, b *store.JobRecord) int {
+		return cmp.Or(
+			cmp.Compare(rank(a), rank(b)), // aged (0) before every priority (1-3)
+			a.RunAt.Compare(b.RunAt),
+			bytes.Compare(a.ID[:], b.ID[:]), // uuid order, as PostgreSQL's
+		)
+	})
 }

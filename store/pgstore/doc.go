@@ -138,17 +138,19 @@
 //
 // No index holds lease_expires_at (migration 0003 dropped jobs_lease_idx),
 // so a lease extension changes no indexed column and can be a HOT update;
-// RescueExpired reads the running jobs through jobs_busy_idx and sorts
-// them by expiry. State transitions change state, which every partial
-// index's predicate reads, so they are never HOT.
+// RescueExpired reads the running jobs through jobs_busy_idx, with a
+// plain index scan that marks the entries of finished jobs dead as it
+// passes them (rescueScanSQL), and sorts them by expiry. State
+// transitions change state, which every partial index's predicate reads,
+// so they are never HOT.
 //
 // A claim is one statement. A naive claim (WHERE run_at <= now() ORDER BY
 // priority, run_at LIMIT n) walks, in a (priority, run_at) index, every
 // future entry of a higher priority before reaching the due entries of a
 // lower one. So the claim is shaped per (kind, priority): unnest($kinds) ×
 // unnest('{1,2,3}') CROSS JOIN LATERAL a range scan of jobs_claim_idx in
-// run_at order that stops at the first future row or at a quarter more
-// rows than the claim could take from the range, plus, when the range ran
+// run_at order that stops at the first future row or at one row more
+// than the claim could take from the range, plus, when the range ran
 // out of due rows, one descent from now() for its first future row. These
 // candidates are chosen without locks; they are cut to each kind's limit
 // (row_number() over the kind, in claim order), then to the total limit in
@@ -519,7 +521,9 @@
 //     turns jit off inside one too), ax.flow_claim, ax.flow_now,
 //     plan_cache_mode, synchronous_commit and jit (the flow claim),
 //     synchronous_commit (the plain claim, Finish and FinishFlow with
-//     WithAsyncClaimsAndOutcomes), lock_timeout (history partitions' DDL),
+//     WithAsyncClaimsAndOutcomes), enable_bitmapscan, enable_seqscan,
+//     plan_cache_mode and jit (RescueExpired, in its batch's implicit
+//     transaction), lock_timeout (history partitions' DDL),
 //     search_path (Migrate). A custom setting a session has seen reads as
 //     the empty string after the transaction that set it, not NULL; every
 //     reader takes the empty string as unset. The functions' SET

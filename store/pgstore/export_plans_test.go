@@ -24,3 +24,11 @@ func (s *Store) BatchSQL() map[string]string {
 		"pruneHistory": s.pruneHistorySQL(time.Now().UTC().Truncate(24 * time.Hour).Add(-48 * time.Hour)),
 	}
 }
+
+// RescueScanSQL is the settings statement RescueExpired runs before its
+// rescue, in the same transaction.
+const RescueScanSQL = rescueScanSQL
+
+// PlainClaimOrderSQL is the claim order's ORDER BY list, over columns
+// aged, priority, run_at and id.
+const PlainClaimOrderSQL = plainClaimOrderSQL

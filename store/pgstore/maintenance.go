@@ -25,7 +25,18 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 	if limit < 1 {
 		return nil, fmt.Errorf("pgstore: rescue: limit %d < 1: %w", limit, store.ErrInvalidParams)
 	}
-	rows, _ := s.pool.Query(ctx, s.q.rescue, limit, s.channel)
+	// The rescue scans jobs_busy_idx as a plain index scan (rescueScanSQL),
+	// in the same round trip: the two statements share the batch's
+	// implicit transaction.
+	b := &pgx.Batch{}
+	b.Queue(rescueScanSQL)
+	b.Queue(s.q.rescue, limit, s.channel)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("pgstore: rescue expired leases: settings: %w", err)
+	}
+	rows, _ := br.Query()
 	var (
 		r     store.Rescued
 		state string
@@ -36,6 +47,9 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 		out = append(out, r)
 		return nil
 	})
+	if err == nil {
+		err = br.Close() // the commit: only its end says the leases were taken
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: rescue expired leases: %w", err)
 	}
