@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 )
@@ -19,12 +18,7 @@ import (
 func TestClaimOrderIsPostgresOrder(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	pool := pgtest.Pool(t)
-	s, err := pgstore.New(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	pool, s := newPoolStore(t)
 	for _, c := range []struct {
 		name string
 		age  time.Duration

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/axsched/ax/internal/pgtest"
@@ -20,13 +21,21 @@ func TestMain(m *testing.M) {
 // newStore returns a Store on a fresh database, closed when t ends.
 func newStore(t testing.TB, opts ...pgstore.Option) *pgstore.Store {
 	t.Helper()
+	_, s := newPoolStore(t, opts...)
+	return s
+}
+
+// newPoolStore returns a Store on a fresh database, closed when t ends,
+// and the pool it runs on, for the statements a test runs beside it.
+func newPoolStore(t testing.TB, opts ...pgstore.Option) (*pgxpool.Pool, *pgstore.Store) {
+	t.Helper()
 	pool := pgtest.Pool(t)
 	s, err := pgstore.New(context.Background(), pool, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s
+	return pool, s
 }
 
 func job(kind string) store.InsertParams {
