@@ -152,12 +152,11 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		// priority), a range scan of jobs_claim_idx in run_at order takes
 		// the due rows, up to one more than the claim could take from the
 		// range (so that a row it leaves gives NextRunAt and the range's
-		// cursor), and, when
-		// fewer are due, the first future row, from a second descent that
-		// starts at now() rather than at the range's start, where the dead
-		// entries of claimed rows gather while a snapshot holds back
-		// vacuum. The Limit above the UNION ALL stops before that second
-		// descent when the first branch filled it.
+		// cursor), and, when fewer are due, the first future row, from a
+		// second descent that starts at now() rather than at the range's
+		// start, where the dead entries of claimed rows gather while a
+		// snapshot holds back vacuum. The Limit above the UNION ALL stops
+		// before that second descent when the first branch filled it.
 		//
 		// ranked applies per-kind limits (across priorities, in claim
 		// order) and then the total limit, in claim order
