@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
@@ -55,15 +56,8 @@ func TestClaimOrderIsPostgresOrder(t *testing.T) {
 				       ($2::bigint > 0 AND run_at <= $3::timestamptz - $2::bigint * interval '1 microsecond') AS aged
 				FROM ax.jobs WHERE id = ANY($1)) c
 				ORDER BY `+pgstore.PlainClaimOrderSQL, ids, int64(c.age/time.Microsecond), res.Now)
-			var want []uuid.UUID
-			for rows.Next() {
-				var id uuid.UUID
-				if err := rows.Scan(&id); err != nil {
-					t.Fatal(err)
-				}
-				want = append(want, id)
-			}
-			if err := rows.Err(); err != nil {
+			want, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+			if err != nil {
 				t.Fatal(err)
 			}
 			aged := 0
