@@ -38,6 +38,13 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 		return nil, err
 	}
 	defer d.close()
+	var floor durations
+	var floorRate float64
+	if o.immFloor > 0 {
+		if floor, floorRate, err = commitFloor(ctx, d.dsn, o.immRate, o.immFloor); err != nil {
+			return nil, err
+		}
+	}
 	// The breakdown of the Schedule call's round trip: pool acquire and
 	// statement times from a traced pool of the scheduler's own, server
 	// execution and WAL sync times from the server (immediateServer).
@@ -160,6 +167,13 @@ func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	r.add("start lag, store clock, max", ms(storeLag.max()), "ms")
 	r.add("Schedule call p50", ms(calls.pct(50)), "ms")
 	r.add("Schedule call p99", ms(calls.pct(99)), "ms")
+	if floor != nil {
+		r.add("commit floor: one-row INSERT round trip p50", ms(floor.pct(50)), "ms")
+		r.add("commit floor: one-row INSERT round trip p99", ms(floor.pct(99)), "ms")
+		r.add("commit floor: one-row INSERT round trip max", ms(floor.max()), "ms")
+		r.add("commit floor: achieved rate", floorRate, "inserts/s")
+		r.note("commit floor: before the Scheduler started, %s of one-row INSERTs into a plain table on a connection of their own, one at a time at the same rate, each committed with the server's synchronous_commit: no Schedule can return, and no job start, sooner than this commit (-immediate-floor)", o.immFloor)
+	}
 	claimFigures(r, ts)
 	scheduleParts(r, ts, called, returned)
 	nw, sum := waitsBetween(waits, 0, 1<<62)

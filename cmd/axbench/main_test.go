@@ -62,6 +62,7 @@ func TestQuick(t *testing.T) {
 		{"insert", nil, "Schedule call p99"},
 		{"lag", []string{"-lag-jobs", "100", "-lag-min", "500ms", "-lag-max", "1500ms"}, "started early (store clock)"},
 		{"immediate", []string{"-immediate-for", "500ms"}, "start lag, store clock, p99"},
+		{"immediate", []string{"-immediate-for", "300ms", "-immediate-floor", "300ms"}, "commit floor: one-row INSERT round trip p99"},
 		{"bigtable", []string{"-bigtable-sizes", "2000", "-bigtable-workers", "100", "-bigtable-for", "300ms", "-bigtable-warmup", "100ms", "-feed-batch", "500"},
 			"W=100: 2k finished / empty"},
 		{"heldxmin", []string{"-heldxmin-clean", "1s", "-heldxmin-hold", "1s", "-heldxmin-recovery", "1s", "-heldxmin-window", "500ms"},

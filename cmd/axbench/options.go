@@ -46,6 +46,9 @@ type options struct {
 	// immFlush is the immediate scenario's Config.FlushInterval (0: the
 	// default).
 	immFlush time.Duration
+	// immFloor is how long the immediate scenario measures the server's
+	// commit floor before it starts (commitfloor.go; 0: not measured).
+	immFloor time.Duration
 	// noDirect turns the Scheduler's direct start off in every scenario
 	// (Config.DisableDirectStart), for an A/B.
 	noDirect bool
@@ -154,6 +157,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.noDirect, "no-direct-start", false, "every scenario: Config.DisableDirectStart (Schedule never starts its job directly)")
 	fs.BoolVar(&o.immAt, "immediate-at-now", false, "immediate: schedule each job with ax.At(time.Now()) rather than no time option")
 	fs.DurationVar(&o.immFlush, "immediate-flush", 0, "immediate: Config.FlushInterval, how long outcomes gather before a Finish commits them (0 = the default)")
+	fs.DurationVar(&o.immFloor, "immediate-floor", 10*time.Second, "immediate: how long to time one-row INSERT commits at the same rate before the Scheduler starts, the floor under Schedule's round trip (0 = skip)")
 	fs.DurationVar(&o.immFor, "immediate-for", time.Minute, "immediate: how long to schedule (long enough for pgx's prepared statements to be on generic plans)")
 
 	fs.IntVar(&o.rate, "rate", 5000, "sustained: delayed jobs scheduled per second")
@@ -203,7 +207,7 @@ func (o *options) register(fs *flag.FlagSet) {
 var quickValues = map[string]string{
 	"n": "2000", "workers": "100", "procs": "2", "mp-workers": "50",
 	"lag-jobs": "300", "lag-min": "1s", "lag-max": "2s",
-	"immediate-rate": "200", "immediate-for": "1s",
+	"immediate-rate": "200", "immediate-for": "1s", "immediate-floor": "500ms",
 	"rate": "500", "sustained-for": "3s", "sustained-max": "3s",
 	"backlog-sizes": "10000", "backlog-finished": "10000", "backlog-due": "1000", "backlog-run": "1000", "rss-for": "1s",
 	"storm-jobs": "100", "storm-down": "2s",
@@ -264,8 +268,8 @@ func (o *options) parseLists() error {
 	if o.susMin < 0 || o.susMax <= o.susMin {
 		return fmt.Errorf("-sustained-min %s and -sustained-max %s: need 0 <= min < max", o.susMin, o.susMax)
 	}
-	if o.backlogFinished < 0 || o.conns < 0 {
-		return fmt.Errorf("-backlog-finished and -conns must not be negative")
+	if o.backlogFinished < 0 || o.conns < 0 || o.immFloor < 0 {
+		return fmt.Errorf("-backlog-finished, -conns and -immediate-floor must not be negative")
 	}
 	for name, d := range map[string]time.Duration{
 		"bigtable-for": o.bigFor, "heldxmin-clean": o.heldClean, "heldxmin-hold": o.heldHold,
