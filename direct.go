@@ -40,6 +40,9 @@ type directStart struct {
 	r    *runtime
 	kind string
 	rec  *store.JobRecord
+	// settled: settle ran, from the store's EarlyStart or after the call.
+	settled bool
+	started bool // settle's answer
 }
 
 // reserveDirect reserves a worker slot for a direct start of p, or
@@ -119,20 +122,49 @@ func waitClaim(ctx context.Context, ended <-chan struct{}) bool {
 }
 
 // insert is the store call of a direct start, for insertWaiting.
+//
+// A store that hands the job over before its insert is durable
+// (store.EarlyStarter, pgstore.WithEarlyDirectStart) has it
+// started from there, while the store waits for the flush; an error from
+// that wait then leaves the job running (the reserved slot is its) and
+// fails the Schedule call.
 func (d *directStart) insert(ctx context.Context, params []store.InsertParams) ([]store.InsertResult, error) {
 	res, rec, err := d.r.inserter.InsertClaimed(ctx, &params[0], &store.InsertClaim{
-		Owner: d.r.cfg.Node, LeaseDuration: d.r.cfg.LeaseDuration})
+		Owner: d.r.cfg.Node, LeaseDuration: d.r.cfg.LeaseDuration, EarlyStart: d})
 	if err != nil {
 		return nil, err
 	}
-	d.rec = rec
+	if !d.settled {
+		d.rec = rec
+	}
 	return []store.InsertResult{res}, nil
+}
+
+// StartEarly implements store.EarlyStarter: the job is committed, not
+// yet known durable, and starts now.
+func (d *directStart) StartEarly(rec *store.JobRecord) {
+	if d.settled || rec == nil {
+		return // at most once, by the contract; a nil record starts nothing
+	}
+	d.rec = rec
+	d.settle()
 }
 
 // settle starts the claimed job on the reserved slot, or returns the slot
 // when the store inserted the job unclaimed (or failed), and reports
-// whether the job started here.
+// whether the job started here. It acts once: a later call (after an
+// early start) only repeats its answer.
 func (d *directStart) settle() bool {
+	if d.settled {
+		return d.started
+	}
+	d.settled = true
+	d.started = d.settleOnce()
+	return d.started
+}
+
+// settleOnce is settle's first call.
+func (d *directStart) settleOnce() bool {
 	r := d.r
 	defer r.directs.Done()
 	if d.rec == nil {

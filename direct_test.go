@@ -11,6 +11,7 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memstore"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 )
@@ -372,4 +373,104 @@ func holdInsertClaimed(fs *ax.FaultStore) (entered, release chan struct{}) {
 		return nil
 	})
 	return entered, release
+}
+
+// earlyStartStore is a memstore whose InsertClaimed hands a claimed job
+// over through store.InsertClaim.EarlyStart and then waits, as pgstore
+// does under WithEarlyDirectStart while its insert is flushed, until
+// flushed is closed; it then fails with flushErr, if set.
+type earlyStartStore struct {
+	*memstore.Store
+	flushed  chan struct{}
+	flushErr error
+}
+
+func (s *earlyStartStore) InsertClaimed(ctx context.Context, p *store.InsertParams, c *store.InsertClaim) (store.InsertResult, *store.JobRecord, error) {
+	res, rec, err := s.Store.InsertClaimed(ctx, p, c)
+	if err != nil || rec == nil || c.EarlyStart == nil {
+		return res, rec, err
+	}
+	c.EarlyStart.StartEarly(rec)
+	select {
+	case <-s.flushed:
+	case <-ctx.Done():
+		return store.InsertResult{}, nil, ctx.Err()
+	}
+	if s.flushErr != nil {
+		return store.InsertResult{}, nil, s.flushErr
+	}
+	return res, rec, nil
+}
+
+// TestDirectStartEarly: a store that hands a direct start's job over
+// before its insert is durable has the job start then, while Schedule
+// still waits for the store; when that wait fails, Schedule reports the
+// error and the job, already started, still runs to its end. Either way
+// the reserved worker slot is used once: with one worker, two jobs
+// scheduled after never run together and both run.
+func TestDirectStartEarly(t *testing.T) {
+	errFlush := errors.New("flush failed")
+	for _, flushErr := range []error{nil, errFlush} {
+		name := "Flushed"
+		if flushErr != nil {
+			name = "FlushFails"
+		}
+		t.Run(name, func(t *testing.T) {
+			es := &earlyStartStore{Store: newMemstore(), flushed: make(chan struct{}), flushErr: flushErr}
+			s := newScheduler(t, es, func(c *ax.Config) { c.Workers = 1; c.PollInterval = time.Hour })
+			ran := make(chan uuid.UUID, 3)
+			var running, most atomic.Int32
+			gate := make(chan struct{}, 3) // a handler ends on a token
+			require.NoError(t, s.Handle("k", ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
+				n := running.Add(1)
+				defer running.Add(-1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				ran <- j.ID
+				<-gate
+				return nil
+			})))
+			start(t, s)
+
+			type result struct {
+				res ax.ScheduleResult
+				err error
+			}
+			scheduled := make(chan result, 1)
+			go func() {
+				res, err := s.Schedule(context.Background(), "k", nil)
+				scheduled <- result{res, err}
+			}()
+			id := recv(t, ran) // started while the store still waits
+			select {
+			case r := <-scheduled:
+				t.Fatalf("Schedule returned (%v) before the store's wait ended", r.err)
+			default:
+			}
+			close(es.flushed)
+			r := recv(t, scheduled)
+			if flushErr != nil {
+				require.ErrorIs(t, r.err, errFlush)
+				es.flushErr = nil // the next calls' waits succeed
+			} else {
+				require.NoError(t, r.err)
+				require.Equal(t, id, r.res.ID)
+			}
+			gate <- struct{}{}
+			waitState(t, es, id, store.StateSucceeded)
+			require.Eventually(t, func() bool { return len(s.Running()) == 0 }, 5*time.Second, time.Millisecond)
+
+			for range 2 {
+				_, err := s.Schedule(context.Background(), "k", nil)
+				require.NoError(t, err)
+			}
+			recv(t, ran)
+			// A slot given back twice would let the second start now.
+			time.Sleep(50 * time.Millisecond)
+			gate <- struct{}{}
+			recv(t, ran)
+			gate <- struct{}{}
+			require.EqualValues(t, 1, most.Load(), "two handlers ran together on one worker")
+		})
+	}
 }

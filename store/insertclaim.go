@@ -41,6 +41,27 @@ type InsertClaim struct {
 	Owner string
 	// LeaseDuration is the lease's length, as ClaimParams.LeaseDuration.
 	LeaseDuration time.Duration
+	// EarlyStart, when not nil, lets a store that commits the insert
+	// before it knows the commit durable (pgstore.WithEarlyDirectStart)
+	// hand the claimed job over during that wait (EarlyStarter).
+	EarlyStart EarlyStarter
+}
+
+// EarlyStarter takes a job that InsertClaimed claimed before the insert
+// is known durable. An interface, not a func, so that InsertClaim stays
+// comparable.
+type EarlyStarter interface {
+	// StartEarly is called by a store that commits a direct start's
+	// insert first and waits for it to be durable after: at most once,
+	// and it has returned before InsertClaimed returns, with the record
+	// InsertClaimed returns, once the job is committed and visible. The
+	// caller starts the job from StartEarly, not after the return.
+	// InsertClaimed still returns only once the job is durable, or with
+	// an error when it could not learn that (the job, started, may then
+	// be lost with a crash of the database). Stores that do not commit
+	// that way never call it, and callers must not rely on it being
+	// called.
+	StartEarly(rec *JobRecord)
 }
 
 // Validate reports, wrapping ErrInvalidParams, what is wrong with c.

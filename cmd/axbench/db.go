@@ -33,6 +33,8 @@ type benchDB struct {
 	noDirect bool
 	// asyncCommits: pgstore.WithAsyncClaimsAndOutcomes for every store (-async-commits).
 	asyncCommits bool
+	// earlyStart: pgstore.WithEarlyDirectStart for every store (-early-start).
+	earlyStart bool
 	// via is the PgBouncer the scenario's stores go through (pooler.go).
 	via     string
 	viaPool *pgxpool.Pool
@@ -41,7 +43,8 @@ type benchDB struct {
 // createDB creates a fresh database on the server, migrated by pgstore.New.
 // Call close to drop it.
 func (b *bench) createDB(ctx context.Context) (*benchDB, error) {
-	d := &benchDB{name: "axbench_" + randomHex(6), server: b.opt.db, noDirect: b.opt.noDirect, asyncCommits: b.opt.asyncCommits}
+	d := &benchDB{name: "axbench_" + randomHex(6), server: b.opt.db, noDirect: b.opt.noDirect, asyncCommits: b.opt.asyncCommits,
+		earlyStart: b.opt.earlyStart}
 	conn, err := pgx.Connect(ctx, b.opt.db)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", redact(b.opt.db), err)

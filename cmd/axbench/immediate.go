@@ -32,7 +32,7 @@ const immediateApp = "axbench-immediate"
 func runImmediate(ctx context.Context, b *bench) (*result, error) {
 	o := b.opt
 	n := int(float64(o.immRate) * o.immFor.Seconds())
-	r := newResult(map[string]any{"rate": o.immRate, "for": o.immFor.String(), "jobs": n, "conns": connsParam(o.conns), "direct start": !o.noDirect, "At(now)": o.immAt, "flush": o.immFlush.String(), "async commits": o.asyncCommits})
+	r := newResult(map[string]any{"rate": o.immRate, "for": o.immFor.String(), "jobs": n, "conns": connsParam(o.conns), "direct start": !o.noDirect, "At(now)": o.immAt, "flush": o.immFlush.String(), "async commits": o.asyncCommits, "early start": o.earlyStart})
 	d, err := b.createDB(ctx)
 	if err != nil {
 		return nil, err

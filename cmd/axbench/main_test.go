@@ -55,19 +55,23 @@ func TestQuick(t *testing.T) {
 		scenario string
 		args     []string
 		metric   string // one metric the scenario must print
+		positive bool   // metric must be above 0
 	}{
-		{"throughput", []string{"-n", "1000"}, "W=100: WAL per job"},
+		{"throughput", []string{"-n", "1000"}, "W=100: WAL per job", false},
 		{"throughput", []string{"-n", "300", "-workers", "100", "-encrypt", "-encrypt-reps", "1", "-encrypt-bytes", "3072"},
-			"W=100: backends' CPU per job (insert and run), encrypted minus plain (medians)"},
-		{"insert", nil, "Schedule call p99"},
-		{"lag", []string{"-lag-jobs", "100", "-lag-min", "500ms", "-lag-max", "1500ms"}, "started early (store clock)"},
-		{"immediate", []string{"-immediate-for", "500ms"}, "start lag, store clock, p99"},
-		{"immediate", []string{"-immediate-for", "300ms", "-immediate-floor", "300ms"}, "commit floor: one-row INSERT round trip p99"},
+			"W=100: backends' CPU per job (insert and run), encrypted minus plain (medians)", false},
+		{"insert", nil, "Schedule call p99", false},
+		{"lag", []string{"-lag-jobs", "100", "-lag-min", "500ms", "-lag-max", "1500ms"}, "started early (store clock)", false},
+		{"immediate", []string{"-immediate-for", "500ms"}, "start lag, store clock, p99", false},
+		{"immediate", []string{"-immediate-for", "300ms", "-immediate-floor", "300ms"}, "commit floor: one-row INSERT round trip p99", false},
+		// With pgstore.WithEarlyDirectStart handlers start before their
+		// Schedule calls return, through the Scheduler on PostgreSQL.
+		{"immediate", []string{"-immediate-for", "300ms", "-immediate-floor", "0", "-early-start"}, "handler started before Schedule returned", true},
 		{"bigtable", []string{"-bigtable-sizes", "2000", "-bigtable-workers", "100", "-bigtable-for", "300ms", "-bigtable-warmup", "100ms", "-feed-batch", "500"},
-			"W=100: 2k finished / empty"},
+			"W=100: 2k finished / empty", false},
 		{"heldxmin", []string{"-heldxmin-clean", "1s", "-heldxmin-hold", "1s", "-heldxmin-recovery", "1s", "-heldxmin-window", "500ms"},
-			"held / clean completion rate"},
-		{"wide", []string{"-wide-for", "600ms", "-wide-interval", "300ms", "-feed-batch", "500"}, "W=1000 / W=100 jobs/s"},
+			"held / clean completion rate", false},
+		{"wide", []string{"-wide-for", "600ms", "-wide-interval", "300ms", "-feed-batch", "500"}, "W=1000 / W=100 jobs/s", false},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			t.Parallel()
@@ -78,6 +82,11 @@ func TestQuick(t *testing.T) {
 			}
 			if !hasMetric(r, tc.metric) {
 				t.Errorf("no metric %q", tc.metric)
+			}
+			for _, m := range r.Metrics {
+				if tc.positive && m.Name == tc.metric && m.Value <= 0 {
+					t.Errorf("%s: %v, want above 0", m.Name, m.Value)
+				}
 			}
 			if !strings.HasPrefix(r.Server, "shared server") {
 				t.Errorf("server %q, want the shared server named", r.Server)

@@ -54,6 +54,8 @@ type options struct {
 	noDirect bool
 	// asyncCommits gives every scenario's store pgstore.WithAsyncClaimsAndOutcomes.
 	asyncCommits bool
+	// earlyStart gives every scenario's store pgstore.WithEarlyDirectStart.
+	earlyStart bool
 	// viaPgBouncer: run each scenario again through this PgBouncer (pooler.go).
 	viaPgBouncer string
 
@@ -154,6 +156,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.immRate, "immediate-rate", 500, "immediate: Schedule calls per second")
 	registerPooler(fs, o)
 	fs.BoolVar(&o.asyncCommits, "async-commits", false, "every scenario: pgstore.WithAsyncClaimsAndOutcomes (claims and outcomes commit without waiting for the WAL flush)")
+	fs.BoolVar(&o.earlyStart, "early-start", false, "every scenario: pgstore.WithEarlyDirectStart (a direct start's job starts while its insert is flushed)")
 	fs.BoolVar(&o.noDirect, "no-direct-start", false, "every scenario: Config.DisableDirectStart (Schedule never starts its job directly)")
 	fs.BoolVar(&o.immAt, "immediate-at-now", false, "immediate: schedule each job with ax.At(time.Now()) rather than no time option")
 	fs.DurationVar(&o.immFlush, "immediate-flush", 0, "immediate: Config.FlushInterval, how long outcomes gather before a Finish commits them (0 = the default)")

@@ -95,6 +95,9 @@ func (d *benchDB) storeOptions() []pgstore.Option {
 	if d.asyncCommits {
 		opts = append(opts, pgstore.WithAsyncClaimsAndOutcomes())
 	}
+	if d.earlyStart {
+		opts = append(opts, pgstore.WithEarlyDirectStart())
+	}
 	if d.via == "" {
 		return opts
 	}

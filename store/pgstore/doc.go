@@ -104,6 +104,15 @@
 // survives a crash is always a consistent state. The flow claim commits
 // without the wait whatever the option (see Flow control).
 //
+// WithEarlyDirectStart does the same for a direct start's insert
+// (InsertClaimed), and only when the Scheduler can start the job during
+// the flush: the insert commits without the wait, the job is handed to
+// the Scheduler, and a second transaction, a logical message that
+// commits with the server's setting, waits for the flush (and the
+// synchronous standby) before InsertClaimed returns. A job whose
+// Schedule returned is still durable; a job that started may be lost
+// with a crash during that wait, its Schedule then failing.
+//
 // # Payloads and validation
 //
 // Payloads live in a json column, which keeps the text it is given byte
@@ -521,7 +530,8 @@
 //     turns jit off inside one too), ax.flow_claim, ax.flow_now,
 //     plan_cache_mode, synchronous_commit and jit (the flow claim),
 //     synchronous_commit (the plain claim, Finish and FinishFlow with
-//     WithAsyncClaimsAndOutcomes), enable_bitmapscan, enable_seqscan,
+//     WithAsyncClaimsAndOutcomes; a direct start's insert with
+//     WithEarlyDirectStart), enable_bitmapscan, enable_seqscan,
 //     plan_cache_mode and jit (RescueExpired, in its batch's implicit
 //     transaction), lock_timeout (history partitions' DDL),
 //     search_path (Migrate). A custom setting a session has seen reads as

@@ -68,7 +68,9 @@ var insertClaimedSQL = insertOneSQL(`WITH r AS (
 // The job is claimed in the insert's transaction: if the call fails
 // after the commit (the connection drops, ctx ends), the job is running
 // under a lease nobody extends, and runs again once that lease expires
-// and it is rescued.
+// and it is rescued. With WithEarlyDirectStart the claimed job is handed
+// to claim.EarlyStart before the commit is known durable, and the call
+// returns after (earlystart.go).
 func (s *Store) InsertClaimed(ctx context.Context, params *store.InsertParams, claim *store.InsertClaim) (store.InsertResult, *store.JobRecord, error) {
 	if err := s.check(); err != nil {
 		return store.InsertResult{}, nil, err
@@ -101,16 +103,19 @@ func (s *Store) InsertClaimed(ctx context.Context, params *store.InsertParams, c
 	}
 	from := s.cursors.peek(params.Kind)
 	u := scopeOf(params)
+	// A keyed job is never started before it is durable: see
+	// WithEarlyDirectStart (earlystart.go).
+	early := s.opts.earlyStart && claim.EarlyStart != nil && params.UniqueKey == ""
 	for range maxInsertRetries {
 		var (
 			dup      bool
 			notified int64
 			js       jobScan
 		)
-		err := s.pool.QueryRow(ctx, s.q.insertClaimed, params.ID, params.Kind, payloadJSON(params.Payload), meta,
+		err := s.insertClaimedRow(ctx, early, append([]any{&dup, &notified}, js.dest()...),
+			params.ID, params.Kind, payloadJSON(params.Payload), meta,
 			params.Priority, runAt, micros(params.Delay), params.MaxAttempts, nullable(params.UniqueKey), s.channel,
-			u.Global, u.Finished, periodSeconds(u), claim.Owner, micros(claim.LeaseDuration), from).
-			Scan(append([]any{&dup, &notified}, js.dest()...)...)
+			u.Global, u.Finished, periodSeconds(u), claim.Owner, micros(claim.LeaseDuration), from)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // the holder changed under us: try again
 		}
@@ -123,7 +128,15 @@ func (s *Store) InsertClaimed(ctx context.Context, params *store.InsertParams, c
 		}
 		res := store.InsertResult{ID: rec.ID, Duplicate: dup}
 		if dup || rec.State != store.StateRunning {
-			return res, nil, nil
+			rec = nil
+		}
+		if early {
+			if rec != nil {
+				claim.EarlyStart.StartEarly(rec)
+			}
+			if err := s.waitFlushed(ctx); err != nil {
+				return store.InsertResult{}, nil, fmt.Errorf("pgstore: insert claimed: %w", err)
+			}
 		}
 		return res, rec, nil
 	}

@@ -35,6 +35,7 @@ type options struct {
 	listenerDSN  string
 	txPooler     bool // WithTransactionPooler (pooler.go)
 	asyncCommits bool // WithAsyncClaimsAndOutcomes (asynccommit.go)
+	earlyStart   bool // WithEarlyDirectStart (earlystart.go)
 }
 
 func buildOptions(opts []Option) (*options, error) {

@@ -85,6 +85,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if err != nil {
 		return nil, err
 	}
+	if o.earlyStart {
+		if err := checkEarlyStart(ctx, pool); err != nil {
+			return nil, err
+		}
+	}
 	life, endLife := context.WithCancel(context.Background())
 	return &Store{
 		pool:    pool,

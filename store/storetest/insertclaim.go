@@ -13,13 +13,27 @@ import (
 )
 
 // insertClaimed calls InsertClaimed with p and a claim by owner for a lease
-// of d, and requires success.
+// of d, and requires success. The claim has an EarlyStart, which a store
+// may call (store.EarlyStarter): at most once, only for a job it claims,
+// with the record it returns.
 func insertClaimed(t *testing.T, st store.Store, p store.InsertParams, d time.Duration) (store.InsertResult, *store.JobRecord) {
 	t.Helper()
-	res, rec, err := as[store.InsertClaimer](t, st).InsertClaimed(t.Context(), &p, &store.InsertClaim{Owner: owner, LeaseDuration: d})
+	early := &earlyStarts{}
+	claim := &store.InsertClaim{Owner: owner, LeaseDuration: d, EarlyStart: early}
+	res, rec, err := as[store.InsertClaimer](t, st).InsertClaimed(t.Context(), &p, claim)
 	require.NoError(t, err)
+	require.LessOrEqual(t, len(early.recs), 1, "StartEarly called more than once")
+	if len(early.recs) == 1 {
+		require.NotNil(t, rec, "StartEarly called for a job the store did not claim")
+		require.Equal(t, rec, early.recs[0], "StartEarly's record is not the one returned")
+	}
 	return res, rec
 }
+
+// earlyStarts is a store.EarlyStarter that records what it is given.
+type earlyStarts struct{ recs []*store.JobRecord }
+
+func (e *earlyStarts) StartEarly(rec *store.JobRecord) { e.recs = append(e.recs, rec) }
 
 // needsFlows skips a test when st is not a FlowStore.
 func needsFlows(t *testing.T, st store.Store) { as[store.FlowStore](t, st) }

@@ -86,6 +86,14 @@ import (
 // its own cleanup with t.Cleanup.
 type NewStoreFunc func(t *testing.T) store.Store
 
+// RunInsertClaimer runs the suite's InsertClaimer tests alone, for a
+// store whose direct starts a setting changes (pgstore's
+// WithEarlyDirectStart) and whose other methods Run covers already.
+func RunInsertClaimer(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Helper()
+	t.Run("InsertClaimed", func(t *testing.T) { testInsertClaimed(t, newStore) })
+}
+
 // Run runs the conformance suite against fresh stores made by newStore
 // (called once per subtest; it registers its own cleanup with t.Cleanup).
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
