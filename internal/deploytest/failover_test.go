@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -29,6 +30,13 @@ type failoverCase struct {
 	// lost, run three times or not end; a second run may follow a
 	// written success, with a fencing token that did not grow.
 	asyncCommits bool
+	// earlyStart: hosts with pgstore.WithEarlyDirectStart that also
+	// schedule jobs of their own (selfRate a second each, due at once),
+	// which start during their inserts' flush. Still no job whose
+	// Schedule returned may be lost; a job that started and whose
+	// Schedule failed may be (counted, not failed on).
+	earlyStart bool
+	selfRate   int
 }
 
 // TestFailoverSync: a primary, a synchronous standby and three hosts on
@@ -70,6 +78,18 @@ func TestFailoverSyncLeaseLost(t *testing.T) {
 func TestFailoverSyncAsyncCommits(t *testing.T) {
 	c := failoverCase{sync: true, load: 15 * time.Second, rate: 40, failAt: 8 * time.Second, workMS: 300,
 		tickSpec: "@every 1s", tick: time.Second, asyncCommits: true}
+	runFailover(t, c)
+}
+
+// TestFailoverSyncEarlyStart is TestFailoverSync with hosts that start
+// the jobs they schedule themselves during their inserts' flush
+// (pgstore.WithEarlyDirectStart), 10 a second each beside the loader's:
+// no job whose Schedule returned may be lost, and the rest of
+// TestFailoverSync's rules hold; jobs that ran while their insert was
+// lost with the old primary are printed.
+func TestFailoverSyncEarlyStart(t *testing.T) {
+	c := failoverCase{sync: true, load: 15 * time.Second, rate: 40, failAt: 8 * time.Second, workMS: 300,
+		tickSpec: "@every 1s", tick: time.Second, earlyStart: true, selfRate: 10}
 	runFailover(t, c)
 }
 
@@ -117,11 +137,17 @@ func runFailover(t *testing.T, c failoverCase) {
 		if c.asyncCommits {
 			args = append(args, "-async-commits")
 		}
+		if c.earlyStart {
+			args = append(args, "-early-start", "-schedule-rate", strconv.Itoa(c.selfRate),
+				"-schedule-for", c.load.String(), "-schedule-ms", strconv.Itoa(c.workMS))
+		}
 		workers = append(workers, startProc(t, logs, "host"+strconv.Itoa(i+1), bins+"/worker", args...))
 	}
 	for _, w := range workers {
 		w.waitLine(t, "READY", time.Minute)
 	}
+	// With earlyStart the hosts began scheduling at READY, a moment
+	// before the loader.
 	loader := startProc(t, logs, "loader", bins+"/loader", "-dsn", dsn,
 		"-n", strconv.Itoa(int(c.load.Seconds())*c.rate), "-rate", strconv.Itoa(c.rate), "-ms", strconv.Itoa(c.workMS))
 	loader.waitLine(t, "READY", time.Minute)
@@ -164,8 +190,18 @@ func runFailover(t *testing.T, c failoverCase) {
 	}
 
 	loader.waitLine(t, "DONE ", c.load+2*time.Minute)
-	ids := scheduledIDs(t, loader)
-	errs := len(loader.has("ERROR "))
+	schedulers := []*proc{loader}
+	if c.earlyStart {
+		for _, w := range workers {
+			w.waitLine(t, "SCHEDULE_DONE ", c.load+2*time.Minute)
+		}
+		schedulers = append(schedulers, workers...)
+	}
+	ids := scheduledIDs(t, schedulers...)
+	errs := 0
+	for _, p := range schedulers {
+		errs += len(p.has("ERROR "))
+	}
 	waitQuiet(t, newPrimary, 2*time.Minute)
 
 	hosts := hostResumes(t, ledger, promotedAt, promotedBy)
@@ -180,7 +216,17 @@ func runFailover(t *testing.T, c failoverCase) {
 		w.stop(t, 30*time.Second)
 	}
 
-	v := judge(ids, errs, jobStates(t, newPrimary, "work"), executions(t, ledger), ackedSuccesses(t, workers...))
+	states, execs := jobStates(t, newPrimary, "work"), executions(t, ledger)
+	v := judge(ids, errs, states, execs, ackedSuccesses(t, workers...))
+	ranUnrecorded := 0 // executions of jobs the new primary does not have
+	tickStates := jobStates(t, newPrimary, "tick")
+	for id := range execs {
+		_, work := states[id]
+		_, tick := tickStates[id]
+		if !work && !tick {
+			ranUnrecorded++
+		}
+	}
 	ticks, doubled, missed := tickGaps(t, newPrimary, "tick", c.tick)
 	// A tick that falls while no host can reach a primary is missed and,
 	// by the default MisfireRunOnce, fired once with the next: allowed
@@ -206,6 +252,10 @@ func runFailover(t *testing.T, c failoverCase) {
 	}
 	if c.asyncCommits {
 		mode += " (hosts with async claims and outcomes)"
+	}
+	if c.earlyStart {
+		mode += fmt.Sprintf(" (hosts with early direct starts, %d jobs a second each; %d of their Schedule calls returned, %d jobs ran that the new primary does not have)",
+			c.selfRate, len(ids)-len(scheduledIDs(t, loader)), ranUnrecorded)
 	}
 	figure(t, "%s replication: %s; time from promotion to the first job claimed on the new primary %s (promotion took %s)",
 		mode, v, resume.Round(time.Millisecond), promoted.Round(time.Millisecond))

@@ -12,11 +12,18 @@
 //	EVENT handed_back <job id>    Stop handed the job back to the store (its handler had not returned)
 //	EVENT breaker <state> <time>  this host moved the breaker of "work" to open, half_open or closed (host time, RFC 3339)
 //	EVENT succeeded <job> <attempt> the job's success was written (with -say-finished)
+//	SCHEDULED <job id>            this host's Schedule returned the job (with -schedule-rate)
+//	ERROR <error>                 this host's Schedule failed (with -schedule-rate)
+//	SCHEDULE_DONE <ok> <failed>   this host scheduled for -schedule-for
 //	STOPPED <error or nil>        Stop returned after SIGTERM
 //
 // With -ledger, executions are recorded in that database instead of the
 // jobs' one, so that a scenario that fails the jobs' database over keeps
 // a record of what ran that the failover cannot lose (internal/deploytest).
+//
+// With -schedule-rate the host also schedules "work" jobs itself, due at
+// once, so that they start directly on it (with -early-start, during
+// their insert's flush: pgstore.WithEarlyDirectStart).
 //
 // Flow flags (-global-concurrency, -rate, -breaker-failures, ...) give the
 // "work" kind the matching handler options; with -downstream, its handler
@@ -77,6 +84,10 @@ func main() {
 		ledger       = flag.String("ledger", "", "record executions in this database (default: -dsn's)")
 		sayFinished  = flag.Bool("say-finished", false, "print EVENT succeeded lines")
 		asyncCommits = flag.Bool("async-commits", false, "pgstore.WithAsyncClaimsAndOutcomes")
+		earlyStart   = flag.Bool("early-start", false, "pgstore.WithEarlyDirectStart")
+		schedRate    = flag.Int("schedule-rate", 0, "schedule this many work jobs a second, due at once, from this host (0: none)")
+		schedFor     = flag.Duration("schedule-for", 15*time.Second, "how long -schedule-rate schedules")
+		schedMS      = flag.Int("schedule-ms", 300, "the work of each job -schedule-rate schedules, in milliseconds")
 	)
 	flag.Parse()
 	if err := run(config{
@@ -85,7 +96,8 @@ func main() {
 		maxConns: *maxConns, periodicName: *periodicName, periodicSpec: *periodicSpec,
 		global: *global, rate: *rate, ratePer: *ratePer, brFailures: *brFailures, brCoolDown: *brCoolDown,
 		brMax: *brMax, downstream: *downstream, retryBase: *retryBase, txhold: *txhold,
-		ledger: *ledger, sayFinished: *sayFinished, asyncCommits: *asyncCommits,
+		ledger: *ledger, sayFinished: *sayFinished, asyncCommits: *asyncCommits, earlyStart: *earlyStart,
+		schedRate: *schedRate, schedFor: *schedFor, schedMS: *schedMS,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
@@ -106,6 +118,9 @@ type config struct {
 	ledger                         string
 	sayFinished                    bool
 	asyncCommits                   bool // pgstore.WithAsyncClaimsAndOutcomes
+	earlyStart                     bool // pgstore.WithEarlyDirectStart
+	schedRate, schedMS             int
+	schedFor                       time.Duration
 }
 
 // workOptions returns the handler options of "work" the flags ask for.
@@ -159,6 +174,9 @@ func run(c config) error {
 	storeOpts := []pgstore.Option{pgstore.WithoutMigrate()}
 	if c.asyncCommits {
 		storeOpts = append(storeOpts, pgstore.WithAsyncClaimsAndOutcomes())
+	}
+	if c.earlyStart {
+		storeOpts = append(storeOpts, pgstore.WithEarlyDirectStart())
 	}
 	st, err := pgstore.New(ctx, pool, storeOpts...)
 	if err != nil {
@@ -221,7 +239,15 @@ func run(c config) error {
 		return err
 	}
 	say("READY %s", node)
+	quit, scheduling := make(chan struct{}), make(chan struct{})
+	if c.schedRate > 0 {
+		go scheduleWork(ctx, s, c, quit, scheduling)
+	} else {
+		close(scheduling)
+	}
 	<-sig
+	close(quit)
+	<-scheduling
 	stopCtx, cancel := context.WithTimeout(ctx, c.stopTimeout)
 	err = s.Stop(stopCtx)
 	cancel()
@@ -322,4 +348,35 @@ WHERE job_id = $1 AND attempt = $2 AND node = $3`, j.ID, j.Attempt, r.node, outc
 		time.Sleep(100 * time.Millisecond)
 	}
 	return werr
+}
+
+// scheduleWork schedules c.schedRate work jobs a second, due at once,
+// for c.schedFor or until quit is closed, and says what each call
+// returned.
+func scheduleWork(ctx context.Context, s *ax.Scheduler, c config, quit <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(time.Second / time.Duration(c.schedRate))
+	defer tick.Stop()
+	end := time.After(c.schedFor)
+	ok, failed := 0, 0
+	for {
+		select {
+		case <-quit:
+			return
+		case <-end:
+			say("SCHEDULE_DONE %d %d", ok, failed)
+			return
+		case <-tick.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		res, err := s.Schedule(cctx, "work", workPayload{MS: c.schedMS})
+		cancel()
+		if err != nil {
+			failed++
+			say("ERROR %v", err)
+			continue
+		}
+		ok++
+		say("SCHEDULED %s", res.ID)
+	}
 }
