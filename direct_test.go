@@ -339,15 +339,7 @@ func TestStopHandsBackLateDirectStart(t *testing.T) {
 	})))
 	start(t, s)
 	entered, release := holdInsertClaimed(fs)
-	type result struct {
-		res ax.ScheduleResult
-		err error
-	}
-	scheduled := make(chan result, 1)
-	go func() {
-		res, err := s.Schedule(context.Background(), "k", nil)
-		scheduled <- result{res, err}
-	}()
+	scheduled := scheduleAsync(s, "k")
 	recv(t, entered)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -359,6 +351,23 @@ func TestStopHandsBackLateDirectStart(t *testing.T) {
 	rec := waitState(t, fs, r.res.ID, store.StateScheduled)
 	require.False(t, ran.Load(), "the handler ran after Stop returned")
 	require.Zero(t, rec.Attempt, "a handed-back attempt is not counted")
+}
+
+// scheduleOutcome is what a Schedule call returned.
+type scheduleOutcome struct {
+	res ax.ScheduleResult
+	err error
+}
+
+// scheduleAsync schedules a job of kind on another goroutine and sends
+// what Schedule returned.
+func scheduleAsync(s *ax.Scheduler, kind string) <-chan scheduleOutcome {
+	ch := make(chan scheduleOutcome, 1)
+	go func() {
+		res, err := s.Schedule(context.Background(), kind, nil)
+		ch <- scheduleOutcome{res, err}
+	}()
+	return ch
 }
 
 // holdInsertClaimed makes fs's next InsertClaimed call close entered and
@@ -432,15 +441,7 @@ func TestDirectStartEarly(t *testing.T) {
 			})))
 			start(t, s)
 
-			type result struct {
-				res ax.ScheduleResult
-				err error
-			}
-			scheduled := make(chan result, 1)
-			go func() {
-				res, err := s.Schedule(context.Background(), "k", nil)
-				scheduled <- result{res, err}
-			}()
+			scheduled := scheduleAsync(s, "k")
 			id := recv(t, ran) // started while the store still waits
 			select {
 			case r := <-scheduled:
