@@ -39,6 +39,24 @@ func bouncerMode() pgx.QueryExecMode {
 // direct connection to the server.
 func TestBouncerConformance(t *testing.T) {
 	noLeaks(t)
+	storetest.Run(t, bouncerStores(t))
+}
+
+// TestBouncerEarlyDirectStart runs the suite's InsertClaimer tests
+// through PgBouncer on stores with pgstore.WithEarlyDirectStart: the
+// insert's batch (its settings and the statement) stays on one server
+// connection, and the flush's transaction may take any other.
+func TestBouncerEarlyDirectStart(t *testing.T) {
+	noLeaks(t)
+	storetest.RunInsertClaimer(t, bouncerStores(t, pgstore.WithEarlyDirectStart()))
+}
+
+// bouncerStores returns a store maker for the suite: each call a Store
+// with extra options on an empty schema of one database for t
+// (pgtest.Schemas), its pool through a PgBouncer of t's in transaction
+// mode, its listener on a direct connection. Subtests that make a store
+// run in parallel.
+func bouncerStores(t *testing.T, extra ...pgstore.Option) storetest.NewStoreFunc {
 	top := t
 	b := startBouncer(t, pgtest.ServerURL())
 	schemas := pgtest.NewSchemas(t)
@@ -48,7 +66,7 @@ func TestBouncerConformance(t *testing.T) {
 		direct string
 	)
 	var parallel sync.Map
-	storetest.Run(t, func(t *testing.T) store.Store {
+	return func(t *testing.T) store.Store {
 		if _, marked := parallel.LoadOrStore(t, true); !marked {
 			t.Parallel()
 		}
@@ -63,13 +81,13 @@ func TestBouncerConformance(t *testing.T) {
 		if os.Getenv("AX_BOUNCER_MODE") == "" {
 			opts = append(opts, pgstore.WithTransactionPooler())
 		}
-		s, err := pgstore.New(context.Background(), pooled, opts...)
+		s, err := pgstore.New(context.Background(), pooled, append(opts, extra...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
 		return s
-	})
+	}
 }
 
 // TestBouncerModel runs the model-based test (storetest.RunModel) on a
