@@ -180,6 +180,7 @@ func (r *runtime) claimRound() error {
 		Ahead: r.claimWindow()}
 	r.mu.Lock()
 	params.Limit = r.free
+	backlog := r.moreDue
 	clear(r.capped)
 	for _, k := range kinds {
 		if r.pauses.paused(k.kind) {
@@ -216,7 +217,7 @@ func (r *runtime) claimRound() error {
 	ctx, cancel := context.WithTimeout(r.work, claimTimeout)
 	defer cancel()
 	before := r.s.now()
-	res, err := r.store.Claim(ctx, params)
+	res, err := r.claim(ctx, params, backlog)
 	after := r.s.now()
 	if err != nil {
 		return err

@@ -70,6 +70,7 @@ type runtime struct {
 	handlers  sync.WaitGroup
 	directs   sync.WaitGroup // Schedule calls holding a reserved slot (direct.go)
 	inserter  store.InsertClaimer
+	riders    store.FinishClaimer // outcomes ride with backlog claims (ride.go), or nil
 	completer *completer
 	heartbeat *heartbeat
 	maintDone chan struct{}
@@ -120,6 +121,9 @@ func newRuntime(s *Scheduler) *runtime {
 	r.pauses = newKindPauses(r)
 	if ic, ok := s.store.(store.InsertClaimer); ok {
 		r.inserter = ic
+	}
+	if fc, ok := s.store.(store.FinishClaimer); ok {
+		r.riders = fc
 	}
 	if fs, ok := s.store.(store.FlowStore); ok {
 		r.flow = fs

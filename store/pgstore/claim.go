@@ -37,19 +37,7 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 	if err := params.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	kinds := make([]string, 0, len(params.Kinds))
-	limits := make([]int32, 0, len(params.Kinds))
-	seen := make(map[string]int, len(params.Kinds))
-	for _, k := range params.Kinds {
-		lim := int32(min(k.Limit, params.Limit))
-		if i, ok := seen[k.Kind]; ok {
-			limits[i] = min(limits[i], lim)
-			continue
-		}
-		seen[k.Kind] = len(kinds)
-		kinds = append(kinds, k.Kind)
-		limits = append(limits, lim)
-	}
+	kinds, limits := plainClaimKinds(params)
 	res := &store.ClaimResult{Jobs: []*store.JobRecord{}}
 	if len(kinds) == 0 {
 		now, err := s.Now(ctx)
@@ -69,6 +57,25 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 	return res, nil
 }
 
+// plainClaimKinds returns the claim's kinds, each once, and their limits (the
+// smaller of a kind listed twice, at most params.Limit).
+func plainClaimKinds(params *store.ClaimParams) (kinds []string, limits []int32) {
+	kinds = make([]string, 0, len(params.Kinds))
+	limits = make([]int32, 0, len(params.Kinds))
+	seen := make(map[string]int, len(params.Kinds))
+	for _, k := range params.Kinds {
+		lim := int32(min(k.Limit, params.Limit))
+		if i, ok := seen[k.Kind]; ok {
+			limits[i] = min(limits[i], lim)
+			continue
+		}
+		seen[k.Kind] = len(kinds)
+		kinds = append(kinds, k.Kind)
+		limits = append(limits, lim)
+	}
+	return kinds, limits
+}
+
 // claimPlanSQL makes the claim that follows it in its transaction run on
 // its generic plan (genericPlan), without JIT: for the same reason as in
 // the flow statements (jitOffSQL), a claim never runs long enough to pay
@@ -84,10 +91,20 @@ const claimPlanAsyncSQL = claimPlanSQL + `, ` + syncOff
 // candidate left behind).
 func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]pgtype.Timestamptz,
 	kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz) error {
-	// The claim runs on its generic plan (claimPlanSQL), in the same
-	// round trip: the two statements share the batch's implicit
-	// transaction.
 	b := &pgx.Batch{}
+	s.queueClaim(b, kinds, limits, params, from)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if err := readClaim(br, res, held); err != nil {
+		return err
+	}
+	return commitClaim(br, res, params)
+}
+
+// queueClaim queues the claim on b: its settings, then the statement. The
+// claim runs on its generic plan (claimPlanSQL), in the same round trip:
+// the two statements share the batch's implicit transaction.
+func (s *Store) queueClaim(b *pgx.Batch, kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz) {
 	if s.opts.asyncCommits {
 		b.Queue(claimPlanAsyncSQL)
 	} else {
@@ -95,8 +112,10 @@ func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]p
 	}
 	b.Queue(s.q.claim, kinds, limits, int32(min(params.Limit, 1<<30)), params.Owner,
 		micros(params.LeaseDuration), micros(params.AgeAfter), from, micros(params.Ahead))
-	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
+}
+
+// readClaim reads the results of what queueClaim queued into res and held.
+func readClaim(br pgx.BatchResults, res *store.ClaimResult, held *[]pgtype.Timestamptz) error {
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("pgstore: claim: plan settings: %w", err)
 	}
@@ -147,12 +166,17 @@ func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]p
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("pgstore: claim: %w", invalidData(err))
 	}
+	return nil
+}
+
+// commitClaim ends the batch of a claim that readClaim read, and puts its
+// jobs in claim order.
+func commitClaim(br pgx.BatchResults, res *store.ClaimResult, params *store.ClaimParams) error {
 	// The batch's implicit transaction commits after the rows: only its
 	// end says the claim is made. A commit that fails (a primary stopped
 	// while a synchronous standby confirms it) leaves the jobs unclaimed
 	// in the database, and a host that ran them would run them alongside
 	// their next claimer, with the same fencing token.
-	rows.Close()
 	if err := br.Close(); err != nil {
 		res.Jobs = res.Jobs[:0]
 		return fmt.Errorf("pgstore: claim: commit: %w", err)

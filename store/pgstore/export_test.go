@@ -103,3 +103,6 @@ func FinishSetColumns() []string {
 func KeepFinishedRows(ctx context.Context) context.Context {
 	return context.WithValue(ctx, keepRowsKey{}, true)
 }
+
+// FinishSQL returns the finish statement, for the FinishClaim test.
+func (s *Store) FinishSQL() string { return s.q.finish }

@@ -47,11 +47,7 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 	}
 	a := newFinishArrays(params)
 	applied := make(map[store.Lease]bool, n)
-	var (
-		l    store.Lease
-		busy bool
-		wait []store.FinishParams
-	)
+	var wait []store.FinishParams
 	_, inTx := ctx.Value(connKey{}).(pgx.Tx)
 	for try := 0; ; try++ {
 		// A failed statement may have sent rows before its error (the
@@ -60,14 +56,8 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 		wait = wait[:0]
 		lo, hi := s.finishWindow(ctx)
 		rows, done := s.queryEnd(ctx, s.conn(ctx), s.q.finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, lo, hi)
-		_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &busy}, func() error {
-			if busy {
-				wait = append(wait, store.FinishParams{Lease: l})
-			} else {
-				applied[l] = true
-			}
-			return nil
-		})
+		var err error
+		wait, err = scanFinished(rows, applied, wait)
 		err = done(err)
 		if err != nil && try == 0 && !inTx && s.isNoPartition(err) {
 			continue // nothing applied: again, with the partitions checked
@@ -84,12 +74,36 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 			return nil, err
 		}
 	}
+	reportApplied(ok, params, applied)
+	return ok, nil
+}
+
+// scanFinished reads the rows of the finish statement: the leases it
+// applied go to applied, those another transaction holds are appended to
+// wait (as FinishParams holding only the lease), which it returns.
+func scanFinished(rows pgx.Rows, applied map[store.Lease]bool, wait []store.FinishParams) ([]store.FinishParams, error) {
+	var (
+		l    store.Lease
+		busy bool
+	)
+	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &busy}, func() error {
+		if busy {
+			wait = append(wait, store.FinishParams{Lease: l})
+		} else {
+			applied[l] = true
+		}
+		return nil
+	})
+	return wait, err
+}
+
+// reportApplied sets ok[i] to whether params[i] applied. A lease listed
+// twice is applied once: the first row reports it.
+func reportApplied(ok []bool, params []store.FinishParams, applied map[store.Lease]bool) {
 	for i, p := range params {
-		// A lease listed twice is applied once: report the first.
 		ok[i] = applied[p.Lease]
 		applied[p.Lease] = false
 	}
-	return ok, nil
 }
 
 // finishBusy writes, waiting for their row locks, the outcomes of the

@@ -152,6 +152,12 @@ type modelRun struct {
 	batches  store.BatchStore
 	fus      store.FollowUpStore
 	archiver store.Archiver
+	riders   store.FinishClaimer
+	// dueAtOnce are the jobs a FinishClaim's outcomes made due at the
+	// call's now, which its claim sees as due (opFinishClaim).
+	dueAtOnce map[uuid.UUID]bool
+	// claimedNow are the jobs a FinishClaim's claim took.
+	claimedNow map[uuid.UUID]bool
 
 	now0    time.Time // the store's clock before the current operation
 	now     span      // the current operation's span
@@ -179,6 +185,7 @@ func newModelRun(t *testing.T, ms *ModelStore, seed uint64) *modelRun {
 	r.batches, _ = r.st.(store.BatchStore)
 	r.fus, _ = r.st.(store.FollowUpStore)
 	r.archiver, _ = r.st.(store.Archiver)
+	r.riders, _ = r.st.(store.FinishClaimer)
 	r.longLease, r.far = 1000*time.Hour, 10000*time.Hour
 	if ms.Advance != nil {
 		// A clock moved by hand: leases lapse and windows turn when the

@@ -142,6 +142,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FlowSequence", testFlowSequence},
 		{"FlowAging", testFlowAging},
 		{"InsertClaimed", testInsertClaimed},
+		{"FinishClaim", testFinishClaim},
 		{"Reseal", testReseal},
 		{"BatchReseal", testBatchReseal},
 	}

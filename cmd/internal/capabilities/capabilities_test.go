@@ -64,6 +64,7 @@ var columns = []struct {
 	{"CompleteTx", func(st any) string { return txOf(st, "CompleteTx") }},
 	{"ScheduleBatchTx", func(st any) string { return txOf(st, "InsertBatchTx") }},
 	{"direct start", func(st any) string { return is(st, iface[store.InsertClaimer]()) }},
+	{"claim with outcomes", func(st any) string { return is(st, iface[store.FinishClaimer]()) }},
 	{"history table", func(st any) string { return is(st, iface[store.Archiver]()) }},
 }
 
