@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Outcomes ride with claims. While due jobs wait for worker slots (a
+// Outcomes ride with claims (Config.OutcomesWithClaims). While due jobs wait for worker slots (a
 // backlog: the last claim left some behind), each worker that frees up
 // queues its job's outcome and wakes the claimer, and the claim and the
 // outcome's write went to the store as two round trips and two commits.

@@ -89,8 +89,8 @@ func (rs *ridingStore) FinishClaim(ctx context.Context, finish []store.FinishPar
 	return fr, res, nil
 }
 
-// TestOutcomesRideWithBacklogClaims: with a backlog of jobs, outcomes go
-// to the store with the claims, and however the ride ends (written, failed
+// TestOutcomesRideWithBacklogClaims: with a backlog of jobs and
+// Config.OutcomesWithClaims, outcomes go to the store with the claims, and however the ride ends (written, failed
 // before anything, failed after its claim) every job runs once and its
 // outcome is written once, none reported as a lost lease.
 func TestOutcomesRideWithBacklogClaims(t *testing.T) {
@@ -98,10 +98,12 @@ func TestOutcomesRideWithBacklogClaims(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		mode ridingMode
+		off  bool // Config.OutcomesWithClaims left false: nothing rides
 	}{
-		{"Written", rideWrites},
-		{"Fails", rideFails},
-		{"Partial", ridePartial},
+		{"Written", rideWrites, false},
+		{"Fails", rideFails, false},
+		{"Partial", ridePartial, false},
+		{"Off", rideWrites, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := newRidingStore(tc.mode)
@@ -109,6 +111,7 @@ func TestOutcomesRideWithBacklogClaims(t *testing.T) {
 			lost := newEventCounter(ax.EventLeaseLost)
 			s := newScheduler(t, rs, func(c *ax.Config) {
 				c.Workers = 4
+				c.OutcomesWithClaims = !tc.off
 				c.Observers = []ax.Observer{done, lost}
 			})
 			var ran sync.Map
@@ -128,7 +131,11 @@ func TestOutcomesRideWithBacklogClaims(t *testing.T) {
 
 			rs.mu.Lock()
 			defer rs.mu.Unlock()
-			require.Positive(t, rs.rows, "no outcome rode with a claim")
+			if tc.off {
+				require.Zero(t, rs.rows, "outcomes rode with claims while OutcomesWithClaims is off")
+			} else {
+				require.Positive(t, rs.rows, "no outcome rode with a claim")
+			}
 			require.Len(t, rs.written, n)
 			for id, k := range rs.written {
 				require.Equal(t, 1, k, "outcome of %s written %d times", id, k)

@@ -122,7 +122,7 @@ func newRuntime(s *Scheduler) *runtime {
 	if ic, ok := s.store.(store.InsertClaimer); ok {
 		r.inserter = ic
 	}
-	if fc, ok := s.store.(store.FinishClaimer); ok {
+	if fc, ok := s.store.(store.FinishClaimer); ok && s.cfg.OutcomesWithClaims {
 		r.riders = fc
 	}
 	if fs, ok := s.store.(store.FlowStore); ok {

@@ -31,6 +31,8 @@ type benchDB struct {
 	jobs   string // the jobs table, quoted and schema-qualified
 	// noDirect: Config.DisableDirectStart for every Scheduler (-no-direct-start).
 	noDirect bool
+	// ride: Config.OutcomesWithClaims for every Scheduler (-outcomes-with-claims).
+	ride bool
 	// asyncCommits: pgstore.WithAsyncClaimsAndOutcomes for every store (-async-commits).
 	asyncCommits bool
 	// earlyStart: pgstore.WithEarlyDirectStart for every store (-early-start).
@@ -43,7 +45,7 @@ type benchDB struct {
 // createDB creates a fresh database on the server, migrated by pgstore.New.
 // Call close to drop it.
 func (b *bench) createDB(ctx context.Context) (*benchDB, error) {
-	d := &benchDB{name: "axbench_" + randomHex(6), server: b.opt.db, noDirect: b.opt.noDirect, asyncCommits: b.opt.asyncCommits,
+	d := &benchDB{name: "axbench_" + randomHex(6), server: b.opt.db, noDirect: b.opt.noDirect, ride: b.opt.ride, asyncCommits: b.opt.asyncCommits,
 		earlyStart: b.opt.earlyStart}
 	conn, err := pgx.Connect(ctx, b.opt.db)
 	if err != nil {
@@ -151,7 +153,7 @@ func (d *benchDB) close() {
 // scheduler returns a Scheduler on the database with the default Config
 // but for Workers (0: the default) and what edit changes.
 func (d *benchDB) scheduler(workers int, edit ...func(*ax.Config)) (*ax.Scheduler, error) {
-	cfg := ax.Config{Store: d.store, Workers: workers, DisableDirectStart: d.noDirect}
+	cfg := ax.Config{Store: d.store, Workers: workers, DisableDirectStart: d.noDirect, OutcomesWithClaims: d.ride}
 	for _, e := range edit {
 		e(&cfg)
 	}

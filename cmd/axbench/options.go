@@ -52,6 +52,9 @@ type options struct {
 	// noDirect turns the Scheduler's direct start off in every scenario
 	// (Config.DisableDirectStart), for an A/B.
 	noDirect bool
+	// ride sets Config.OutcomesWithClaims in every scenario, worker
+	// processes included (-outcomes-with-claims), for an A/B.
+	ride bool
 	// asyncCommits gives every scenario's store pgstore.WithAsyncClaimsAndOutcomes.
 	asyncCommits bool
 	// earlyStart gives every scenario's store pgstore.WithEarlyDirectStart.
@@ -157,6 +160,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	registerPooler(fs, o)
 	fs.BoolVar(&o.asyncCommits, "async-commits", false, "every scenario: pgstore.WithAsyncClaimsAndOutcomes (claims and outcomes commit without waiting for the WAL flush)")
 	fs.BoolVar(&o.earlyStart, "early-start", false, "every scenario: pgstore.WithEarlyDirectStart (a direct start's job starts while its insert is flushed)")
+	fs.BoolVar(&o.ride, "outcomes-with-claims", false, "every scenario: Config.OutcomesWithClaims (a backlog claim writes the queued outcomes in its transaction), worker processes included")
 	fs.BoolVar(&o.noDirect, "no-direct-start", false, "every scenario: Config.DisableDirectStart (Schedule never starts its job directly)")
 	fs.BoolVar(&o.immAt, "immediate-at-now", false, "immediate: schedule each job with ax.At(time.Now()) rather than no time option")
 	fs.DurationVar(&o.immFlush, "immediate-flush", 0, "immediate: Config.FlushInterval, how long outcomes gather before a Finish commits them (0 = the default)")

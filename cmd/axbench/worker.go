@@ -63,6 +63,7 @@ func workerMain(args []string) int {
 	fs.IntVar(&fl.rate, "rate", 0, "ax.RateLimit of the no-op kind, starts per -rate-per (0: none)")
 	fs.DurationVar(&fl.ratePer, "rate-per", time.Second, "the rate limit's window")
 	fs.BoolVar(&fl.breaker, "breaker", false, "give the no-op kind a circuit breaker (an hour's cool-down: opened and closed by hand)")
+	fs.BoolVar(&fl.ride, "outcomes-with-claims", false, "Config.OutcomesWithClaims")
 	fs.BoolVar(&fl.starts, "starts", false, "record each start's claim, run_at and host start")
 	if len(args) > 0 && args[0] == "worker" {
 		args = args[1:]
@@ -83,6 +84,7 @@ type workerFlow struct {
 	ratePer      time.Duration
 	breaker      bool
 	starts       bool
+	ride         bool // Config.OutcomesWithClaims
 }
 
 // options returns the handler options the flags ask for.
@@ -137,7 +139,7 @@ func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile strin
 		counter.claim = claims.Claim
 	}
 	var axStore store.Store = counter
-	s, err := ax.New(ax.Config{Store: axStore, Workers: workers})
+	s, err := ax.New(ax.Config{Store: axStore, Workers: workers, OutcomesWithClaims: fl.ride})
 	if err != nil {
 		return err
 	}
@@ -257,6 +259,9 @@ func (b *bench) startWorker(ctx context.Context, dsn string, workers int, lags b
 	args := append([]string{"worker", "-dsn", dsn, "-workers", strconv.Itoa(workers), "-conns", strconv.Itoa(b.opt.conns)}, extra...)
 	if lags {
 		args = append(args, "-lags")
+	}
+	if b.opt.ride {
+		args = append(args, "-outcomes-with-claims")
 	}
 	if b.opt.cpuProfile != "" {
 		args = append(args, "-cpuprofile", fmt.Sprintf("%s.worker%d", b.opt.cpuProfile, idx))
