@@ -8,14 +8,17 @@ import (
 	"go.uber.org/zap"
 )
 
-// Outcomes ride with claims (Config.OutcomesWithClaims). While due jobs wait for worker slots (a
-// backlog: the last claim left some behind), each worker that frees up
-// queues its job's outcome and wakes the claimer, and the claim and the
-// outcome's write went to the store as two round trips and two commits.
-// With a store.FinishClaimer the claim of such a round takes the queued
-// outcomes with it: one round trip, one commit (pgstore). Claims of jobs
-// falling due (wheel, notifications, polls) go alone, so that the write
-// never delays a start the claim window was sized for.
+// Outcomes ride with claims (Config.OutcomesWithClaims, off by default).
+// While due jobs wait for worker slots (a backlog: the last claim left
+// some behind), each worker that frees up queues its job's outcome and
+// wakes the claimer; the claim and the outcome's write go to the store as
+// two round trips and two commits, side by side. With the option and a
+// store.FinishClaimer, the claim of such a round takes the queued outcomes
+// with it: one round trip, one commit (pgstore). Claims of jobs falling
+// due (wheel, notifications, polls) go alone, so that the write never
+// delays a start the claim window was sized for. Off by default because
+// the claim then waits for the writes that ran beside it: fewer jobs/s
+// for fewer commits (docs/performance.md).
 //
 // Only plain outcomes ride: not one written in a handler's transaction
 // (CompleteTx), nor one with a result or Then jobs, nor a batch child's,
