@@ -2,6 +2,7 @@ package ax
 
 import (
 	"context"
+	"slices"
 
 	"github.com/axsched/ax/store"
 	"github.com/google/uuid"
@@ -104,25 +105,20 @@ func (c *completer) settleRiders(batch []completion, fr *store.FinishResult, par
 		c.requeue(batch)
 		return
 	}
-	ok := fr.OK
 	if partial {
-		var again []completion
-		n := 0
-		for i := range batch {
-			if ok[i] {
-				batch[n] = batch[i]
-				n++
+		var applied, again []completion
+		for i, cp := range batch {
+			if fr.OK[i] {
+				applied = append(applied, cp)
 			} else {
-				again = append(again, batch[i])
+				again = append(again, cp)
 			}
 		}
 		c.requeue(again)
-		batch, ok = batch[:n], ok[:n]
-		for i := range ok {
-			ok[i] = true
-		}
+		c.written(applied, slices.Repeat([]bool{true}, len(applied)))
+	} else {
+		c.written(batch, fr.OK)
 	}
-	c.written(batch, ok)
 	for _, t := range fr.Breakers {
 		c.r.s.breakerChanged(t)
 	}

@@ -119,3 +119,57 @@ func TestFinishClaimOneRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestFinishClaimWaitsForHeldRow: an outcome whose row another transaction
+// holds does not hold back the claim or the other outcomes, which commit
+// first; FinishClaim then waits for the lock and writes it, as Finish
+// does.
+func TestFinishClaimWaitsForHeldRow(t *testing.T) {
+	pool, s := newPoolStore(t)
+	ctx := ctxT(t)
+	_, err := s.Insert(ctx, []store.InsertParams{job("k"), job("k"), job("k")})
+	require.NoError(t, err)
+	claimP := &store.ClaimParams{Owner: "n", Limit: 2, LeaseDuration: time.Minute, Kinds: []store.KindLimit{{Kind: "k", Limit: 2}}}
+	res, err := s.Claim(ctx, claimP)
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 2)
+	held, free := res.Jobs[0], res.Jobs[1]
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT 1 FROM ax.jobs WHERE id = $1 FOR UPDATE`, held.ID)
+	require.NoError(t, err)
+
+	type result struct {
+		fr  *store.FinishResult
+		res *store.ClaimResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		fr, res, err := s.FinishClaim(ctx, []store.FinishParams{
+			{Lease: store.Lease{ID: held.ID, Token: held.LeaseToken}, Outcome: store.OutcomeSucceeded},
+			{Lease: store.Lease{ID: free.ID, Token: free.LeaseToken}, Outcome: store.OutcomeSucceeded},
+		}, claimP)
+		done <- result{fr, res, err}
+	}()
+	// The other outcome and the claim commit while the row is held.
+	require.Eventually(t, func() bool {
+		rec, err := s.Get(ctx, free.ID)
+		return err == nil && rec.State == store.StateSucceeded
+	}, 10*time.Second, 5*time.Millisecond)
+	select {
+	case r := <-done:
+		t.Fatalf("FinishClaim returned (%+v, %v) while the row was held", r.fr, r.err)
+	default:
+	}
+	require.NoError(t, tx.Rollback(ctx))
+	r := <-done
+	require.NoError(t, r.err)
+	require.Equal(t, []bool{true, true}, r.fr.OK)
+	require.Len(t, r.res.Jobs, 1, "the third job")
+	rec, err := s.Get(ctx, held.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.StateSucceeded, rec.State)
+}

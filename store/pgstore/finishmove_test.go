@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -191,12 +192,34 @@ func TestFinishMoveKeepsEveryColumn(t *testing.T) {
 	}
 }
 
-// TestFinishMovesWithoutKnownPartitions: a Finish moves the jobs it ends
-// into the history once it has made its day's partition (here a fresh
-// database has none), and when that partition is dropped under it (by
-// hand), the Finish that meets the missing partition still applies, and
-// the next one moves jobs again.
+// TestFinishMovesWithoutKnownPartitions: a Finish (or a FinishClaim,
+// whose one-trip path meets the missing partition and falls back) moves
+// the jobs it ends into the history once it has made its day's partition
+// (here a fresh database has none), and when that partition is dropped
+// under it (by hand), the call that meets the missing partition still
+// applies, and the next one moves jobs again.
 func TestFinishMovesWithoutKnownPartitions(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		finish func(ctx context.Context, s *pgstore.Store, fin []store.FinishParams) ([]bool, error)
+	}{
+		{"Finish", func(ctx context.Context, s *pgstore.Store, fin []store.FinishParams) ([]bool, error) {
+			return s.Finish(ctx, fin)
+		}},
+		{"FinishClaim", func(ctx context.Context, s *pgstore.Store, fin []store.FinishParams) ([]bool, error) {
+			fr, _, err := s.FinishClaim(ctx, fin, &store.ClaimParams{Owner: "n",
+				Kinds: []store.KindLimit{{Kind: "parts", Limit: 1}}, Limit: 1, LeaseDuration: time.Minute})
+			if err != nil {
+				return nil, err
+			}
+			return fr.OK, nil
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) { testFinishMovesWithoutKnownPartitions(t, c.finish) })
+	}
+}
+
+func testFinishMovesWithoutKnownPartitions(t *testing.T, finish func(context.Context, *pgstore.Store, []store.FinishParams) ([]bool, error)) {
 	s, pool := historyStore(t)
 	ctx := ctxT(t)
 	finishOne := func(t *testing.T) uuid.UUID {
@@ -206,7 +229,7 @@ func TestFinishMovesWithoutKnownPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 		lease := claimOne(t, s, "parts")
-		if ok, err := s.Finish(ctx, []store.FinishParams{{Lease: lease, Outcome: store.OutcomeSucceeded}}); err != nil || !ok[0] {
+		if ok, err := finish(ctx, s, []store.FinishParams{{Lease: lease, Outcome: store.OutcomeSucceeded}}); err != nil || !ok[0] {
 			t.Fatalf("finish: %v, %v", ok, err)
 		}
 		return p.ID

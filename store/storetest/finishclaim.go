@@ -77,6 +77,9 @@ func testFinishClaim(t *testing.T, newStore NewStoreFunc) {
 				}
 				got := get(t, st, done[0].ID)
 				require.Equal(t, c.want, got.State)
+				if c.want.Final() {
+					require.False(t, res.Now.Before(got.FinishedAt), "the claim's now %s is before the outcome's %s", res.Now, got.FinishedAt)
+				}
 				if c.again {
 					require.Equal(t, 2, got.Attempt)
 					require.False(t, got.AttemptedAt.Before(done[0].AttemptedAt), "the claim stamps after the outcome")
