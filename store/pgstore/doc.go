@@ -491,8 +491,10 @@
 // of one kind take turns and never overshoot. InsertParams.PendingLimit
 // (a bound on all kinds) counts pending jobs up to the bound, an
 // index-only scan, without a lock: racing producers may overshoot it by
-// their rows in flight. Jobs the store inserts itself (periodic ticks,
-// follow-ups) are not counted.
+// their rows in flight. Batch children count like any insert (a batch
+// that would pass a bound is refused whole, with a *store.PendingLimitError);
+// jobs the store inserts itself (periodic ticks, follow-ups, Then jobs,
+// batch completions) are not counted.
 //
 // A partitioned kind's keys are found by skipping through
 // jobs_partition_idx, one probe per key; the partition "" (jobs without a
@@ -501,8 +503,16 @@
 // known cost, not yet measured).
 //
 // Partition keys are derived at insert from the kind's PartitionSource as
-// the Store last read it (store.PartitionKeyOf); jobs inserted before a
-// kind got a source stay in the partition "". A host that has not yet
+// the Store last read it (store.PartitionKeyOf) and written with the row,
+// by every way a job is inserted: Insert, InsertTx, the COPY of many rows,
+// batch children and periodic ticks (partitionkeys.go, in Go), and the
+// jobs the database inserts from templates, follow-ups, Then jobs and
+// batch completions (ax_partition_key, migration 0016, the same rule in
+// SQL over the settings as they are then; a key the rule would refuse
+// puts such a job in the partition "" rather than fail the statement that
+// ends its parent). The conformance area FlowPartitionPaths runs every
+// path with every kind of key. Jobs inserted before a kind got a source
+// stay in the partition "". A host that has not yet
 // learnt of a kind's new settings (up to a second) claims it the plain
 // way, without its limits; jobs of a sequence are safe meanwhile, since a
 // trigger lets only the flow claim start them.
