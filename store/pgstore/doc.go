@@ -594,5 +594,8 @@
 //   - Temporary tables: none. batch_ends is an ordinary unlogged table
 //     whose rows live within the statement that writes them.
 //   - LISTEN: only on the listener's own connection, outside the pool.
+//   - The lease connection (see Connections): outside the pool, through
+//     the same address, one extension statement at a time, no session
+//     state.
 //   - Prepared statements: pgx's, per the pool's query execution mode.
 package pgstore
