@@ -390,8 +390,8 @@
 //   - The lease connection (leaseconn.go), for ExtendLeases alone: opened
 //     at the first extension (a Scheduler's first heartbeat with a job
 //     running), kept, opened again when it breaks (a call that finds it
-//     dead runs on a new one, so a killed backend costs no heartbeat),
-//     closed by Close. The pool's query execution mode, BeforeConnect and
+//     dead runs on a new one, so a killed backend costs no heartbeat) or
+//     outlives the pool's MaxConnLifetime, closed by Close. The pool's query execution mode, BeforeConnect and
 //     AfterConnect hooks apply to it as to the pool's connections, so it
 //     works through a transaction pooler with the pool's
 //     QueryExecModeCacheDescribe (through PgBouncer it holds a server

@@ -125,3 +125,6 @@ func (s *Store) LeaseConnOpen() bool {
 func (s *Store) SetLeaseDial(dial func(context.Context) (*pgx.Conn, error)) {
 	s.leases.dial = dial
 }
+
+// SetLeaseClock replaces the clock the lease connection's age is read on.
+func (s *Store) SetLeaseClock(now func() time.Time) { s.leases.now = now }

@@ -28,10 +28,19 @@ import (
 // so calls take turns: the connection sits in a one-slot channel while
 // idle, and a call waiting for its turn gives up when its context ends.
 // A call that finds the connection broken (killed by the server, a
-// failover, a timed-out statement, which pgx closes) opens a new one.
-// Close closes it, at once when idle, or when the call using it ends.
+// failover, a timed-out statement, which pgx closes) opens a new one, and
+// so does a call that finds it older than the pool's MaxConnLifetime, as
+// the pool replaces its own (so that it, too, moves to where DNS or a
+// multi-host connection string now points, and picks up rotated
+// credentials). Close closes it, at once when idle, or when the call using
+// it ends.
 type leaseConn struct {
-	dial func(context.Context) (*pgx.Conn, error)
+	dial    func(context.Context) (*pgx.Conn, error)
+	maxLife time.Duration // the pool's MaxConnLifetime; 0: no limit
+	now     func() time.Time
+	// born is when the connection in use was opened; only the call
+	// holding the connection reads or writes it.
+	born time.Time
 	// slot holds the connection (nil when none is open) while no call
 	// uses it; a call takes it out and puts it back.
 	slot chan *pgx.Conn
@@ -44,8 +53,8 @@ type leaseConn struct {
 // server a Terminate message first).
 const leaseConnCloseTimeout = time.Second
 
-func newLeaseConn(dial func(context.Context) (*pgx.Conn, error)) *leaseConn {
-	lc := &leaseConn{dial: dial, slot: make(chan *pgx.Conn, 1)}
+func newLeaseConn(dial func(context.Context) (*pgx.Conn, error), maxLife time.Duration, now func() time.Time) *leaseConn {
+	lc := &leaseConn{dial: dial, maxLife: maxLife, now: now, slot: make(chan *pgx.Conn, 1)}
 	lc.slot <- nil
 	return lc
 }
@@ -76,6 +85,10 @@ func (lc *leaseConn) do(ctx context.Context, fn func(*pgx.Conn) error) error {
 	if lc.isClosed() {
 		return store.ErrClosed
 	}
+	if c != nil && lc.maxLife > 0 && lc.now().Sub(lc.born) >= lc.maxLife {
+		closeConn(c)
+		c = nil
+	}
 	for retried := false; ; retried = true {
 		reused := c != nil && !c.IsClosed()
 		if !reused {
@@ -84,7 +97,7 @@ func (lc *leaseConn) do(ctx context.Context, fn func(*pgx.Conn) error) error {
 			if err != nil {
 				return &dialError{err}
 			}
-			c = nc
+			c, lc.born = nc, lc.now()
 		}
 		err := fn(c)
 		if err == nil || !c.IsClosed() {
@@ -139,7 +152,8 @@ func closeConn(c *pgx.Conn) {
 }
 
 // dialLeaseConn opens a connection as the pool would open one: its
-// ConnConfig (a copy), its BeforeConnect and AfterConnect hooks.
+// ConnConfig (a copy), its BeforeConnect and AfterConnect hooks. (Its
+// MaxConnLifetime is leaseConn's.)
 func (s *Store) dialLeaseConn(ctx context.Context) (*pgx.Conn, error) {
 	pc := s.pool.Config()
 	cc := pc.ConnConfig

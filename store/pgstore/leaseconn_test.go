@@ -113,6 +113,37 @@ func TestLeaseConnReconnects(t *testing.T) {
 	require.NotEqual(t, pid, again, "not a new connection")
 }
 
+// TestLeaseConnMaxLifetime: the lease connection is replaced once older
+// than the pool's MaxConnLifetime, as the pool replaces its own, and kept
+// until then.
+func TestLeaseConnMaxLifetime(t *testing.T) {
+	_, st, l := leaseStore(t, 4, func(cfg *pgxpool.Config) { cfg.MaxConnLifetime = time.Hour })
+	var (
+		mu  sync.Mutex
+		now = time.Now()
+	)
+	st.SetLeaseClock(func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	})
+	advance := func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(d)
+	}
+	extendOK(t, st, l, time.Hour)
+	pid := leaseConnPID(t, st)
+	advance(59 * time.Minute)
+	extendOK(t, st, l, time.Hour)
+	require.Equal(t, pid, leaseConnPID(t, st), "replaced before its lifetime")
+	advance(time.Minute)
+	extendOK(t, st, l, time.Hour)
+	again := leaseConnPID(t, st)
+	require.NotEqual(t, pid, again, "kept past the pool's MaxConnLifetime")
+	require.NotZero(t, again)
+}
+
 // TestLeaseConnClosedByClose: Close closes the lease connection, idle or
 // in use (then when its call ends), and later calls return
 // store.ErrClosed without opening another. TestMain checks that no

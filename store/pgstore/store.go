@@ -108,7 +108,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 
 		listenerProbe: defaultListenerProbe,
 	}
-	s.leases = newLeaseConn(s.dialLeaseConn)
+	s.leases = newLeaseConn(s.dialLeaseConn, pool.Config().MaxConnLifetime, time.Now)
 	return s, nil
 }
 
