@@ -106,3 +106,15 @@ func KeepFinishedRows(ctx context.Context) context.Context {
 
 // FinishSQL returns the finish statement, for the FinishClaim test.
 func (s *Store) FinishSQL() string { return s.q.finish }
+
+// SetDetachTimeout changes how long a prune's DETACH CONCURRENTLY or
+// FINALIZE may run, for the tests of its bound.
+func (s *Store) SetDetachTimeout(d time.Duration) {
+	s.history.mu.Lock()
+	defer s.history.mu.Unlock()
+	s.history.detachTimeout = d
+}
+
+// ErrDetachTimeout is the cause of a prune's detach cut short by its time
+// bound.
+var ErrDetachTimeout = errDetachTimeout
