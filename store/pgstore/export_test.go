@@ -118,3 +118,17 @@ func (s *Store) SetDetachTimeout(d time.Duration) {
 // ErrDetachTimeout is the cause of a prune's detach cut short by its time
 // bound.
 var ErrDetachTimeout = errDetachTimeout
+
+// UUIDV7Time returns the time a UUIDv7 carries, for the tests of the
+// history ID probe's bound.
+var UUIDV7Time = uuidV7Time
+
+// HistoryIDsSQL returns the look into the history for the IDs of a
+// several-row insert.
+func (s *Store) HistoryIDsSQL() string { return s.sql(historyIDsSQL) }
+
+// HistoryGuardSQL returns the history guard of the one-row inserts as a
+// statement of its own on $1, for the tests of its bound.
+func (s *Store) HistoryGuardSQL() string {
+	return s.sql("WITH " + historyGuardSQL + " SELECT 1 FROM guard")
+}
