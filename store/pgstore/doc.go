@@ -65,6 +65,31 @@
 // last second of finished ones, however long the retention, and retention
 // costs one DROP TABLE a day.
 //
+// A day is dropped by DETACH PARTITION … CONCURRENTLY, then DROP TABLE.
+// Each DETACH CONCURRENTLY and each FINALIZE (which completes a detach
+// that was interrupted) is cancelled after 1 s: they wait for long
+// transactions that touched jobs_history, and FINALIZE for every older
+// snapshot while it holds the lock an ATTACH of a new day needs, so
+// unbounded they stalled the leader's maintenance and failed the next
+// day's ATTACH on its 2 s lock timeout. A day cut short stays attached or
+// pending, and the next Prune tries again. A day whose DETACH committed
+// without its DROP (a failure in between) is still found, as a table of
+// the Store's schema named jobs_history_pYYYYMMDD with exactly
+// jobs_history's columns that is nobody's partition, and dropped once
+// past the retention; no other table is touched (rename or move a day
+// you detach to keep).
+//
+// An ID is unique across jobs and jobs_history: an insert whose ID is
+// that of a job in the history fails with store.ErrInvalidParams, as one
+// in jobs does. The look into the history probes only the day partitions
+// a job with that UUIDv7 could have finished in (from the ID's time less
+// an hour on: today's and the next day's for an ID made now), and every
+// partition for an ID of another version; it rides in the statement of a
+// one-row insert and is one statement before a several-row one. It
+// misses a UUIDv7 made on a clock more than an hour ahead of the
+// database's whose job finished before the database reached that time
+// less an hour; ax makes each ID at the insert.
+//
 // Reads see both tables through the view jobs_all: Get, ListJobs,
 // CountMatching, CountJobs, List, FollowUps and BatchChildren return
 // archived jobs exactly as before they moved (a move is one statement, so

@@ -128,3 +128,29 @@ func (s *Store) SetLeaseDial(dial func(context.Context) (*pgx.Conn, error)) {
 
 // SetLeaseClock replaces the clock the lease connection's age is read on.
 func (s *Store) SetLeaseClock(now func() time.Time) { s.leases.now = now }
+
+// SetDetachTimeout changes how long a prune's DETACH CONCURRENTLY or
+// FINALIZE may run, for the tests of its bound.
+func (s *Store) SetDetachTimeout(d time.Duration) {
+	s.history.mu.Lock()
+	defer s.history.mu.Unlock()
+	s.history.detachTimeout = d
+}
+
+// ErrDetachTimeout is the cause of a prune's detach cut short by its time
+// bound.
+var ErrDetachTimeout = errDetachTimeout
+
+// UUIDV7Time returns the time a UUIDv7 carries, for the tests of the
+// history ID probe's bound.
+var UUIDV7Time = uuidV7Time
+
+// HistoryIDsSQL returns the look into the history for the IDs of a
+// several-row insert.
+func (s *Store) HistoryIDsSQL() string { return s.sql(historyIDsSQL) }
+
+// HistoryGuardSQL returns the history guard of the one-row inserts as a
+// statement of its own on $1, for the tests of its bound.
+func (s *Store) HistoryGuardSQL() string {
+	return s.sql("WITH " + historyGuardSQL + " SELECT 1 FROM guard")
+}

@@ -45,12 +45,11 @@ var errHolderVanished = errors.New("pgstore: unique key holder vanished")
 // the call with an error wrapping store.ErrInvalidParams.
 //
 // An ID that exists is refused through the primary key of jobs, which
-// holds the live jobs and the recently finished: the ID of a job already
-// moved to jobs_history is not detected (looking there would cost every
-// insert a probe of every day partition), and inserting it makes a second
-// job with that ID. Schedulers never reuse an ID (ax makes a new UUIDv7
-// per job); a program that writes to the Store directly must not either.
-// The model-based test found this (docs/modeltest.md).
+// holds the live jobs and the recently finished, and for a job in
+// jobs_history by a look into the day partitions the time of its UUIDv7
+// allows (every partition for an ID of another version): folded into
+// the statement for one row, one statement first for several
+// (historyids.go, which says what the bound misses).
 //
 // Unique keys hold in their store.UniqueScope through one unique partial
 // index, jobs_unique_scope_idx (migration 0004), keyed on where the key
@@ -260,6 +259,9 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 		if p := &params[i]; !p.RunAt.IsZero() {
 			s.cursors.lower(p.Kind, p.RunAt) // a past run_at: claimable at once (cursor.go)
 		}
+	}
+	if err := s.refuseHistoryIDs(ctx, tx, params); err != nil { // historyids.go
+		return nil, err
 	}
 	var now, clock time.Time
 	if err := tx.QueryRow(ctx, `SELECT now(), statement_timestamp()`).Scan(&now, &clock); err != nil {

@@ -106,16 +106,19 @@ func buildQueries(schema string) queries {
 		cursorAudit:   cursorAuditSQL,
 
 		// One round trip for one job: insert, or find the holder of the
-		// unique key in its scope (insertOneSQL). The run_at expression is written
+		// unique key in its scope (insertOneSQL); the guard fails the
+		// statement when the ID is that of a job in the history
+		// (historyids.go). The run_at expression is written
 		// twice, for run_at and scheduled_at: now() is the transaction's
 		// start, so both get the same value. The Period window is that of
 		// statement_timestamp(), the store clock (Store.Now), which is one
 		// value for the whole statement: the insert and the lookup agree.
-		insertOne: insertOneSQL(`WITH ins AS (
+		insertOne: insertOneSQL(`WITH `+historyGuardSQL+`, ins AS (
 	INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key,
 		unique_global, unique_finished, unique_period, unique_window, partition_key)
-	VALUES ($1, $2, $3, $4, $5, `+insertRunAtSQL+`, `+insertRunAtSQL+`, $8, $9,
-		$11, $12, $13, `+uniqueWindowSQL("$13::int")+`, $14)
+	SELECT $1, $2, $3, $4, $5, `+insertRunAtSQL+`, `+insertRunAtSQL+`, $8, $9,
+		$11, $12, $13, `+uniqueWindowSQL("$13::int")+`, $14
+	WHERE NOT EXISTS (SELECT 1 FROM guard)
 	ON CONFLICT `+uniqueIndexSQL+` DO NOTHING
 	RETURNING id, kind, run_at, state`,
 			"id, false, (SELECT count(*) FROM notified)", "id, true, 0"),
