@@ -2,13 +2,11 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
 )
@@ -69,19 +67,20 @@ var historyGuardSQL = `guard AS MATERIALIZED (
 	LIMIT 1
 )`
 
-// historyIDsSQL finds, among the IDs $1, one of a job in the history that
-// finished at $2 or later.
-const historyIDsSQL = `SELECT id FROM {history} WHERE id = ANY($1::uuid[]) AND finished_at >= $2 LIMIT 1`
+// historyIDsSQL reads the transaction's start and the store clock (as
+// insertMany needs them) and finds, among the IDs $1, one of a job in the
+// history that finished at $2 or later: one round trip for both.
+const historyIDsSQL = `SELECT now(), statement_timestamp(),
+	(SELECT id FROM {history} WHERE id = ANY($1::uuid[]) AND finished_at >= $2 LIMIT 1)`
 
 // refuseHistoryIDs fails with store.ErrInvalidParams when one of the jobs
 // params would insert has the ID of a job in the history; see above for
 // which partitions it reads. An ID whose time is more than twice
 // historyIDSkew ahead of this host's clock cannot be that of a finished
-// job, and is not looked for.
-func (s *Store) refuseHistoryIDs(ctx context.Context, q querier, params []store.InsertParams) error {
-	if len(params) == 0 {
-		return nil
-	}
+// job, and is not looked for. It returns now() (the transaction's start)
+// and statement_timestamp() (the store clock), read in the same
+// statement, which insertMany needs anyway.
+func (s *Store) refuseHistoryIDs(ctx context.Context, q querier, params []store.InsertParams) (now, clock time.Time, err error) {
 	ids := make([]uuid.UUID, 0, len(params))
 	horizon := time.Now().Add(historyIDSkew)
 	from := horizon
@@ -96,18 +95,14 @@ func (s *Store) refuseHistoryIDs(ctx context.Context, q querier, params []store.
 		}
 		ids = append(ids, params[i].ID)
 	}
-	if len(ids) == 0 {
-		return nil
+	var id *uuid.UUID
+	if err := q.QueryRow(ctx, s.sql(historyIDsSQL), ids, from).Scan(&now, &clock, &id); err != nil {
+		return now, clock, fmt.Errorf("look for the IDs in the history: %w", err)
 	}
-	var id uuid.UUID
-	err := q.QueryRow(ctx, s.sql(historyIDsSQL), ids, from).Scan(&id)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil
-	case err != nil:
-		return fmt.Errorf("look for the IDs in the history: %w", err)
+	if id != nil {
+		return now, clock, fmt.Errorf("%w: job ID %s is that of a finished job in the history", store.ErrInvalidParams, *id)
 	}
-	return fmt.Errorf("%w: job ID %s is that of a finished job in the history", store.ErrInvalidParams, id)
+	return now, clock, nil
 }
 
 // uuidV7Time returns the time a UUIDv7 carries (its first 48 bits, Unix

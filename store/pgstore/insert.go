@@ -260,11 +260,8 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 			s.cursors.lower(p.Kind, p.RunAt) // a past run_at: claimable at once (cursor.go)
 		}
 	}
-	if err := s.refuseHistoryIDs(ctx, tx, params); err != nil { // historyids.go
-		return nil, err
-	}
-	var now, clock time.Time
-	if err := tx.QueryRow(ctx, `SELECT now(), statement_timestamp()`).Scan(&now, &clock); err != nil {
+	now, clock, err := s.refuseHistoryIDs(ctx, tx, params) // and reads the clocks: historyids.go
+	if err != nil {
 		return nil, err
 	}
 	res := make([]store.InsertResult, len(params))
