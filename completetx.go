@@ -59,6 +59,11 @@ func (s *Scheduler) completeTx(ctx context.Context, complete func(store.FinishPa
 	}
 	p := store.FinishParams{Lease: x.a.lease, Outcome: store.OutcomeSucceeded, Result: x.result, Then: x.then}
 	x.mu.Unlock()
+	then, err := s.resolveThen(ctx, p.Then) // on tx (inTx): result.go
+	if err != nil {
+		return fmt.Errorf("complete job %s in tx: %w", x.a.lease.ID, err)
+	}
+	p.Then = then
 	applied, err := complete(p)
 	if err != nil {
 		return fmt.Errorf("complete job %s in tx: %w", x.a.lease.ID, err)
