@@ -4,11 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -23,6 +18,7 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/internal/pgtest"
+	"github.com/axsched/ax/internal/txapis"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 )
@@ -583,7 +579,9 @@ func TestOneTxCoversEveryTxAPI(t *testing.T) {
 	}
 	var found []string
 	for pkg, dir := range map[string]string{"ax": "../..", "pgstore": "../../store/pgstore"} {
-		found = append(found, txAPIs(t, pkg, dir)...)
+		apis, err := txapis.List(pkg, dir)
+		require.NoError(t, err)
+		found = append(found, apis...)
 	}
 	require.NotEmpty(t, found)
 	for _, name := range found {
@@ -591,85 +589,4 @@ func TestOneTxCoversEveryTxAPI(t *testing.T) {
 			t.Errorf("%s takes a caller's transaction but the one-connection guard does not run it: add it to onetxSchedules or onetxCompletions", name)
 		}
 	}
-}
-
-// txAPIs returns the exported functions and methods (of exported types)
-// in dir's non-test files that take a transaction, as pkg.Name or
-// pkg.Type.Name.
-func txAPIs(t *testing.T, pkg, dir string) []string {
-	t.Helper()
-	fset := token.NewFileSet()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var out []string
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, parser.SkipObjectResolution)
-		require.NoError(t, err)
-		for _, d := range f.Decls {
-			fn, ok := d.(*ast.FuncDecl)
-			if !ok || !fn.Name.IsExported() || !takesTx(fn) {
-				continue
-			}
-			name := fn.Name.Name
-			if fn.Recv != nil {
-				recv := receiverType(fn.Recv.List[0].Type)
-				if !ast.IsExported(recv) {
-					continue
-				}
-				name = recv + "." + name
-			}
-			out = append(out, pkg+"."+name)
-		}
-	}
-	return out
-}
-
-func receiverType(e ast.Expr) string {
-	switch x := e.(type) {
-	case *ast.StarExpr:
-		return receiverType(x.X)
-	case *ast.IndexExpr:
-		return receiverType(x.X)
-	case *ast.Ident:
-		return x.Name
-	}
-	return ""
-}
-
-// takesTx reports whether fn has a parameter named tx, or of type
-// pgx.Tx, *sql.Tx or a type parameter named Tx.
-func takesTx(fn *ast.FuncDecl) bool {
-	typeParams := map[string]bool{}
-	if fn.Type.TypeParams != nil {
-		for _, f := range fn.Type.TypeParams.List {
-			for _, n := range f.Names {
-				typeParams[n.Name] = true
-			}
-		}
-	}
-	for _, f := range fn.Type.Params.List {
-		for _, n := range f.Names {
-			if n.Name == "tx" {
-				return true
-			}
-		}
-		switch ty := f.Type.(type) {
-		case *ast.Ident:
-			if typeParams[ty.Name] && ty.Name == "Tx" {
-				return true
-			}
-		case *ast.SelectorExpr:
-			if id, ok := ty.X.(*ast.Ident); ok && id.Name == "pgx" && ty.Sel.Name == "Tx" {
-				return true
-			}
-		case *ast.StarExpr:
-			if sel, ok := ty.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "Tx" {
-				return true
-			}
-		}
-	}
-	return false
 }
