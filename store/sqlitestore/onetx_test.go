@@ -327,4 +327,3 @@ var pgxOnly = map[string]bool{
 	"ax.Scheduler.ScheduleTx": true, "ax.Scheduler.ScheduleManyTx": true,
 	"ax.Scheduler.ScheduleBatchTx": true, "ax.Scheduler.CompleteTx": true,
 }
-
