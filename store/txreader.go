@@ -13,8 +13,10 @@ import "context"
 // wait for a free one; with request transactions holding every connection
 // of the pool (a pool of one is the plain case), it waits for ever.
 //
-// A store whose reads never wait for the connection a caller's
-// transaction holds need not implement it: sqlitestore reads on its own
+// A Store that wraps another and forwards its transaction methods must
+// forward InTx too, or the reads go back to the pool. A store whose reads
+// never wait for the connection a caller's transaction holds need not
+// implement it: sqlitestore reads on its own
 // reader connections, and the caller's transaction holds its one writer.
 type TxReader[Tx any] interface {
 	// InTx returns ctx carrying tx: the Store's calls made with it read
