@@ -206,15 +206,10 @@ type onetxSchedule struct {
 	run    func(ctx context.Context, s *ax.Scheduler, tx pgx.Tx, reqs []ax.Request) ([]uuid.UUID, error)
 }
 
-var onetxInserts = pgstoreAPIs("Store.InTx")
-
-func pgstoreAPIs(names ...string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = "pgstore." + n
-	}
-	return out
-}
+// onetxInserts is what every ax API here runs of pgstore: InTx (the
+// store's own methods that take a tx are called directly by
+// TestOneTxStore, with a context that does not carry tx).
+var onetxInserts = []string{"pgstore.Store.InTx"}
 
 func ids(res []ax.ScheduleResult) []uuid.UUID {
 	out := make([]uuid.UUID, len(res))
@@ -224,8 +219,9 @@ func ids(res []ax.ScheduleResult) []uuid.UUID {
 	return out
 }
 
-// each runs a single-job API once a request, each on its own cold
-// Scheduler: the caller passes it per request.
+// onetxSchedules are the ax APIs that schedule in a pgx.Tx. Those of one
+// job run once a request, each on its own cold Scheduler; the others with
+// all the requests at once.
 var onetxSchedules = map[string]onetxSchedule{
 	"ScheduleTx": {append([]string{"ax.Scheduler.ScheduleTx"}, onetxInserts...),
 		func(ctx context.Context, s *ax.Scheduler, tx pgx.Tx, reqs []ax.Request) ([]uuid.UUID, error) {
