@@ -582,7 +582,7 @@ func TestOneTxCoversEveryTxAPI(t *testing.T) {
 	require.NotEmpty(t, found)
 	for _, name := range found {
 		if !covered[name] {
-			t.Errorf("%s takes a caller's transaction but the one-connection guard does not run it: add it to onetxSchedules or onetxCompletions", name)
+			t.Errorf("%s takes a caller's transaction but the one-connection guard does not run it: add it to onetxSchedules, onetxCompletions or onetxStoreCalls", name)
 		}
 	}
 }
