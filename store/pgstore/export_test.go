@@ -106,3 +106,25 @@ func KeepFinishedRows(ctx context.Context) context.Context {
 
 // FinishSQL returns the finish statement, for the FinishClaim test.
 func (s *Store) FinishSQL() string { return s.q.finish }
+
+// OnLeaseConn runs fn on the lease connection as ExtendLeases does (in
+// its turn, opening it when none is open), for tests of that connection.
+func (s *Store) OnLeaseConn(ctx context.Context, fn func(*pgx.Conn) error) error {
+	return s.leases.do(ctx, fn)
+}
+
+// LeaseConnOpen reports whether the lease connection is open, waiting
+// for its turn.
+func (s *Store) LeaseConnOpen() bool {
+	c := <-s.leases.slot
+	defer s.leases.giveBack(c)
+	return c != nil && !c.IsClosed()
+}
+
+// SetLeaseDial replaces how the lease connection is opened.
+func (s *Store) SetLeaseDial(dial func(context.Context) (*pgx.Conn, error)) {
+	s.leases.dial = dial
+}
+
+// SetLeaseClock replaces the clock the lease connection's age is read on.
+func (s *Store) SetLeaseClock(now func() time.Time) { s.leases.now = now }

@@ -113,9 +113,9 @@ func buildQueries(schema string) queries {
 		// value for the whole statement: the insert and the lookup agree.
 		insertOne: insertOneSQL(`WITH ins AS (
 	INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key,
-		unique_global, unique_finished, unique_period, unique_window)
+		unique_global, unique_finished, unique_period, unique_window, partition_key)
 	VALUES ($1, $2, $3, $4, $5, `+insertRunAtSQL+`, `+insertRunAtSQL+`, $8, $9,
-		$11, $12, $13, `+uniqueWindowSQL("$13::int")+`)
+		$11, $12, $13, `+uniqueWindowSQL("$13::int")+`, $14)
 	ON CONFLICT `+uniqueIndexSQL+` DO NOTHING
 	RETURNING id, kind, run_at, state`,
 			"id, false, (SELECT count(*) FROM notified)", "id, true, 0"),
@@ -124,13 +124,13 @@ func buildQueries(schema string) queries {
 		// The caller computes the windows ($12) from one reading of the
 		// store clock, so that holders can look the same keys up.
 		insertMany: `INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key,
-	unique_global, unique_finished, unique_period, unique_window)
+	unique_global, unique_finished, unique_period, unique_window, partition_key)
 SELECT id, kind, payload, metadata, priority, run_at, run_at, max_attempts, unique_key,
-	unique_global, unique_finished, unique_period, unique_window
+	unique_global, unique_finished, unique_period, unique_window, partition_key
 FROM unnest($1::uuid[], $2::text[], $3::json[], $4::jsonb[], $5::smallint[],
-	$6::timestamptz[], $7::int[], $8::text[], $9::boolean[], $10::boolean[], $11::int[], $12::bigint[])
+	$6::timestamptz[], $7::int[], $8::text[], $9::boolean[], $10::boolean[], $11::int[], $12::bigint[], $13::text[])
 	AS u(id, kind, payload, metadata, priority, run_at, max_attempts, unique_key,
-		unique_global, unique_finished, unique_period, unique_window)
+		unique_global, unique_finished, unique_period, unique_window, partition_key)
 ON CONFLICT ` + uniqueIndexSQL + ` DO NOTHING
 RETURNING id`,
 
