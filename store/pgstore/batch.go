@@ -59,6 +59,7 @@ func (s *Store) InsertBatchTx(ctx context.Context, tx pgx.Tx, params *store.Batc
 	if err := validateBatch(params); err != nil {
 		return nil, err
 	}
+	ctx = withConn(ctx, tx) // every read on tx, none on a second connection: onetx.go
 	res, err := s.insertBatch(ctx, tx, params)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: insert batch %s: %w", params.ID, invalidData(err))

@@ -451,6 +451,24 @@
 // pool_max_conns in the connection string). Within PostgreSQL's
 // max_connections across all hosts, or the pooler's limits.
 //
+// A transaction of the caller's costs exactly one connection of the pool:
+// the one it holds. InsertTx, InsertBatchTx and CompleteTx run every
+// statement on tx, reads included (the flow-controlled kinds, the day
+// partitions of the history), and the reads the ax package makes while
+// such a transaction is open (the kinds' stored defaults, the node
+// registry for Config.RefuseUnknownKinds) run on tx too, through InTx
+// (store.TxReader): ax.ScheduleTx, ScheduleManyTx, ScheduleBatchTx,
+// CompleteTx, their generic forms and EnqueueTx, EnqueueManyTx. ax.Then,
+// which a handler may call with its transaction open, makes no store call
+// at all. None of them waits for a second connection, which a pool whose
+// every connection is held by request transactions would never free: a
+// pool of one connection serves a caller's transaction and everything
+// scheduled or completed in it. Such reads see tx's snapshot, and a
+// failed one aborts tx like any statement of it. The guard is
+// internal/e2e/onetx_test.go: it runs every exported API that takes a
+// transaction on a pool of one connection and fails on any second
+// acquire, and fails when a new such API is not in its tables.
+//
 // # What a Store keeps in memory
 //
 // The database is the only source of truth; a Store keeps four things of

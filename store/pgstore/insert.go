@@ -115,6 +115,7 @@ func (s *Store) InsertTx(ctx context.Context, tx pgx.Tx, params []store.InsertPa
 	if err := validateInserts(params); err != nil {
 		return nil, err
 	}
+	ctx = withConn(ctx, tx) // every read on tx, none on a second connection: onetx.go
 	// The kinds' cursors stay down until this returns (cursor.go).
 	defer s.cursors.hold(params)()
 	if len(params) == 0 {
