@@ -241,7 +241,7 @@ func callOpened(ctx context.Context, a *attempt, keys *KeyRing, wait time.Durati
 		}
 		return Permanent(err)
 	}
-	opened.sealed = true
+	opened.sealed = mightBeSealed(a.job.Payload) // decode errors withhold its values (decode.go)
 	return callHandler(ctx, &attempt{job: &opened, kind: a.kind})
 }
 

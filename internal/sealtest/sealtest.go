@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"RoundTrip", testRoundTrip},
 		{"Tamper", testTamper},
 		{"MissingKey", testMissingKey},
+		{"DecodeErrors", testDecodeErrors},
 		{"RotationThreeKeys", testRotation},
 		{"ReencryptResumes", testReencryptResumes},
 		{"Refusals", testRefusals},
