@@ -2,9 +2,14 @@ package ax
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -198,8 +203,8 @@ func TestSealSize(t *testing.T) {
 		plain := bytes.Repeat([]byte("x"), n)
 		sealed, err := ring.seal(plain, partPayload, bindJob, "x")
 		require.NoError(t, err)
-		box := nonceSize + n + 16
-		want := len(`{"ax_sealed":2,"key":"2026-12","to":"job","box":""}`) + box85EncodedLen(box)
+		box := saltSize + n + 16
+		want := len(`{"ax_sealed":3,"key":"2026-12","to":"job","box":""}`) + box85EncodedLen(box)
 		require.Len(t, sealed, want, "n=%d", n)
 		require.True(t, json.Valid(sealed), "%s", sealed)
 		got, err := ring.open(sealed, partPayload, sealRefs{schedule: "x", job: uuid.Nil})
@@ -217,8 +222,8 @@ func TestOpenLaterFormat(t *testing.T) {
 	require.NoError(t, err)
 	id := uuid.Must(uuid.NewV7())
 	for _, v := range []string{
-		`{"ax_sealed":3,"key":"k","to":"job","box":"0000000000000000000000000"}`,
-		`{"ax_sealed":3,"key":"k","to":"job","box":"0000000000000000000000000","aad":"x"}`, // and new fields
+		`{"ax_sealed":4,"key":"k","to":"job","box":"0000000000000000000000000"}`,
+		`{"ax_sealed":4,"key":"k","to":"job","box":"0000000000000000000000000","aad":"x"}`, // and new fields
 	} {
 		require.True(t, mightBeSealed([]byte(v)), v)
 		require.True(t, sealedString(v), v)
@@ -263,7 +268,7 @@ func TestIsSealed(t *testing.T) {
 		{` {"box":"AAAA", "to":"job", "key":"k", "ax_sealed":1}`, true}, // reformatted by a JSON tool
 		{`{"ax_sealed":2,"key":"k","to":"job","box":"AAAA"}`, true},
 		{`{"box":"AAAA","ax_sealed":2,"to":"job","key":"k"}`, true},
-		{`{"ax_sealed":3,"key":"k","to":"job","box":"AAAA"}`, true}, // a later format: sealed, refused by open
+		{`{"ax_sealed":4,"key":"k","to":"job","box":"AAAA"}`, true}, // a later format: sealed, refused by open
 		{`{"ax_sealed":12,"key":"k","to":"job","box":"AAAA"}`, true},
 		{`{"ax_sealed":0,"key":"k","to":"job","box":"AAAA"}`, false},
 		{`{"ax_sealed":02,"key":"k","to":"job","box":"AAAA"}`, false},
@@ -345,4 +350,108 @@ func TestParseKeyRing(t *testing.T) {
 			require.NotContains(t, err.Error(), secret)
 		})
 	}
+}
+
+// TestSealPerValueKey: version 3 seals each value with a key and a nonce
+// of its own, derived from the ring's key and the value's 192-bit salt
+// with HKDF-SHA256, so GCM's limit on values per key (2^32 with random
+// 96-bit nonces, about 29 hours at 41,083 jobs/s) does not bind the
+// ring's key. The test derives the key from the envelope alone, as the
+// format says, and checks that the ring's key does not open the box. The
+// code before sealed with the ring's key and a random nonce (version 2).
+func TestSealPerValueKey(t *testing.T) {
+	key := testKey(t, "k")
+	ring, err := NewKeyRing(key)
+	require.NoError(t, err)
+	id := uuid.Must(uuid.NewV7())
+	plain := []byte(`{"email":"ada@example.com"}`)
+	sealed, err := ring.seal(plain, partPayload, bindJob, string(id[:]))
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(sealed, []byte(`{"ax_sealed":3,`)), "%s", sealed)
+	env, ok := parseCanonical(sealed)
+	require.True(t, ok)
+	box, ok := decodeBox(nil, env)
+	require.True(t, ok)
+	require.Len(t, box, 24+len(plain)+16, "a 24-byte salt, the ciphertext, the tag")
+	salt, ct := box[:24], box[24:]
+	km, err := hkdf.Key(sha256.New, key.Secret, salt, "ax-sealed-3 aes-256-gcm key and nonce", 44)
+	require.NoError(t, err)
+	aad := associatedData(3, partPayload, "job", "k", string(id[:]))
+	block, err := aes.NewCipher(km[:32])
+	require.NoError(t, err)
+	gcm, err := cipher.NewGCM(block)
+	require.NoError(t, err)
+	got, err := gcm.Open(nil, km[32:], ct, aad)
+	require.NoError(t, err, "the derived key opens the value")
+	require.Equal(t, plain, got)
+	// The ring's own key does not, with any nonce the box holds.
+	block, err = aes.NewCipher(key.Secret)
+	require.NoError(t, err)
+	gcm, err = cipher.NewGCM(block)
+	require.NoError(t, err)
+	_, err = gcm.Open(nil, box[:12], box[12:], aad)
+	require.Error(t, err)
+	// Two seals of one value draw two salts.
+	again, err := ring.seal(plain, partPayload, bindJob, string(id[:]))
+	require.NoError(t, err)
+	env2, _ := parseCanonical(again)
+	box2, _ := decodeBox(nil, env2)
+	require.NotEqual(t, salt, box2[:24])
+}
+
+// TestOpenVersion2: values sealed by v1.0 (envelope version 2: the ring's
+// key and a random nonce, the box in base 85) open, and a ring told to
+// write version 2 (WithEnvelopeVersion, for a rolling upgrade from v1.0)
+// writes what v1.0 reads, which every ring opens. The vectors were made
+// by v1.0's code with the key below (bytes 0 to 31).
+func TestOpenVersion2(t *testing.T) {
+	secret := make([]byte, KeyLength)
+	for i := range secret {
+		secret[i] = byte(i)
+	}
+	ring, err := NewKeyRing(Key{ID: "2026-11", Secret: secret})
+	require.NoError(t, err)
+	id := uuid.MustParse("0193a000-0000-7000-8000-000000000001")
+	for _, c := range []struct {
+		name, sealed, part, plain string
+		refs                      sealRefs
+	}{
+		{"Payload", `{"ax_sealed":2,"key":"2026-11","to":"job","box":"FBB(%jlF1}BNehDMPof{uRr-PF9xDhl|@D{*Wi*HzQf2fKdjZ}.[Yp16^B$$Dvlo%QSW+"}`,
+			partPayload, `{"email":"ada@example.com"}`, sealRefs{job: id}},
+		{"Result", `{"ax_sealed":2,"key":"2026-11","to":"job","box":"acVv~)Xn2fhAC%zWyfL:bJ@CkI%twZ=|U/MC|Cyg?eYVV5{pj"}`,
+			partResult, `{"ok":true}`, sealRefs{job: id}},
+		{"ScheduleMetadata", `{"ax_sealed":2,"key":"2026-11","to":"schedule","box":"bhAf3t)KFmX%=w*w$-UtTxWV:fg-~PQR[s7_1z?hh6?m"}`,
+			metadataPart("tok"), `tok-123`, sealRefs{schedule: "nightly"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ring.open([]byte(c.sealed), c.part, c.refs)
+			require.NoError(t, err)
+			require.Equal(t, c.plain, string(got))
+			// Relabeled as version 3 it does not open.
+			relabeled := bytes.Replace([]byte(c.sealed), []byte(`"ax_sealed":2`), []byte(`"ax_sealed":3`), 1)
+			_, err = ring.open(relabeled, c.part, c.refs)
+			require.ErrorIs(t, err, ErrSealBroken)
+		})
+	}
+	v1, err := ring.WithEnvelopeVersion(EnvelopeV1)
+	require.NoError(t, err)
+	require.Equal(t, 2, v1.EnvelopeVersion())
+	require.Equal(t, 3, ring.EnvelopeVersion(), "the copy leaves the ring as it was")
+	sealed, err := v1.seal([]byte(`{"ok":true}`), partResult, bindJob, string(id[:]))
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(sealed, []byte(`{"ax_sealed":2,"key":"2026-11",`)), "%s", sealed)
+	got, err := ring.open(sealed, partResult, sealRefs{job: id})
+	require.NoError(t, err)
+	require.Equal(t, `{"ok":true}`, string(got))
+	for _, bad := range []int{0, 1, 4} {
+		_, err := ring.WithEnvelopeVersion(bad)
+		require.ErrorIs(t, err, ErrInvalidKey, "version %d", bad)
+	}
+	// A ring file says it with "envelope".
+	file := fmt.Sprintf(`{"current":"2026-11","keys":[{"id":"2026-11","secret":%q}],"envelope":2}`, base64.StdEncoding.EncodeToString(secret))
+	fromFile, err := ParseKeyRing([]byte(file))
+	require.NoError(t, err)
+	require.Equal(t, 2, fromFile.EnvelopeVersion())
+	_, err = ParseKeyRing([]byte(strings.Replace(file, `"envelope":2`, `"envelope":9`, 1)))
+	require.ErrorIs(t, err, ErrInvalidKey)
 }
