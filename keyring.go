@@ -65,10 +65,10 @@ func GenerateKey(id string) (Key, error) {
 // which still open the values they sealed. It is immutable and safe for
 // concurrent use.
 type KeyRing struct {
-	current string
-	ids     []string // current first, then the older keys as given
-	aeads   map[string]cipher.AEAD
-	secrets map[string][]byte // version 3 derives each value's key from these
+	current  string
+	ids      []string // current first, then the older keys as given
+	aeads    map[string]cipher.AEAD
+	derivers map[string]*keyDeriver // version 3 derives each value's key
 	// version is the envelope version seal writes; 0 means sealVersion.
 	version int
 }
@@ -78,7 +78,7 @@ type KeyRing struct {
 // key that cannot be used or an ID given twice.
 func NewKeyRing(current Key, older ...Key) (*KeyRing, error) {
 	r := &KeyRing{current: current.ID, aeads: make(map[string]cipher.AEAD, 1+len(older)),
-		secrets: make(map[string][]byte, 1+len(older))}
+		derivers: make(map[string]*keyDeriver, 1+len(older))}
 	for _, k := range append([]Key{current}, older...) {
 		if err := checkKeyID(k.ID); err != nil {
 			return nil, err
@@ -98,7 +98,7 @@ func NewKeyRing(current Key, older ...Key) (*KeyRing, error) {
 			return nil, fmt.Errorf("%w: key %q: %w", ErrInvalidKey, k.ID, err)
 		}
 		r.aeads[k.ID] = aead
-		r.secrets[k.ID] = slices.Clone(k.Secret)
+		r.derivers[k.ID] = newKeyDeriver(k.Secret)
 		r.ids = append(r.ids, k.ID)
 	}
 	return r, nil
