@@ -107,6 +107,7 @@ const (
 	partResult  = "result"
 	nonceSize   = 12 // versions 1 and 2: the box's random nonce
 	saltSize    = 24 // version 3: the box's random salt
+	gcmTagSize  = 16
 	// deriveLabel starts HKDF-Expand's info for version 3, followed by the
 	// value's salt: the derived bytes are the AES-256 key of one value.
 	deriveLabel = "ax-sealed-3 aes-256-gcm key\x00"
@@ -264,6 +265,11 @@ func (r *KeyRing) open(sealed []byte, part string, refs sealRefs) ([]byte, error
 		aead = r.aeads[string(env.key)]
 	}
 	if aead == nil {
+		if _, ok := wellFormedEnvelope(sealed); !ok {
+			// A plain value that merely looks sealed, or a damaged
+			// envelope: no host opens it, so it is not waiting for a key.
+			return nil, &SealError{KeyID: string(env.key), Part: part, Err: ErrSealBroken}
+		}
 		return nil, &SealError{KeyID: string(env.key), Part: part, Err: ErrKeyMissing}
 	}
 	ref, ok := refs.ref(string(env.to))
@@ -376,25 +382,57 @@ func parseCanonical(b []byte) (sealedView, bool) {
 
 // IsSealed reports whether a payload, result or metadata value is sealed
 // (see Config.Keys). Tools without the key ring show such values as
-// encrypted.
+// encrypted, so a plain value must not pass for one: a value is sealed
+// only when it is a whole envelope, of exactly its four members, with a
+// valid key ID, a known binding and a box that decodes to at least a
+// salt (or nonce) and a tag. A JSON object that merely has an
+// "ax_sealed" member is plain. (A value of an envelope version newer
+// than this release reads needs only its version and a valid key ID.)
 func IsSealed[T []byte | json.RawMessage | string](v T) bool {
-	b := bytes.TrimLeft([]byte(v), " \t\r\n")
-	if len(b) == 0 || b[0] != '{' || !bytes.Contains(b, []byte(`"ax_sealed"`)) {
-		return false
-	}
-	_, ok := parseEnvelope(b)
+	_, ok := wellFormedEnvelope([]byte(v))
 	return ok
 }
 
 // SealedKeyID returns the ID of the key that sealed v, or "" for a value
-// that is not sealed.
+// that is not sealed (IsSealed).
 func SealedKeyID[T []byte | json.RawMessage | string](v T) string {
-	b := bytes.TrimLeft([]byte(v), " \t\r\n")
-	if len(b) == 0 || b[0] != '{' || !bytes.Contains(b, []byte(`"ax_sealed"`)) {
+	env, ok := wellFormedEnvelope([]byte(v))
+	if !ok {
 		return ""
 	}
-	env, _ := parseEnvelope(b)
 	return string(env.key)
+}
+
+// wellFormedEnvelope parses v as IsSealed says.
+func wellFormedEnvelope(v []byte) (sealedView, bool) {
+	b := bytes.TrimLeft(v, " \t\r\n")
+	if len(b) == 0 || b[0] != '{' || !bytes.Contains(b, []byte(`"ax_sealed"`)) {
+		return sealedView{}, false
+	}
+	env, ok := parseEnvelope(b)
+	if !ok || checkKeyID(string(env.key)) != nil {
+		return env, false
+	}
+	if env.version > maxSealVersion {
+		return env, true
+	}
+	if _, canonical := parseCanonical(b); !canonical {
+		var members map[string]json.RawMessage
+		if json.Unmarshal(b, &members) != nil || len(members) != 4 {
+			return env, false
+		}
+	}
+	switch string(env.to) {
+	case bindJob, bindParent, bindSchedule:
+	default:
+		return env, false
+	}
+	box, decoded := decodeBox(nil, env)
+	random := nonceSize
+	if env.version >= 3 {
+		random = saltSize
+	}
+	return env, decoded && len(box) >= random+gcmTagSize
 }
 
 // mightBeSealed is IsSealed's cheap first test, for hot paths: a sealed

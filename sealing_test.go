@@ -259,17 +259,41 @@ func TestSealFreshNonce(t *testing.T) {
 	require.NotEqual(t, string(a), string(b), "two seals of one value must differ (random nonce)")
 }
 
+// TestIsSealed: sealed values, whatever their version and however a JSON
+// tool reformatted them, are sealed; a plain value that merely looks like
+// one is not, so that tools without the ring show its content instead of
+// "encrypted" (the HTTP trial found such a payload hidden).
 func TestIsSealed(t *testing.T) {
+	ring, err := NewKeyRing(testKey(t, "k"))
+	require.NoError(t, err)
+	v3, err := ring.seal([]byte(`{"a":1}`), partPayload, bindJob, "x")
+	require.NoError(t, err)
+	old, err := ring.WithEnvelopeVersion(EnvelopeV1)
+	require.NoError(t, err)
+	v2, err := old.seal([]byte(`{"a":1}`), partPayload, bindParent, "x")
+	require.NoError(t, err)
+	var env envelope
+	require.NoError(t, json.Unmarshal(v3, &env))
+	reformatted, err := json.MarshalIndent(map[string]any{"box": env.Box, "to": env.To, "key": env.Key, "ax_sealed": env.Sealed}, " ", "  ")
+	require.NoError(t, err)
+	v1 := `{"ax_sealed":1,"key":"2026-11","to":"job","box":"ihPIGd/R3PCd4PKfjzE0Yio6OIDHnapxQXk+pDYBPYtXYc0mWaN/"}`
 	for _, c := range []struct {
 		v    string
 		want bool
 	}{
-		{`{"ax_sealed":1,"key":"k","to":"job","box":"AAAA"}`, true},
-		{` {"box":"AAAA", "to":"job", "key":"k", "ax_sealed":1}`, true}, // reformatted by a JSON tool
-		{`{"ax_sealed":2,"key":"k","to":"job","box":"AAAA"}`, true},
-		{`{"box":"AAAA","ax_sealed":2,"to":"job","key":"k"}`, true},
-		{`{"ax_sealed":4,"key":"k","to":"job","box":"AAAA"}`, true}, // a later format: sealed, refused by open
-		{`{"ax_sealed":12,"key":"k","to":"job","box":"AAAA"}`, true},
+		{string(v3), true},
+		{string(v2), true},
+		{v1, true},
+		{" " + string(reformatted), true}, // reformatted by a JSON tool
+		{`{"ax_sealed":4,"key":"k","to":"job","box":"AAAA"}`, true},    // a later format: sealed, refused by open
+		{`{"ax_sealed":12,"key":"k","future":"x"}`, true},              // whatever its members
+		{`{"ax_sealed":1,"key":"k","to":"job","box":"AAAA"}`, false},   // box too short for a nonce and a tag
+		{`{"ax_sealed":3,"key":"k","to":"job","box":"` + env.Box[:30] + `"}`, false},
+		{`{"ax_sealed":3,"key":"k","to":"anywhere","box":"` + env.Box + `"}`, false},
+		{`{"ax_sealed":3,"key":"k k","to":"job","box":"` + env.Box + `"}`, false},
+		{`{"ax_sealed":3,"key":"k","to":"job","box":"` + env.Box + `","note":"mine"}`, false},
+		{`{"ax_sealed":1,"key":"k","note":"my own payload, not encrypted"}`, false},
+		{`{"ax_sealed":2,"key":"k","to":"job","box":"` + env.Box[:len(env.Box)-5] + `,,,,,"}`, false}, // not base 85
 		{`{"ax_sealed":0,"key":"k","to":"job","box":"AAAA"}`, false},
 		{`{"ax_sealed":02,"key":"k","to":"job","box":"AAAA"}`, false},
 		{`{"ax_sealed":true,"key":"k"}`, false},
@@ -282,9 +306,15 @@ func TestIsSealed(t *testing.T) {
 		require.Equal(t, c.want, IsSealed(c.v), c.v)
 		require.Equal(t, c.want, IsSealed([]byte(c.v)), c.v)
 	}
-	require.Equal(t, "k", SealedKeyID(`{"ax_sealed":1,"key":"k","to":"job","box":"AAAA"}`))
-	require.Equal(t, "k", SealedKeyID(`{"ax_sealed":2,"key":"k","to":"job","box":"AAAA"}`))
+	require.Equal(t, "k", SealedKeyID(v3))
+	require.Equal(t, "k", SealedKeyID(string(v2)))
+	require.Equal(t, "2026-11", SealedKeyID(v1))
+	require.Equal(t, "", SealedKeyID(`{"ax_sealed":1,"key":"k","note":"my own payload, not encrypted"}`))
 	require.Equal(t, "", SealedKeyID(`{"a":1}`))
+	// A host with a ring does not wait for the key of a lookalike stored
+	// plain (a host without the ring stored it): it can never open.
+	_, err = ring.open([]byte(`{"ax_sealed":1,"key":"k9","note":"my own payload"}`), partPayload, sealRefs{job: uuid.Must(uuid.NewV7())})
+	require.ErrorIs(t, err, ErrSealBroken)
 }
 
 func TestKeyRing(t *testing.T) {
