@@ -285,9 +285,9 @@ func TestIsSealed(t *testing.T) {
 		{string(v2), true},
 		{v1, true},
 		{" " + string(reformatted), true}, // reformatted by a JSON tool
-		{`{"ax_sealed":4,"key":"k","to":"job","box":"AAAA"}`, true},    // a later format: sealed, refused by open
-		{`{"ax_sealed":12,"key":"k","future":"x"}`, true},              // whatever its members
-		{`{"ax_sealed":1,"key":"k","to":"job","box":"AAAA"}`, false},   // box too short for a nonce and a tag
+		{`{"ax_sealed":4,"key":"k","to":"job","box":"AAAA"}`, true},  // a later format: sealed, refused by open
+		{`{"ax_sealed":12,"key":"k","future":"x"}`, true},            // whatever its members
+		{`{"ax_sealed":1,"key":"k","to":"job","box":"AAAA"}`, false}, // box too short for a nonce and a tag
 		{`{"ax_sealed":3,"key":"k","to":"job","box":"` + env.Box[:30] + `"}`, false},
 		{`{"ax_sealed":3,"key":"k","to":"anywhere","box":"` + env.Box + `"}`, false},
 		{`{"ax_sealed":3,"key":"k k","to":"job","box":"` + env.Box + `"}`, false},
