@@ -2,6 +2,7 @@ package ax
 
 import (
 	"bytes"
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
@@ -12,9 +13,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax/store"
 )
 
 func testKey(t *testing.T, id string) Key {
@@ -485,4 +489,55 @@ func TestOpenVersion2(t *testing.T) {
 	require.Equal(t, 2, fromFile.EnvelopeVersion())
 	_, err = ParseKeyRing([]byte(strings.Replace(file, `"envelope":2`, `"envelope":9`, 1)))
 	require.ErrorIs(t, err, ErrInvalidKey)
+}
+
+// TestCallOpenedLeavesOrFails: callOpened leaves a job it cannot open but
+// another host may (its key not in this ring, no ring, a newer envelope
+// format: a rolling deploy) for that host, as a snooze of wait that the
+// outcome does not count, and fails a tampered one permanently; neither
+// reaches the handler.
+func TestCallOpenedLeavesOrFails(t *testing.T) {
+	mine, other := testKey(t, "mine"), testKey(t, "other")
+	ring, err := NewKeyRing(mine)
+	require.NoError(t, err)
+	otherRing, err := NewKeyRing(other)
+	require.NoError(t, err)
+	id := uuid.Must(uuid.NewV7())
+	sealedBy := func(r *KeyRing) json.RawMessage {
+		b, err := r.seal([]byte(`{}`), partPayload, bindJob, string(id[:]))
+		require.NoError(t, err)
+		return b
+	}
+	tampered := sealedBy(ring)
+	tampered[len(tampered)-4] ^= 1
+	ran := false
+	kind := &kindHandler{handler: HandlerFunc(func(context.Context, *Job) error { ran = true; return nil }),
+		settings: handlerSettings{timeout: time.Second}}
+	for _, c := range []struct {
+		name    string
+		keys    *KeyRing
+		payload json.RawMessage
+		wait    bool
+		is      error
+	}{
+		{"KeyNotInRing", ring, sealedBy(otherRing), true, ErrKeyMissing},
+		{"NoRing", nil, sealedBy(ring), true, ErrKeyMissing},
+		{"NewerFormat", ring, json.RawMessage(`{"ax_sealed":9,"key":"mine","to":"job","box":"00000"}`), true, ErrSealFormat},
+		{"Tampered", ring, tampered, false, ErrSealBroken},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := &attempt{job: &Job{ID: id, Kind: "k", Payload: c.payload, Attempt: 1, MaxAttempts: 1}, kind: kind}
+			err := callOpened(t.Context(), a, c.keys, 7*time.Second)
+			require.ErrorIs(t, err, c.is)
+			require.Equal(t, c.wait, keyWait(err))
+			p := outcome(a, err, nil)
+			if c.wait {
+				require.Equal(t, store.OutcomeSnooze, p.Outcome, "left for another host, the attempt not counted")
+				require.Equal(t, 7*time.Second, p.Delay)
+			} else {
+				require.Equal(t, store.OutcomeDead, p.Outcome)
+			}
+			require.False(t, ran)
+		})
+	}
 }
