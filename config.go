@@ -23,7 +23,7 @@ type Config struct {
 	// ring's current key (AES-256-GCM, bound to its job) before it
 	// reaches the store, and opened on this host just before the handler
 	// runs. Older keys of the ring open the jobs they sealed (rotation:
-	// see Admin.Reencrypt and docs/encryption.md). A job whose sealed
+	// see Admin.Reencrypt and docs/guide.md). A job whose sealed
 	// value was changed, or moved from another job, fails its attempt
 	// permanently with a *SealError naming the key; the host carries on.
 	// A job whose key is not in this host's ring (or that a newer release
@@ -34,14 +34,14 @@ type Config struct {
 	// plain metadata and error texts stay plain, and a kind cannot be
 	// partitioned by a payload field (PartitionByPayloadField). Every host
 	// and tool that runs or reads the jobs needs the ring (AdminConfig.Keys,
-	// ax serve --keys-file). Nil: nothing is encrypted.
+	// ax serve --encryption-keys). Nil: nothing is encrypted.
 	Keys *KeyRing
 
 	// KeyMissingDelay is how long a job this host cannot open (its key is
 	// not in Keys, see there) waits before it is claimed again, by any
-	// host. Defaults to DefaultKeyMissingDelay (5s): short enough that a job sealed with a new key
-	// mid-deploy soon reaches a host that has it, long enough that a
-	// host lacking the key does not spin on it.
+	// host. Defaults to DefaultKeyMissingDelay (5s): short enough that a
+	// job sealed with a new key mid-deploy soon reaches a host that has
+	// it, long enough that a host lacking the key does not spin on it.
 	KeyMissingDelay time.Duration
 
 	// Logger receives structured logs: every job transition at debug,

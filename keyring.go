@@ -112,7 +112,7 @@ const EnvelopeV1 = 2
 // envelope version v: EnvelopeV1 (2), what ax v1.0 reads, or 3, the
 // default, whose values each have a key of their own (no per-key limit
 // on how many values a key seals; see the package's encryption notes in
-// docs/encryption.md). Every version opens with either ring.
+// docs/guide.md). Every version opens with either ring.
 //
 // Version 2 is for a rolling upgrade from v1.0 with Config.Keys: a v1.0
 // host fails the jobs sealed in version 3 permanently (it does not read

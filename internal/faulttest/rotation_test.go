@@ -27,7 +27,7 @@ import (
 //     last host is restarted, hosts without the key claim jobs sealed with
 //     it. They leave them for a host that has it (EventKeyMissing): before
 //     that fix every such job went dead at its first attempt.
-//   - TwoPhase is the documented rotation (docs/encryption.md): first the
+//   - TwoPhase is the documented rotation (docs/guide.md): first the
 //     new key is added everywhere as an older key, then made current
 //     everywhere. No host ever meets a key it lacks.
 //
