@@ -111,7 +111,7 @@ const EnvelopeV1 = 2
 // WithEnvelopeVersion returns a copy of the ring that seals new values in
 // envelope version v: EnvelopeV1 (2), what ax v1.0 reads, or 3, the
 // default, whose values each have a key of their own (no per-key limit
-// on how many values a key seals; see the package's encryption notes in
+// on how many values a key seals; see "Encryption at rest" in
 // docs/guide.md). Every version opens with either ring.
 //
 // Version 2 is for a rolling upgrade from v1.0 with Config.Keys: a v1.0
