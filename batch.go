@@ -159,7 +159,7 @@ func (s *Scheduler) BatchChildren(ctx context.Context, id, after uuid.UUID, limi
 	if err != nil {
 		return nil, fmt.Errorf("batch %s children: %w", id, err)
 	}
-	openRecords(s.cfg.Keys, recs...) // reencrypt.go
+	openRecords(s.cfg.Keys, true, recs...) // reencrypt.go
 	return recs, nil
 }
 

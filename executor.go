@@ -87,7 +87,7 @@ func (r *runtime) execute(ctx context.Context, a *attempt) {
 	}
 	r.s.emit(Event{Kind: EventStarted, JobID: job.ID, JobKind: job.Kind, Attempt: job.Attempt, Metadata: job.Metadata,
 		StartLag: lag, ClaimLag: job.ClaimLag()})
-	err := callOpened(ctx, a, r.s.cfg.Keys) // encryption.go
+	err := callOpened(ctx, a, r.s.cfg.Keys, r.s.cfg.KeyMissingDelay) // encryption.go
 	if err == nil {
 		err = r.resolveThen(ctx, a)
 	}

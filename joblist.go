@@ -93,7 +93,7 @@ func (a *Admin) List(ctx context.Context, opts ListOptions) (*JobList, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	openRecords(a.keyRing(), page.Jobs...) // reencrypt.go
+	a.openRecords(page.Jobs...) // reencrypt.go
 	out := &JobList{Jobs: page.Jobs}
 	if out.Jobs == nil {
 		out.Jobs = []*JobRecord{} // [] rather than null in JSON
@@ -132,7 +132,7 @@ func (a *Admin) Get(ctx context.Context, id uuid.UUID) (*JobRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", id, err)
 	}
-	openRecords(a.keyRing(), rec) // reencrypt.go
+	a.openRecords(rec) // reencrypt.go
 	return rec, nil
 }
 

@@ -689,11 +689,17 @@ func (a *Admin) keyRing() *KeyRing {
 	return a.keys
 }
 
+// openRecords opens the records a's reads return (openRecords), its
+// secret metadata too unless WithSecretMetadataSealed said otherwise.
+func (a *Admin) openRecords(recs ...*store.JobRecord) {
+	openRecords(a.keyRing(), !a.secretsSealed, recs...)
+}
+
 // openRecords opens, in place, the sealed values of recs that the ring
-// opens: payloads, results and metadata. Values it cannot open stay
-// sealed (tools show them as encrypted), as does everything without a
-// ring.
-func openRecords(keys *KeyRing, recs ...*store.JobRecord) {
+// opens: payloads, results and, with secrets, metadata. Values it cannot
+// open stay sealed (tools show them as encrypted), as does everything
+// without a ring.
+func openRecords(keys *KeyRing, secrets bool, recs ...*store.JobRecord) {
 	if keys == nil {
 		return
 	}
@@ -716,7 +722,7 @@ func openRecords(keys *KeyRing, recs ...*store.JobRecord) {
 			}
 		}
 		for k, v := range rec.Metadata {
-			if sealedString(v) {
+			if secrets && sealedString(v) {
 				if plain, err := keys.open([]byte(v), metadataPart(k), refs); err == nil {
 					rec.Metadata[k] = string(plain)
 				}

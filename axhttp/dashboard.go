@@ -477,7 +477,7 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 			opts.Limit = 50
 		}
 		var list *ax.JobList
-		if list, err = h.admin.List(r.Context(), opts); err == nil {
+		if list, err = h.reader(r).List(r.Context(), opts); err == nil {
 			body.Jobs = h.allForCaller(r, list.Jobs)
 			if list.Cursor != "" {
 				next := url.Values{}
@@ -548,7 +548,7 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	id, err := jobID(r)
 	var rec *store.JobRecord
 	if err == nil {
-		rec, err = h.admin.Get(r.Context(), id)
+		rec, err = h.reader(r).Get(r.Context(), id)
 	}
 	if err != nil {
 		h.dashProblem(w, r, err)
@@ -628,7 +628,7 @@ func (h *Handler) deadPage(w http.ResponseWriter, r *http.Request) {
 	if body.Kind != "" {
 		f.Kinds = []string{body.Kind}
 	}
-	list, err := h.admin.List(r.Context(), ax.ListOptions{Filter: f, Limit: 100, Cursor: q.Get("cursor")})
+	list, err := h.reader(r).List(r.Context(), ax.ListOptions{Filter: f, Limit: 100, Cursor: q.Get("cursor")})
 	if err == nil {
 		body.Jobs = h.allForCaller(r, list.Jobs)
 		if list.Cursor != "" {

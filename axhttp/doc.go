@@ -54,8 +54,10 @@
 // served by exact name only). Pages refresh their content every
 // Config.RefreshInterval (a small embedded script; such requests carry
 // X-AX-Refresh and renew no session) and show relative times beside
-// absolute ones. A read-only caller sees no lease token, and no network
-// address in callback deliveries' errors.
+// absolute ones. A read-only caller sees no lease token, no network
+// address in callback deliveries' errors, and, on a server with the key
+// ring (ax.Config.Keys), the values given with ax.SecretMetadata still
+// sealed ("encrypted (key ID)"; payloads and results open).
 //
 // # Hostile input
 //

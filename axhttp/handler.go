@@ -154,6 +154,7 @@ var ErrInvalidConfig = errors.New("axhttp: invalid config")
 type Handler struct {
 	cfg      Config
 	admin    *ax.Admin
+	roAdmin  *ax.Admin // admin for read-only callers: secret metadata stays sealed (reader)
 	store    store.Store
 	log      *zap.Logger
 	limits   *keyLimiters // per key (or identity)
@@ -240,7 +241,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	cfg.TrustedProxies = slices.Clone(cfg.TrustedProxies)
 	h := &Handler{
-		cfg: cfg, admin: admin, store: cfg.Store, log: cfg.Logger,
+		cfg: cfg, admin: admin, roAdmin: admin.WithSecretMetadataSealed(), store: cfg.Store, log: cfg.Logger,
 		limits:   newKeyLimiters(cfg.RateLimit),
 		clients:  newKeyLimiters(cfg.ClientRateLimit),
 		failures: newKeyLimiters(cfg.FailureLimit),
@@ -305,6 +306,17 @@ func (h *Handler) readOnlyAPI(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// reader returns the Admin that reads jobs for r's caller: a read-only
+// caller sees the values given with ax.SecretMetadata sealed (shown as
+// encrypted) even when the server holds the key ring; payloads and
+// results open for every caller, as before.
+func (h *Handler) reader(r *http.Request) *ax.Admin {
+	if h.readOnly(r) {
+		return h.roAdmin
+	}
+	return h.admin
 }
 
 // readOnly reports whether r may only read.
