@@ -69,7 +69,7 @@ type KeyRing struct {
 	ids      []string // current first, then the older keys as given
 	aeads    map[string]cipher.AEAD
 	derivers map[string]*keyDeriver // version 3 derives each value's key
-	// version is the envelope version seal writes; 0 means sealVersion.
+	// version is the envelope version seal writes; 0 means EnvelopeV1.
 	version int
 }
 
@@ -105,24 +105,32 @@ func NewKeyRing(current Key, older ...Key) (*KeyRing, error) {
 }
 
 // EnvelopeV1 is the envelope version that ax v1.0 writes and reads (it
-// reads versions 1 and 2): see KeyRing.WithEnvelopeVersion.
+// reads versions 1 and 2), and the one a KeyRing seals in unless told
+// otherwise: see KeyRing.WithEnvelopeVersion.
 const EnvelopeV1 = 2
 
+// EnvelopeV3 is the envelope version whose values each have a key of
+// their own, derived from the ring key and a 192-bit random salt (HKDF-
+// SHA256): a ring key seals up to 2^64 values with under a 2^-65 chance
+// that two share a key, where EnvelopeV1's random 96-bit AES-GCM nonces
+// bound a key to about 2^32 values. Releases before v1.1 do not read it.
+const EnvelopeV3 = 3
+
 // WithEnvelopeVersion returns a copy of the ring that seals new values in
-// envelope version v: EnvelopeV1 (2), what ax v1.0 reads, or 3, the
-// default, whose values each have a key of their own (no per-key limit
-// on how many values a key seals; see "Encryption at rest" in
-// docs/guide.md). Every version opens with either ring.
+// envelope version v: EnvelopeV1 (2, the default), what every v1 release
+// reads, or EnvelopeV3, whose values each have a key of their own (no
+// practical limit on how many values a key seals; see "Encryption at
+// rest" in docs/guide.md). Every version opens with either ring.
 //
-// Version 2 is for a rolling upgrade from v1.0 with Config.Keys: a v1.0
-// host fails the jobs sealed in version 3 permanently (it does not read
-// the format), so run the new release with version 2 until no v1.0 host
-// is left, then drop the setting (a second rolling restart). A ring file
-// says it with "envelope": 2 (ParseKeyRing). Any other v is an error
-// wrapping ErrInvalidKey.
+// EnvelopeV1 stays the default in v1.1 because a v1.0 host fails a job
+// sealed in version 3 permanently (it does not read the format), and a
+// rolling deploy within v1 needs no order (docs/compatibility.md). Turn
+// EnvelopeV3 on once no host older than v1.1 is left (a ring file says
+// it with "envelope": 3, ParseKeyRing); a later minor release makes it
+// the default. Any other v is an error wrapping ErrInvalidKey.
 func (r *KeyRing) WithEnvelopeVersion(v int) (*KeyRing, error) {
-	if v != EnvelopeV1 && v != sealVersion {
-		return nil, fmt.Errorf("%w: envelope version %d: ax writes %d (v1.0's) or %d", ErrInvalidKey, v, EnvelopeV1, sealVersion)
+	if v != EnvelopeV1 && v != EnvelopeV3 {
+		return nil, fmt.Errorf("%w: envelope version %d: ax writes %d (every v1 release reads it) or %d", ErrInvalidKey, v, EnvelopeV1, EnvelopeV3)
 	}
 	c := *r
 	c.version = v
@@ -135,7 +143,7 @@ func (r *KeyRing) EnvelopeVersion() int { return r.envelope() }
 
 func (r *KeyRing) envelope() int {
 	if r.version == 0 {
-		return sealVersion
+		return EnvelopeV1
 	}
 	return r.version
 }
@@ -157,7 +165,7 @@ func (r *KeyRing) Has(id string) bool {
 //	{"current": "2026-12",
 //	 "keys": [{"id": "2026-12", "secret": "<base64 of 32 bytes>"},
 //	          {"id": "2026-11", "secret": "..."}],
-//	 "envelope": 2}
+//	 "envelope": 3}
 //
 // envelope is optional (see KeyRing.WithEnvelopeVersion); v1.0 ignores it.
 type keyRingFile struct {
@@ -173,7 +181,7 @@ type keyRingFile struct {
 // "current", the current key's ID, and "keys", a list of {"id", "secret"}
 // objects whose secrets are KeyLength bytes in standard base64, and,
 // optionally, "envelope", the envelope version new values are sealed in
-// (2 during a rolling upgrade from v1.0: see KeyRing.WithEnvelopeVersion).
+// (3 once every host runs v1.1 or later: see KeyRing.WithEnvelopeVersion).
 // Errors wrap ErrInvalidKey and never quote a secret.
 func ParseKeyRing(data []byte) (*KeyRing, error) {
 	var f keyRingFile

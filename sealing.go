@@ -44,13 +44,14 @@ import (
 // "schedule" its periodic schedule's name (the template
 // Admin.TriggerSchedule inserts with an ID of its own).
 //
-// Versions 1 and 2, written by earlier releases (v1.0 writes 2), seal
-// with the ring's key itself and a 12-byte random nonce at the start of
-// the box (version 1 in standard base64, version 2 in base 85). Their
-// values still open, and re-encryption to a new current key rewrites them
-// in the ring's version. A ring still writes version 2 when told to
-// (KeyRing.WithEnvelopeVersion, "envelope": 2 in its file), for a rolling
-// upgrade from v1.0, whose hosts do not read version 3.
+// Versions 1 and 2 (v1.0 writes 2) seal with the ring's key itself and a
+// 12-byte random nonce at the start of the box (version 1 in standard
+// base64, version 2 in base 85). A ring writes version 2 by default
+// (EnvelopeV1), since v1.0 hosts do not read version 3 and a rolling
+// deploy within v1 needs no order; it writes version 3 when told to
+// (KeyRing.WithEnvelopeVersion(EnvelopeV3), "envelope": 3 in its file).
+// Every version opens, and re-encryption to a new current key rewrites
+// values in the ring's version.
 
 // Errors of sealed values. They are wrapped in a *SealError naming the
 // key and the part of the job.
@@ -96,7 +97,7 @@ const (
 )
 
 const (
-	sealVersion    = 3 // what seal writes by default
+	sealVersion    = EnvelopeV3 // the newest version seal writes (EnvelopeV1 by default)
 	maxSealVersion = 3 // open reads 1 to 3
 	sealPrefix     = `{"ax_sealed":3,`
 	// sealMark starts every envelope seal writes, in any format version,

@@ -187,10 +187,10 @@ func TestOpenVersion1(t *testing.T) {
 			relabeled := `{"ax_sealed":2,"key":"2026-11","to":"` + string(v2.to) + `","box":"` + string(enc) + `"}`
 			_, err = ring.open([]byte(relabeled), c.part, c.refs)
 			require.ErrorIs(t, err, ErrSealBroken)
-			// Re-sealing writes version 2.
+			// Re-sealing writes the ring's version: EnvelopeV1 (2) by default.
 			again, err := ring.reseal([]byte(c.sealed), c.part, c.refs)
 			require.NoError(t, err)
-			require.True(t, bytes.HasPrefix(again, []byte(sealPrefix)), "%s", again)
+			require.True(t, bytes.HasPrefix(again, []byte(`{"ax_sealed":2,`)), "%s", again)
 			got, err = ring.open(again, c.part, c.refs)
 			require.NoError(t, err)
 			require.Equal(t, c.plain, string(got))
@@ -202,6 +202,8 @@ func TestOpenVersion1(t *testing.T) {
 // characters per 4 bytes.
 func TestSealSize(t *testing.T) {
 	ring, err := NewKeyRing(testKey(t, "2026-12"))
+	require.NoError(t, err)
+	ring, err = ring.WithEnvelopeVersion(EnvelopeV3)
 	require.NoError(t, err)
 	for _, n := range []int{0, 1, 2, 3, 4, 5, 27, 1024, 4096} {
 		plain := bytes.Repeat([]byte("x"), n)
@@ -397,6 +399,8 @@ func TestSealPerValueKey(t *testing.T) {
 	key := testKey(t, "k")
 	ring, err := NewKeyRing(key)
 	require.NoError(t, err)
+	ring, err = ring.WithEnvelopeVersion(EnvelopeV3)
+	require.NoError(t, err)
 	id := uuid.Must(uuid.NewV7())
 	plain := []byte(`{"email":"ada@example.com"}`)
 	sealed, err := ring.seal(plain, partPayload, bindJob, string(id[:]))
@@ -468,10 +472,14 @@ func TestOpenVersion2(t *testing.T) {
 			require.ErrorIs(t, err, ErrSealBroken)
 		})
 	}
-	v1, err := ring.WithEnvelopeVersion(EnvelopeV1)
+	require.Equal(t, 2, ring.EnvelopeVersion(), "EnvelopeV1 is the default: every v1 release reads it")
+	v3, err := ring.WithEnvelopeVersion(EnvelopeV3)
+	require.NoError(t, err)
+	require.Equal(t, 3, v3.EnvelopeVersion())
+	require.Equal(t, 2, ring.EnvelopeVersion(), "the copy leaves the ring as it was")
+	v1, err := v3.WithEnvelopeVersion(EnvelopeV1)
 	require.NoError(t, err)
 	require.Equal(t, 2, v1.EnvelopeVersion())
-	require.Equal(t, 3, ring.EnvelopeVersion(), "the copy leaves the ring as it was")
 	sealed, err := v1.seal([]byte(`{"ok":true}`), partResult, bindJob, string(id[:]))
 	require.NoError(t, err)
 	require.True(t, bytes.HasPrefix(sealed, []byte(`{"ax_sealed":2,"key":"2026-11",`)), "%s", sealed)
