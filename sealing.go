@@ -98,7 +98,7 @@ const (
 
 const (
 	sealVersion    = EnvelopeV3 // the newest version seal writes (EnvelopeV1 by default)
-	maxSealVersion = 3 // open reads 1 to 3
+	maxSealVersion = 3          // open reads 1 to 3
 	sealPrefix     = `{"ax_sealed":3,`
 	// sealMark starts every envelope seal writes, in any format version,
 	// so that a value of a later format is recognized as sealed (and
