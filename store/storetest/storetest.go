@@ -124,6 +124,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Batches", testBatches},
 		{"Cluster", testCluster},
 		{"Inspector", testInspector},
+		{"ListBrief", testListBrief},
 		{"Bulk", testBulk},
 		{"KindPauser", testKindPauser},
 		{"KindDefaulter", testKindDefaulter},
