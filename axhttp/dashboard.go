@@ -628,7 +628,7 @@ func (h *Handler) deadPage(w http.ResponseWriter, r *http.Request) {
 	if body.Kind != "" {
 		f.Kinds = []string{body.Kind}
 	}
-	list, err := h.admin.List(r.Context(), ax.ListOptions{Filter: f, Limit: 100, Cursor: q.Get("cursor")})
+	list, err := h.admin.List(r.Context(), ax.ListOptions{Filter: f, Limit: 100, Cursor: q.Get("cursor"), PreviewBytes: ListPreviewBytes})
 	if err == nil {
 		body.Jobs = h.allForCaller(r, list.Jobs)
 		if list.Cursor != "" {

@@ -103,7 +103,7 @@ func (h *Handler) deadGroups(r *http.Request, kind string) (groups []*deadGroup,
 	if kind != "" {
 		f.Kinds = []string{kind}
 	}
-	list, err := h.admin.List(r.Context(), ax.ListOptions{Filter: f, Limit: deadScan})
+	list, err := h.admin.List(r.Context(), ax.ListOptions{Filter: f, Limit: deadScan, PreviewBytes: ListPreviewBytes})
 	if err != nil {
 		return nil, 0, err
 	}
