@@ -58,7 +58,7 @@ func TestDeadGroups(t *testing.T) {
 		return out
 	}
 	token := admin.csrf("/dead")
-	res, body := admin.post("/dead/group/retry", url.Values{"csrf": {token}, "kind": {"smtp"}, "group": {groupKey("smtp", "550 mailbox full")}})
+	res, body := admin.post("/dead/group/retry", groupForm(t, page, token, "smtp", "550 mailbox full"))
 	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
 	require.NotContains(t, states(full...), "dead")
 	require.Equal(t, []string{"dead", "dead"}, states(later...))
@@ -66,13 +66,13 @@ func TestDeadGroups(t *testing.T) {
 	require.Equal(t, "dead", state(delivery))
 	require.Contains(t, admin.page("/dead"), "Retried 3 dead job(s) of smtp: 550 mailbox full")
 
-	res, body = admin.post("/dead/group/discard", url.Values{"csrf": {token}, "kind": {"smtp"}, "group": {groupKey("smtp", "421 try again later")}})
+	res, body = admin.post("/dead/group/discard", groupForm(t, page, token, "smtp", "421 try again later"))
 	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
 	require.Equal(t, []string{"deleted", "deleted"}, states(later...))
 	require.NotContains(t, states(full...), "deleted")
 	require.Equal(t, "dead", state(otherKind))
 
-	res, body = admin.post("/dead/group/discard", url.Values{"csrf": {token}, "kind": {"smtp"}, "group": {groupKey("smtp", "421 try again later")}})
+	res, body = admin.post("/dead/group/discard", groupForm(t, page, token, "smtp", "421 try again later"))
 	require.Equal(t, http.StatusNotFound, res.StatusCode, body)
 
 	reader := f.browser()
@@ -114,4 +114,63 @@ func sectionOf(t *testing.T, page, id string) string {
 	}
 	t.Fatalf("no section %s", id)
 	return ""
+}
+
+// groupForm returns the form of the group of kind and error line that
+// page shows, with the CSRF token.
+func groupForm(t *testing.T, page, token, kind, line string) url.Values {
+	t.Helper()
+	key := groupKey(kind, line)
+	re := regexp.MustCompile(`name="group" value="` + key + `">\s*<input type="hidden" name="upto" value="([^"]*)">\s*<input type="hidden" name="from" value="([^"]*)">`)
+	m := re.FindStringSubmatch(page)
+	require.NotNil(t, m, "no form of group %s: %s", kind, line)
+	return url.Values{"csrf": {token}, "kind": {kind}, "group": {key}, "upto": {m[1]}, "from": {m[2]}}
+}
+
+// TestDeadGroupActsOnWhatItShowed: a group's action touches the jobs the
+// page counted in it and no others: not those that died since the page
+// was drawn, nor those older than its scan reached (the page counts the
+// newest deadScan dead jobs of every kind; the kind has more).
+func TestDeadGroupActsOnWhatItShowed(t *testing.T) {
+	t.Run("DiedSince", func(t *testing.T) {
+		f := newFixture(t, fixtureOptions{})
+		for range 3 {
+			deadJob(t, f.st, "smtp", "550 mailbox full")
+		}
+		admin := f.browser()
+		admin.login("app", testSecret)
+		page := admin.page("/dead")
+		require.Contains(t, page, `data-confirm="Delete these 3 dead job(s) of smtp?`)
+		var since []uuid.UUID
+		for range 2 {
+			since = append(since, deadJob(t, f.st, "smtp", "550 mailbox full"))
+		}
+		res, body := admin.post("/dead/group/discard", groupForm(t, page, admin.csrf("/dead"), "smtp", "550 mailbox full"))
+		require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+		require.Contains(t, admin.page("/dead"), "Discarded 3 dead job(s) of smtp")
+		for _, id := range since {
+			rec, err := f.s.Admin().Get(context.Background(), id)
+			require.NoError(t, err, "a job that died after the page was drawn was discarded")
+			require.Equal(t, ax.StateDead, rec.State)
+		}
+	})
+	t.Run("OlderThanTheScan", func(t *testing.T) {
+		f := newFixture(t, fixtureOptions{})
+		for range 25 {
+			deadJob(t, f.st, "smtp", "550 mailbox full")
+		}
+		for range deadScan - 5 {
+			deadJob(t, f.st, "noisy", "boom")
+		}
+		admin := f.browser()
+		admin.login("app", testSecret)
+		page := admin.page("/dead")
+		require.Contains(t, page, `data-confirm="Delete these 5 dead job(s) of smtp?`)
+		res, body := admin.post("/dead/group/discard", groupForm(t, page, admin.csrf("/dead"), "smtp", "550 mailbox full"))
+		require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+		require.Contains(t, admin.page("/dead"), "Discarded 5 dead job(s) of smtp")
+		n, err := f.s.Admin().Count(context.Background(), ax.JobFilter{Kinds: []string{"smtp"}, States: []ax.State{ax.StateDead}})
+		require.NoError(t, err)
+		require.EqualValues(t, 20, n)
+	})
 }
