@@ -290,8 +290,8 @@ func (h *Handler) routes() http.Handler {
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "cross-origin request refused"))
 	}))
-	return withRequestID(h.log, withClient(h.cfg.TrustedProxies, withBase(
-		h.clientLimits(cop.Handler(withBodyLimit(h.cfg.MaxBodyBytes, mux))))))
+	return withHSTS(withRequestID(h.log, withClient(h.cfg.TrustedProxies, withBase(
+		h.clientLimits(cop.Handler(withBodyLimit(h.cfg.MaxBodyBytes, mux)))))))
 }
 
 // readOnlyAPI refuses changes when the handler or the caller is
