@@ -125,6 +125,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Cluster", testCluster},
 		{"Inspector", testInspector},
 		{"ListBrief", testListBrief},
+		{"DeadGroups", testDeadGroups},
 		{"Bulk", testBulk},
 		{"KindPauser", testKindPauser},
 		{"KindDefaulter", testKindDefaulter},
