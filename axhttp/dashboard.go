@@ -68,6 +68,7 @@ var templateFuncs = template.FuncMap{
 	"groupTable": func(p pageData, groups []*deadGroup, more int, id, none string) groupTable {
 		return groupTable{Page: p, Groups: groups, More: more, ID: id, None: none}
 	},
+	"deadWindows": func() any { return deadWindows },
 	"priority": func(p int) string { return ax.PriorityLevel(p).String() },
 	"cutLink": func(base string, id uuid.UUID, part string, cut bool, size int) cutLink {
 		unit := "bytes"
@@ -607,51 +608,50 @@ func (h *Handler) postJob(op jobOp) func(r *http.Request) (string, string, error
 }
 
 type deadBody struct {
-	Kind      string
-	Jobs      []*store.JobRecord
-	Count     int64
-	Next      string
-	Problem   string
-	Groups    []*deadGroup // application jobs' groups
-	Callbacks []*deadGroup // callback deliveries' groups
-	MoreApp   int          // groups not shown
-	MoreCalls int
-	Scanned   int // dead jobs the groups are computed from
+	Kind    string
+	Window  string // the window parameter, as given
+	Jobs    []*store.JobRecord
+	Count   int64
+	Next    string
+	Problem string
+	*deadSections
 }
 
 func (b deadBody) pageError() string { return b.Problem }
 
+// deadWindows are the windows the dead-letter page offers.
+var deadWindows = []struct{ Param, Label string }{{"", "ever"}, {"1h", "in the last hour"}, {"24h", "in the last day"}, {"168h", "in the last week"}}
+
 func (h *Handler) deadPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	body := deadBody{Kind: q.Get("kind")}
+	body := deadBody{Kind: q.Get("kind"), Window: q.Get("window"), deadSections: &deadSections{}}
+	var window time.Duration
+	var err error
+	if body.Window != "" {
+		window, err = time.ParseDuration(body.Window)
+		if err != nil || window <= 0 || window > maxDeadWindow {
+			err = badRequest("window: want a duration such as 1h, up to %s, got %q", maxDeadWindow, body.Window)
+		}
+	}
 	f := ax.JobFilter{States: []ax.State{ax.StateDead}}
 	if body.Kind != "" {
 		f.Kinds = []string{body.Kind}
 	}
-	list, err := h.admin.List(r.Context(), ax.ListOptions{Filter: f, Limit: 100, Cursor: q.Get("cursor"), PreviewBytes: ListPreviewBytes})
 	if err == nil {
-		body.Jobs = h.allForCaller(r, list.Jobs)
-		if list.Cursor != "" {
-			body.Next = "/dead?" + url.Values{"kind": {body.Kind}, "cursor": {list.Cursor}}.Encode()
+		var list *ax.JobList
+		list, err = h.admin.List(r.Context(), ax.ListOptions{Filter: f, Limit: 100, Cursor: q.Get("cursor"), PreviewBytes: ListPreviewBytes})
+		if err == nil {
+			body.Jobs = h.allForCaller(r, list.Jobs)
+			if list.Cursor != "" {
+				body.Next = "/dead?" + url.Values{"kind": {body.Kind}, "window": {body.Window}, "cursor": {list.Cursor}}.Encode()
+			}
+			body.Count, err = h.admin.Count(r.Context(), f)
 		}
-		body.Count, err = h.admin.Count(r.Context(), f)
 	}
 	if err == nil {
-		var groups []*deadGroup
-		if groups, body.Scanned, err = h.deadGroups(r, body.Kind); err == nil {
-			for _, g := range groups {
-				if g.Kind == CallbackKind {
-					body.Callbacks = append(body.Callbacks, g)
-				} else {
-					body.Groups = append(body.Groups, g)
-				}
-			}
-			if n := len(body.Groups); n > deadGroupsShown {
-				body.Groups, body.MoreApp = body.Groups[:deadGroupsShown], n-deadGroupsShown
-			}
-			if n := len(body.Callbacks); n > deadGroupsShown {
-				body.Callbacks, body.MoreCalls = body.Callbacks[:deadGroupsShown], n-deadGroupsShown
-			}
+		var secs *deadSections
+		if secs, err = h.deadSectionsOf(r, body.Kind, window); err == nil {
+			body.deadSections = secs
 		}
 	}
 	status := http.StatusOK
