@@ -69,7 +69,7 @@ var templateFuncs = template.FuncMap{
 		return groupTable{Page: p, Groups: groups, More: more, ID: id, None: none}
 	},
 	"deadWindows": func() any { return deadWindows },
-	"priority": func(p int) string { return ax.PriorityLevel(p).String() },
+	"priority":    func(p int) string { return ax.PriorityLevel(p).String() },
 	"cutLink": func(base string, id uuid.UUID, part string, cut bool, size int) cutLink {
 		unit := "bytes"
 		if part == "metadata" {
