@@ -2,6 +2,7 @@ package axhttp
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/base64"
 	"errors"
@@ -382,6 +383,21 @@ type overviewBody struct {
 	Range       string // hour or day (store charts)
 	ChartError  string
 	Problem     string
+	MoreKinds   int // kinds not shown (overviewKindsShown)
+}
+
+// overviewKindsShown bounds the overview's rows.
+const overviewKindsShown = 200
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
 }
 
 func (b overviewBody) pageError() string { return b.Problem }
@@ -423,7 +439,29 @@ func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 			kinds = append(kinds, ax.KindState{Kind: k})
 		}
 	}
-	slices.SortFunc(kinds, func(a, b ax.KindState) int { return strings.Compare(a.Kind, b.Kind) })
+	// Trouble first: dead jobs, then kinds no node handles, then the
+	// longest wait of a due job, then paused kinds; the rest by name.
+	dueAge := func(k string) time.Duration {
+		if body.Stats == nil {
+			return 0
+		}
+		if _, ok := body.Stats.OldestDue[k]; !ok {
+			return 0
+		}
+		return body.Stats.DueAge(k)
+	}
+	slices.SortFunc(kinds, func(a, b ax.KindState) int {
+		return cmp.Or(cmp.Compare(b.Jobs[ax.StateDead], a.Jobs[ax.StateDead]),
+			compareBool(b.Unhandled, a.Unhandled),
+			cmp.Compare(dueAge(b.Kind), dueAge(a.Kind)),
+			compareBool(b.Paused, a.Paused),
+			strings.Compare(a.Kind, b.Kind))
+	})
+	if n := len(kinds); n > overviewKindsShown {
+		// The page reloads every few seconds: bound it however many
+		// kinds there are (the kinds page lists them all).
+		kinds, body.MoreKinds = kinds[:overviewKindsShown], n-overviewKindsShown
+	}
 	for _, k := range kinds {
 		row := kindRow{KindState: k}
 		if body.Stats != nil {
