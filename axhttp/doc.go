@@ -46,7 +46,10 @@
 // deliveries; each value bounded, see below), /jobs/{id}/raw/{part}
 // (payload, result, metadata or errors whole, as application/json),
 // /dead (dead letters grouped by kind and error, callback deliveries
-// apart, retried or discarded per group, one by one or in bulk), /kinds
+// apart, counted in the store over every dead job when it is a
+// store.DeadGrouper, optionally only those that died within ?window=1h;
+// retried or discarded per group, acting only on the jobs the group
+// counted when the page was drawn; one by one or in bulk), /kinds
 // (pause and resume; breaker open and close, limits, running count and
 // rate; kinds no running node handles while their jobs are due, marked
 // unhandled, see ax.Config.UnhandledKindGrace), /periodic (schedules, next ticks, pause, resume, run now),
@@ -56,6 +59,15 @@
 // X-AX-Refresh and renew no session) and show relative times beside
 // absolute ones. A read-only caller sees no lease token, and no network
 // address in callback deliveries' errors.
+//
+// Listings are in brief: GET /api/v1/jobs and the dashboard's lists read
+// and send ListPreviewBytes (or ?preview=N) of each job's payload, result
+// and latest error, with their sizes (store.Brief), never the whole
+// values, so a page of 1,000 jobs with 1 MB payloads costs the server
+// megabytes. The overview lists kinds in trouble first (dead jobs, kinds
+// no node handles, the longest due wait, paused) and at most 200 of
+// them. Every answer over a TLS connection the process terminates carries
+// Strict-Transport-Security (a year).
 //
 // # Hostile input
 //
