@@ -160,12 +160,24 @@ type authHooks struct {
 // handler is Middleware with hooks.
 func (a *Auth) handler(next http.Handler, hk authHooks) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		spent := budgetSpent(r)
+		if spent > 0 && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
+			// An address without failure budget has no body read: only a
+			// request without one can prove itself (its signature is
+			// checked on the headers alone).
+			refuseSpent(w, r, spent)
+			return
+		}
 		refuse := func(err error) {
 			var p *Problem
 			if !errors.As(err, &p) {
 				p = problem(http.StatusUnauthorized, ProblemUnauthorized, errUnauthorized)
 			}
 			logFrom(r.Context()).Info("request refused by authentication", zapError(err))
+			if spent > 0 && (p.Status == http.StatusUnauthorized || p.Status == http.StatusRequestEntityTooLarge) {
+				refuseSpent(w, r, spent)
+				return
+			}
 			// A body over the limit read before the signature is checked
 			// (chunked, so not refused up front) cost as much as a bad
 			// signature: both count.

@@ -127,9 +127,14 @@
 // (Config.ClientRateLimit) and a budget of failed authentications
 // (Config.FailureLimit: 401s of the API, bodies over the limit read
 // before a signature could be checked, and failed logins each take a
-// token); an address over either gets 429 (urn:ax:problem:rate-limited,
-// like a key over its limit) with Retry-After, and one without failure
-// budget has neither its signature checked nor its body read. A signed request's key is then held to Config.RateLimit, checked
+// token); an address over its rate gets 429 (urn:ax:problem:rate-limited,
+// like a key over its limit) with Retry-After, and so does whatever an
+// address without failure budget sends that cannot prove itself without
+// its body being read: a request with a body (left unread), a bad or
+// missing signature, a login, a page without a session. A signed request
+// without a body whose signature is right, and a valid dashboard
+// session, are still served, so one client cannot lock out the others
+// that share its address. A signed request's key is then held to Config.RateLimit, checked
 // after the signature and before the nonce is recorded, so a request
 // refused with 429 can be sent again. All three are off in the zero
 // Config; ax serve turns the first two on. The dashboard's logins are
