@@ -389,6 +389,13 @@ type overviewBody struct {
 // overviewKindsShown bounds the overview's rows.
 const overviewKindsShown = 200
 
+// kindsShown bounds the kinds page's rows, and kindsUnhandledNamed the
+// unhandled kinds its alert names.
+const (
+	kindsShown          = 500
+	kindsUnhandledNamed = 20
+)
+
 // compareBool orders false before true.
 func compareBool(a, b bool) int {
 	switch {
@@ -740,16 +747,32 @@ type kindsRow struct {
 func (h *Handler) kindsPage(w http.ResponseWriter, r *http.Request) {
 	kinds, err := h.admin.Kinds(r.Context())
 	body := struct {
-		Kinds     []kindsRow
-		HasFlow   bool
-		Unhandled []string // kinds no running node handles
-		Problem   string
-	}{}
+		Kinds         []kindsRow
+		HasFlow       bool
+		Unhandled     []string // kinds no running node handles (the first kindsUnhandledNamed)
+		MoreUnhandled int
+		Prefix        string // shows only the kinds starting with it
+		More          int    // kinds not shown (kindsShown)
+		Problem       string
+	}{Prefix: r.URL.Query().Get("prefix")}
+	if body.Prefix != "" {
+		kinds = slices.DeleteFunc(kinds, func(k ax.KindState) bool { return !strings.HasPrefix(k.Kind, body.Prefix) })
+	}
+	for _, k := range kinds {
+		switch {
+		case !k.Unhandled:
+		case len(body.Unhandled) < kindsUnhandledNamed:
+			body.Unhandled = append(body.Unhandled, k.Kind)
+		default:
+			body.MoreUnhandled++
+		}
+	}
+	if n := len(kinds); n > kindsShown {
+		// However many kinds a key created, the page stays bounded.
+		kinds, body.More = kinds[:kindsShown], n-kindsShown
+	}
 	for _, k := range kinds {
 		row := kindsRow{KindState: k, Breaker: BreakerSummary(k.Flow), Limits: LimitsSummary(k.Flow), Now: NowSummary(k.Flow)}
-		if k.Unhandled {
-			body.Unhandled = append(body.Unhandled, k.Kind)
-		}
 		if f := k.Flow; f != nil {
 			body.HasFlow = true
 			row.HasBreaker = !f.Config.Breaker.IsZero()

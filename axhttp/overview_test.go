@@ -86,3 +86,25 @@ func TestOverviewTroubleFirstBounded(t *testing.T) {
 	require.Equal(t, "k000", rows[2][1])
 	require.Contains(t, body, "52 more kind(s)")
 }
+
+// TestKindsPageBounded: the kinds page lists at most kindsShown kinds,
+// says how many more there are, and filters by the start of their name.
+// (Issue 41: a key that created 20,000 kinds made every such page
+// megabytes.)
+func TestKindsPageBounded(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	ctx := context.Background()
+	const shown = 500 // kindsShown
+	for i := range shown + 10 {
+		_, err := f.s.Schedule(ctx, fmt.Sprintf("k%03d", i), nil)
+		require.NoError(t, err)
+	}
+	b := f.browser()
+	b.login("app", testSecret)
+	res, body := b.get("/kinds")
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.Len(t, kindRowRE.FindAllString(body, -1), shown)
+	require.Contains(t, body, "10 more kind(s) not shown")
+	_, body = b.get("/kinds?prefix=k50")
+	require.Len(t, kindRowRE.FindAllString(body, -1), 10)
+}
