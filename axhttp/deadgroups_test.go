@@ -218,6 +218,11 @@ func TestDeadGroupsCountEveryDeadJob(t *testing.T) {
 	require.Contains(t, sectionOf(t, page, "dead-callbacks"), CallbackKind)
 	require.Contains(t, page, "The groups count every dead job")
 
+	for _, bad := range []string{"bogus", "-1h", "9000h"} {
+		res, _ := admin.get("/dead?window=" + bad)
+		require.Equal(t, http.StatusBadRequest, res.StatusCode, "window %s", bad)
+	}
+
 	// Only the jobs that died after the window's start count.
 	windowed := admin.page("/dead?window=1h")
 	require.Contains(t, sectionOf(t, windowed, "dead-groups"), "<strong>1005 ×</strong>")
