@@ -29,25 +29,10 @@ func (s *Store) DeadGroups(ctx context.Context, params *store.DeadGroupsParams) 
 	if err := params.Validate(); err != nil {
 		return nil, fmt.Errorf("pgstore: dead groups: %w", err)
 	}
-	var a sqlArgs
-	f := store.JobFilter{States: []store.State{store.StateDead}, Kinds: params.Kinds,
-		FinishedAfter: params.DiedAfter, FinishedBefore: params.DiedBefore}
-	terms, err := filterTerms(&f, &a, filterParts{})
+	q, a, err := s.deadGroupsSQL(params)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: dead groups: %w", err)
 	}
-	if len(params.ExceptKinds) > 0 {
-		terms = append(terms, "NOT (kind = ANY("+a.add(params.ExceptKinds)+"::text[]))")
-	}
-	q := `SELECT kind, line, count(*), max(finished_at), max(id::text)::uuid,
-	count(*) OVER (), sum(count(*)) OVER ()
-FROM (SELECT kind, finished_at, id,
-	left(btrim(split_part(coalesce(errors->-1->>'error', ''), chr(10), 1), ' ' || chr(9) || chr(13) || chr(11) || chr(12)), ` +
-		fmt.Sprint(store.DeadErrorLineRunes) + `) AS line
-	FROM ` + s.allJobsTable() + ` WHERE ` + whereSQL(terms) + `) AS d
-GROUP BY kind, line
-ORDER BY count(*) DESC, kind COLLATE "C", line COLLATE "C"
-LIMIT ` + a.add(params.Limit)
 	rep := &store.DeadGroupReport{}
 	err = s.inspect(ctx, false, func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, q, a...)
@@ -68,4 +53,29 @@ LIMIT ` + a.add(params.Limit)
 		return nil, fmt.Errorf("pgstore: dead groups: %w", err)
 	}
 	return rep, nil
+}
+
+// deadGroupsSQL builds DeadGroups' statement for params (valid) and its
+// arguments.
+func (s *Store) deadGroupsSQL(params *store.DeadGroupsParams) (string, sqlArgs, error) {
+	var a sqlArgs
+	f := store.JobFilter{States: []store.State{store.StateDead}, Kinds: params.Kinds,
+		FinishedAfter: params.DiedAfter, FinishedBefore: params.DiedBefore}
+	terms, err := filterTerms(&f, &a, filterParts{})
+	if err != nil {
+		return "", nil, err
+	}
+	if len(params.ExceptKinds) > 0 {
+		terms = append(terms, "NOT (kind = ANY("+a.add(params.ExceptKinds)+"::text[]))")
+	}
+	q := `SELECT kind, line, count(*), max(finished_at), max(id::text)::uuid,
+	count(*) OVER (), sum(count(*)) OVER ()
+FROM (SELECT kind, finished_at, id,
+	left(btrim(split_part(coalesce(errors->-1->>'error', ''), chr(10), 1), ' ' || chr(9) || chr(13) || chr(11) || chr(12)), ` +
+		fmt.Sprint(store.DeadErrorLineRunes) + `) AS line
+	FROM ` + s.allJobsTable() + ` WHERE ` + whereSQL(terms) + `) AS d
+GROUP BY kind, line
+ORDER BY count(*) DESC, kind COLLATE "C", line COLLATE "C"
+LIMIT ` + a.add(params.Limit)
+	return q, a, nil
 }
