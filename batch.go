@@ -71,6 +71,7 @@ func (s *Scheduler) ScheduleBatchTx(ctx context.Context, tx pgx.Tx, b Batch) (*B
 	if !ok {
 		return nil, fmt.Errorf("schedule batch in tx: %w", ErrTxUnsupported)
 	}
+	ctx = inTx(ctx, s, tx)
 	return s.scheduleBatch(ctx, b, func(_ store.BatchStore, p *store.BatchParams) (*store.BatchResult, error) {
 		return ti.InsertBatchTx(ctx, tx, p)
 	})

@@ -47,7 +47,11 @@ type Config struct {
 	Node string
 
 	// Workers is how many handlers run at once on this host, at most
-	// MaxWorkers. Defaults to 100.
+	// MaxWorkers. Defaults to 100. Handlers that query the database share
+	// its pool with the store's claims and outcome writes: a pool smaller
+	// than the handlers holding it at once slows both (lease extension
+	// has pgstore's own connection, so it costs no lease); see pgstore's
+	// package doc, Connections.
 	Workers int
 
 	// DisableDirectStart turns off direct starts: by default Schedule of

@@ -139,6 +139,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FlowSettings", testFlowSettings},
 		{"FlowConcurrency", testFlowConcurrency},
 		{"FlowPartitions", testFlowPartitions},
+		{"FlowPartitionPaths", testFlowPartitionPaths},
 		{"FlowRate", testFlowRate},
 		{"FlowBreaker", testFlowBreaker},
 		{"FlowPending", testFlowPending},
