@@ -49,8 +49,8 @@ type ListOptions struct {
 	// the jobs in brief: each record carries the first PreviewBytes
 	// bytes of its payload and result and their sizes in
 	// JobRecord.Brief instead of the values, its latest attempt error
-	// only, cut, and no follow-ups (see store.Brief), and the store reads
-	// no more of each job than that. A sealed value's preview is the
+	// only, cut, and no follow-ups (see store.Brief), and the store hands
+	// over no more of each job than that. A sealed value's preview is the
 	// start of its envelope (it cannot be opened cut). Get reads a job
 	// whole.
 	PreviewBytes int

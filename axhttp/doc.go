@@ -18,7 +18,7 @@
 //	GET  /api/v1/openapi.json            this API's OpenAPI document
 //	POST /api/v1/jobs                    schedule a job (201; 200 and duplicate for a held unique_key)
 //	POST /api/v1/jobs/batch              schedule up to 1000 jobs, all or none
-//	GET  /api/v1/jobs                    list jobs: the CLI's filters as query parameters, cursors
+//	GET  /api/v1/jobs                    list jobs in brief (?preview=N bytes of each payload): the CLI's filters as query parameters, cursors
 //	GET  /api/v1/jobs/count              count the jobs a filter selects
 //	POST /api/v1/jobs/retry              retry the jobs a filter selects (all=true for every job)
 //	POST /api/v1/jobs/cancel             cancel the jobs a filter selects (all=true for every job)

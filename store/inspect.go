@@ -166,8 +166,9 @@ type ListJobsParams struct {
 	// in brief (BriefRecord): each record carries the first PreviewBytes
 	// bytes of its payload and result and their sizes (JobRecord.Brief),
 	// only its latest attempt error, cut, and no follow-ups, and the
-	// store reads no more of each job than that, so a page's size is
-	// bounded whatever the jobs hold.
+	// store copies or sends its caller no more of each job than that (a
+	// database may still read a value whole to cut it), so a page's size
+	// in the caller's memory is bounded whatever the jobs hold.
 	PreviewBytes int
 }
 
@@ -202,8 +203,8 @@ type JobInspector interface {
 	// ListJobs returns the page of jobs matching params.Filter that
 	// follows params.After, in params.Order. Jobs finished long ago are
 	// listed until they are pruned. With params.PreviewBytes the records
-	// are in brief, as BriefRecord makes them, and the store reads no
-	// more of each job than they hold. Invalid params fail with
+	// are in brief, as BriefRecord makes them, and the store hands over
+	// no more of each job than they hold. Invalid params fail with
 	// ErrInvalidParams.
 	ListJobs(ctx context.Context, params *ListJobsParams) (*JobPage, error)
 
