@@ -176,8 +176,13 @@ func jsonErrorText(err error) string {
 }
 
 // request turns a SubmitRequest into Schedule's arguments.
-func (h *Handler) request(sr *SubmitRequest) (ax.Request, error) {
+func (h *Handler) request(r *http.Request, sr *SubmitRequest) (ax.Request, error) {
 	req := ax.Request{Kind: sr.Kind}
+	if id, ok := IdentityFrom(r.Context()); ok && h.cfg.Auth != nil {
+		if k, known := h.cfg.Auth.keys[id.KeyID]; known && !k.mayCreate(sr.Kind) {
+			return req, problem(http.StatusForbidden, ProblemForbidden, fmt.Sprintf("key %s may not schedule jobs of kind %q", id.KeyID, sr.Kind))
+		}
+	}
 	if len(sr.Payload) > 0 {
 		if err := checkPayloadDepth(sr.Payload); err != nil {
 			return req, err
@@ -248,7 +253,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemFor(r, err))
 		return
 	}
-	req, err := h.request(&sr)
+	req, err := h.request(r, &sr)
 	if err != nil {
 		writeProblem(w, r, problemFor(r, err))
 		return
@@ -309,7 +314,7 @@ func (h *Handler) submitBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	reqs := make([]ax.Request, len(br.Jobs))
 	for i := range br.Jobs {
-		req, err := h.request(&br.Jobs[i])
+		req, err := h.request(r, &br.Jobs[i])
 		if err != nil {
 			p := problemFor(r, err)
 			p.Detail = fmt.Sprintf("jobs[%d]: %s", i, p.Detail)

@@ -100,6 +100,11 @@ type JobRecord struct {
 	PartitionKey string `json:"partition_key,omitempty"`
 	// SequenceKey is the job's sequence (InsertParams.SequenceKey).
 	SequenceKey string `json:"sequence_key,omitempty"`
+	// Brief is set only on the records of a listing in brief
+	// (ListJobsParams.PreviewBytes): it holds the start and the size of
+	// the payload and the result, which the record then leaves out; see
+	// Brief. Nil on a whole record.
+	Brief *Brief `json:"brief,omitempty"`
 }
 
 // AttemptError records one failed attempt.
