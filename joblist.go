@@ -50,9 +50,10 @@ type ListOptions struct {
 	// bytes of its payload and result and their sizes in
 	// JobRecord.Brief instead of the values, its latest attempt error
 	// only, cut, and no follow-ups (see store.Brief), and the store hands
-	// over no more of each job than that. A sealed value's preview is the
-	// start of its envelope (it cannot be opened cut). Get reads a job
-	// whole.
+	// over no more of each job than that. A sealed value whose whole
+	// envelope fits in the preview is opened (with the Admin's ring), its
+	// size then the plain value's; a longer one's preview is the start of
+	// its envelope (it cannot be opened cut). Get reads a job whole.
 	PreviewBytes int
 }
 

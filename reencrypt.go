@@ -721,6 +721,22 @@ func openRecords(keys *KeyRing, secrets bool, recs ...*store.JobRecord) {
 				rec.Result = plain
 			}
 		}
+		if b := rec.Brief; b != nil {
+			// A listing in brief: a sealed value whose whole envelope fit
+			// in the preview opens (its plain text is shorter than the
+			// envelope, so it fits too); a longer one shows the start of
+			// its envelope, since a cut envelope does not open.
+			if len(b.Payload) == b.PayloadSize && IsSealed([]byte(b.Payload)) {
+				if plain, err := keys.open([]byte(b.Payload), partPayload, refs); err == nil {
+					b.Payload, b.PayloadSize = string(plain), len(plain)
+				}
+			}
+			if len(b.Result) == b.ResultSize && IsSealed([]byte(b.Result)) {
+				if plain, err := keys.open([]byte(b.Result), partResult, refs); err == nil {
+					b.Result, b.ResultSize = string(plain), len(plain)
+				}
+			}
+		}
 		for k, v := range rec.Metadata {
 			if secrets && sealedString(v) {
 				if plain, err := keys.open([]byte(v), metadataPart(k), refs); err == nil {
