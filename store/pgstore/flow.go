@@ -204,6 +204,9 @@ func (s *Store) SetFlows(ctx context.Context, params *store.SetFlowsParams) erro
 	if err := params.Validate(); err != nil {
 		return fmt.Errorf("pgstore: set flows: %w", err)
 	}
+	if err := store.RefusePartitionBreakers(params); err != nil {
+		return fmt.Errorf("pgstore: set flows: %w", err)
+	}
 	cfgs := slices.Clone(params.Flows)
 	// Kind order, as claims lock kinds: two declarations cannot deadlock.
 	slices.SortFunc(cfgs, func(a, b store.FlowConfig) int { return strings.Compare(a.Kind, b.Kind) })

@@ -110,6 +110,9 @@ func (s *Store) SetFlows(ctx context.Context, params *store.SetFlowsParams) erro
 	if err := params.Validate(); err != nil {
 		return fmt.Errorf("set flows: %w", err)
 	}
+	if err := store.RefusePartitionBreakers(params); err != nil {
+		return fmt.Errorf("set flows: %w", err)
+	}
 	err := s.write(ctx, func(w *wtx) error {
 		for i := range params.Flows {
 			cfg := params.Flows[i]
