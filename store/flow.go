@@ -331,10 +331,10 @@ type BreakerTransition struct {
 	// Partitioned reports a partition's breaker (FlowConfig.
 	// PartitionBreaker), of the partition PartitionKey ("" is the
 	// partition of the jobs without a key); false: the kind's.
-	Partitioned  bool   `json:"partitioned,omitempty"`
-	PartitionKey string `json:"partition_key,omitempty"`
-	From BreakerState `json:"from"`
-	To   BreakerState `json:"to"`
+	Partitioned  bool         `json:"partitioned,omitempty"`
+	PartitionKey string       `json:"partition_key,omitempty"`
+	From         BreakerState `json:"from"`
+	To           BreakerState `json:"to"`
 	// At is the store time of the change.
 	At time.Time `json:"at"`
 	// Reason says what made it ("5 failed attempts in a row", "probe
