@@ -146,6 +146,9 @@ type flowRow struct {
 	verdicts    []bool
 	seqs        []int64
 	hasVerdicts bool
+	// partKeys are the partitions of the kind whose breaker the finish
+	// statement saw kept (with PartitionBreaker).
+	partKeys map[string]bool
 }
 
 // fold feeds the breaker the verdicts recorded in callers' transactions,
@@ -204,9 +207,6 @@ func (s *Store) SetFlows(ctx context.Context, params *store.SetFlowsParams) erro
 	if err := params.Validate(); err != nil {
 		return fmt.Errorf("pgstore: set flows: %w", err)
 	}
-	if err := store.RefusePartitionBreakers(params); err != nil {
-		return fmt.Errorf("pgstore: set flows: %w", err)
-	}
 	cfgs := slices.Clone(params.Flows)
 	// Kind order, as claims lock kinds: two declarations cannot deadlock.
 	slices.SortFunc(cfgs, func(a, b store.FlowConfig) int { return strings.Compare(a.Kind, b.Kind) })
@@ -256,7 +256,8 @@ func (s *Store) setFlow(ctx context.Context, tx pgx.Tx, q *flowQueries, node str
 		return err
 	}
 	keepParts := !cfg.PartitionRate.IsZero() && cfg.Partition == old.Partition
-	if _, err := tx.Exec(ctx, q.upsertFlow, cfg.Kind, b, node, !cfg.Breaker.IsZero(), !cfg.Rate.IsZero(), keepParts); err != nil {
+	keepPartBreakers := !cfg.PartitionBreaker.IsZero() && cfg.Partition == old.Partition
+	if _, err := tx.Exec(ctx, q.upsertFlow, cfg.Kind, b, node, !cfg.Breaker.IsZero(), !cfg.Rate.IsZero(), keepParts, keepPartBreakers); err != nil {
 		return err
 	}
 	if cfg.MaxPending > 0 && (raw == nil || old.MaxPending == 0) {
@@ -291,13 +292,16 @@ func (s *Store) readFlows(ctx context.Context, q querier, kind string) ([]store.
 		f            flowRow
 		running      int64
 		now          time.Time
+		openParts    int
 	)
-	_, err := pgx.ForEachRow(rows, []any{&cfg, &f.declaredBy, &f.declaredAt, &breaker, &f.tat, &running, &now}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&cfg, &f.declaredBy, &f.declaredAt, &breaker, &f.tat, &running, &now, &openParts}, func() error {
 		f.cfg, f.breaker = store.FlowConfig{}, store.BreakerStatus{}
 		if err := f.decode(cfg, breaker); err != nil {
 			return err
 		}
-		out = append(out, flowStateOf(&f, running, now))
+		st := flowStateOf(&f, running, now)
+		st.PartitionBreakersOpen = openParts
+		out = append(out, st)
 		return nil
 	})
 	return out, err
