@@ -35,9 +35,12 @@ import (
 // one by hand with Admin.OpenPartitionBreaker and ClosePartitionBreaker.
 //
 // It needs a store that keeps partition breakers
-// (store.PartitionBreakerStore; memstore does): Handle refuses it on
-// another store with an error wrapping errors.ErrUnsupported, so no job
-// ever fails for it.
+// (store.PartitionBreakerStore: memstore, sqlitestore and pgstore do):
+// Handle refuses it on another store with an error wrapping
+// errors.ErrUnsupported, so no job ever fails for it. On PostgreSQL,
+// claims of the kind are decided with the kind's flows row held (two
+// round trips, as with a partition rate), and an outcome written by
+// CompleteTx does not feed its partition's breaker.
 func PartitionBreaker(src PartitionSource, c BreakerConfig) HandlerOption {
 	return handlerOptionFunc(func(h *handlerSettings) error {
 		if src.src.IsZero() {

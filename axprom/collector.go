@@ -49,7 +49,11 @@
 //	ax_breaker_transitions_total counter, also by to (open, half_open, closed):
 //	                             circuit breaker transitions this host's store
 //	                             calls made (each transition is counted by one
-//	                             host: sum them)
+//	                             host: sum them); the kind's breaker only
+//	ax_partition_breaker_transitions_total counter, also by to: the same for
+//	                             the breakers of the kind's partitions
+//	                             (PartitionBreaker), all partitions together
+//	                             (`ax kinds partitions` names them)
 //	ax_backpressure_total        Schedule calls on this host refused or held
 //	                             for too many pending jobs (kind="" for
 //	                             Config.MaxPending, all kinds)
@@ -164,7 +168,7 @@ type Collector struct {
 
 	scheduled, started, succeeded, failed, retried, dead, cancelled, snoozed, leaseLost, rescued, handedBack *prometheus.CounterVec
 	startLag, duration                                                                                       *prometheus.HistogramVec
-	breakerTransitions, backpressure                                                                         *prometheus.CounterVec
+	breakerTransitions, partBreakerTransitions, backpressure                                                 *prometheus.CounterVec
 
 	runningDesc, queueDesc, dueAgeDesc, droppedDesc, queueErrDesc, leaderDesc, unhandledDesc *prometheus.Desc
 	breakerStateDesc, flowLimitDesc                                                          *prometheus.Desc
@@ -237,6 +241,9 @@ func New(opts Options) *Collector {
 		breakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_breaker_transitions_total",
 			Help: "Circuit breaker transitions made by this host's store calls, by the state entered.", ConstLabels: cl},
 			[]string{"kind", "to"}),
+		partBreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_partition_breaker_transitions_total",
+			Help: "Transitions of the circuit breakers of kinds' partitions made by this host's store calls, by the state entered.", ConstLabels: cl},
+			[]string{"kind", "to"}),
 		backpressure: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_backpressure_total",
 			Help: "Schedule calls on this host that met a full queue (kind empty: the bound on all kinds).", ConstLabels: cl},
 			[]string{"kind"}),
@@ -288,14 +295,14 @@ func (c *Collector) Observe(e ax.Event) {
 		return
 	case ax.EventKindUnhandled:
 		return // ax_kind_unhandled, read from the store, says it on every host
-	case ax.EventBreakerOpened:
-		c.breakerTransitions.WithLabelValues(e.JobKind, string(ax.BreakerOpen)).Inc()
-		return
-	case ax.EventBreakerHalfOpen:
-		c.breakerTransitions.WithLabelValues(e.JobKind, string(ax.BreakerHalfOpen)).Inc()
-		return
-	case ax.EventBreakerClosed:
-		c.breakerTransitions.WithLabelValues(e.JobKind, string(ax.BreakerClosed)).Inc()
+	case ax.EventBreakerOpened, ax.EventBreakerHalfOpen, ax.EventBreakerClosed:
+		to := map[ax.EventKind]ax.BreakerState{ax.EventBreakerOpened: ax.BreakerOpen,
+			ax.EventBreakerHalfOpen: ax.BreakerHalfOpen, ax.EventBreakerClosed: ax.BreakerClosed}[e.Kind]
+		vec := c.breakerTransitions
+		if e.Partitioned {
+			vec = c.partBreakerTransitions
+		}
+		vec.WithLabelValues(e.JobKind, string(to)).Inc()
 		return
 	}
 	if e.JobKind == "" {
@@ -369,7 +376,7 @@ func (c *Collector) kind(kind string) *kindMetrics {
 func (c *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{
 		c.scheduled, c.started, c.succeeded, c.failed, c.retried, c.dead, c.cancelled, c.snoozed, c.leaseLost,
-		c.rescued, c.handedBack, c.startLag, c.duration, c.breakerTransitions, c.backpressure,
+		c.rescued, c.handedBack, c.startLag, c.duration, c.breakerTransitions, c.partBreakerTransitions, c.backpressure,
 	}
 }
 
