@@ -253,7 +253,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 			require.NoError(t, ax.Handle(s, "report", func(_ context.Context, _ *ax.Job, _ json.RawMessage) error { return nil },
 				ax.GlobalConcurrency(5), ax.RateLimit(10, time.Second), ax.MaxPending(1000),
 				ax.PartitionBy(ax.PartitionByMetadata("tenant"), ax.PartitionLimit{Concurrency: 2}),
-				ax.CircuitBreaker(ax.BreakerConfig{FailureRatio: 0.5})))
+				ax.CircuitBreaker(ax.BreakerConfig{FailureRatio: 0.5}),
+				ax.PartitionBreaker(ax.PartitionByMetadata("tenant"), ax.BreakerConfig{Failures: 3})))
 			require.NoError(t, s.Every("nightly", day, map[string]int{"n": 1}, ax.JobKind("report")))
 		},
 		start:    true,
@@ -261,6 +262,9 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		cfg:      func(c *Config) { c.MaxBodyBytes = 64 << 10 },
 	})
 	app, reader := &f.app, &f.reader
+	// An open partition, so that kinds and stats carry the count.
+	_, openErr := f.s.Admin().OpenPartitionBreaker(context.Background(), "report", "acme")
+	require.NoError(t, openErr)
 	do := func(s *Signer, method, path, body string, hdr ...string) []byte {
 		t.Helper()
 		res, b := f.call(s, method, path, body, hdr...)
