@@ -325,6 +325,16 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		{app, "POST", p + "/kinds/%FF/resume", "", nil},
 		{app, "POST", p + "/kinds/no.such.kind/pause", "", nil},
 		{app, "POST", p + "/kinds/new.kind/pause?force=true", "", nil},
+		{app, "GET", p + "/kinds/report/partitions", "", nil},
+		{app, "GET", p + "/kinds/email/partitions", "", nil}, // no partition breaker: 404
+		{app, "GET", p + "/kinds/report/partitions?bogus=1", "", nil},
+		{app, "POST", p + "/kinds/report/partitions/open?key=globex", "", nil},
+		{app, "POST", p + "/kinds/report/partitions/open", "", nil}, // no key: 400
+		{app, "POST", p + "/kinds/email/partitions/open?key=globex", "", nil},
+		{app, "POST", p + "/kinds/report/partitions/close?key=globex", "", nil},
+		{app, "POST", p + "/kinds/report/partitions/close?key=", "", nil}, // the jobs without a key: closed already
+		{app, "POST", p + "/kinds/report/partitions/close", "", nil},
+		{app, "POST", p + "/kinds/email/partitions/close?key=globex", "", nil},
 		{app, "GET", p + "/periodic", "", nil},
 		{app, "POST", p + "/periodic/nightly/pause", "", nil},
 		{app, "POST", p + "/periodic/nightly/resume", "", nil},
@@ -371,6 +381,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 			body = `{"jobs":[{"kind":"x"}]}`
 		} else if strings.HasSuffix(path, "/retry") || strings.HasSuffix(path, "/cancel") {
 			path += "?kind=email"
+		} else if strings.Contains(path, "/partitions/") {
+			path += "?key=acme"
 		}
 		res, b := fb.call(&fb.app, method, path, body)
 		c.check(method, path, res, b)
