@@ -168,10 +168,13 @@ type Collector struct {
 
 	scheduled, started, succeeded, failed, retried, dead, cancelled, snoozed, leaseLost, rescued, handedBack *prometheus.CounterVec
 	startLag, duration                                                                                       *prometheus.HistogramVec
-	breakerTransitions, partBreakerTransitions, backpressure                                                 *prometheus.CounterVec
+	breakerTransitions, backpressure                                                                         *prometheus.CounterVec
 
 	runningDesc, queueDesc, dueAgeDesc, droppedDesc, queueErrDesc, leaderDesc, unhandledDesc *prometheus.Desc
 	breakerStateDesc, flowLimitDesc                                                          *prometheus.Desc
+
+	// partBreakerTransitions counts the transitions of partitions' breakers.
+	partBreakerTransitions *prometheus.CounterVec
 
 	sched     atomic.Pointer[ax.Scheduler]
 	leader    atomic.Bool
@@ -376,7 +379,8 @@ func (c *Collector) kind(kind string) *kindMetrics {
 func (c *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{
 		c.scheduled, c.started, c.succeeded, c.failed, c.retried, c.dead, c.cancelled, c.snoozed, c.leaseLost,
-		c.rescued, c.handedBack, c.startLag, c.duration, c.breakerTransitions, c.partBreakerTransitions, c.backpressure,
+		c.rescued, c.handedBack, c.startLag, c.duration, c.breakerTransitions, c.backpressure,
+		c.partBreakerTransitions,
 	}
 }
 
