@@ -19,7 +19,11 @@ import (
 // State is bounded by the partitions that are failing, not by all the
 // partitions: a store keeps a partition's breaker only while it is open
 // or half_open or counts failures in a row; a closed breaker with no
-// failure counted is forgotten (and reads closed). That is why a
+// failure counted is forgotten (and reads closed), and Prune (a
+// store.Pruner's) forgets the
+// closed ones (counting failures) of partitions with no job scheduled,
+// retrying or running, so that partitions that failed once and never ran
+// again do not stay. That is why a
 // partition breaker opens on Failures in a row only (no FailureRatio:
 // its windows would keep a state for every partition that ran a job).
 //

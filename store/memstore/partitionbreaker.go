@@ -188,3 +188,18 @@ func (s *Store) SetPartitionBreaker(ctx context.Context, kind, key string, open 
 	s.subs.deliver(ns.list)
 	return res, nil
 }
+
+// forgetIdlePartBreakers forgets the closed breakers (counting failures)
+// of kind's partitions that have no claimable or running job, as Prune
+// does. Called with s.mu held.
+func (s *Store) forgetIdlePartBreakers(kind string, f *flowState) {
+	k := s.kinds[kind]
+	for key, b := range f.partBreakers {
+		if !b.Closed() {
+			continue
+		}
+		if k == nil || k.parts[key] == nil || k.parts[key].empty() {
+			delete(f.partBreakers, key)
+		}
+	}
+}

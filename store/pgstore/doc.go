@@ -534,8 +534,10 @@
 // Partition breakers (store.PartitionBreakerStore, migration 0019) keep
 // one row per failing partition in flow_partition_breakers (open,
 // half-open, or closed counting failures in a row; a breaker that closes
-// with no failure counted is deleted), read and written only under the
-// kind's flows row. A claim of a kind with partition breakers is always
+// with no failure counted is deleted; Prune deletes the closed ones of
+// partitions with no job scheduled, retrying or running), read and
+// written only under the kind's flows row (Prune's delete aside: racing a
+// Finish, it can only lose the count of a partition with no job left). A claim of a kind with partition breakers is always
 // decided in Go: with the row held it reads the partitions whose breaker
 // is not closed, and the claim statement starts none of an open
 // partition's jobs before its cool-down ends and at most one (the probe,

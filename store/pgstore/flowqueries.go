@@ -39,6 +39,7 @@ type flowQueries struct {
 	partBreakersOf   string
 	writePartBreaker string
 	listPartBreakers string
+	pruneBreakers    string
 }
 
 // seqHeadSQL holds for a job j outside sequences, or first of the live
@@ -436,6 +437,15 @@ ON CONFLICT (kind, partition_key) DO UPDATE SET breaker = excluded.breaker`,
 	clock_timestamp()
 FROM {pbreakers} b WHERE b.kind = $1 AND ($2::text IS NULL OR b.partition_key = $2) ORDER BY b.partition_key COLLATE "C"`,
 
+		// Prune: the closed breakers (counting failures) of partitions
+		// with no job scheduled, retrying or running. Without the kind's
+		// row: a Finish feeding one of them at the same time at worst
+		// loses the count of a partition that has no job left.
+		pruneBreakers: `DELETE FROM {pbreakers} b
+WHERE coalesce(b.breaker ->> 'state', '') NOT IN ('open', 'half_open')
+  AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.kind = b.kind AND j.partition_key = b.partition_key
+	AND j.state IN ('scheduled', 'retrying', 'running'))`,
+
 		// A caller's transaction (CompleteTx) records its verdicts here
 		// rather than in the kind's row, which it would hold until the
 		// caller commits (migration 0011).
@@ -460,7 +470,7 @@ FROM unnest($1::text[], $2::jsonb[]) AS u(kind, breaker) WHERE f.kind = u.kind`,
 		&q.notifyKinds, &q.states, &q.setBreaker, &q.claim, &q.next, &q.finish, &q.lockBreakers,
 		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds,
 		&q.addVerdicts, &q.foldVerdicts, &q.clearVerdicts,
-		&q.openPartBreakers, &q.partBreakersOf, &q.writePartBreaker, &q.listPartBreakers} {
+		&q.openPartBreakers, &q.partBreakersOf, &q.writePartBreaker, &q.listPartBreakers, &q.pruneBreakers} {
 		*p = r.Replace(*p)
 	}
 	return q

@@ -401,3 +401,12 @@ func (s *Store) SetPartitionBreaker(ctx context.Context, kind, key string, open 
 	}
 	return res, nil
 }
+
+// prunePartBreakers forgets, for Prune, the closed breakers (counting
+// failures) of partitions with no job scheduled, retrying or running.
+func (s *Store) prunePartBreakers(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, s.flowQ().pruneBreakers); err != nil {
+		return fmt.Errorf("forget idle partition breakers: %w", err)
+	}
+	return nil
+}

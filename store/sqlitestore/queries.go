@@ -102,6 +102,7 @@ const (
 	qPartBreakerDel
 	qPartBreakersDel
 	qPartBreakersAll
+	qPartBreakersPrune
 	numQueries
 )
 
@@ -285,6 +286,10 @@ var queryText = [numQueries]string{
 	qPartBreakersAll: `SELECT b.key, b.breaker,
 	(SELECT count(*) FROM jobs j WHERE j.kind = b.kind AND j.partition_key = b.key AND j.state = 'running')
 	FROM flow_partition_breakers AS b WHERE b.kind = ? ORDER BY b.key`,
+	qPartBreakersPrune: `DELETE FROM flow_partition_breakers
+	WHERE coalesce(json_extract(breaker, '$.state'), '') NOT IN ('open', 'half_open')
+	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.kind = flow_partition_breakers.kind
+		AND j.partition_key = flow_partition_breakers.key AND j.state IN ('scheduled', 'retrying', 'running'))`,
 }
 
 // writerQueries and readerQueries are prepared on the writer and the

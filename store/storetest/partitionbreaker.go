@@ -194,6 +194,39 @@ func testFlowPartitionBreaker(t *testing.T, newStore NewStoreFunc) {
 		require.Empty(t, pbs(t, st), "closed breakers with no failure are not kept")
 		require.Zero(t, flowOf(t, st, kind).PartitionBreakersOpen)
 	})
+	t.Run("PruneForgetsIdlePartitions", func(t *testing.T) {
+		st := newStore(t)
+		ps := as[store.PartitionBreakerStore](t, st)
+		setFlows(t, st, cfgWith(time.Hour))
+		insertTenants(t, st, 1, "gone")
+		insertTenants(t, st, 2, "busy")
+		jobs := claim(t, st, claimParams(10, longLease, kind)).Jobs
+		require.Len(t, jobs, 3)
+		var fin []store.FinishParams
+		busy := 0
+		for _, j := range jobs {
+			switch {
+			case j.PartitionKey == "gone":
+				fin = append(fin, outcome(j, store.OutcomeDead)) // its last job
+			case busy == 0:
+				busy++
+				fin = append(fin, outcome(j, store.OutcomeRetry)) // retrying: the partition has a job
+			}
+		}
+		require.Empty(t, finishFlow(t, st, fin...))
+		_, err := ps.SetPartitionBreaker(t.Context(), kind, "idle-open", true)
+		require.NoError(t, err)
+		require.Len(t, pbs(t, st), 3)
+
+		_, err = as[store.Pruner](t, st).Prune(t.Context(), &store.PruneParams{Limit: 10, Retention: time.Hour})
+		require.NoError(t, err)
+		var keys []string
+		for _, p := range pbs(t, st) {
+			keys = append(keys, p.PartitionKey)
+		}
+		require.Equal(t, []string{"busy", "idle-open"}, keys,
+			"a closed breaker of a partition with no job left is forgotten; one with jobs, and an open one, are kept")
+	})
 	t.Run("ByHand", func(t *testing.T) {
 		st := newStore(t)
 		ps := as[store.PartitionBreakerStore](t, st)
