@@ -702,10 +702,10 @@ type kindsRow struct {
 	Open       bool // open or half-open: the button closes it
 	// HasPartBreaker: the kind has a breaker per partition; Partitions
 	// lists the partitions whose breaker is kept (at most
-	// maxListedPartitions), and More how many more are.
+	// maxListedPartitions), and MorePartitions how many more are.
 	HasPartBreaker bool
 	Partitions     []ax.PartitionBreakerState
-	More           int
+	MorePartitions int
 }
 
 // maxListedPartitions bounds the partition breakers the Kinds page lists
@@ -734,7 +734,7 @@ func (h *Handler) kindsPage(w http.ResponseWriter, r *http.Request) {
 				var parts []ax.PartitionBreakerState
 				parts, err = h.admin.PartitionBreakers(r.Context(), k.Kind)
 				if n := len(parts); n > maxListedPartitions {
-					parts, row.More = parts[:maxListedPartitions], n-maxListedPartitions
+					parts, row.MorePartitions = parts[:maxListedPartitions], n-maxListedPartitions
 				}
 				row.Partitions = parts
 			}
