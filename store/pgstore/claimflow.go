@@ -518,9 +518,10 @@ func queueFold(b *pgx.Batch, q *flowQueries, kinds []*claimKind) (bool, error) {
 	return true, nil
 }
 
-// readyAt returns when a job of the kind due at runAt, in a partition with
-// prun running jobs and rate bucket partTAT, may start, given the kind's
-// running jobs; ok is false when it waits for a running job to end.
+// readyAt returns when a job of the kind due at runAt, in partition key
+// with prun running jobs and rate bucket partTAT, may start, given the
+// kind's running jobs and the partition's breaker; ok is false when it
+// waits for a running job to end.
 func (k *claimKind) readyAt(runAt time.Time, key string, running, prun int64, partTAT, now time.Time) (at time.Time, ok bool) {
 	f := k.flow
 	if f == nil {
