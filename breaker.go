@@ -71,15 +71,16 @@ const (
 )
 
 // storeConfig returns c with its defaults as the store keeps it, or an
-// error wrapping ErrInvalidOption.
-func (c BreakerConfig) storeConfig() (store.BreakerConfig, error) {
+// error wrapping ErrInvalidOption naming the option (CircuitBreaker,
+// PartitionBreaker).
+func (c BreakerConfig) storeConfig(option string) (store.BreakerConfig, error) {
 	switch {
 	case c.Failures < 0 || c.MinAttempts < 0 || c.Window < 0 || c.CoolDown < 0 || c.MaxCoolDown < 0:
-		return store.BreakerConfig{}, fmt.Errorf("%w: CircuitBreaker: negative value in %+v", ErrInvalidOption, c)
+		return store.BreakerConfig{}, fmt.Errorf("%w: %s: negative value in %+v", ErrInvalidOption, option, c)
 	case math.IsNaN(c.FailureRatio) || c.FailureRatio < 0 || c.FailureRatio > 1:
-		return store.BreakerConfig{}, fmt.Errorf("%w: CircuitBreaker: FailureRatio %v not in [0, 1]", ErrInvalidOption, c.FailureRatio)
+		return store.BreakerConfig{}, fmt.Errorf("%w: %s: FailureRatio %v not in [0, 1]", ErrInvalidOption, option, c.FailureRatio)
 	case c.FailureRatio == 0 && (c.Window != 0 || c.MinAttempts != 0):
-		return store.BreakerConfig{}, fmt.Errorf("%w: CircuitBreaker: Window and MinAttempts need a FailureRatio", ErrInvalidOption)
+		return store.BreakerConfig{}, fmt.Errorf("%w: %s: Window and MinAttempts need a FailureRatio", ErrInvalidOption, option)
 	}
 	if c.Failures == 0 && c.FailureRatio == 0 {
 		c.Failures = DefaultBreakerFailures
@@ -95,7 +96,7 @@ func (c BreakerConfig) storeConfig() (store.BreakerConfig, error) {
 		CoolDown: c.CoolDown, MaxCoolDown: c.MaxCoolDown,
 	}
 	if err := sc.Validate(); err != nil {
-		return store.BreakerConfig{}, fmt.Errorf("%w: CircuitBreaker: %s", ErrInvalidOption, unwrapParams(err))
+		return store.BreakerConfig{}, fmt.Errorf("%w: %s: %s", ErrInvalidOption, option, unwrapParams(err))
 	}
 	return sc, nil
 }
@@ -108,7 +109,7 @@ func (c BreakerConfig) storeConfig() (store.BreakerConfig, error) {
 // out of range is an error wrapping ErrInvalidOption.
 func CircuitBreaker(c BreakerConfig) HandlerOption {
 	return handlerOptionFunc(func(h *handlerSettings) error {
-		sc, err := c.storeConfig()
+		sc, err := c.storeConfig("CircuitBreaker")
 		if err != nil {
 			return err
 		}
@@ -186,16 +187,22 @@ func (s *Scheduler) breakerChanged(t store.BreakerTransition) {
 		kind = EventBreakerHalfOpen
 	}
 	fields := []zap.Field{zap.String(fieldKind, t.Kind), zap.String("from", string(t.From)), zap.String("reason", t.Reason)}
+	what := "the kind"
+	if t.Partitioned {
+		fields = append(fields, zap.String("partition_key", t.PartitionKey))
+		what = "the partition"
+	}
 	switch kind {
 	case EventBreakerOpened:
-		s.log.Warn("circuit breaker opened: no job of the kind starts until its cool-down ends",
+		s.log.Warn("circuit breaker opened: no job of "+what+" starts until its cool-down ends",
 			append(fields, zap.Float64("cool_down_ms", ms(t.CoolDown)))...)
 	case EventBreakerHalfOpen:
-		s.log.Info("circuit breaker half-open: one probe job starts", fields...)
+		s.log.Info("circuit breaker half-open: one probe job of "+what+" starts", fields...)
 	default:
 		s.log.Info("circuit breaker closed", fields...)
 	}
-	s.emit(Event{Kind: kind, JobKind: t.Kind, Reason: t.Reason, Delay: t.CoolDown})
+	s.emit(Event{Kind: kind, JobKind: t.Kind, Reason: t.Reason, Delay: t.CoolDown,
+		Partitioned: t.Partitioned, PartitionKey: t.PartitionKey})
 }
 
 // A host holds back the claims of a kind with a breaker while a failed
@@ -209,7 +216,7 @@ func (s *Scheduler) breakerChanged(t store.BreakerTransition) {
 // holdForBreaker counts cp's outcome in breakerHeld, and reports true,
 // when it is a failure that the breaker of its kind counts.
 func (r *runtime) holdForBreaker(cp *completion) bool {
-	if r.flow == nil || cp.attempt.kind.settings.flow.Breaker.IsZero() {
+	if f := &cp.attempt.kind.settings.flow; r.flow == nil || (f.Breaker.IsZero() && f.PartitionBreaker.IsZero()) {
 		return false
 	}
 	if o := cp.params.Outcome; o != store.OutcomeRetry && o != store.OutcomeDead {

@@ -102,7 +102,8 @@
 // PartitionBy (per tenant, customer..., from a metadata key or a payload
 // field: concurrency and rate per partition), RateLimit (at most n starts
 // in any window), CircuitBreaker (no start while a failing downstream
-// cools down, one probe, then back), and MaxPending (Schedule returns
+// cools down, one probe, then back), PartitionBreaker (the same, per
+// partition: one failing tenant stops only its own jobs), and MaxPending (Schedule returns
 // ErrBackpressure, or waits with WaitForCapacity). Jobs held back wait as
 // they are, attempts untouched, and start as soon as they may: hosts wake
 // when the store says (the next rate token, a breaker's cool-down, a

@@ -144,6 +144,11 @@ type Event struct {
 	// Reason says, for breaker events, what changed the breaker ("5
 	// failed attempts in a row", "probe failed", "closed by hand"...).
 	Reason string
+	// Partitioned reports, for breaker events, that the breaker is the
+	// one of JobKind's partition PartitionKey (PartitionBreaker), not the
+	// kind's.
+	Partitioned  bool
+	PartitionKey string
 }
 
 // Observer receives events. Observe is called on one dedicated goroutine,

@@ -103,10 +103,26 @@ func PartitionBy(src PartitionSource, limit PartitionLimit) HandlerOption {
 		if err != nil {
 			return err
 		}
-		h.flow.Partition, h.flow.PartitionConcurrency, h.flow.PartitionRate = src.src, limit.Concurrency, rate
+		if err := h.setPartition("PartitionBy", src); err != nil {
+			return err
+		}
+		h.flow.PartitionConcurrency, h.flow.PartitionRate = limit.Concurrency, rate
 		h.flowSet = true
 		return nil
 	})
+}
+
+// setPartition sets the kind's partition source, which option names; a
+// source another option set already must be the same (PartitionBy and
+// PartitionBreaker share it): otherwise an error wrapping
+// ErrInvalidOption.
+func (h *handlerSettings) setPartition(option string, src PartitionSource) error {
+	if !h.flow.Partition.IsZero() && h.flow.Partition != src.src {
+		return fmt.Errorf("%w: %s partitions by %+v, another option by %+v: the kind has one partition source",
+			ErrInvalidOption, option, src.src, h.flow.Partition)
+	}
+	h.flow.Partition = src.src
+	return nil
 }
 
 // RateLimit allows the kind at most n starts in any window of length per,

@@ -81,9 +81,10 @@ var templateFuncs = template.FuncMap{
 	"count": func(m map[ax.State]int64, st ax.State) int64 {
 		return m[st]
 	},
-	"short":      func(id uuid.UUID) string { return id.String()[:8] + "…" + id.String()[30:] },
-	"pathEscape": url.PathEscape,
-	"set":        func(id uuid.UUID) bool { return id != uuid.Nil },
+	"short":            func(id uuid.UUID) string { return id.String()[:8] + "…" + id.String()[30:] },
+	"pathEscape":       url.PathEscape,
+	"partitionBreaker": func(p ax.PartitionBreakerState) string { return PartitionBreakerSummary(&p) },
+	"set":              func(id uuid.UUID) bool { return id != uuid.Nil },
 	"lastError": func(j *store.JobRecord) string {
 		if len(j.Errors) == 0 {
 			return ""
@@ -294,6 +295,8 @@ func (h *Handler) dashboardMux() http.Handler {
 	mux.HandleFunc("POST /kinds/{kind}/resume", h.mutate(h.postKind(false)))
 	mux.HandleFunc("POST /kinds/{kind}/breaker/open", h.mutate(h.postBreaker(true)))
 	mux.HandleFunc("POST /kinds/{kind}/breaker/close", h.mutate(h.postBreaker(false)))
+	mux.HandleFunc("POST /kinds/{kind}/partitions/open", h.mutate(h.postPartitionBreaker(true)))
+	mux.HandleFunc("POST /kinds/{kind}/partitions/close", h.mutate(h.postPartitionBreaker(false)))
 	mux.HandleFunc("GET /periodic", h.periodicPage)
 	mux.HandleFunc("POST /periodic/{name}/pause", h.mutate(h.postSchedule(opPause)))
 	mux.HandleFunc("POST /periodic/{name}/resume", h.mutate(h.postSchedule(opResume)))
@@ -742,7 +745,17 @@ type kindsRow struct {
 	Now        string
 	HasBreaker bool
 	Open       bool // open or half-open: the button closes it
+	// HasPartBreaker: the kind has a breaker per partition; Partitions
+	// lists the partitions whose breaker is kept (at most
+	// maxListedPartitions), and MorePartitions how many more are.
+	HasPartBreaker bool
+	Partitions     []ax.PartitionBreakerState
+	MorePartitions int
 }
+
+// maxListedPartitions bounds the partition breakers the Kinds page lists
+// per kind (`ax kinds partitions` lists them all).
+const maxListedPartitions = 20
 
 func (h *Handler) kindsPage(w http.ResponseWriter, r *http.Request) {
 	kinds, err := h.admin.Kinds(r.Context())
@@ -777,6 +790,15 @@ func (h *Handler) kindsPage(w http.ResponseWriter, r *http.Request) {
 			body.HasFlow = true
 			row.HasBreaker = !f.Config.Breaker.IsZero()
 			row.Open = row.HasBreaker && !f.Breaker.Closed()
+			row.HasPartBreaker = !f.Config.PartitionBreaker.IsZero()
+			if row.HasPartBreaker && err == nil {
+				var parts []ax.PartitionBreakerState
+				parts, err = h.admin.PartitionBreakers(r.Context(), k.Kind)
+				if n := len(parts); n > maxListedPartitions {
+					parts, row.MorePartitions = parts[:maxListedPartitions], n-maxListedPartitions
+				}
+				row.Partitions = parts
+			}
 		}
 		body.Kinds = append(body.Kinds, row)
 	}
@@ -805,6 +827,28 @@ func (h *Handler) postBreaker(open bool) func(r *http.Request) (string, string, 
 				f.Config.Kind, f.Breaker.ProbeAt.UTC().Format(time.RFC3339)), "/kinds", nil
 		}
 		return fmt.Sprintf("Closed the breaker of kind %s: its jobs start again.", f.Config.Kind), "/kinds", nil
+	}
+}
+
+// postPartitionBreaker opens or closes the breaker of one partition of a
+// kind by hand: the form's key names the partition ("" the jobs without
+// a key).
+func (h *Handler) postPartitionBreaker(open bool) func(r *http.Request) (string, string, error) {
+	return func(r *http.Request) (string, string, error) {
+		kind, key := r.PathValue("kind"), r.PostForm.Get("key")
+		set := h.admin.ClosePartitionBreaker
+		if open {
+			set = h.admin.OpenPartitionBreaker
+		}
+		p, err := set(r.Context(), kind, key)
+		if err != nil {
+			return "", "", err
+		}
+		if open {
+			return fmt.Sprintf("Opened the breaker of kind %s partition %q: none of its jobs starts until %s, then one probe runs; the other partitions go on.",
+				p.Kind, p.PartitionKey, p.Breaker.ProbeAt.UTC().Format(time.RFC3339)), "/kinds", nil
+		}
+		return fmt.Sprintf("Closed the breaker of kind %s partition %q: its jobs start again.", p.Kind, p.PartitionKey), "/kinds", nil
 	}
 }
 

@@ -29,6 +29,9 @@
 //	GET  /api/v1/kinds                   kinds: pause state, jobs by state, nodes, unhandled
 //	POST /api/v1/kinds/{kind}/pause      pause a kind cluster-wide (404 for a kind nobody runs, unless force=true)
 //	POST /api/v1/kinds/{kind}/resume     resume it (the store then keeps no row of it)
+//	GET  /api/v1/kinds/{kind}/partitions the breakers of its failing partitions (ax.PartitionBreaker; 404 without one)
+//	POST /api/v1/kinds/{kind}/partitions/open?key=K   open one partition's breaker (key= the jobs without a key)
+//	POST /api/v1/kinds/{kind}/partitions/close?key=K  close it: its jobs start again at once
 //	GET  /api/v1/periodic                periodic schedules with their next ticks
 //	POST /api/v1/periodic/{name}/pause   pause a schedule
 //	POST /api/v1/periodic/{name}/resume  resume it
@@ -51,7 +54,8 @@
 // retried or discarded per group, acting only on the jobs the group
 // counted when the page was drawn; one by one or in bulk), /kinds
 // (pause and resume; breaker open and close, limits, running count and
-// rate; kinds no running node handles while their jobs are due, marked
+// rate; a kind's failing partitions, each partition's breaker opened or
+// closed by hand; kinds no running node handles while their jobs are due, marked
 // unhandled, see ax.Config.UnhandledKindGrace), /periodic (schedules, next ticks, pause, resume, run now),
 // /nodes (nodes and leader), /login, and /static/{file} (embedded assets,
 // served by exact name only). Pages refresh their content every

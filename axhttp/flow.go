@@ -12,19 +12,52 @@ import (
 // How a kind's flow control reads, in words: the Kinds page and `ax kinds
 // list` print these, so an operator reads the same text in both.
 
-// BreakerSummary describes a kind's circuit breaker: "-" without one,
-// "closed", "half-open", or "open until <RFC 3339 time>".
+// BreakerSummary describes a kind's circuit breakers: "-" without any;
+// the kind's, "closed", "half-open", or "open until <RFC 3339 time>";
+// then, with a breaker per partition (PartitionBreaker), how many
+// partitions are open or half-open: "per tenant: 2 open" (see `ax kinds
+// partitions`).
 func BreakerSummary(f *ax.FlowState) string {
-	if f == nil || f.Config.Breaker.IsZero() {
+	if f == nil || (f.Config.Breaker.IsZero() && f.Config.PartitionBreaker.IsZero()) {
 		return "-"
 	}
-	switch f.Breaker.State {
-	case ax.BreakerOpen:
-		return "open until " + f.Breaker.ProbeAt.UTC().Format(time.RFC3339)
-	case ax.BreakerHalfOpen:
-		return "half-open"
+	var out []string
+	if !f.Config.Breaker.IsZero() {
+		switch f.Breaker.State {
+		case ax.BreakerOpen:
+			out = append(out, "open until "+f.Breaker.ProbeAt.UTC().Format(time.RFC3339))
+		case ax.BreakerHalfOpen:
+			out = append(out, "half-open")
+		default:
+			out = append(out, "closed")
+		}
 	}
-	return "closed"
+	if !f.Config.PartitionBreaker.IsZero() {
+		out = append(out, fmt.Sprintf("per %s: %d open", partitionName(f.Config.Partition), f.PartitionBreakersOpen))
+	}
+	return strings.Join(out, ", ")
+}
+
+// partitionName names a partition source as the summaries do: the
+// metadata key, or "payload.<field>".
+func partitionName(src store.PartitionSource) string {
+	if src.Metadata != "" {
+		return src.Metadata
+	}
+	return "payload." + src.PayloadField
+}
+
+// PartitionBreakerSummary describes a partition's breaker as `ax kinds
+// partitions` prints it: "closed (N failures in a row)", "half-open
+// (probe running)" or "open until <RFC 3339 time>".
+func PartitionBreakerSummary(p *ax.PartitionBreakerState) string {
+	switch p.Breaker.State {
+	case ax.BreakerOpen:
+		return "open until " + p.Breaker.ProbeAt.UTC().Format(time.RFC3339)
+	case ax.BreakerHalfOpen:
+		return "half-open (probe running)"
+	}
+	return fmt.Sprintf("closed (%d failures in a row)", p.Breaker.Failures)
 }
 
 // LimitsSummary describes a kind's flow limits, "" without any:
@@ -42,11 +75,8 @@ func LimitsSummary(f *ax.FlowState) string {
 	if !c.Rate.IsZero() {
 		out = append(out, rate(c.Rate))
 	}
-	if !c.Partition.IsZero() {
-		key := c.Partition.Metadata
-		if key == "" {
-			key = "payload." + c.Partition.PayloadField
-		}
+	if c.PartitionConcurrency > 0 || !c.PartitionRate.IsZero() {
+		key := partitionName(c.Partition)
 		var part []string
 		if c.PartitionConcurrency > 0 {
 			part = append(part, fmt.Sprintf("%d running", c.PartitionConcurrency))

@@ -94,6 +94,57 @@ func TestKindsFlow(t *testing.T) {
 	require.NotContains(t, page, "breaker-button")
 }
 
+// TestKindsPartitionBreakers: a kind with a breaker per partition shows
+// how many partitions are open and lists them; the Open partition form
+// opens one partition's breaker in the store, its Close button closes it;
+// a kind without partition breakers is a 404; a read-only session has no
+// buttons.
+func TestKindsPartitionBreakers(t *testing.T) {
+	const kind = "hook"
+	f := newFixture(t, fixtureOptions{start: true, setup: func(s *ax.Scheduler) {
+		require.NoError(t, s.Handle(kind, ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil }),
+			ax.PartitionBreaker(ax.PartitionByMetadata("subscriber"), ax.BreakerConfig{Failures: 3, CoolDown: time.Hour})))
+	}})
+	deadJob(t, f.st, "email", "smtp down")
+	waitFor(t, "the flow settings stored", func() bool {
+		_, err := f.s.Admin().PartitionBreakers(context.Background(), kind)
+		return err == nil
+	})
+	admin := f.browser()
+	admin.login("app", testSecret)
+	page := admin.page("/kinds")
+	require.Contains(t, page, `<span class="badge breaker closed">per subscriber: 0 open</span>`)
+	require.Contains(t, page, `action="/ax/kinds/hook/partitions/open"`)
+
+	token := admin.csrf("/kinds")
+	res, body := admin.post("/kinds/hook/partitions/open", url.Values{"csrf": {token}, "key": {"acme"}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+	parts, err := f.s.Admin().PartitionBreakers(context.Background(), kind)
+	require.NoError(t, err)
+	require.Len(t, parts, 1)
+	require.Equal(t, "acme", parts[0].PartitionKey)
+	require.Equal(t, ax.BreakerOpen, parts[0].Breaker.State)
+	page = admin.page("/kinds")
+	require.Contains(t, page, `Opened the breaker of kind hook partition &#34;acme&#34;`)
+	require.Contains(t, page, `<span class="badge breaker open">per subscriber: 1 open</span>`)
+	require.Contains(t, page, `<code>&#34;acme&#34;</code> `+PartitionBreakerSummary(&parts[0]))
+	require.Contains(t, page, `action="/ax/kinds/hook/partitions/close"`)
+
+	res, body = admin.post("/kinds/hook/partitions/close", url.Values{"csrf": {token}, "key": {"acme"}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+	parts, err = f.s.Admin().PartitionBreakers(context.Background(), kind)
+	require.NoError(t, err)
+	require.Empty(t, parts)
+
+	res, body = admin.post("/kinds/email/partitions/open", url.Values{"csrf": {token}, "key": {"acme"}})
+	require.Equal(t, http.StatusNotFound, res.StatusCode, body)
+
+	reader := f.browser()
+	reader.login("dash", readerSecret)
+	page = reader.page("/kinds")
+	require.NotContains(t, page, "partition-open")
+}
+
 func TestFlowSummaries(t *testing.T) {
 	now := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 	flow := func(edit func(f *ax.FlowState)) *ax.FlowState {
@@ -116,6 +167,13 @@ func TestFlowSummaries(t *testing.T) {
 			f.Config.Breaker.Failures, f.Breaker.State, f.Breaker.ProbeAt = 3, ax.BreakerOpen, now.Add(time.Minute)
 		}), "open until 2026-12-01T03:01:00Z", "", "0 running"},
 		{"half-open", flow(func(f *ax.FlowState) { f.Config.Breaker.Failures, f.Breaker.State = 3, ax.BreakerHalfOpen }), "half-open", "", "0 running"},
+		{"partition breakers", flow(func(f *ax.FlowState) {
+			f.Config.Partition.Metadata, f.Config.PartitionBreaker.Failures, f.PartitionBreakersOpen = "tenant", 3, 2
+		}), "per tenant: 2 open", "", "0 running"},
+		{"both breakers", flow(func(f *ax.FlowState) {
+			f.Config.Breaker.Failures, f.Config.Partition.PayloadField, f.Config.PartitionBreaker.Failures = 3, "customer", 3
+			f.Config.PartitionConcurrency = 2
+		}), "closed, per payload.customer: 0 open", "per payload.customer: 2 running", "0 running"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -253,7 +253,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 			require.NoError(t, ax.Handle(s, "report", func(_ context.Context, _ *ax.Job, _ json.RawMessage) error { return nil },
 				ax.GlobalConcurrency(5), ax.RateLimit(10, time.Second), ax.MaxPending(1000),
 				ax.PartitionBy(ax.PartitionByMetadata("tenant"), ax.PartitionLimit{Concurrency: 2}),
-				ax.CircuitBreaker(ax.BreakerConfig{FailureRatio: 0.5})))
+				ax.CircuitBreaker(ax.BreakerConfig{FailureRatio: 0.5}),
+				ax.PartitionBreaker(ax.PartitionByMetadata("tenant"), ax.BreakerConfig{Failures: 3})))
 			require.NoError(t, s.Every("nightly", day, map[string]int{"n": 1}, ax.JobKind("report")))
 		},
 		start:    true,
@@ -261,6 +262,9 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		cfg:      func(c *Config) { c.MaxBodyBytes = 64 << 10 },
 	})
 	app, reader := &f.app, &f.reader
+	// An open partition, so that kinds and stats carry the count.
+	_, openErr := f.s.Admin().OpenPartitionBreaker(context.Background(), "report", "acme")
+	require.NoError(t, openErr)
 	do := func(s *Signer, method, path, body string, hdr ...string) []byte {
 		t.Helper()
 		res, b := f.call(s, method, path, body, hdr...)
@@ -321,6 +325,16 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		{app, "POST", p + "/kinds/%FF/resume", "", nil},
 		{app, "POST", p + "/kinds/no.such.kind/pause", "", nil},
 		{app, "POST", p + "/kinds/new.kind/pause?force=true", "", nil},
+		{app, "GET", p + "/kinds/report/partitions", "", nil},
+		{app, "GET", p + "/kinds/email/partitions", "", nil}, // no partition breaker: 404
+		{app, "GET", p + "/kinds/report/partitions?bogus=1", "", nil},
+		{app, "POST", p + "/kinds/report/partitions/open?key=globex", "", nil},
+		{app, "POST", p + "/kinds/report/partitions/open", "", nil}, // no key: 400
+		{app, "POST", p + "/kinds/email/partitions/open?key=globex", "", nil},
+		{app, "POST", p + "/kinds/report/partitions/close?key=globex", "", nil},
+		{app, "POST", p + "/kinds/report/partitions/close?key=", "", nil}, // the jobs without a key: closed already
+		{app, "POST", p + "/kinds/report/partitions/close", "", nil},
+		{app, "POST", p + "/kinds/email/partitions/close?key=globex", "", nil},
 		{app, "GET", p + "/periodic", "", nil},
 		{app, "POST", p + "/periodic/nightly/pause", "", nil},
 		{app, "POST", p + "/periodic/nightly/resume", "", nil},
@@ -367,6 +381,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 			body = `{"jobs":[{"kind":"x"}]}`
 		} else if strings.HasSuffix(path, "/retry") || strings.HasSuffix(path, "/cancel") {
 			path += "?kind=email"
+		} else if strings.Contains(path, "/partitions/") {
+			path += "?key=acme"
 		}
 		res, b := fb.call(&fb.app, method, path, body)
 		c.check(method, path, res, b)

@@ -52,7 +52,11 @@
 //	ax_breaker_transitions_total counter, also by to (open, half_open, closed):
 //	                             circuit breaker transitions this host's store
 //	                             calls made (each transition is counted by one
-//	                             host: sum them)
+//	                             host: sum them); the kind's breaker only
+//	ax_partition_breaker_transitions_total counter, also by to: the same for
+//	                             the breakers of the kind's partitions
+//	                             (PartitionBreaker), all partitions together
+//	                             (`ax kinds partitions` names them)
 //	ax_backpressure_total        Schedule calls on this host refused or held
 //	                             for too many pending jobs (kind="" for
 //	                             Config.MaxPending, all kinds)
@@ -172,6 +176,9 @@ type Collector struct {
 	runningDesc, queueDesc, dueAgeDesc, droppedDesc, queueErrDesc, leaderDesc, unhandledDesc *prometheus.Desc
 	breakerStateDesc, flowLimitDesc                                                          *prometheus.Desc
 
+	// partBreakerTransitions counts the transitions of partitions' breakers.
+	partBreakerTransitions *prometheus.CounterVec
+
 	sched     atomic.Pointer[ax.Scheduler]
 	leader    atomic.Bool
 	queueErrs atomic.Int64
@@ -242,6 +249,9 @@ func New(opts Options) *Collector {
 		breakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_breaker_transitions_total",
 			Help: "Circuit breaker transitions made by this host's store calls, by the state entered.", ConstLabels: cl},
 			[]string{"kind", "to"}),
+		partBreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_partition_breaker_transitions_total",
+			Help: "Transitions of the circuit breakers of kinds' partitions made by this host's store calls, by the state entered.", ConstLabels: cl},
+			[]string{"kind", "to"}),
 		backpressure: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_backpressure_total",
 			Help: "Schedule calls on this host that met a full queue (kind empty: the bound on all kinds).", ConstLabels: cl},
 			[]string{"kind"}),
@@ -293,14 +303,14 @@ func (c *Collector) Observe(e ax.Event) {
 		return
 	case ax.EventKindUnhandled:
 		return // ax_kind_unhandled, read from the store, says it on every host
-	case ax.EventBreakerOpened:
-		c.breakerTransitions.WithLabelValues(e.JobKind, string(ax.BreakerOpen)).Inc()
-		return
-	case ax.EventBreakerHalfOpen:
-		c.breakerTransitions.WithLabelValues(e.JobKind, string(ax.BreakerHalfOpen)).Inc()
-		return
-	case ax.EventBreakerClosed:
-		c.breakerTransitions.WithLabelValues(e.JobKind, string(ax.BreakerClosed)).Inc()
+	case ax.EventBreakerOpened, ax.EventBreakerHalfOpen, ax.EventBreakerClosed:
+		to := map[ax.EventKind]ax.BreakerState{ax.EventBreakerOpened: ax.BreakerOpen,
+			ax.EventBreakerHalfOpen: ax.BreakerHalfOpen, ax.EventBreakerClosed: ax.BreakerClosed}[e.Kind]
+		vec := c.breakerTransitions
+		if e.Partitioned {
+			vec = c.partBreakerTransitions
+		}
+		vec.WithLabelValues(e.JobKind, string(to)).Inc()
 		return
 	}
 	if e.JobKind == "" {
@@ -378,6 +388,7 @@ func (c *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{
 		c.scheduled, c.started, c.succeeded, c.failed, c.retried, c.dead, c.cancelled, c.snoozed, c.keyMissing, c.leaseLost,
 		c.rescued, c.handedBack, c.startLag, c.duration, c.breakerTransitions, c.backpressure,
+		c.partBreakerTransitions,
 	}
 }
 

@@ -534,6 +534,31 @@ func TestCollectorClusterScope(t *testing.T) {
 // TestCollectorFlows: a kind's breaker state and flow limits are exported
 // cluster-wide from the store; breaker transitions and refused Schedule
 // calls are counted by the host that made them.
+// TestCollectorPartitionBreakerTransitions: a partition breaker's
+// transitions count in ax_partition_breaker_transitions_total, by kind
+// and state entered (no partition label: keys are unbounded), never in
+// the kind's ax_breaker_transitions_total.
+func TestCollectorPartitionBreakerTransitions(t *testing.T) {
+	c := axprom.New(axprom.Options{})
+	for _, e := range []ax.Event{
+		{Kind: ax.EventBreakerOpened, JobKind: "hook", Partitioned: true, PartitionKey: "acme"},
+		{Kind: ax.EventBreakerOpened, JobKind: "hook", Partitioned: true, PartitionKey: "globex"},
+		{Kind: ax.EventBreakerHalfOpen, JobKind: "hook", Partitioned: true, PartitionKey: "acme"},
+		{Kind: ax.EventBreakerOpened, JobKind: "hook"},
+	} {
+		c.Observe(e)
+	}
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP ax_breaker_transitions_total Circuit breaker transitions made by this host's store calls, by the state entered.
+# TYPE ax_breaker_transitions_total counter
+ax_breaker_transitions_total{kind="hook",to="open"} 1
+# HELP ax_partition_breaker_transitions_total Transitions of the circuit breakers of kinds' partitions made by this host's store calls, by the state entered.
+# TYPE ax_partition_breaker_transitions_total counter
+ax_partition_breaker_transitions_total{kind="hook",to="half_open"} 1
+ax_partition_breaker_transitions_total{kind="hook",to="open"} 2
+`), "ax_breaker_transitions_total", "ax_partition_breaker_transitions_total"))
+}
+
 func TestCollectorFlows(t *testing.T) {
 	st := memstore.New()
 	c := axprom.New(axprom.Options{ConstLabels: prometheus.Labels{"node": "n1"}})

@@ -60,6 +60,7 @@ func TestMetricsSurface(t *testing.T) {
 	for k := ax.EventKind(1); k.String() != "unknown"; k++ {
 		c.Observe(ax.Event{Kind: k, JobKind: "mail", Leader: true, StartLag: time.Second, Duration: time.Second})
 	}
+	c.Observe(ax.Event{Kind: ax.EventBreakerOpened, JobKind: "mail", Partitioned: true, PartitionKey: "acme"})
 
 	descs := make(chan *prometheus.Desc, 100)
 	c.Describe(descs)

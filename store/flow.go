@@ -31,6 +31,9 @@ import (
 //     kept as a token bucket in the store.
 //   - Breaker: a circuit breaker per kind (BreakerConfig, BreakerStatus)
 //     fed by Finish, read by Claim.
+//   - PartitionBreaker: a circuit breaker per partition key, with a
+//     state kept only for failing partitions (PartitionBreakerStore, an
+//     optional ability of a FlowStore).
 //   - MaxPending: Insert refuses rows of the kind while that many of its
 //     jobs are pending (PendingLimitError). Jobs the store inserts itself
 //     (a periodic tick, follow-ups, a batch's completion) are never
@@ -324,9 +327,14 @@ func (b *BreakerStatus) Closed() bool { return b.State == "" || b.State == Break
 // BreakerTransition is one change of a breaker's state, reported by the
 // store call that made it (so that exactly one host reports each).
 type BreakerTransition struct {
-	Kind string       `json:"kind"`
-	From BreakerState `json:"from"`
-	To   BreakerState `json:"to"`
+	Kind string `json:"kind"`
+	// Partitioned reports a partition's breaker (FlowConfig.
+	// PartitionBreaker), of the partition PartitionKey ("" is the
+	// partition of the jobs without a key); false: the kind's.
+	Partitioned  bool         `json:"partitioned,omitempty"`
+	PartitionKey string       `json:"partition_key,omitempty"`
+	From         BreakerState `json:"from"`
+	To           BreakerState `json:"to"`
 	// At is the store time of the change.
 	At time.Time `json:"at"`
 	// Reason says what made it ("5 failed attempts in a row", "probe
@@ -437,6 +445,10 @@ type FlowConfig struct {
 	PartitionRate RateLimit `json:"partition_rate,omitzero"`
 	// Breaker configures the kind's circuit breaker (zero: none).
 	Breaker BreakerConfig `json:"breaker,omitzero"`
+	// PartitionBreaker configures a circuit breaker per partition (zero:
+	// none; see PartitionBreakerStore): it needs a partition source, and
+	// opens on Failures in a row only (no FailureRatio).
+	PartitionBreaker BreakerConfig `json:"partition_breaker,omitzero"`
 	// MaxPending makes Insert refuse rows of the kind while that many of
 	// its jobs are pending (0: no bound).
 	MaxPending int `json:"max_pending,omitempty"`
@@ -445,14 +457,14 @@ type FlowConfig struct {
 // IsZero reports whether c sets nothing.
 func (c *FlowConfig) IsZero() bool {
 	return c.Concurrency == 0 && c.Partition.IsZero() && c.PartitionConcurrency == 0 && c.Rate.IsZero() &&
-		c.PartitionRate.IsZero() && c.Breaker.IsZero() && c.MaxPending == 0
+		c.PartitionRate.IsZero() && c.Breaker.IsZero() && c.PartitionBreaker.IsZero() && c.MaxPending == 0
 }
 
 // Limits reports whether c holds back jobs until a running job ends (a
 // concurrency limit or a breaker): the store then notifies listeners of
 // the kind when one of its running jobs ends.
 func (c *FlowConfig) Limits() bool {
-	return c.Concurrency > 0 || c.PartitionConcurrency > 0 || !c.Breaker.IsZero()
+	return c.Concurrency > 0 || c.PartitionConcurrency > 0 || !c.Breaker.IsZero() || !c.PartitionBreaker.IsZero()
 }
 
 // HoldsClaims reports whether c can hold a due job back from a claim:
@@ -488,6 +500,18 @@ func (c *FlowConfig) Validate() error {
 	}
 	if err := c.Breaker.Validate(); err != nil {
 		return fmt.Errorf("kind %q: %w", c.Kind, err)
+	}
+	if c.PartitionBreaker.IsZero() {
+		return nil
+	}
+	switch {
+	case c.Partition.IsZero():
+		return fmt.Errorf("%w: kind %q: a partition breaker needs a partition source", ErrInvalidParams, c.Kind)
+	case c.PartitionBreaker.FailureRatio != 0:
+		return fmt.Errorf("%w: kind %q: a partition breaker opens on failures in a row only (no FailureRatio)", ErrInvalidParams, c.Kind)
+	}
+	if err := c.PartitionBreaker.Validate(); err != nil {
+		return fmt.Errorf("kind %q: partition breaker: %w", c.Kind, err)
 	}
 	return nil
 }
@@ -528,6 +552,10 @@ type FlowState struct {
 	DeclaredAt time.Time `json:"declared_at"`
 	// Breaker is the circuit breaker (closed when the kind has none).
 	Breaker BreakerStatus `json:"breaker"`
+	// PartitionBreakersOpen counts the kind's partitions whose breaker
+	// (Config.PartitionBreaker) is open or half_open; their list is
+	// PartitionBreakerStore.PartitionBreakers.
+	PartitionBreakersOpen int `json:"partition_breakers_open,omitempty"`
 	// Running counts the kind's running jobs, cluster-wide.
 	Running int64 `json:"running"`
 	// RateAvailable is how many starts the kind's rate limit allows at

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -165,6 +166,83 @@ func kindsBreaker(open bool) func(fs *flag.FlagSet) func(*env, []string) error {
 				return nil
 			}
 			fmt.Fprintf(e.stdout, "closed the breaker of kind %s: its jobs start again\n", f.Config.Kind)
+			return nil
+		}
+	}
+}
+
+// kindsPartitions lists the breakers the store keeps for a kind's
+// partitions (PartitionBreaker): the open and half-open ones, and closed
+// ones counting failures in a row; a partition not listed is closed.
+func kindsPartitions(fs *flag.FlagSet) func(*env, []string) error {
+	return func(e *env, args []string) error {
+		if len(args) != 1 {
+			return usageErrorf("want one kind")
+		}
+		a, release, err := e.admin()
+		if err != nil {
+			return err
+		}
+		defer release()
+		list, err := a.PartitionBreakers(e.ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if e.global.json {
+			if list == nil {
+				list = []ax.PartitionBreakerState{}
+			}
+			return printJSON(e.stdout, map[string]any{"partitions": list})
+		}
+		t := newTable(e.stdout, "PARTITION", "BREAKER", "RUNNING", "CHANGED")
+		for i := range list {
+			p := &list[i]
+			changed := "-"
+			if !p.Breaker.ChangedAt.IsZero() {
+				changed = p.Breaker.ChangedAt.UTC().Format(time.RFC3339)
+			}
+			t.row(strconv.Quote(p.PartitionKey), axhttp.PartitionBreakerSummary(p), count(p.Running), changed)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			fmt.Fprintf(e.stdout, "(every partition of %s is closed)\n", args[0])
+		}
+		return nil
+	}
+}
+
+// kindsPartitionBreaker opens or closes the breaker of one partition of
+// a kind: KIND KEY ("" names the partition of the jobs without a key).
+func kindsPartitionBreaker(open bool) func(fs *flag.FlagSet) func(*env, []string) error {
+	return func(fs *flag.FlagSet) func(*env, []string) error {
+		return func(e *env, args []string) error {
+			if len(args) != 2 {
+				return usageErrorf("want a kind and a partition key")
+			}
+			a, release, err := e.admin()
+			if err != nil {
+				return err
+			}
+			defer release()
+			set := a.ClosePartitionBreaker
+			if open {
+				set = a.OpenPartitionBreaker
+			}
+			p, err := set(e.ctx, args[0], args[1])
+			if err != nil {
+				return err
+			}
+			if e.global.json {
+				return printJSON(e.stdout, p)
+			}
+			if open {
+				fmt.Fprintf(e.stdout, "opened the breaker of kind %s partition %q: none of its jobs starts until %s, then one probe runs; other partitions go on\n",
+					p.Kind, p.PartitionKey, p.Breaker.ProbeAt.UTC().Format(time.RFC3339))
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "closed the breaker of kind %s partition %q: its jobs start again\n", p.Kind, p.PartitionKey)
 			return nil
 		}
 	}

@@ -12,6 +12,7 @@
 //	ax jobs show ID
 //	ax jobs retry|cancel|delete [ID...] [filters] [--yes] [--all]
 //	ax kinds list | pause KIND [--force] | resume KIND | open KIND | close KIND
+//	ax kinds partitions KIND | open-partition KIND KEY | close-partition KIND KEY
 //	ax periodic list | pause NAME | resume NAME | trigger NAME [--force]
 //	ax nodes
 //	ax stats
@@ -111,6 +112,8 @@
 //	kinds list               {"kinds": [ax.KindState...]}
 //	kinds pause|resume       ax.KindState
 //	kinds open|close         ax.FlowState
+//	kinds partitions         {"partitions": [ax.PartitionBreakerState...]}
+//	kinds open-partition|close-partition ax.PartitionBreakerState
 //	periodic list            {"schedules": [SCHEDULE...]}
 //	periodic pause|resume    SCHEDULE
 //	periodic trigger         {"schedule": NAME, "job_id": ID, "duplicate": BOOL}

@@ -105,7 +105,8 @@ func newCluster(t *testing.T) *cluster {
 	require.NoError(t, st.SetFlows(ctx, &store.SetFlowsParams{Node: "worker-1", Flows: []store.FlowConfig{{
 		Kind: "email.send", Concurrency: 5, Rate: store.RateLimit{Limit: 100, Period: time.Second},
 		Partition: store.PartitionSource{Metadata: "tenant"}, PartitionConcurrency: 2, MaxPending: 1000,
-		Breaker: store.BreakerConfig{Failures: 5, CoolDown: 30 * time.Second, MaxCoolDown: 10 * time.Minute},
+		Breaker:          store.BreakerConfig{Failures: 5, CoolDown: 30 * time.Second, MaxCoolDown: 10 * time.Minute},
+		PartitionBreaker: store.BreakerConfig{Failures: 3, CoolDown: 30 * time.Second, MaxCoolDown: 10 * time.Minute},
 	}}}))
 	return c
 }
@@ -326,6 +327,42 @@ func TestCommands(t *testing.T) {
 				require.NoError(t, json.Unmarshal([]byte(out), &f))
 				require.Equal(t, ax.BreakerClosed, f.Breaker.State)
 			}},
+		{name: "KindsPartitionBreakers", args: []string{"kinds", "open-partition", "email.send", "acme"},
+			out: []string{`opened the breaker of kind email.send partition "acme": none of its jobs starts until `},
+			check: func(t *testing.T, c *cluster, _ string) {
+				out, _, code := c.ax(t, nil, "kinds", "list")
+				require.Zero(t, code)
+				require.Contains(t, out, "closed, per tenant: 1 open", "the kind's breaker, then its open partitions")
+				out, errOut, code := c.ax(t, nil, "kinds", "partitions", "email.send")
+				require.Zero(t, code, errOut)
+				require.Regexp(t, `PARTITION\s+BREAKER\s+RUNNING\s+CHANGED\n"acme"\s+open until \S+\s+-\s+\S+\n$`, out)
+				out, _, code = c.ax(t, nil, "kinds", "partitions", "email.send", "--json")
+				require.Zero(t, code)
+				var got struct{ Partitions []ax.PartitionBreakerState }
+				require.NoError(t, json.Unmarshal([]byte(out), &got))
+				require.Len(t, got.Partitions, 1)
+				require.Equal(t, "acme", got.Partitions[0].PartitionKey)
+				require.Equal(t, ax.BreakerOpen, got.Partitions[0].Breaker.State)
+				// Only acme's jobs are held: a claim takes globex's.
+				_, err := c.st.Insert(t.Context(), []store.InsertParams{
+					{ID: uuid.Must(uuid.NewV7()), Kind: "email.send", Payload: []byte(`{}`), Priority: store.PriorityNormal, MaxAttempts: 1, Metadata: map[string]string{"tenant": "acme"}},
+					{ID: uuid.Must(uuid.NewV7()), Kind: "email.send", Payload: []byte(`{}`), Priority: store.PriorityNormal, MaxAttempts: 1, Metadata: map[string]string{"tenant": "globex"}}})
+				require.NoError(t, err)
+				res, err := c.st.Claim(t.Context(), &store.ClaimParams{Owner: "worker-1", Limit: 10, LeaseDuration: time.Minute,
+					Kinds: []store.KindLimit{{Kind: "email.send", Limit: 10}}})
+				require.NoError(t, err)
+				require.Len(t, res.Jobs, 1)
+				require.Equal(t, "globex", res.Jobs[0].PartitionKey)
+
+				out, _, code = c.ax(t, nil, "kinds", "close-partition", "email.send", "acme", "--json")
+				require.Zero(t, code)
+				var p ax.PartitionBreakerState
+				require.NoError(t, json.Unmarshal([]byte(out), &p))
+				require.Equal(t, ax.BreakerClosed, p.Breaker.State)
+				out, _, code = c.ax(t, nil, "kinds", "partitions", "email.send")
+				require.Zero(t, code)
+				require.Contains(t, out, "(every partition of email.send is closed)")
+			}},
 		{name: "KindsPause", args: []string{"kinds", "pause", "email.send"}, out: []string{"paused kind email.send"},
 			check: func(t *testing.T, c *cluster, _ string) {
 				out, _, code := c.ax(t, nil, "kinds", "list", "--json")
@@ -480,6 +517,8 @@ func TestBadInput(t *testing.T) {
 		{"EmptyKind", []string{"kinds", "pause", "", "--force"}, nil, exitUsage, "invalid job kind"},
 		{"KindArgs", []string{"kinds", "resume"}, nil, exitUsage, "want one kind"},
 		{"BreakerOfKindWithout", []string{"kinds", "open", "report.build"}, nil, exitNotFound, "no circuit breaker"},
+		{"PartitionBreakerOfKindWithout", []string{"kinds", "open-partition", "report.build", "acme"}, nil, exitNotFound, "no partition breaker"},
+		{"PartitionBreakerNoKey", []string{"kinds", "close-partition", "email.send"}, nil, exitUsage, "want a kind and a partition key"},
 		{"BreakerArgs", []string{"kinds", "close"}, nil, exitUsage, "want one kind"},
 		{"UnknownSchedule", []string{"periodic", "pause", "weekly"}, nil, exitNotFound, "periodic schedule not found"},
 		{"UnknownScheduleTrigger", []string{"periodic", "trigger", "weekly"}, nil, exitNotFound, "periodic schedule not found"},

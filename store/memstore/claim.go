@@ -183,6 +183,9 @@ func (w *want) partAllows(p *partIndex, now time.Time) bool {
 	if f.cfg.PartitionConcurrency > 0 && p.running >= f.cfg.PartitionConcurrency {
 		return false
 	}
+	if ok, _ := w.partBreakerHold(p, now); !ok {
+		return false
+	}
 	return f.cfg.PartitionRate.IsZero() || f.cfg.PartitionRate.Available(f.partTAT[p.key], now) > w.partTaken[p.key]
 }
 
@@ -270,6 +273,9 @@ func (c *claiming) take(w *want, j *job) {
 				c.res.Breakers = append(c.res.Breakers, *t)
 			}
 		}
+		if t := w.probePartBreaker(j, c.now); t != nil {
+			c.res.Breakers = append(c.res.Breakers, *t)
+		}
 	}
 	c.s.start(j, c.params.Owner, c.now, c.expires)
 	c.res.Jobs = append(c.res.Jobs, copyRecord(&j.rec))
@@ -353,9 +359,14 @@ func (w *want) partHeldUntil(p *partIndex, now time.Time) (hold bool, at time.Ti
 	if f.cfg.PartitionConcurrency > 0 && p.running >= f.cfg.PartitionConcurrency {
 		return true, at
 	}
+	ok, bat := w.partBreakerHold(p, now)
+	if !ok && bat.IsZero() {
+		return true, at // a probe runs: its end notifies
+	}
+	at = bat
 	if r := f.cfg.PartitionRate; !r.IsZero() {
 		if tat := f.partTAT[p.key]; r.Available(tat, now) == 0 {
-			at = r.NextAt(tat)
+			at = latest(at, r.NextAt(tat))
 		}
 	}
 	return false, at

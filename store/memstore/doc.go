@@ -53,8 +53,9 @@
 //
 // memstore implements store.FlowStore exactly: every rule is applied under
 // its one lock, so it is the reference of the contract (concurrency limits
-// cluster-wide and per partition, rate buckets, breakers, pending bounds,
-// sequences, priority aging). Several Schedulers on one memstore behave as
+// cluster-wide and per partition, rate buckets, breakers per kind and
+// per partition, pending bounds, sequences, priority aging; see
+// store.PartitionBreakerStore). Several Schedulers on one memstore behave as
 // hosts of a cluster do.
 //
 // # Cost

@@ -29,6 +29,9 @@ type flowState struct {
 	// full) and partTAT the partitions' buckets.
 	tat     time.Time
 	partTAT map[string]time.Time
+	// partBreakers holds the breakers of the failing partitions (with
+	// cfg.PartitionBreaker; see partitionbreaker.go).
+	partBreakers map[string]*store.BreakerStatus
 }
 
 // SetFlows stores each kind's flow settings in place of what was stored,
@@ -71,6 +74,9 @@ func (s *Store) SetFlows(ctx context.Context, params *store.SetFlowsParams) erro
 		if cfg.PartitionRate.IsZero() || cfg.Partition != f.cfg.Partition {
 			f.partTAT = nil
 		}
+		if cfg.PartitionBreaker.IsZero() || cfg.Partition != f.cfg.Partition {
+			f.partBreakers = nil
+		}
 		f.cfg, f.declaredBy, f.declaredAt = cfg, params.Node, now
 		s.wake(cfg.Kind, now) // a limit may have grown
 	}
@@ -103,7 +109,9 @@ func (s *Store) flowStateLocked(kind string, now time.Time) store.FlowState {
 	if k := s.kinds[kind]; k != nil {
 		running = int64(k.counts[stateIndex(store.StateRunning)])
 	}
-	return store.NewFlowState(f.cfg, f.declaredBy, f.declaredAt, f.breaker, f.tat, running, now)
+	st := store.NewFlowState(f.cfg, f.declaredBy, f.declaredAt, f.breaker, f.tat, running, now)
+	st.PartitionBreakersOpen = f.openPartBreakers()
+	return st
 }
 
 // SetBreaker opens (for the kind's CoolDown) or closes the kind's breaker
@@ -147,7 +155,8 @@ func (s *Store) FinishFlow(ctx context.Context, params []store.FinishParams) (*s
 }
 
 // observeBreaker feeds the breaker of the kind of a job whose attempt
-// ended with out. Called with s.mu held.
+// ended with out (the partition's breaker is observePartBreaker's).
+// Called with s.mu held.
 func (s *Store) observeBreaker(kind string, out store.Outcome, now time.Time) *store.BreakerTransition {
 	f := s.flows[kind]
 	if f == nil || f.cfg.Breaker.IsZero() {

@@ -117,6 +117,9 @@ func (s *Store) finish(ctx context.Context, params []store.FinishParams) ([]bool
 		if t := s.observeBreaker(r.Kind, out, now); t != nil {
 			transitions = append(transitions, *t)
 		}
+		if t := s.observePartBreaker(r, out, now); t != nil {
+			transitions = append(transitions, *t)
+		}
 		switch out {
 		case store.OutcomeRetry, store.OutcomeDead, store.OutcomeCancelled:
 			r.Errors = append(r.Errors, store.AttemptError{Attempt: r.Attempt, At: now, Error: p.Error, Node: r.Owner, StartedAt: r.AttemptedAt})

@@ -75,7 +75,9 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 // Prune deletes up to params.Limit final jobs (succeeded, dead, cancelled)
 // whose FinishedAt is more than params.Retention before the store's now,
 // oldest first, frees the unique keys they held, and returns how many it
-// deleted. It also forgets the partitions' rate buckets that are full. A nil params, a Limit < 1 or a negative Retention fails with an
+// deleted. It also forgets the partitions' rate buckets that are full,
+// and the closed breakers of partitions with no claimable or running job
+// (store.PartitionBreakerStore). A nil params, a Limit < 1 or a negative Retention fails with an
 // error wrapping store.ErrInvalidParams.
 func (s *Store) Prune(ctx context.Context, params *store.PruneParams) (int, error) {
 	switch {
@@ -91,12 +93,13 @@ func (s *Store) Prune(ctx context.Context, params *store.PruneParams) (int, erro
 	}
 	defer s.mu.Unlock()
 	now := s.clock()
-	for _, f := range s.flows {
+	for kind, f := range s.flows {
 		for key, tat := range f.partTAT {
 			if !tat.After(now) { // a full bucket: the same as none
 				delete(f.partTAT, key)
 			}
 		}
+		s.forgetIdlePartBreakers(kind, f)
 	}
 	cutoff := now.Add(-params.Retention)
 	n := 0

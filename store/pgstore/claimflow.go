@@ -29,13 +29,16 @@ type claimKind struct {
 	// folded: the claim folded verdicts of callers' transactions into
 	// the breaker (flow.seqs), which it writes back before claiming.
 	folded bool
+	// parts are the kind's partition breakers that are not closed, by
+	// key, as the claim decided with them (partitionbreaker.go).
+	parts map[string]*partBreak
 }
 
 // parted reports whether the kind's jobs are claimed partition by
 // partition.
 func (k *claimKind) parted() bool {
 	return k.flow != nil && !k.flow.cfg.Partition.IsZero() &&
-		(k.flow.cfg.PartitionConcurrency > 0 || !k.flow.cfg.PartitionRate.IsZero())
+		(k.flow.cfg.PartitionConcurrency > 0 || !k.flow.cfg.PartitionRate.IsZero() || !k.flow.cfg.PartitionBreaker.IsZero())
 }
 
 // claimFlow is Claim for kinds under flow control (or with sequences, or
@@ -126,6 +129,9 @@ func (s *Store) claimDecided(ctx context.Context, conn *pgx.Conn, q *flowQueries
 		}
 		k.decide(now)
 	}
+	if err := readPartBreakers(ctx, conn, q, kinds, now); err != nil {
+		return err
+	}
 	_, err = s.claimAndCommit(ctx, conn, q, params, kinds, seen, &now, res)
 	return err
 }
@@ -166,8 +172,8 @@ func oneTrip(snap flowSnapshot, kinds []*claimKind) bool {
 		if cfg == nil {
 			continue
 		}
-		if !cfg.PartitionRate.IsZero() {
-			return false
+		if !cfg.PartitionRate.IsZero() || !cfg.PartitionBreaker.IsZero() {
+			return false // decided in Go: the partition rate, or partition breakers
 		}
 	}
 	for _, k := range kinds {
@@ -372,9 +378,13 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 	if err != nil {
 		return false, err
 	}
+	pbKinds, pbKeys, pbModes, pbProbes, err := partArgs(kinds, now)
+	if err != nil {
+		return false, err
+	}
 	b.Queue(q.claim, names, lims, concs, parted, pconcs, pbursts, pints,
 		int32(min(params.Limit, 1<<30)), params.Owner, micros(params.LeaseDuration), at, micros(params.AgeAfter),
-		rints, probes, rbursts, gates)
+		rints, probes, rbursts, gates, pbKinds, pbKeys, pbModes, pbProbes)
 	b.Queue(`COMMIT`)
 	// What is left is read after the commit, so that the kinds' rows
 	// are not held for it: in the batch's next implicit transaction,
@@ -462,6 +472,7 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 			}
 		}
 	}
+	res.Breakers = append(res.Breakers, partProbes(seen, jobs, now)...)
 	for _, l := range lefts {
 		if f := seen[l.kind].flow; f != nil {
 			f.tat = l.kindTAT // the bucket as the claim left it
@@ -472,7 +483,7 @@ func (s *Store) claimAndCommit(ctx context.Context, conn *pgx.Conn, q *flowQueri
 		if l.runAt == nil {
 			continue
 		}
-		at, ok := seen[l.kind].readyAt(*l.runAt, l.running, l.prun, tatOf(l.partTAT), now)
+		at, ok := seen[l.kind].readyAt(*l.runAt, l.key, l.running, l.prun, tatOf(l.partTAT), now)
 		if ok && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
@@ -507,10 +518,11 @@ func queueFold(b *pgx.Batch, q *flowQueries, kinds []*claimKind) (bool, error) {
 	return true, nil
 }
 
-// readyAt returns when a job of the kind due at runAt, in a partition with
-// prun running jobs and rate bucket partTAT, may start, given the kind's
-// running jobs; ok is false when it waits for a running job to end.
-func (k *claimKind) readyAt(runAt time.Time, running, prun int64, partTAT, now time.Time) (at time.Time, ok bool) {
+// readyAt returns when a job of the kind due at runAt, in partition key
+// with prun running jobs and rate bucket partTAT, may start, given the
+// kind's running jobs and the partition's breaker; ok is false when it
+// waits for a running job to end.
+func (k *claimKind) readyAt(runAt time.Time, key string, running, prun int64, partTAT, now time.Time) (at time.Time, ok bool) {
 	f := k.flow
 	if f == nil {
 		return runAt, true
@@ -537,6 +549,10 @@ func (k *claimKind) readyAt(runAt time.Time, running, prun int64, partTAT, now t
 		}
 		if r := cfg.PartitionRate; !r.IsZero() && r.Available(partTAT, now) == 0 {
 			at = latest(at, r.NextAt(partTAT))
+		}
+		var ok bool
+		if at, ok = k.partReadyAt(key, prun, at); !ok {
+			return time.Time{}, false
 		}
 	}
 	return latest(runAt, at), true

@@ -574,6 +574,26 @@
 // Flows shows the breaker without them. SetBreaker by hand, and SetFlows
 // removing the breaker, discard them.
 //
+// Partition breakers (store.PartitionBreakerStore, migration 0019) keep
+// one row per failing partition in flow_partition_breakers (open,
+// half-open, or closed counting failures in a row; a breaker that closes
+// with no failure counted is deleted; Prune deletes the closed ones of
+// partitions with no job scheduled, retrying or running), read and
+// written only under the kind's flows row (Prune's delete aside: racing a
+// Finish, it can only lose the count of a partition with no job left). A claim of a kind with partition breakers is always
+// decided in Go: with the row held it reads the partitions whose breaker
+// is not closed, and the claim statement starts none of an open
+// partition's jobs before its cool-down ends and at most one (the probe,
+// while none of the partition runs) after it, storing the half-open
+// breaker when it takes one. The finish statement returns the applied
+// rows' partition keys and the breakers of their partitions as it saw
+// them: a success in a partition without a breaker changes nothing and
+// commits without the kind's row; a failure, or an outcome in a failing
+// partition, locks it and feeds the partition's breaker. The end of a
+// running job of a partition whose breaker is not closed notifies the
+// kind's listeners. Outcomes of CompleteTx do not feed partition breakers
+// (feeding them would hold the kind's row until the caller commits).
+//
 // A kind's MaxPending is checked against a counter, never by counting
 // jobs: inserts of the kind lock its flows row, fold in the deltas that a
 // trigger appends when a counted job enters or leaves pending (a claim, a

@@ -66,7 +66,7 @@ func (s *Store) finishFlow(ctx context.Context, params []store.FinishParams) (*s
 		if cfg.Limits() {
 			limited = append(limited, kind)
 		}
-		breakers = breakers || !cfg.Breaker.IsZero()
+		breakers = breakers || !cfg.Breaker.IsZero() || !cfg.PartitionBreaker.IsZero()
 	}
 	callerTx, inTx := ctx.Value(connKey{}).(pgx.Tx)
 	if inTx || anyRich(params) {
@@ -173,7 +173,7 @@ func (s *Store) recordVerdicts(ctx context.Context, tx pgx.Tx, seen map[string]*
 		failed []bool
 	)
 	for _, v := range verdicts {
-		if changesBreakers(seen, []verdict{v}) {
+		if changesKindBreakers(seen, []verdict{v}) {
 			kinds, failed = append(kinds, v.kind), append(failed, v.failed)
 		}
 	}
@@ -216,7 +216,7 @@ func (s *Store) feedBreakers(ctx context.Context, tx pgx.Tx, kinds []string, ver
 	}
 	for _, v := range verdicts {
 		f := rows[v.kind]
-		if f == nil {
+		if f == nil || f.cfg.Breaker.IsZero() {
 			continue
 		}
 		changed[v.kind] = true
@@ -229,7 +229,7 @@ func (s *Store) feedBreakers(ctx context.Context, tx pgx.Tx, kinds []string, ver
 			return err
 		}
 	}
-	return nil
+	return s.feedPartBreakers(ctx, tx, rows, verdicts, now, res)
 }
 
 // releaseConn rolls back a transaction an error left open on conn, then
@@ -243,15 +243,23 @@ func releaseConn(conn *pgxpool.Conn) {
 	conn.Release()
 }
 
-// verdict is an applied Finish row that counts for its kind's breaker.
+// verdict is an applied Finish row that counts for its kind's breaker
+// and its partition's (key).
 type verdict struct {
-	kind   string
-	failed bool
+	kind, key string
+	failed    bool
 }
 
 // changesBreakers reports whether feeding verdicts, in order, to the
-// breakers in rows would change any of them.
+// breakers in rows (the kinds', and their partitions') would change any
+// of them.
 func changesBreakers(rows map[string]*flowRow, verdicts []verdict) bool {
+	return changesKindBreakers(rows, verdicts) || changesPartBreakers(rows, verdicts)
+}
+
+// changesKindBreakers reports whether feeding verdicts, in order, to the
+// kinds' breakers in rows would change any of them.
+func changesKindBreakers(rows map[string]*flowRow, verdicts []verdict) bool {
 	for _, v := range verdicts {
 		f := rows[v.kind]
 		if f == nil {
@@ -262,6 +270,8 @@ func changesBreakers(rows map[string]*flowRow, verdicts []verdict) bool {
 		case f.hasVerdicts:
 			// Verdicts recorded in callers' transactions come first.
 			return true
+		case f.cfg.Breaker.IsZero():
+			// Only a partition breaker.
 		case b.State == store.BreakerOpen:
 			// Attempts begun before it opened: no verdict.
 		case b.Closed() && !v.failed && b.Failures == 0 && f.cfg.Breaker.FailureRatio == 0:
@@ -338,9 +348,15 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 		ord          *int64
 		cfg, breaker []byte
 		pending      *bool
+		key          *string
 		verdicts     []verdict
+		partKeys     [][2]string
 	)
-	_, err := pgx.ForEachRow(rows, []any{&id, &token, &kind, &outcome, &ord, &cfg, &breaker, &pending}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&id, &token, &kind, &outcome, &ord, &cfg, &breaker, &pending, &key}, func() error {
+		if id == nil && key != nil { // a partition's breaker
+			partKeys = append(partKeys, [2]string{kind, *key})
+			return nil
+		}
 		if id == nil { // a breaker
 			f := &flowRow{hasVerdicts: pending != nil && *pending}
 			if err := f.decode(cfg, breaker); err != nil {
@@ -352,9 +368,9 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 		applied[store.Lease{ID: *id, Token: *token}] = true
 		switch store.Outcome(*outcome) {
 		case store.OutcomeSucceeded:
-			verdicts = append(verdicts, verdict{kind, false})
+			verdicts = append(verdicts, verdict{kind, *key, false})
 		case store.OutcomeRetry, store.OutcomeDead:
-			verdicts = append(verdicts, verdict{kind, true})
+			verdicts = append(verdicts, verdict{kind, *key, true})
 		}
 		// Snoozes, hand-backs and cancellations are no verdict.
 		return nil
@@ -364,6 +380,14 @@ func (s *Store) finishRows(ctx context.Context, q querier, params []store.Finish
 	}
 	if err := br.Close(); err != nil {
 		return nil, nil, err
+	}
+	for _, pk := range partKeys {
+		if f := breakers[pk[0]]; f != nil {
+			if f.partKeys == nil {
+				f.partKeys = map[string]bool{}
+			}
+			f.partKeys[pk[1]] = true
+		}
 	}
 	for i, p := range params {
 		// A lease listed twice is applied once: report the first.

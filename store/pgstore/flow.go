@@ -160,6 +160,9 @@ type flowRow struct {
 	verdicts    []bool
 	seqs        []int64
 	hasVerdicts bool
+	// partKeys are the partitions of the kind whose breaker the finish
+	// statement saw kept (with PartitionBreaker).
+	partKeys map[string]bool
 }
 
 // fold feeds the breaker the verdicts recorded in callers' transactions,
@@ -267,7 +270,8 @@ func (s *Store) setFlow(ctx context.Context, tx pgx.Tx, q *flowQueries, node str
 		return err
 	}
 	keepParts := !cfg.PartitionRate.IsZero() && cfg.Partition == old.Partition
-	if _, err := tx.Exec(ctx, q.upsertFlow, cfg.Kind, b, node, !cfg.Breaker.IsZero(), !cfg.Rate.IsZero(), keepParts); err != nil {
+	keepPartBreakers := !cfg.PartitionBreaker.IsZero() && cfg.Partition == old.Partition
+	if _, err := tx.Exec(ctx, q.upsertFlow, cfg.Kind, b, node, !cfg.Breaker.IsZero(), !cfg.Rate.IsZero(), keepParts, keepPartBreakers); err != nil {
 		return err
 	}
 	if cfg.MaxPending > 0 && (raw == nil || old.MaxPending == 0) {
@@ -302,13 +306,16 @@ func (s *Store) readFlows(ctx context.Context, q querier, kind string) ([]store.
 		f            flowRow
 		running      int64
 		now          time.Time
+		openParts    int
 	)
-	_, err := pgx.ForEachRow(rows, []any{&cfg, &f.declaredBy, &f.declaredAt, &breaker, &f.tat, &running, &now}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&cfg, &f.declaredBy, &f.declaredAt, &breaker, &f.tat, &running, &now, &openParts}, func() error {
 		f.cfg, f.breaker = store.FlowConfig{}, store.BreakerStatus{}
 		if err := f.decode(cfg, breaker); err != nil {
 			return err
 		}
-		out = append(out, flowStateOf(&f, running, now))
+		st := flowStateOf(&f, running, now)
+		st.PartitionBreakersOpen = openParts
+		out = append(out, st)
 		return nil
 	})
 	return out, err

@@ -9,7 +9,8 @@ import (
 // flowQueries holds the flow-control SQL, with the schema's tables
 // substituted: {jobs}, {flows}, {buckets} (partition rate buckets),
 // {deltas} (pending count changes), {verdicts} (breaker verdicts recorded
-// in callers' transactions) and {seqkinds}.
+// in callers' transactions), {pbreakers} (partition breakers) and
+// {seqkinds}.
 type flowQueries struct {
 	kinds          string
 	lockOne        string
@@ -33,6 +34,12 @@ type flowQueries struct {
 	addPending     string
 	setKeys        string
 	addSeqKinds    string
+	// Partition breakers (partitionbreaker.go).
+	openPartBreakers string
+	partBreakersOf   string
+	writePartBreaker string
+	listPartBreakers string
+	pruneBreakers    string
 }
 
 // seqHeadSQL holds for a job j outside sequences, or first of the live
@@ -103,6 +110,7 @@ func buildFlowQueries(schema string) flowQueries {
 		"{deltas}", pgx.Identifier{schema, "flow_pending_deltas"}.Sanitize(),
 		"{seqkinds}", pgx.Identifier{schema, "flow_sequence_kinds"}.Sanitize(),
 		"{verdicts}", pgx.Identifier{schema, "flow_breaker_verdicts"}.Sanitize(),
+		"{pbreakers}", pgx.Identifier{schema, "flow_partition_breakers"}.Sanitize(),
 		"{cols}", jobColumns, "{jcols}", prefixed("j"))
 	q := flowQueries{
 		// The cached list: kinds with settings (config) and kinds with
@@ -129,13 +137,14 @@ WHERE f.kind = ANY($1::text[]) AND f.config - 'kind' - 'max_pending' - 'partitio
 ORDER BY f.kind FOR SHARE OF f`,
 
 		deleteFlow: `WITH b AS (DELETE FROM {buckets} WHERE kind = $1), d AS (DELETE FROM {deltas} WHERE kind = $1),
-	v AS (DELETE FROM {verdicts} WHERE kind = $1)
+	v AS (DELETE FROM {verdicts} WHERE kind = $1), pb AS (DELETE FROM {pbreakers} WHERE kind = $1)
 DELETE FROM {flows} WHERE kind = $1`,
 
 		// $4: keep the breaker, $5: keep the rate bucket, $6: keep the
-		// partition buckets.
+		// partition buckets, $7: keep the partition breakers.
 		upsertFlow: `WITH b AS (DELETE FROM {buckets} WHERE kind = $1 AND NOT $6::bool),
-	v AS (DELETE FROM {verdicts} WHERE kind = $1 AND NOT $4::bool)
+	v AS (DELETE FROM {verdicts} WHERE kind = $1 AND NOT $4::bool),
+	pb AS (DELETE FROM {pbreakers} WHERE kind = $1 AND NOT $7::bool)
 INSERT INTO {flows} AS f (kind, config, declared_by, declared_at) VALUES ($1, $2, $3, now())
 ON CONFLICT (kind) DO UPDATE SET
 	config = excluded.config,
@@ -161,7 +170,9 @@ WHERE kind = $1 AND (SELECT count(*) FROM marked) >= 0`,
 FROM unnest($2::text[]) AS k`,
 
 		states: `SELECT f.config, f.declared_by, f.declared_at, f.breaker, f.rate_tat,
-	(SELECT count(*) FROM {jobs} j WHERE j.kind = f.kind AND j.state = 'running'), now()
+	(SELECT count(*) FROM {jobs} j WHERE j.kind = f.kind AND j.state = 'running'), now(),
+	CASE WHEN f.config -> 'partition_breaker' IS NOT NULL THEN (SELECT count(*) FROM {pbreakers} b
+		WHERE b.kind = f.kind AND b.breaker ->> 'state' IN ('open', 'half_open')) ELSE 0 END
 FROM {flows} f WHERE $1 = '' OR f.kind = $1 ORDER BY f.kind`,
 
 		setBreaker: `UPDATE {flows} SET breaker = $2 WHERE kind = $1`,
@@ -202,9 +213,14 @@ FROM {flows} f WHERE $1 = '' OR f.kind = $1 ORDER BY f.kind`,
 		CASE WHEN k.pconc > 0 THEN greatest(0, k.pconc - (
 			SELECT count(*) FROM {jobs} r WHERE r.kind = k.kind AND r.partition_key = p.key AND r.state = 'running'))::int
 		ELSE k.lim END,
-		CASE WHEN k.pburst > 0 THEN ` + partAvailSQL + ` ELSE k.lim END) AS lim
+		CASE WHEN k.pburst > 0 THEN ` + partAvailSQL + ` ELSE k.lim END,
+		CASE WHEN pb.mode = 0 THEN 0
+			WHEN pb.mode = 1 THEN CASE WHEN EXISTS (SELECT 1 FROM {jobs} r
+				WHERE r.kind = k.kind AND r.partition_key = p.key AND r.state = 'running') THEN 0 ELSE 1 END
+			ELSE k.lim END) AS lim
 	FROM k CROSS JOIN LATERAL (` + partKeysSQL + `) p
 	LEFT JOIN {buckets} b ON b.kind = k.kind AND b.partition_key = p.key
+	LEFT JOIN unnest($17::text[], $18::text[], $19::int[]) AS pb(kind, key, mode) ON pb.kind = k.kind AND pb.key = p.key
 	WHERE k.parted AND k.lim > 0
 ), cand AS (
 	SELECT c.*, k.lim AS klim, k.lim AS plim
@@ -283,6 +299,11 @@ FROM {flows} f WHERE $1 = '' OR f.kind = $1 ORDER BY f.kind`,
 	GROUP BY c.kind, c.partition_key, k.pint
 	ON CONFLICT (kind, partition_key) DO UPDATE SET
 		tat = greatest(b.tat, $11::timestamptz) + (excluded.tat - $11::timestamptz)
+), probes_drawn AS (
+	UPDATE {pbreakers} b SET breaker = u.probe
+	FROM unnest($17::text[], $18::text[], $20::jsonb[]) AS u(kind, key, probe)
+	WHERE u.probe IS NOT NULL AND b.kind = u.kind AND b.partition_key = u.key
+	  AND EXISTS (SELECT 1 FROM claimed c WHERE c.kind = u.kind AND c.partition_key = u.key)
 )
 SELECT * FROM (SELECT c.*, ` + agedSQL + ` AS aged FROM claimed c) c ORDER BY ` + claimOrderSQL,
 
@@ -329,11 +350,11 @@ GROUP BY k.kind, k.parted, pk.key`,
 		// whether verdicts wait to be folded into them, for FinishFlow
 		// to see whether the outcomes change them.
 		finish: `WITH ` + finishLockedSQL(finishLeavesSQL("$8", "$9")) + `,
-` + finishEndSQL("j.id, i.token, j.kind, j.state, j.run_at, i.outcome, i.ord") + `,
+` + finishEndSQL("j.id, i.token, j.kind, j.state, j.run_at, i.outcome, i.ord, j.partition_key") + `,
 ended AS (
-	SELECT id, token, kind, outcome, ord FROM changed
+	SELECT id, token, kind, outcome, ord, partition_key FROM changed
 	UNION ALL
-	SELECT id, fin_token, kind, fin_outcome, fin_ord FROM gone
+	SELECT id, fin_token, kind, fin_outcome, fin_ord, partition_key FROM gone
 ), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `
 	UNION ALL
 	SELECT pg_notify($6, json_build_object('kind', f.kind, 'run_at', clock_timestamp())::text)
@@ -341,16 +362,24 @@ ended AS (
 	JOIN {flows} f ON f.kind = freed.kind
 	WHERE f.config -> 'partition_concurrency' IS NOT NULL
 	   OR f.breaker ->> 'state' IN ('open', 'half_open')
+	   OR (f.config -> 'partition_breaker' IS NOT NULL AND EXISTS (SELECT 1 FROM ended e JOIN {pbreakers} b
+		ON b.kind = e.kind AND b.partition_key = e.partition_key
+		WHERE e.kind = f.kind AND b.breaker ->> 'state' IN ('open', 'half_open')))
 	   OR 4 * (SELECT count(*) FROM {jobs} r WHERE r.kind = f.kind AND r.state = 'running')
 	      >= 3 * (f.config ->> 'concurrency')::bigint
 )
 SELECT * FROM (
-	SELECT id, token, kind, outcome, ord, NULL::jsonb AS config, NULL::jsonb AS breaker, NULL::bool AS pending
+	SELECT id, token, kind, outcome, ord, NULL::jsonb AS config, NULL::jsonb AS breaker, NULL::bool AS pending,
+		partition_key
 	FROM ended WHERE (SELECT count(*) FROM notified) >= 0
 	UNION ALL
 	SELECT NULL, NULL, f.kind, NULL, NULL, f.config, f.breaker,
-		EXISTS (SELECT 1 FROM {verdicts} v WHERE v.kind = f.kind) FROM {flows} f
-	WHERE f.kind IN (SELECT kind FROM ended) AND f.config -> 'breaker' IS NOT NULL
+		EXISTS (SELECT 1 FROM {verdicts} v WHERE v.kind = f.kind), NULL FROM {flows} f
+	WHERE f.kind IN (SELECT kind FROM ended)
+	  AND (f.config -> 'breaker' IS NOT NULL OR f.config -> 'partition_breaker' IS NOT NULL)
+	UNION ALL
+	SELECT NULL, NULL, b.kind, NULL, NULL, NULL, b.breaker, NULL, b.partition_key FROM {pbreakers} b
+	WHERE (b.kind, b.partition_key) IN (SELECT kind, partition_key FROM ended)
 ) r ORDER BY r.ord NULLS LAST`,
 
 		// A kind's pending count: what inserts counted, plus the deltas
@@ -380,8 +409,42 @@ WHERE kind = $1 RETURNING pending`,
 SELECT kind, count(*) FROM u WHERE pending_counted GROUP BY kind`,
 
 		lockBreakers: `SELECT f.kind, f.config, f.breaker, f.rate_tat, ` + pendingVerdictsSQL + ` FROM {flows} f
-WHERE f.kind = ANY($1::text[]) AND f.config -> 'breaker' IS NOT NULL
+WHERE f.kind = ANY($1::text[]) AND (f.config -> 'breaker' IS NOT NULL OR f.config -> 'partition_breaker' IS NOT NULL)
 ORDER BY f.kind FOR UPDATE OF f`,
+
+		// The partition breakers a claim decides with (the kinds' rows
+		// held): those not closed.
+		openPartBreakers: `SELECT kind, partition_key, breaker FROM {pbreakers}
+WHERE kind = ANY($1::text[]) AND breaker ->> 'state' IN ('open', 'half_open')`,
+
+		// The breakers of the (kind, key) pairs a Finish fed (the kinds'
+		// rows held).
+		partBreakersOf: `SELECT b.kind, b.partition_key, b.breaker FROM {pbreakers} b
+JOIN (SELECT DISTINCT kind, key FROM unnest($1::text[], $2::text[]) AS u(kind, key)) u
+	ON b.kind = u.kind AND b.partition_key = u.key`,
+
+		// Stores (breaker not NULL) or forgets (NULL) partition breakers.
+		writePartBreaker: `WITH u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[]) AS u(kind, key, breaker)),
+	d AS (DELETE FROM {pbreakers} b USING u WHERE u.breaker IS NULL AND b.kind = u.kind AND b.partition_key = u.key)
+INSERT INTO {pbreakers} AS b (kind, partition_key, breaker)
+SELECT kind, key, breaker FROM u WHERE breaker IS NOT NULL
+ON CONFLICT (kind, partition_key) DO UPDATE SET breaker = excluded.breaker`,
+
+		// A kind's partition breakers ($2 NULL: all of them; otherwise
+		// the one of key $2) with their partitions' running jobs.
+		listPartBreakers: `SELECT b.partition_key, b.breaker,
+	(SELECT count(*) FROM {jobs} r WHERE r.kind = b.kind AND r.partition_key = b.partition_key AND r.state = 'running'),
+	clock_timestamp()
+FROM {pbreakers} b WHERE b.kind = $1 AND ($2::text IS NULL OR b.partition_key = $2) ORDER BY b.partition_key COLLATE "C"`,
+
+		// Prune: the closed breakers (counting failures) of partitions
+		// with no job scheduled, retrying or running. Without the kind's
+		// row: a Finish feeding one of them at the same time at worst
+		// loses the count of a partition that has no job left.
+		pruneBreakers: `DELETE FROM {pbreakers} b
+WHERE coalesce(b.breaker ->> 'state', '') NOT IN ('open', 'half_open')
+  AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.kind = b.kind AND j.partition_key = b.partition_key
+	AND j.state IN ('scheduled', 'retrying', 'running'))`,
 
 		// A caller's transaction (CompleteTx) records its verdicts here
 		// rather than in the kind's row, which it would hold until the
@@ -406,7 +469,8 @@ FROM unnest($1::text[], $2::jsonb[]) AS u(kind, breaker) WHERE f.kind = u.kind`,
 	for _, p := range []*string{&q.kinds, &q.lockOne, &q.lockMany, &q.shareMany, &q.deleteFlow, &q.upsertFlow, &q.recountPending,
 		&q.notifyKinds, &q.states, &q.setBreaker, &q.claim, &q.next, &q.finish, &q.lockBreakers,
 		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds,
-		&q.addVerdicts, &q.foldVerdicts, &q.clearVerdicts} {
+		&q.addVerdicts, &q.foldVerdicts, &q.clearVerdicts,
+		&q.openPartBreakers, &q.partBreakersOf, &q.writePartBreaker, &q.listPartBreakers, &q.pruneBreakers} {
 		*p = r.Replace(*p)
 	}
 	return q

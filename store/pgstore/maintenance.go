@@ -77,6 +77,9 @@ func (s *Store) Prune(ctx context.Context, params *store.PruneParams) (int, erro
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: prune: %w", err)
 	}
+	if err := s.prunePartBreakers(ctx); err != nil {
+		return int(tag.RowsAffected()), fmt.Errorf("pgstore: prune: %w", err)
+	}
 	n, err := s.pruneHistory(ctx, params.Retention, params.Limit)
 	n += int(tag.RowsAffected())
 	if err != nil {

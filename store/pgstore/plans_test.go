@@ -224,7 +224,8 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 			// partitions, rates or breaker probe; $11 the clock.
 			none32, none64 := []int32{0}, []int64{0}
 			return []any{[]string{"due"}, []int32{int32(n)}, []int32{int32(10 * n)}, []bool{false}, none32, none32, none64,
-				int32(n), "plans", int64(60e6), time.Now(), int64(0), none64, []*string{nil}, none32, []bool{false}}
+				int32(n), "plans", int64(60e6), time.Now(), int64(0), none64, []*string{nil}, none32, []bool{false},
+				[]string{}, []string{}, []int32{}, []*string{}}
 		}},
 		{"flowFinish", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids, tokens := leases(ctx, t, conn, n)

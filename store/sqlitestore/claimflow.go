@@ -347,6 +347,21 @@ func (c *flowClaiming) partHeld(fw *flowWant, key string) (hold bool, at time.Ti
 			at = r.NextAt(r.Take(tat, c.w.now, fw.partTaken[key]))
 		}
 	}
+	if !f.cfg.PartitionBreaker.IsZero() {
+		b, err := c.w.partBreaker(fw.kind, key)
+		if err != nil || b == nil {
+			return false, at, err
+		}
+		n, err := c.partRun(fw, key)
+		if err != nil {
+			return false, at, err
+		}
+		ok, _, bat := b.PartitionBreakerHold(c.w.now, n)
+		if !ok && bat.IsZero() {
+			return true, at, nil // a probe runs: its end notifies
+		}
+		at = latest(at, bat)
+	}
 	return false, at, nil
 }
 
@@ -414,6 +429,9 @@ func (c *flowClaiming) take(fw *flowWant, r *flowCand) {
 			c.res.Breakers = append(c.res.Breakers, *t)
 			f.dirty = true
 		}
+	}
+	if t := c.w.probePartBreaker(fw.kind, r.part); t != nil {
+		c.res.Breakers = append(c.res.Breakers, *t)
 	}
 }
 

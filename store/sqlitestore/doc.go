@@ -72,7 +72,8 @@
 // # Flow control
 //
 // The flow options (GlobalConcurrency, PartitionBy, RateLimit,
-// CircuitBreaker, MaxPending, Sequential, Config.PriorityAging) are
+// CircuitBreaker, PartitionBreaker, MaxPending, Sequential,
+// Config.PriorityAging) are
 // applied inside the claim's, finish's and insert's write transaction, by
 // the rules memstore follows (store.FlowStore). A claim of kinds without
 // flow settings or sequences, and without priority aging, is the plain

@@ -74,8 +74,12 @@ func decodeFlow(cfg, by string, at int64, breaker string, tat int64) (*flowRow, 
 	return f, nil
 }
 
-// saveFlows writes the breakers and rate buckets the transaction changed.
+// saveFlows writes the breakers (the kinds' and the partitions') and
+// rate buckets the transaction changed.
 func (w *wtx) saveFlows() error {
+	if err := w.savePartBreakers(); err != nil {
+		return err
+	}
 	for kind, f := range w.flows {
 		if f == nil || !f.dirty {
 			continue
@@ -125,6 +129,9 @@ func (s *Store) SetFlows(ctx context.Context, params *store.SetFlowsParams) erro
 					if _, err := w.exec(qFlowPartsDel, cfg.Kind); err != nil {
 						return err
 					}
+					if err := w.dropPartBreakers(cfg.Kind); err != nil {
+						return err
+					}
 					w.flows[cfg.Kind] = nil
 					w.notify(cfg.Kind, w.now)
 				}
@@ -141,6 +148,11 @@ func (s *Store) SetFlows(ctx context.Context, params *store.SetFlowsParams) erro
 			}
 			if cfg.PartitionRate.IsZero() || cfg.Partition != f.cfg.Partition {
 				if _, err := w.exec(qFlowPartsDel, cfg.Kind); err != nil {
+					return err
+				}
+			}
+			if cfg.PartitionBreaker.IsZero() || cfg.Partition != f.cfg.Partition {
+				if err := w.dropPartBreakers(cfg.Kind); err != nil {
 					return err
 				}
 			}
@@ -185,10 +197,10 @@ func (s *Store) Flows(ctx context.Context) ([]store.FlowState, error) {
 		defer rows.Close()
 		for rows.Next() {
 			var (
-				kind, cfg, by, breaker string
-				at, tat, running       int64
+				kind, cfg, by, breaker      string
+				at, tat, running, openParts int64
 			)
-			if err := rows.Scan(&kind, &cfg, &by, &at, &breaker, &tat, &running); err != nil {
+			if err := rows.Scan(&kind, &cfg, &by, &at, &breaker, &tat, &running, &openParts); err != nil {
 				return err
 			}
 			f, err := decodeFlow(cfg, by, at, breaker, tat)
@@ -197,6 +209,7 @@ func (s *Store) Flows(ctx context.Context) ([]store.FlowState, error) {
 			}
 			st := f.state(now)
 			st.Running = running
+			st.PartitionBreakersOpen = int(openParts)
 			out = append(out, st)
 		}
 		return rows.Err()
@@ -302,6 +315,27 @@ func (w *wtx) observeBreaker(kind string, out store.Outcome) (*store.BreakerTran
 	}
 	f.dirty = true
 	return t, nil
+}
+
+// observeBreakers feeds the outcome out of j's attempt to the breakers
+// of its kind and of its partition, appending the transitions to
+// breakers (nil: not reported).
+func (w *wtx) observeBreakers(j *jobRow, out store.Outcome, breakers *[]store.BreakerTransition) error {
+	for _, observe := range []func() (*store.BreakerTransition, error){
+		func() (*store.BreakerTransition, error) { return w.observeBreaker(j.rec.Kind, out) },
+		func() (*store.BreakerTransition, error) {
+			return w.observePartBreaker(j.rec.Kind, j.rec.PartitionKey, out)
+		},
+	} {
+		t, err := observe()
+		if err != nil {
+			return err
+		}
+		if t != nil && breakers != nil {
+			*breakers = append(*breakers, *t)
+		}
+	}
+	return nil
 }
 
 // leftRunning notifies subscribers of kind when a job of it left running

@@ -166,12 +166,8 @@ func (s *Store) Finish(ctx context.Context, params []store.FinishParams) ([]bool
 func (w *wtx) finish(j *jobRow, p *store.FinishParams, breakers *[]store.BreakerTransition) error {
 	r := &j.rec
 	out := p.Outcome
-	t, err := w.observeBreaker(r.Kind, out)
-	if err != nil {
+	if err := w.observeBreakers(j, out, breakers); err != nil {
 		return err
-	}
-	if t != nil && breakers != nil {
-		*breakers = append(*breakers, *t)
 	}
 	if err := w.leftRunning(j); err != nil {
 		return err

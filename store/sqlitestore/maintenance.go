@@ -95,6 +95,11 @@ func (s *Store) Prune(ctx context.Context, params *store.PruneParams) (int, erro
 		if err != nil {
 			return err
 		}
+		// The closed breakers of partitions with no job left
+		// (store.PartitionBreakerStore).
+		if _, err := w.exec(qPartBreakersPrune); err != nil {
+			return err
+		}
 		n, err = res.RowsAffected()
 		return err
 	})

@@ -97,6 +97,12 @@ const (
 	qSeqRunning
 	qKindHasSeq
 	qFlowCands
+	qPartBreakerGet
+	qPartBreakerPut
+	qPartBreakerDel
+	qPartBreakersDel
+	qPartBreakersAll
+	qPartBreakersPrune
 	numQueries
 )
 
@@ -248,7 +254,9 @@ var queryText = [numQueries]string{
 	qFlowPartsDel: `DELETE FROM flow_partitions WHERE kind = ?`,
 	qFlowState:    `UPDATE flows SET breaker = ?, tat = ? WHERE kind = ?`,
 	qFlowsAll: `SELECT f.kind, f.config, f.declared_by, f.declared_at, f.breaker, f.tat,
-	coalesce((SELECT n FROM counts WHERE counts.kind = f.kind AND counts.state = 'running'), 0)
+	coalesce((SELECT n FROM counts WHERE counts.kind = f.kind AND counts.state = 'running'), 0),
+	(SELECT count(*) FROM flow_partition_breakers AS b WHERE b.kind = f.kind
+		AND json_extract(b.breaker, '$.state') IN ('open', 'half_open'))
 	FROM flows AS f ORDER BY f.kind`,
 	qKindRunning: `SELECT coalesce((SELECT n FROM counts WHERE kind = ? AND state = 'running'), 0)`,
 	qKindPending: `SELECT coalesce(sum(n), 0) FROM counts WHERE kind = ? AND state IN ` + claimableSQL,
@@ -269,6 +277,19 @@ var queryText = [numQueries]string{
 	qFlowCands: `SELECT seq, id, run_at, partition_key, sequence_key FROM jobs
 	WHERE kind = ? AND priority = ? AND state IN ` + claimableSQL + ` AND run_at <= ? AND (run_at, id) > (?, ?)
 	ORDER BY run_at, id LIMIT ?`,
+
+	// Partition breakers (partitionbreaker.go).
+	qPartBreakerGet:  `SELECT breaker FROM flow_partition_breakers WHERE kind = ? AND key = ?`,
+	qPartBreakerPut:  `INSERT INTO flow_partition_breakers (kind, key, breaker) VALUES (?, ?, ?) ON CONFLICT (kind, key) DO UPDATE SET breaker = excluded.breaker`,
+	qPartBreakerDel:  `DELETE FROM flow_partition_breakers WHERE kind = ? AND key = ?`,
+	qPartBreakersDel: `DELETE FROM flow_partition_breakers WHERE kind = ?`,
+	qPartBreakersAll: `SELECT b.key, b.breaker,
+	(SELECT count(*) FROM jobs j WHERE j.kind = b.kind AND j.partition_key = b.key AND j.state = 'running')
+	FROM flow_partition_breakers AS b WHERE b.kind = ? ORDER BY b.key`,
+	qPartBreakersPrune: `DELETE FROM flow_partition_breakers
+	WHERE coalesce(json_extract(breaker, '$.state'), '') NOT IN ('open', 'half_open')
+	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.kind = flow_partition_breakers.kind
+		AND j.partition_key = flow_partition_breakers.key AND j.state IN ('scheduled', 'retrying', 'running'))`,
 }
 
 // writerQueries and readerQueries are prepared on the writer and the
@@ -276,7 +297,7 @@ var queryText = [numQueries]string{
 var (
 	writerQueries = allQueries()
 	readerQueries = []query{qGetID, qCounts, qFollowUps, qBatchGet, qBatchChildren, qPeriodicGet, qPeriodicAll,
-		qLeaderGet, qNodesAll, qKindsAll, qKindDefaultGet, qDueKinds, qClaimNext, qBatchLoad, qFlowsAll}
+		qLeaderGet, qNodesAll, qKindsAll, qKindDefaultGet, qDueKinds, qClaimNext, qBatchLoad, qFlowsAll, qPartBreakersAll, qFlowGet}
 )
 
 func allQueries() []query {

@@ -491,6 +491,9 @@ type wtx struct {
 	bound map[query]*sql.Stmt
 	// flows caches the flow settings read (nil: the kind has none).
 	flows map[string]*flowRow
+	// pbreakers caches the partition breakers read and changed
+	// (partitionbreaker.go).
+	pbreakers map[partKey]*partBreakerRow
 }
 
 // stmt returns q bound to the transaction (prepared once per store).

@@ -142,6 +142,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FlowPartitionPaths", testFlowPartitionPaths},
 		{"FlowRate", testFlowRate},
 		{"FlowBreaker", testFlowBreaker},
+		{"FlowPartitionBreaker", testFlowPartitionBreaker},
 		{"FlowPending", testFlowPending},
 		{"FlowSequence", testFlowSequence},
 		{"FlowAging", testFlowAging},

@@ -56,6 +56,7 @@ func TestWhatStoresRefuse(t *testing.T) {
 				"pending":     ax.MaxPending(10),
 				"breaker":     ax.CircuitBreaker(ax.BreakerConfig{Failures: 3, CoolDown: time.Second, MaxCoolDown: time.Minute}),
 				"partition":   ax.PartitionBy(ax.PartitionByMetadata("tenant"), ax.PartitionLimit{Concurrency: 1}),
+				"partbreaker": ax.PartitionBreaker(ax.PartitionByMetadata("tenant"), ax.BreakerConfig{Failures: 3}),
 			} {
 				require.NoError(t, s.Handle(kind, nop, opt), kind)
 			}
