@@ -233,6 +233,43 @@ func TestBatchCompletion(t *testing.T) {
 	})
 }
 
+// TestBatchOfDuplicatesStoresNothing: a batch whose children's unique keys
+// are all held is reported Duplicate and not stored, so its completion job
+// never runs (issue 40: it used to run at once, while the job holding the
+// key was still retrying).
+func TestBatchOfDuplicatesStoresNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		s := newScheduler(t, st)
+		ran := make(chan string, 4)
+		for _, kind := range []string{"deliver", "done"} {
+			require.NoError(t, s.Handle(kind, ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
+				ran <- j.Kind
+				return nil
+			})))
+		}
+		held, err := s.Schedule(t.Context(), "deliver", nil, ax.UniqueKey("event-1"), ax.In(time.Hour))
+		require.NoError(t, err)
+		res, err := s.ScheduleBatch(t.Context(), ax.Batch{
+			Children:   []ax.Request{{Kind: "deliver", Options: []ax.ScheduleOption{ax.UniqueKey("event-1")}}},
+			Completion: ax.Request{Kind: "done"},
+		})
+		require.NoError(t, err)
+		require.True(t, res.Duplicate)
+		require.Equal(t, uuid.Nil, res.ID)
+		require.Equal(t, uuid.Nil, res.Completion)
+		require.Equal(t, []ax.ScheduleResult{{ID: held.ID, Duplicate: true}}, res.Children)
+		start(t, s)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		select {
+		case k := <-ran:
+			t.Fatalf("%s ran: a batch of duplicates ran its completion", k)
+		default:
+		}
+	})
+}
+
 // TestAdminFollowUps: an Admin lists what a job's end inserted.
 func TestAdminFollowUps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -136,7 +136,9 @@ type BatchResult struct {
 // inserts the completion job, so it is inserted exactly once.
 type BatchStore interface {
 	// InsertBatch inserts the batch and its children atomically. A batch
-	// whose children are all duplicates completes at once.
+	// whose children are all duplicates (their unique keys held) is not
+	// stored: InsertBatch returns the children's results and leaves no
+	// batch record (Batch returns ErrNotFound) and no completion job.
 	InsertBatch(ctx context.Context, params *BatchParams) (*BatchResult, error)
 
 	// Batch returns the batch's progress, or ErrNotFound.

@@ -19,9 +19,9 @@ import (
 // batch row's lock orders concurrent statements, so exactly one of them
 // sees the last count.
 
-// InsertBatch inserts the batch, its children and, when every child is a
-// duplicate, its completion job, in one transaction, as store.BatchStore
-// documents. Children go through Insert's own path (COPY for those
+// InsertBatch inserts the batch and its children in one transaction, as
+// store.BatchStore documents (a batch whose children are all duplicates
+// is not stored). Children go through Insert's own path (COPY for those
 // without a unique key), so 100,000 children take one COPY stream. A
 // batch ID or completion job ID that exists already fails with an error
 // wrapping store.ErrInvalidParams, as do params that BatchParams.Validate
@@ -115,16 +115,12 @@ func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, params *store.BatchP
 			total++
 		}
 	}
-	if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {batches} (id, completion, template, total, completed, completed_at)
-VALUES ($1, $2, $3, $4, $4 = 0, CASE WHEN $4 = 0 THEN now() END)`), params.ID, params.Completion.ID, tmpl, total); err != nil {
-		return nil, fmt.Errorf("insert batch record: %w", err)
-	}
 	if total == 0 {
-		// Nothing to wait for: the completion job is due now.
-		if _, err := tx.Exec(ctx, s.sql(`SELECT {schema}.ax_insert_template($1, $2, NULL, $3, false, $4)`),
-			tmpl, params.Completion.ID, params.ID, s.channel); err != nil {
-			return nil, fmt.Errorf("insert completion job: %w", err)
-		}
+		return &store.BatchResult{Children: children}, nil // no child to wait for: no batch
+	}
+	if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {batches} (id, completion, template, total)
+VALUES ($1, $2, $3, $4)`), params.ID, params.Completion.ID, tmpl, total); err != nil {
+		return nil, fmt.Errorf("insert batch record: %w", err)
 	}
 	return &store.BatchResult{Children: children}, nil
 }

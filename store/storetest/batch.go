@@ -158,17 +158,20 @@ func testBatches(t *testing.T, newStore NewStoreFunc) {
 		get(t, st, p.Completion.ID)
 	})
 
-	t.Run("AllDuplicatesCompleteAtOnce", func(t *testing.T) {
+	t.Run("AllDuplicatesStoreNothing", func(t *testing.T) {
+		// A batch with no child to wait for would complete at once, before
+		// the jobs holding its children's keys have ended: it is not
+		// stored, and its completion job never runs.
 		st := newStore(t)
-		insertOne(t, st, "child", withUniqueKey("k1"))
+		held := insertOne(t, st, "child", withUniqueKey("k1"))
 		p := batchParams(t, 1)
 		p.Children[0].UniqueKey = "k1"
 		res := insertBatch(t, st, p)
 		require.True(t, res.Children[0].Duplicate)
-		b := batchOf(t, st, p.ID)
-		require.Zero(t, b.Total)
-		require.True(t, b.Completed)
-		get(t, st, p.Completion.ID)
+		require.Equal(t, held, res.Children[0].ID)
+		_, err := as[store.BatchStore](t, st).Batch(t.Context(), p.ID)
+		require.ErrorIs(t, err, store.ErrNotFound, "a batch of duplicates was stored")
+		requireNotFound(t, st, p.Completion.ID)
 	})
 
 	t.Run("Errors", func(t *testing.T) {

@@ -1005,11 +1005,23 @@ func (r *modelRun) opInsertBatch() {
 	for _, id := range r.m.order[n:] {
 		b.children = append(b.children, id)
 	}
-	r.m.batches[b.id] = b
 	if len(b.children) == 0 {
-		b.completed = true
-		r.m.newJob(&b.completionParams, r.now, 0, uuid.Nil, b.id)
-		r.touched[b.completion] = true
+		// Every child a duplicate: nothing stored (store.BatchStore).
+		r.checkNoBatch(b)
+		return
+	}
+	r.m.batches[b.id] = b
+}
+
+// checkNoBatch checks that the store kept neither b nor its completion
+// job.
+func (r *modelRun) checkNoBatch(b *mbatch) {
+	r.t.Helper()
+	if _, err := r.batches.Batch(r.ctx, b.id); !errors.Is(err, store.ErrNotFound) {
+		r.failf("batch %s of duplicates only: Batch says %v, want ErrNotFound", b.id, err)
+	}
+	if _, err := r.st.Get(r.ctx, b.completion); !errors.Is(err, store.ErrNotFound) {
+		r.failf("batch %s of duplicates only: its completion job %s: %v, want ErrNotFound", b.id, b.completion, err)
 	}
 }
 
