@@ -23,6 +23,7 @@ type batch struct {
 	pending     int
 	completion  store.InsertParams
 	completed   bool
+	reopened    bool // completed once, then a child was retried
 	createdAt   time.Time
 	completedAt time.Time
 }

@@ -13,11 +13,13 @@ import (
 )
 
 // Batches. The batches row holds the completion job's template and the
-// counts of children by final state. The triggers of migration 0006 count
-// the children a statement ends, in that statement, once per batch, and
-// the statement that leaves none open inserts the completion job. The
-// batch row's lock orders concurrent statements, so exactly one of them
-// sees the last count.
+// counts of children by final state. The triggers of migration 0006 (0016
+// since) count the children a statement ends, in that statement, once per
+// batch, and the statement that leaves none open inserts the completion
+// job; a statement that reopens a child of a completed batch (RunNow)
+// reopens the batch, and its next completion inserts the completion job
+// again, under a fresh ID. The batch row's lock orders concurrent
+// statements, so exactly one of them sees the last count.
 
 // InsertBatch inserts the batch and its children in one transaction, as
 // store.BatchStore documents (a batch whose children are all duplicates
@@ -161,10 +163,13 @@ func (s *Store) BatchChildren(ctx context.Context, id, after uuid.UUID, limit in
 	if limit < 1 || limit > store.MaxListLimit {
 		return nil, fmt.Errorf("pgstore: batch %s children: limit %d not in [1, %d]: %w", id, limit, store.MaxListLimit, store.ErrInvalidParams)
 	}
-	// The completion job shares the batch_id of its children; it is left
-	// out by its ID, read from the batch row (no row: no batch).
+	// The completion jobs share the batch_id of their children; they are
+	// left out by their parent (the child whose end completed the batch;
+	// children have none) and, for the parentless one older code made for
+	// a batch of duplicates only, by its ID, read from the batch row (no
+	// row: no batch).
 	rows, _ := s.pool.Query(ctx, s.sql(`SELECT {cols} FROM {alljobs}
-WHERE batch_id = $1 AND id > $2 AND id <> (SELECT completion FROM {batches} WHERE id = $1)
+WHERE batch_id = $1 AND id > $2 AND parent IS NULL AND id <> (SELECT completion FROM {batches} WHERE id = $1)
 ORDER BY id LIMIT $3`), id, after, limit)
 	jobs, err := collectJobs(rows)
 	if err != nil {
@@ -198,7 +203,7 @@ func (s *Store) CancelBatch(ctx context.Context, id uuid.UUID) (int, error) {
 	SELECT completion FROM {batches} WHERE id = $1
 ), locked AS MATERIALIZED (
 	SELECT j.id FROM {jobs} j
-	WHERE j.batch_id = $1 AND j.id <> (SELECT completion FROM b)
+	WHERE j.batch_id = $1 AND j.parent IS NULL AND j.id <> (SELECT completion FROM b)
 	  AND (j.state IN ('scheduled', 'retrying', 'paused') OR (j.state = 'running' AND NOT j.cancel_requested))
 	ORDER BY j.id
 	FOR UPDATE OF j

@@ -196,15 +196,22 @@ var queryText = [numQueries]string{
 	qBatchInsert: `INSERT INTO batches (id, completion, template, total, pending, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 	qBatchLoad:   `SELECT completion, template, completed FROM batches WHERE id = ?`,
 	qBatchEnd: `UPDATE batches SET pending = pending - 1, succeeded = succeeded + ?, dead = dead + ?,
-	cancelled = cancelled + ? WHERE id = ? RETURNING pending, completed`,
+	cancelled = cancelled + ? WHERE id = ? RETURNING pending, completed, reopened`,
 	qBatchComplete: `UPDATE batches SET completed = 1, completed_at = ? WHERE id = ?`,
-	qBatchReopen: `UPDATE batches SET pending = pending + (1 - completed), succeeded = succeeded - ?,
-	dead = dead - ?, cancelled = cancelled - ? WHERE id = ?`,
+	// A child out of a final state reopens a completed batch. pending is
+	// counted again from the others: a batch reopened by older code, which
+	// left it unchanged, may hold a stale one.
+	qBatchReopen: `UPDATE batches SET succeeded = succeeded - ?1, dead = dead - ?2, cancelled = cancelled - ?3,
+	pending = total - (succeeded - ?1) - (dead - ?2) - (cancelled - ?3),
+	reopened = reopened | completed, completed = 0, completed_at = NULL WHERE id = ?4`,
 	qBatchGet: `SELECT completion, total, succeeded, dead, cancelled, completed, created_at, completed_at
 	FROM batches WHERE id = ?`,
-	qBatchChildren: `SELECT ` + jobCols + ` FROM jobs WHERE batch = ? AND id > ? AND id <> ? ORDER BY id LIMIT ?`,
+	// A batch's children have no parent; its completion jobs do (the child
+	// whose end completed it), but for the one of a batch stored before
+	// 0004 whose children were all duplicates: that one is left out by ID.
+	qBatchChildren: `SELECT ` + jobCols + ` FROM jobs WHERE batch = ? AND id > ? AND id <> ? AND parent IS NULL ORDER BY id LIMIT ?`,
 	qBatchOpenChildren: `SELECT ` + lightCols + ` FROM jobs
-	WHERE batch = ? AND id <> ? AND state IN ` + liveSQL + ` ORDER BY id`,
+	WHERE batch = ? AND id <> ? AND parent IS NULL AND state IN ` + liveSQL + ` ORDER BY id`,
 
 	qPeriodicGet: `SELECT name, spec, last_tick, updated_at, paused, template FROM periodic WHERE name = ?`,
 	qPeriodicPut: `INSERT INTO periodic (name, spec, last_tick, updated_at, paused, template) VALUES (?, ?, ?, ?, ?, ?)
