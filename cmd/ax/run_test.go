@@ -209,6 +209,18 @@ func TestCommands(t *testing.T) {
 		}},
 		{name: "JobsListEmpty", args: []string{"jobs", "list", "--kind", "none"}, out: []string{"(no jobs)"}},
 
+		{name: "JobsCount", args: []string{"jobs", "count"}, check: func(t *testing.T, c *cluster, out string) {
+			require.Equal(t, "6\n", out, "every job, the number alone")
+		}},
+		{name: "JobsCountFiltered", args: []string{"jobs", "count", "--kind", "email.send", "--state=dead", "--meta", "tenant=acme",
+			"--error-contains", "refused", "--node", "worker-1", "--priority", "normal", "--finished-after", "1h"}, check: func(t *testing.T, c *cluster, out string) {
+			require.Equal(t, "2\n", out, "the filters of jobs list")
+		}},
+		{name: "JobsCountJSON", args: []string{"jobs", "count", "--state", "scheduled", "--json"}, check: jsonEq(`{"count":2}`)},
+		{name: "JobsCountNone", args: []string{"jobs", "count", "--unique-key", "none"}, out: []string{"0\n"}},
+		{name: "JobsCountBadState", args: []string{"jobs", "count", "--state", "sleeping"}, code: exitUsage, errOut: []string{`--state: unknown state "sleeping"`}},
+		{name: "JobsCountArgument", args: []string{"jobs", "count", "email.send"}, code: exitUsage, errOut: []string{"unexpected argument"}},
+
 		{name: "JobsShow", args: []string{"jobs", "show"}, code: exitUsage, errOut: []string{"want one job ID"}},
 		{name: "JobsShowDead", args: nil, check: func(t *testing.T, c *cluster, _ string) {
 			out, errOut, code := c.ax(t, nil, "jobs", "show", c.dead[0].String())
