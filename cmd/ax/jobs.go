@@ -299,6 +299,9 @@ func jobsShow(fs *flag.FlagSet) func(*env, []string) error {
 		t.row("Created at:", whenMS(j.CreatedAt))
 		t.row("Attempted at:", whenMS(j.AttemptedAt))
 		t.row("Finished at:", whenMS(j.FinishedAt))
+		if j.Snoozes > 0 { // a snooze gives its attempt back: Attempt does not count it
+			t.row("Snoozed:", fmt.Sprintf("%d time(s), last at %s", j.Snoozes, whenMS(j.SnoozedAt)))
+		}
 		t.row("Owner:", orDash(j.Owner))
 		t.row("Unique key:", orDash(j.UniqueKey))
 		var md []string

@@ -243,6 +243,35 @@ func TestCommands(t *testing.T) {
 			require.Contains(t, errOut, "not found")
 		}},
 
+		{name: "JobsShowSnoozed", args: nil, check: func(t *testing.T, c *cluster, _ string) {
+			// A snooze gives its attempt back and records no error: the
+			// count and time of the snoozes are its trace (issue 40).
+			id := uuid.Must(uuid.NewV7())
+			_, err := c.st.Insert(t.Context(), []store.InsertParams{{ID: id, Kind: "webhook.deliver", Payload: []byte(`{}`),
+				Priority: store.PriorityNormal, MaxAttempts: 3}})
+			require.NoError(t, err)
+			res, err := c.st.Claim(t.Context(), &store.ClaimParams{Owner: "worker-1", Limit: 1, LeaseDuration: time.Minute,
+				Kinds: []store.KindLimit{{Kind: "webhook.deliver", Limit: 1}}})
+			require.NoError(t, err)
+			require.Len(t, res.Jobs, 1)
+			_, err = c.st.Finish(t.Context(), []store.FinishParams{{Lease: store.Lease{ID: id, Token: res.Jobs[0].LeaseToken},
+				Outcome: store.OutcomeSnooze, Delay: time.Hour}})
+			require.NoError(t, err)
+			out, errOut, code := c.ax(t, nil, "jobs", "show", id.String())
+			require.Zero(t, code, errOut)
+			require.Contains(t, out, "Attempt:       0 of 3")
+			require.Regexp(t, `\nSnoozed: +1 time\(s\), last at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\n`, out)
+			out, _, code = c.ax(t, nil, "jobs", "show", id.String(), "--json")
+			require.Zero(t, code)
+			var j ax.JobRecord
+			require.NoError(t, json.Unmarshal([]byte(out), &j))
+			require.Equal(t, 1, j.Snoozes)
+			require.False(t, j.SnoozedAt.IsZero())
+			out, _, code = c.ax(t, nil, "jobs", "show", c.dead[0].String())
+			require.Zero(t, code)
+			require.NotContains(t, out, "Snoozed:", "never snoozed: no line")
+		}},
+
 		{name: "JobsShowAttempts", args: nil, check: func(t *testing.T, c *cluster, _ string) {
 			ms := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`
 			out, errOut, code := c.ax(t, nil, "jobs", "show", c.done.String())
