@@ -367,7 +367,7 @@ func TestCommands(t *testing.T) {
 				require.NoError(t, json.Unmarshal([]byte(out), &f))
 				require.Equal(t, ax.BreakerClosed, f.Breaker.State)
 			}},
-		{name: "KindsPause", args: []string{"kinds", "pause", "email.send"}, out: []string{"paused kind email.send"},
+		{name: "KindsPause", args: []string{"kinds", "pause", "email.send"}, out: []string{"paused kind email.send: hosts stop starting its jobs at once"},
 			check: func(t *testing.T, c *cluster, _ string) {
 				out, _, code := c.ax(t, nil, "kinds", "list", "--json")
 				require.Zero(t, code)
