@@ -73,6 +73,8 @@ type mjob struct {
 	attemptedAt span
 	finishedAt  span
 	leaseExp    span
+	snoozes     int  // attempts ended in a snooze
+	snoozedAt   span // the last one's
 	attempt     int
 	maxAttempts int
 	fence       int64
@@ -371,6 +373,7 @@ func (j *mjob) diff(got *store.JobRecord) string {
 	chk(bytes.Equal(got.Payload, j.payload), "payload", string(j.payload), string(got.Payload))
 	chk(jsonEqual(got.Result, j.result), "result", string(j.result), string(got.Result))
 	chk(len(got.FollowUps) == len(j.followUps), "follow-ups", len(j.followUps), len(got.FollowUps))
+	chk(got.Snoozes == j.snoozes, "snoozes", j.snoozes, got.Snoozes)
 	for _, tm := range []struct {
 		name string
 		want span
@@ -382,6 +385,7 @@ func (j *mjob) diff(got *store.JobRecord) string {
 		{"attempted_at", j.attemptedAt, got.AttemptedAt},
 		{"finished_at", j.finishedAt, got.FinishedAt},
 		{"lease_expires_at", j.leaseExp, got.LeaseExpiresAt},
+		{"snoozed_at", j.snoozedAt, got.SnoozedAt},
 	} {
 		chk(tm.want.holds(tm.got), tm.name, tm.want, tm.got.UTC().Format(time.RFC3339Nano))
 	}

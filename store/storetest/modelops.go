@@ -567,6 +567,9 @@ func (r *modelRun) applyFinish(j *mjob, p *store.FinishParams) []ended {
 	case store.OutcomeRetry, store.OutcomeDead, store.OutcomeCancelled:
 		j.errs = append(j.errs, merr{attempt: j.attempt, at: now, text: p.Error})
 	}
+	if out == store.OutcomeSnooze {
+		j.snoozes, j.snoozedAt = j.snoozes+1, now
+	}
 	reschedules := out == store.OutcomeRetry || out == store.OutcomeSnooze || out == store.OutcomeRelease
 	if j.cancelReq && reschedules {
 		out = store.OutcomeCancelled
