@@ -100,6 +100,21 @@ type Admin struct {
 	keys *KeyRing
 	// grace is AdminConfig.UnhandledKindGrace (unhandled.go).
 	grace time.Duration
+	// secretsSealed leaves secret metadata sealed in the records read
+	// (WithSecretMetadataSealed).
+	secretsSealed bool
+}
+
+// WithSecretMetadataSealed returns a copy of the Admin whose reads (Get,
+// List, FindByIDPrefix, FollowUps) leave the metadata values given with
+// SecretMetadata sealed, while payloads and results open as before: for
+// readers who may see jobs but not their secrets, such as axhttp's
+// read-only keys on a server with the key ring. Tools show such values
+// as encrypted. Everything else is the Admin's.
+func (a *Admin) WithSecretMetadataSealed() *Admin {
+	c := *a
+	c.secretsSealed = true
+	return &c
 }
 
 // NewAdmin returns an Admin on cfg.Store for a process that need not run
@@ -266,6 +281,6 @@ func (a *Admin) FollowUps(ctx context.Context, id uuid.UUID) ([]*JobRecord, erro
 	if err != nil {
 		return nil, fmt.Errorf("follow-ups of job %s: %w", id, err)
 	}
-	openRecords(a.keyRing(), recs...) // reencrypt.go
+	a.openRecords(recs...) // reencrypt.go
 	return recs, nil
 }

@@ -79,6 +79,7 @@ func (s *Scheduler) ScheduleBatchTx(ctx context.Context, tx pgx.Tx, b Batch) (*B
 	if !ok {
 		return nil, fmt.Errorf("schedule batch in tx: %w", ErrTxUnsupported)
 	}
+	ctx = inTx(ctx, s, tx)
 	return s.scheduleBatch(ctx, b, func(_ store.BatchStore, p *store.BatchParams) (*store.BatchResult, error) {
 		return ti.InsertBatchTx(ctx, tx, p)
 	})
@@ -181,7 +182,7 @@ func (s *Scheduler) BatchChildren(ctx context.Context, id, after uuid.UUID, limi
 	if err != nil {
 		return nil, fmt.Errorf("batch %s children: %w", id, err)
 	}
-	openRecords(s.cfg.Keys, recs...) // reencrypt.go
+	openRecords(s.cfg.Keys, true, recs...) // reencrypt.go
 	return recs, nil
 }
 

@@ -344,6 +344,9 @@ func (r *runtime) logOutcome(cp completion, applied bool) {
 		level, msg = zap.ErrorLevel, "job dead: no attempts left or permanent error"
 	case store.OutcomeSnooze:
 		msg, extra = "job snoozed", []zap.Field{zap.Float64(fieldDelayMS, ms(cp.params.Delay))}
+		if keyWait(cp.err) {
+			level, msg = zap.WarnLevel, "job left for a host that can open it: this host cannot open its sealed values (key not in the ring, or a newer envelope format)"
+		}
 	case store.OutcomeCancelled:
 		msg = "job cancelled while running"
 	default:
@@ -382,6 +385,9 @@ func (r *runtime) emitOutcome(cp completion, applied bool) {
 		emit(EventDead)
 	case store.OutcomeSnooze:
 		e.Delay = cp.params.Delay
+		if keyWait(cp.err) {
+			emit(EventKeyMissing)
+		}
 		emit(EventSnoozed)
 	case store.OutcomeCancelled:
 		emit(EventCancelled)

@@ -35,10 +35,15 @@ import (
 // LeaseDuration. The end of a batch child also locks its batch's row until
 // tx ends, and the ends of its siblings wait for it.
 //
+// The kinds of the jobs added with Then are checked here, on tx (with
+// Config.RefuseUnknownKinds), and their stored defaults read on tx: tx
+// is the only connection the call uses (see tx.go).
+//
 // Errors: ErrNotInHandler, ErrTxUnsupported (a store without transactions,
 // such as memstore; the error is permanent, so the job is not retried, and
 // the CompletesInTx option refuses such a handler at registration),
-// ErrLeaseLost, or the store's error. For other stores' transactions, see
+// ErrLeaseLost, ErrUnknownKind (a Then job's kind, with
+// Config.RefuseUnknownKinds), or the store's error. For other stores' transactions, see
 // CompleteTxOf.
 func (s *Scheduler) CompleteTx(ctx context.Context, tx pgx.Tx) error {
 	return CompleteTxOf(ctx, s, tx)
@@ -59,6 +64,11 @@ func (s *Scheduler) completeTx(ctx context.Context, complete func(store.FinishPa
 	}
 	p := store.FinishParams{Lease: x.a.lease, Outcome: store.OutcomeSucceeded, Result: x.result, Then: x.then}
 	x.mu.Unlock()
+	then, err := s.resolveThen(ctx, p.Then) // on tx (inTx): result.go
+	if err != nil {
+		return fmt.Errorf("complete job %s in tx: %w", x.a.lease.ID, err)
+	}
+	p.Then = then
 	applied, err := complete(p)
 	if err != nil {
 		return fmt.Errorf("complete job %s in tx: %w", x.a.lease.ID, err)

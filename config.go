@@ -23,14 +23,26 @@ type Config struct {
 	// ring's current key (AES-256-GCM, bound to its job) before it
 	// reaches the store, and opened on this host just before the handler
 	// runs. Older keys of the ring open the jobs they sealed (rotation:
-	// see Admin.Reencrypt). A job whose key is not in the ring, or whose
-	// sealed value was changed, fails its attempt permanently with a
-	// *SealError naming the key; the host carries on. Kinds, unique keys,
+	// see Admin.Reencrypt and docs/guide.md). A job whose sealed
+	// value was changed, or moved from another job, fails its attempt
+	// permanently with a *SealError naming the key; the host carries on.
+	// A job whose key is not in this host's ring (or that a newer release
+	// of ax sealed, or any sealed job on a host without Keys) is left for
+	// a host that can open it: snoozed for KeyMissingDelay, the attempt
+	// not counted, logged at warn and sent as EventKeyMissing, so that a
+	// rolling deploy of a new key kills no job. Kinds, unique keys,
 	// plain metadata and error texts stay plain, and a kind cannot be
 	// partitioned by a payload field (PartitionByPayloadField). Every host
 	// and tool that runs or reads the jobs needs the ring (AdminConfig.Keys,
-	// ax serve --keys-file). Nil: nothing is encrypted.
+	// ax serve --encryption-keys). Nil: nothing is encrypted.
 	Keys *KeyRing
+
+	// KeyMissingDelay is how long a job this host cannot open (its key is
+	// not in Keys, see there) waits before it is claimed again, by any
+	// host. Defaults to DefaultKeyMissingDelay (5s): short enough that a
+	// job sealed with a new key mid-deploy soon reaches a host that has
+	// it, long enough that a host lacking the key does not spin on it.
+	KeyMissingDelay time.Duration
 
 	// Logger receives structured logs: every job transition at debug,
 	// failures at warn, dead jobs and lost leases at error. Defaults to a
@@ -47,7 +59,11 @@ type Config struct {
 	Node string
 
 	// Workers is how many handlers run at once on this host, at most
-	// MaxWorkers. Defaults to 100.
+	// MaxWorkers. Defaults to 100. Handlers that query the database share
+	// its pool with the store's claims and outcome writes: a pool smaller
+	// than the handlers holding it at once slows both (lease extension
+	// has pgstore's own connection, so it costs no lease); see pgstore's
+	// package doc, Connections.
 	Workers int
 
 	// DisableDirectStart turns off direct starts: by default Schedule of
@@ -258,6 +274,8 @@ const (
 	DefaultPriorityAging  = time.Minute
 	// DefaultUnhandledKindGrace is Config.UnhandledKindGrace's default.
 	DefaultUnhandledKindGrace = 5 * time.Minute
+	// DefaultKeyMissingDelay is Config.KeyMissingDelay's default.
+	DefaultKeyMissingDelay = 5 * time.Second
 )
 
 // withDefaults validates c and returns a copy with defaults filled in.
@@ -274,7 +292,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"FlushInterval", c.FlushInterval}, {"RescueInterval", c.RescueInterval},
 		{"Retention", c.Retention}, {"ReleaseTimeout", c.ReleaseTimeout},
 		{"LeaderTTL", c.LeaderTTL}, {"NodeTimeout", c.NodeTimeout}, {"NodeRetention", c.NodeRetention},
-		{"UnhandledKindGrace", c.UnhandledKindGrace},
+		{"UnhandledKindGrace", c.UnhandledKindGrace}, {"KeyMissingDelay", c.KeyMissingDelay},
 	}
 	for _, d := range durations {
 		if d.v < 0 {
@@ -339,6 +357,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ReleaseTimeout, DefaultReleaseTimeout)
 	setDefault(&c.EventBuffer, DefaultEventBuffer)
 	setDefault(&c.LeaderTTL, DefaultLeaderTTL)
+	setDefault(&c.KeyMissingDelay, DefaultKeyMissingDelay)
 	setDefault(&c.NodeTimeout, c.LeaderTTL*3/2)
 	setDefault(&c.NodeRetention, DefaultNodeRetention)
 	setDefault(&c.UnhandledKindGrace, DefaultUnhandledKindGrace)

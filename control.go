@@ -38,7 +38,7 @@ func (s *Scheduler) Get(ctx context.Context, id uuid.UUID) (*JobRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", id, err)
 	}
-	openRecords(s.cfg.Keys, rec) // reencrypt.go
+	openRecords(s.cfg.Keys, true, rec) // reencrypt.go
 	return rec, nil
 }
 
@@ -103,6 +103,6 @@ func (s *Scheduler) control(ctx context.Context, id uuid.UUID, op store.ControlO
 		return nil, fmt.Errorf("%s job %s: %w", op, id, err)
 	}
 	s.log.Info("job "+op.String(), zap.Stringer(fieldJobID, id), zap.String(fieldKind, rec.Kind), zap.String("state", string(rec.State)))
-	openRecords(s.cfg.Keys, rec) // reencrypt.go
+	openRecords(s.cfg.Keys, true, rec) // reencrypt.go
 	return rec, nil
 }

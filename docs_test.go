@@ -25,6 +25,10 @@ var docClaims = []struct {
 		wrong: regexp.MustCompile(`(?i)implements every (optional )?(store )?interface|every store interface`),
 		code:  "no store implements every optional interface: the README's capability table says which, checked by cmd/internal/capabilities",
 	},
+	{
+		wrong: regexp.MustCompile(`(?i)(listener('s)?( connection)? is the only (one|connection)|only (one|connection) pgstore opens outside the pool)`),
+		code:  "pgstore opens two connections outside the pool, the listener's and the lease connection: store/pgstore TestExtendLeasesOutsideThePool",
+	},
 }
 
 // TestDocsSayWhatTheCodeDoes walks the repository's Go files and Markdown

@@ -3,9 +3,11 @@ package ax
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/axsched/ax/store"
 	"github.com/google/uuid"
@@ -216,22 +218,51 @@ func openJob(keys *KeyRing, job *Job) error {
 	return nil
 }
 
-// callOpened opens the attempt's job and calls its handler; a job that
-// does not open fails permanently, naming the key, without calling it.
-// Only this attempt fails: the host and its other jobs carry on.
+// callOpened opens the attempt's job and calls its handler. A job whose
+// values do not authenticate fails permanently, naming the key, without
+// calling it: no host can open a tampered value. A job this host cannot
+// open but another may (a key not in this host's ring, an envelope of a
+// newer release: a rolling deploy of a key or of ax) is left for such a
+// host: snoozed for wait, the attempt not counted (keyWaitError).
+// Only this attempt is concerned: the host and its other jobs carry on.
 // The handler gets an opened copy of the job: the attempt's own stays as
 // the store holds it, for the other goroutines that read it (events of
 // the attempt's end, lease loss and hand-back), so Observers never see
 // secret metadata plain, only the handler does.
-func callOpened(ctx context.Context, a *attempt, keys *KeyRing) error {
+func callOpened(ctx context.Context, a *attempt, keys *KeyRing, wait time.Duration) error {
 	if !hasSealed(a.job) {
 		return callHandler(ctx, a)
 	}
 	opened := *a.job
 	if err := openJob(keys, &opened); err != nil {
-		return Permanent(fmt.Errorf("job %s: %w", a.job.ID, err))
+		err = fmt.Errorf("job %s: %w", a.job.ID, err)
+		if errors.Is(err, ErrKeyMissing) || errors.Is(err, ErrSealFormat) {
+			return &keyWaitError{err: err, snooze: SnoozeError{Delay: wait}}
+		}
+		return Permanent(err)
 	}
+	opened.sealed = mightBeSealed(a.job.Payload) // decode errors withhold its values (decode.go)
 	return callHandler(ctx, &attempt{job: &opened, kind: a.kind})
+}
+
+// keyWaitError is the outcome of an attempt whose job this host cannot
+// open but a host with the right key ring or release can: a snooze (the
+// attempt is not counted), logged at warn and sent as EventKeyMissing.
+type keyWaitError struct {
+	err    error // wraps the *SealError
+	snooze SnoozeError
+}
+
+func (e *keyWaitError) Error() string {
+	return "left for a host that can open it: " + e.err.Error()
+}
+
+func (e *keyWaitError) Unwrap() []error { return []error{e.err, &e.snooze} }
+
+// keyWait reports whether err is a keyWaitError.
+func keyWait(err error) bool {
+	var kw *keyWaitError
+	return errors.As(err, &kw)
 }
 
 // hasSealed reports, cheaply, whether job holds a sealed value.

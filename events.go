@@ -71,6 +71,16 @@ const (
 	// waited). Emitted by the leader only, when it first finds the kind
 	// and then hourly while it lasts.
 	EventKindUnhandled
+	// EventKeyMissing: this host claimed a job whose sealed values it
+	// cannot open (Config.Keys): their key is not in its ring, or they
+	// are in an envelope format newer than this release reads. The job
+	// is left for a host that can open it: snoozed for
+	// Config.KeyMissingDelay (Event.Delay), the attempt not counted, and
+	// EventSnoozed follows. Event.Err is the attempt's error, which wraps
+	// the *SealError (ErrKeyMissing or ErrSealFormat) naming the key.
+	// Seen during a rolling deploy of a new key, it ends once every host
+	// has the key; seen for long, a host lacks a key it needs.
+	EventKeyMissing
 )
 
 var eventNames = map[EventKind]string{
@@ -79,7 +89,7 @@ var eventNames = map[EventKind]string{
 	EventCancelled: "cancelled", EventSnoozed: "snoozed", EventLeaseLost: "lease_lost",
 	EventLeaderChanged: "leader_changed", EventRescued: "rescued", EventHandedBack: "handed_back",
 	EventBreakerOpened: "breaker_opened", EventBreakerHalfOpen: "breaker_half_open", EventBreakerClosed: "breaker_closed",
-	EventBackpressure: "backpressure", EventKindUnhandled: "kind_unhandled",
+	EventBackpressure: "backpressure", EventKindUnhandled: "kind_unhandled", EventKeyMissing: "key_missing",
 }
 
 // String returns the event's snake_case name ("lease_lost").

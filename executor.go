@@ -87,8 +87,39 @@ func (r *runtime) execute(ctx context.Context, a *attempt) {
 	}
 	r.s.emit(Event{Kind: EventStarted, JobID: job.ID, JobKind: job.Kind, Attempt: job.Attempt, Metadata: job.Metadata,
 		StartLag: lag, ClaimLag: job.ClaimLag()})
-	err := callOpened(ctx, a, r.s.cfg.Keys) // encryption.go
+	err := callOpened(ctx, a, r.s.cfg.Keys, r.s.cfg.KeyMissingDelay) // encryption.go
+	if err == nil {
+		err = r.resolveThen(ctx, a)
+	}
 	r.finish(a, err, context.Cause(ctx), r.s.now().Sub(start))
+}
+
+// resolveThen completes the Then jobs of an attempt whose handler
+// returned nil, with the store calls Then left for the outcome (result.go),
+// unless CompleteTx wrote the outcome already. The handler has returned:
+// no transaction of its holds a connection now. The read is not cut short
+// by a Stop that begins meanwhile, only bounded by the lease.
+func (r *runtime) resolveThen(ctx context.Context, a *attempt) error {
+	x := a.extras
+	if x == nil {
+		return nil
+	}
+	x.mu.Lock()
+	then, inTx := x.then, x.completedTx
+	x.mu.Unlock()
+	if len(then) == 0 || inTx {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.s.cfg.LeaseDuration)
+	defer cancel()
+	then, err := r.s.resolveThen(ctx, then)
+	if err != nil {
+		return err
+	}
+	x.mu.Lock()
+	x.then = then
+	x.mu.Unlock()
+	return nil
 }
 
 // startLag is how late an attempt started at start (host clock) whose

@@ -2,7 +2,6 @@ package ax
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -150,15 +149,18 @@ func CompletesInTx[Tx any]() HandlerOption {
 
 // Handle registers a handler whose payload is decoded from JSON into a T
 // before fn is called. A payload that does not decode fails the attempt
-// permanently (no retry can fix it). See Scheduler.Handle for the rest.
+// permanently (no retry can fix it). When the payload was sealed
+// (Config.Keys), that error names the type and the field, never a value
+// of the payload, since the job's errors, logs and events are stored and
+// shown in the clear. See Scheduler.Handle for the rest.
 func Handle[T any](s *Scheduler, kind string, fn func(ctx context.Context, job *Job, payload T) error, opts ...HandlerOption) error {
 	if fn == nil {
 		return fmt.Errorf("handle %q: %w: nil handler func", kind, ErrInvalidOption)
 	}
 	return s.Handle(kind, HandlerFunc(func(ctx context.Context, job *Job) error {
 		var payload T
-		if err := json.Unmarshal(job.Payload, &payload); err != nil {
-			return Permanent(fmt.Errorf("decode %s payload into %T: %w", job.Kind, payload, err))
+		if err := decodePayload(job, &payload); err != nil { // decode.go
+			return Permanent(err)
 		}
 		return fn(ctx, job, payload)
 	}), opts...)

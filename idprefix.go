@@ -87,7 +87,7 @@ func (a *Admin) FindByIDPrefix(ctx context.Context, prefix string, limit int) ([
 			found = append(found, j)
 		}
 	}
-	openRecords(a.keyRing(), found...) // reencrypt.go
+	a.openRecords(found...) // reencrypt.go
 	return found, nil
 }
 

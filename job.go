@@ -72,6 +72,11 @@ type Job struct {
 	PartitionKey string
 	// SequenceKey is the job's Sequential key, if any.
 	SequenceKey string
+
+	// sealed reports that the job's values were opened from sealed ones
+	// (Config.Keys): Handle's decode errors then withhold the values
+	// (decode.go).
+	sealed bool
 }
 
 // ClaimLag is how late the attempt was claimed: StartedAt minus RunAt,

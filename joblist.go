@@ -45,6 +45,16 @@ type ListOptions struct {
 	// Limit is the page size, 1 to store.MaxListLimit (1000). Defaults to
 	// DefaultListLimit.
 	Limit int
+	// PreviewBytes, when not zero (1 to store.MaxPreviewBytes), lists
+	// the jobs in brief: each record carries the first PreviewBytes
+	// bytes of its payload and result and their sizes in
+	// JobRecord.Brief instead of the values, its latest attempt error
+	// only, cut, and no follow-ups (see store.Brief), and the store hands
+	// over no more of each job than that. A sealed value whose whole
+	// envelope fits in the preview is opened (with the Admin's ring), its
+	// size then the plain value's; a longer one's preview is the start of
+	// its envelope (it cannot be opened cut). Get reads a job whole.
+	PreviewBytes int
 }
 
 // JobList is one page of jobs.
@@ -82,6 +92,9 @@ func (a *Admin) List(ctx context.Context, opts ListOptions) (*JobList, error) {
 	if opts.Order != NewestFirst && opts.Order != OldestFirst {
 		return nil, fmt.Errorf("list jobs: %w: unknown order %d", ErrInvalidOption, opts.Order)
 	}
+	if opts.PreviewBytes < 0 || opts.PreviewBytes > store.MaxPreviewBytes {
+		return nil, fmt.Errorf("list jobs: %w: preview bytes %d not in [0, %d]", ErrInvalidOption, opts.PreviewBytes, store.MaxPreviewBytes)
+	}
 	if err := checkFilter(&opts.Filter); err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -89,11 +102,11 @@ func (a *Admin) List(ctx context.Context, opts ListOptions) (*JobList, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	page, err := in.ListJobs(ctx, &store.ListJobsParams{Filter: opts.Filter, Order: opts.Order, After: after, Limit: opts.Limit})
+	page, err := in.ListJobs(ctx, &store.ListJobsParams{Filter: opts.Filter, Order: opts.Order, After: after, Limit: opts.Limit, PreviewBytes: opts.PreviewBytes})
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	openRecords(a.keyRing(), page.Jobs...) // reencrypt.go
+	a.openRecords(page.Jobs...) // reencrypt.go
 	out := &JobList{Jobs: page.Jobs}
 	if out.Jobs == nil {
 		out.Jobs = []*JobRecord{} // [] rather than null in JSON
@@ -132,7 +145,7 @@ func (a *Admin) Get(ctx context.Context, id uuid.UUID) (*JobRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", id, err)
 	}
-	openRecords(a.keyRing(), rec) // reencrypt.go
+	a.openRecords(rec) // reencrypt.go
 	return rec, nil
 }
 

@@ -20,7 +20,10 @@ import (
 // Handle, once started), and a host that schedules a job of a kind it
 // does not handle (ax serve, the HTTP API, a producer-only service) reads
 // them, at most once a second per kind (kindDefaultsTTL), in one store
-// call per Schedule, ScheduleMany, batch or follow-up set. A job's own MaxAttempts or Priority option wins over both.
+// call per Schedule, ScheduleMany, batch or follow-up set, and for Then
+// jobs once per attempt, with its outcome (on CompleteTx's transaction:
+// a caller's transaction costs one connection, tx.go). A job's own
+// MaxAttempts or Priority option wins over both.
 //
 // The declaration is the last writer's: while hosts with different
 // options for a kind run side by side (a rolling deploy), jobs scheduled

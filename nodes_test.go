@@ -112,3 +112,34 @@ func TestClusterConfigValidation(t *testing.T) {
 		require.ErrorIs(t, err, ax.ErrInvalidConfig, "%+v", c)
 	}
 }
+
+// slowRegistry is a memstore whose node heartbeats take a while, as a
+// busy database's do.
+type slowRegistry struct{ *memstore.Store }
+
+func (s slowRegistry) HeartbeatNode(ctx context.Context, p *store.NodeParams) error {
+	t := time.NewTimer(100 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.Store.HeartbeatNode(ctx, p)
+}
+
+// TestStartRegistersTheNode (issue 41): once Start has returned, Nodes
+// lists the host, however long the registration takes. Start used to
+// leave the first heartbeat to the cluster goroutine, so a probe listing
+// nodes right after two hosts started found one at a load of 3 to 9.
+func TestStartRegistersTheNode(t *testing.T) {
+	st := slowRegistry{memstore.New()}
+	for _, name := range []string{"host-a", "host-b"} {
+		s := newScheduler(t, st, func(c *ax.Config) { c.Node = name })
+		require.NoError(t, s.Handle("k", ax.HandlerFunc(nop)))
+		start(t, s)
+		nodes, err := s.Nodes(t.Context())
+		require.NoError(t, err)
+		require.NotNil(t, nodeNamed(nodes, name), "%s is not listed right after its Start: %+v", name, nodes)
+	}
+}

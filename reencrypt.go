@@ -689,11 +689,17 @@ func (a *Admin) keyRing() *KeyRing {
 	return a.keys
 }
 
+// openRecords opens the records a's reads return (openRecords), its
+// secret metadata too unless WithSecretMetadataSealed said otherwise.
+func (a *Admin) openRecords(recs ...*store.JobRecord) {
+	openRecords(a.keyRing(), !a.secretsSealed, recs...)
+}
+
 // openRecords opens, in place, the sealed values of recs that the ring
-// opens: payloads, results and metadata. Values it cannot open stay
-// sealed (tools show them as encrypted), as does everything without a
-// ring.
-func openRecords(keys *KeyRing, recs ...*store.JobRecord) {
+// opens: payloads, results and, with secrets, metadata. Values it cannot
+// open stay sealed (tools show them as encrypted), as does everything
+// without a ring.
+func openRecords(keys *KeyRing, secrets bool, recs ...*store.JobRecord) {
 	if keys == nil {
 		return
 	}
@@ -715,8 +721,24 @@ func openRecords(keys *KeyRing, recs ...*store.JobRecord) {
 				rec.Result = plain
 			}
 		}
+		if b := rec.Brief; b != nil {
+			// A listing in brief: a sealed value whose whole envelope fit
+			// in the preview opens (its plain text is shorter than the
+			// envelope, so it fits too); a longer one shows the start of
+			// its envelope, since a cut envelope does not open.
+			if len(b.Payload) == b.PayloadSize && IsSealed([]byte(b.Payload)) {
+				if plain, err := keys.open([]byte(b.Payload), partPayload, refs); err == nil {
+					b.Payload, b.PayloadSize = string(plain), len(plain)
+				}
+			}
+			if len(b.Result) == b.ResultSize && IsSealed([]byte(b.Result)) {
+				if plain, err := keys.open([]byte(b.Result), partResult, refs); err == nil {
+					b.Result, b.ResultSize = string(plain), len(plain)
+				}
+			}
+		}
 		for k, v := range rec.Metadata {
-			if sealedString(v) {
+			if secrets && sealedString(v) {
 				if plain, err := keys.open([]byte(v), metadataPart(k), refs); err == nil {
 					rec.Metadata[k] = string(plain)
 				}

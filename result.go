@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/axsched/ax/store"
@@ -136,6 +137,15 @@ func HandleResult[T, R any](s *Scheduler, kind string, fn func(ctx context.Conte
 // outside a handler, the errors Schedule returns for bad input, and an
 // error wrapping errors.ErrUnsupported when the store cannot insert
 // follow-ups. ThenArgs takes a JobArgs instead of a kind and payload.
+//
+// Then makes no store call, since the handler may hold its pool's
+// connection in an open transaction: the kind's stored defaults, and
+// with Config.RefuseUnknownKinds a kind that this host's copy of the
+// cluster's kinds cannot answer for without reading the registry again,
+// are read with the outcome, in one call for all the attempt's Then jobs:
+// on CompleteTx's transaction (whose error then wraps ErrUnknownKind), or
+// before a plain success is written (the attempt then fails with that
+// error and is retried).
 func Then(ctx context.Context, kind string, payload any, opts ...ScheduleOption) error {
 	x := extrasFrom(ctx)
 	if x == nil {
@@ -144,9 +154,15 @@ func Then(ctx context.Context, kind string, payload any, opts ...ScheduleOption)
 	if _, err := x.s.followUpStore(); err != nil {
 		return fmt.Errorf("then %q: %w", kind, err)
 	}
-	p, err := x.s.insertParam(ctx, Request{Kind: kind, Payload: payload, Options: opts}, nil)
+	p, err := x.s.unresolvedParam(Request{Kind: kind, Payload: payload, Options: opts}, nil)
 	if err == nil {
-		err = x.s.refuseUnknownKinds(ctx, []store.InsertParams{p}) // unhandled.go
+		err = x.s.sealInsert(&p) // encryption.go
+	}
+	if err == nil {
+		// No store call: the handler may hold its pool's connection in the
+		// transaction it passes to CompleteTx. What needs one is checked
+		// with the outcome (resolveThen).
+		err = x.s.refuseListedUnknownKinds([]store.InsertParams{p}) // unhandled.go
 	}
 	if err != nil {
 		return fmt.Errorf("then %q: %w", kind, err)
@@ -155,6 +171,29 @@ func Then(ctx context.Context, kind string, payload any, opts ...ScheduleOption)
 	defer x.mu.Unlock()
 	x.then = append(x.then, p)
 	return nil
+}
+
+// resolveThen returns then, the Then jobs of an attempt about to succeed,
+// with what Then left for the outcome: the kinds refused with
+// Config.RefuseUnknownKinds and the defaults stored for them
+// (kinddefaults.go), read with ctx, which carries CompleteTx's
+// transaction when there is one. then itself is not changed.
+func (s *Scheduler) resolveThen(ctx context.Context, then []store.InsertParams) ([]store.InsertParams, error) {
+	if len(then) == 0 {
+		return then, nil
+	}
+	out := make([]store.InsertParams, len(then))
+	for i, p := range then {
+		p.FollowUps = slices.Clone(p.FollowUps)
+		out[i] = p
+	}
+	if err := s.refuseUnknownKinds(ctx, out); err != nil { // unhandled.go
+		return nil, fmt.Errorf("then: %w", err)
+	}
+	if err := s.resolveKindDefaults(ctx, out); err != nil {
+		return nil, fmt.Errorf("then: %w", err)
+	}
+	return out, nil
 }
 
 // FollowUp is a Schedule option: when the job reaches one of the final

@@ -2,14 +2,23 @@ package ax
 
 import (
 	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax/store"
 )
 
 func testKey(t *testing.T, id string) Key {
@@ -178,10 +187,10 @@ func TestOpenVersion1(t *testing.T) {
 			relabeled := `{"ax_sealed":2,"key":"2026-11","to":"` + string(v2.to) + `","box":"` + string(enc) + `"}`
 			_, err = ring.open([]byte(relabeled), c.part, c.refs)
 			require.ErrorIs(t, err, ErrSealBroken)
-			// Re-sealing writes version 2.
+			// Re-sealing writes the ring's version: EnvelopeV1 (2) by default.
 			again, err := ring.reseal([]byte(c.sealed), c.part, c.refs)
 			require.NoError(t, err)
-			require.True(t, bytes.HasPrefix(again, []byte(sealPrefix)), "%s", again)
+			require.True(t, bytes.HasPrefix(again, []byte(`{"ax_sealed":2,`)), "%s", again)
 			got, err = ring.open(again, c.part, c.refs)
 			require.NoError(t, err)
 			require.Equal(t, c.plain, string(got))
@@ -194,12 +203,14 @@ func TestOpenVersion1(t *testing.T) {
 func TestSealSize(t *testing.T) {
 	ring, err := NewKeyRing(testKey(t, "2026-12"))
 	require.NoError(t, err)
+	ring, err = ring.WithEnvelopeVersion(EnvelopeV3)
+	require.NoError(t, err)
 	for _, n := range []int{0, 1, 2, 3, 4, 5, 27, 1024, 4096} {
 		plain := bytes.Repeat([]byte("x"), n)
 		sealed, err := ring.seal(plain, partPayload, bindJob, "x")
 		require.NoError(t, err)
-		box := nonceSize + n + 16
-		want := len(`{"ax_sealed":2,"key":"2026-12","to":"job","box":""}`) + box85EncodedLen(box)
+		box := saltSize + n + 16
+		want := len(`{"ax_sealed":3,"key":"2026-12","to":"job","box":""}`) + box85EncodedLen(box)
 		require.Len(t, sealed, want, "n=%d", n)
 		require.True(t, json.Valid(sealed), "%s", sealed)
 		got, err := ring.open(sealed, partPayload, sealRefs{schedule: "x", job: uuid.Nil})
@@ -217,8 +228,8 @@ func TestOpenLaterFormat(t *testing.T) {
 	require.NoError(t, err)
 	id := uuid.Must(uuid.NewV7())
 	for _, v := range []string{
-		`{"ax_sealed":3,"key":"k","to":"job","box":"0000000000000000000000000"}`,
-		`{"ax_sealed":3,"key":"k","to":"job","box":"0000000000000000000000000","aad":"x"}`, // and new fields
+		`{"ax_sealed":4,"key":"k","to":"job","box":"0000000000000000000000000"}`,
+		`{"ax_sealed":4,"key":"k","to":"job","box":"0000000000000000000000000","aad":"x"}`, // and new fields
 	} {
 		require.True(t, mightBeSealed([]byte(v)), v)
 		require.True(t, sealedString(v), v)
@@ -254,17 +265,41 @@ func TestSealFreshNonce(t *testing.T) {
 	require.NotEqual(t, string(a), string(b), "two seals of one value must differ (random nonce)")
 }
 
+// TestIsSealed: sealed values, whatever their version and however a JSON
+// tool reformatted them, are sealed; a plain value that merely looks like
+// one is not, so that tools without the ring show its content instead of
+// "encrypted" (the HTTP trial found such a payload hidden).
 func TestIsSealed(t *testing.T) {
+	ring, err := NewKeyRing(testKey(t, "k"))
+	require.NoError(t, err)
+	v3, err := ring.seal([]byte(`{"a":1}`), partPayload, bindJob, "x")
+	require.NoError(t, err)
+	old, err := ring.WithEnvelopeVersion(EnvelopeV1)
+	require.NoError(t, err)
+	v2, err := old.seal([]byte(`{"a":1}`), partPayload, bindParent, "x")
+	require.NoError(t, err)
+	var env envelope
+	require.NoError(t, json.Unmarshal(v3, &env))
+	reformatted, err := json.MarshalIndent(map[string]any{"box": env.Box, "to": env.To, "key": env.Key, "ax_sealed": env.Sealed}, " ", "  ")
+	require.NoError(t, err)
+	v1 := `{"ax_sealed":1,"key":"2026-11","to":"job","box":"ihPIGd/R3PCd4PKfjzE0Yio6OIDHnapxQXk+pDYBPYtXYc0mWaN/"}`
 	for _, c := range []struct {
 		v    string
 		want bool
 	}{
-		{`{"ax_sealed":1,"key":"k","to":"job","box":"AAAA"}`, true},
-		{` {"box":"AAAA", "to":"job", "key":"k", "ax_sealed":1}`, true}, // reformatted by a JSON tool
-		{`{"ax_sealed":2,"key":"k","to":"job","box":"AAAA"}`, true},
-		{`{"box":"AAAA","ax_sealed":2,"to":"job","key":"k"}`, true},
-		{`{"ax_sealed":3,"key":"k","to":"job","box":"AAAA"}`, true}, // a later format: sealed, refused by open
-		{`{"ax_sealed":12,"key":"k","to":"job","box":"AAAA"}`, true},
+		{string(v3), true},
+		{string(v2), true},
+		{v1, true},
+		{" " + string(reformatted), true}, // reformatted by a JSON tool
+		{`{"ax_sealed":4,"key":"k","to":"job","box":"AAAA"}`, true},  // a later format: sealed, refused by open
+		{`{"ax_sealed":12,"key":"k","future":"x"}`, true},            // whatever its members
+		{`{"ax_sealed":1,"key":"k","to":"job","box":"AAAA"}`, false}, // box too short for a nonce and a tag
+		{`{"ax_sealed":3,"key":"k","to":"job","box":"` + env.Box[:30] + `"}`, false},
+		{`{"ax_sealed":3,"key":"k","to":"anywhere","box":"` + env.Box + `"}`, false},
+		{`{"ax_sealed":3,"key":"k k","to":"job","box":"` + env.Box + `"}`, false},
+		{`{"ax_sealed":3,"key":"k","to":"job","box":"` + env.Box + `","note":"mine"}`, false},
+		{`{"ax_sealed":1,"key":"k","note":"my own payload, not encrypted"}`, false},
+		{`{"ax_sealed":2,"key":"k","to":"job","box":"` + env.Box[:len(env.Box)-5] + `,,,,,"}`, false}, // not base 85
 		{`{"ax_sealed":0,"key":"k","to":"job","box":"AAAA"}`, false},
 		{`{"ax_sealed":02,"key":"k","to":"job","box":"AAAA"}`, false},
 		{`{"ax_sealed":true,"key":"k"}`, false},
@@ -277,9 +312,15 @@ func TestIsSealed(t *testing.T) {
 		require.Equal(t, c.want, IsSealed(c.v), c.v)
 		require.Equal(t, c.want, IsSealed([]byte(c.v)), c.v)
 	}
-	require.Equal(t, "k", SealedKeyID(`{"ax_sealed":1,"key":"k","to":"job","box":"AAAA"}`))
-	require.Equal(t, "k", SealedKeyID(`{"ax_sealed":2,"key":"k","to":"job","box":"AAAA"}`))
+	require.Equal(t, "k", SealedKeyID(v3))
+	require.Equal(t, "k", SealedKeyID(string(v2)))
+	require.Equal(t, "2026-11", SealedKeyID(v1))
+	require.Equal(t, "", SealedKeyID(`{"ax_sealed":1,"key":"k","note":"my own payload, not encrypted"}`))
 	require.Equal(t, "", SealedKeyID(`{"a":1}`))
+	// A host with a ring does not wait for the key of a lookalike stored
+	// plain (a host without the ring stored it): it can never open.
+	_, err = ring.open([]byte(`{"ax_sealed":1,"key":"k9","note":"my own payload"}`), partPayload, sealRefs{job: uuid.Must(uuid.NewV7())})
+	require.ErrorIs(t, err, ErrSealBroken)
 }
 
 func TestKeyRing(t *testing.T) {
@@ -343,6 +384,168 @@ func TestParseKeyRing(t *testing.T) {
 			require.ErrorIs(t, err, ErrInvalidKey)
 			require.ErrorContains(t, err, c.wantErr)
 			require.NotContains(t, err.Error(), secret)
+		})
+	}
+}
+
+// TestSealPerValueKey: version 3 seals each value with a key of its own,
+// derived from the ring's key and the value's 192-bit salt with
+// HKDF-SHA256 (an all-zero nonce: the key seals one value), so GCM's limit on values per key (2^32 with random
+// 96-bit nonces, about 29 hours at 41,083 jobs/s) does not bind the
+// ring's key. The test derives the key from the envelope alone, as the
+// format says, and checks that the ring's key does not open the box. The
+// code before sealed with the ring's key and a random nonce (version 2).
+func TestSealPerValueKey(t *testing.T) {
+	key := testKey(t, "k")
+	ring, err := NewKeyRing(key)
+	require.NoError(t, err)
+	ring, err = ring.WithEnvelopeVersion(EnvelopeV3)
+	require.NoError(t, err)
+	id := uuid.Must(uuid.NewV7())
+	plain := []byte(`{"email":"ada@example.com"}`)
+	sealed, err := ring.seal(plain, partPayload, bindJob, string(id[:]))
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(sealed, []byte(`{"ax_sealed":3,`)), "%s", sealed)
+	env, ok := parseCanonical(sealed)
+	require.True(t, ok)
+	box, ok := decodeBox(nil, env)
+	require.True(t, ok)
+	require.Len(t, box, 24+len(plain)+16, "a 24-byte salt, the ciphertext, the tag")
+	salt, ct := box[:24], box[24:]
+	// HKDF-Expand with the ring key as the pseudorandom key.
+	derived, err := hkdf.Expand(sha256.New, key.Secret, "ax-sealed-3 aes-256-gcm key\x00"+string(salt), 32)
+	require.NoError(t, err)
+	aad := associatedData(3, partPayload, "job", "k", string(id[:]))
+	block, err := aes.NewCipher(derived)
+	require.NoError(t, err)
+	gcm, err := cipher.NewGCM(block)
+	require.NoError(t, err)
+	got, err := gcm.Open(nil, make([]byte, 12), ct, aad)
+	require.NoError(t, err, "the derived key opens the value")
+	require.Equal(t, plain, got)
+	// The ring's own key does not, with any nonce the box holds.
+	block, err = aes.NewCipher(key.Secret)
+	require.NoError(t, err)
+	gcm, err = cipher.NewGCM(block)
+	require.NoError(t, err)
+	_, err = gcm.Open(nil, box[:12], box[12:], aad)
+	require.Error(t, err)
+	// Two seals of one value draw two salts.
+	again, err := ring.seal(plain, partPayload, bindJob, string(id[:]))
+	require.NoError(t, err)
+	env2, _ := parseCanonical(again)
+	box2, _ := decodeBox(nil, env2)
+	require.NotEqual(t, salt, box2[:24])
+}
+
+// TestOpenVersion2: values sealed by v1.0 (envelope version 2: the ring's
+// key and a random nonce, the box in base 85) open, and a ring told to
+// write version 2 (WithEnvelopeVersion, for a rolling upgrade from v1.0)
+// writes what v1.0 reads, which every ring opens. The vectors were made
+// by v1.0's code with the key below (bytes 0 to 31).
+func TestOpenVersion2(t *testing.T) {
+	secret := make([]byte, KeyLength)
+	for i := range secret {
+		secret[i] = byte(i)
+	}
+	ring, err := NewKeyRing(Key{ID: "2026-11", Secret: secret})
+	require.NoError(t, err)
+	id := uuid.MustParse("0193a000-0000-7000-8000-000000000001")
+	for _, c := range []struct {
+		name, sealed, part, plain string
+		refs                      sealRefs
+	}{
+		{"Payload", `{"ax_sealed":2,"key":"2026-11","to":"job","box":"FBB(%jlF1}BNehDMPof{uRr-PF9xDhl|@D{*Wi*HzQf2fKdjZ}.[Yp16^B$$Dvlo%QSW+"}`,
+			partPayload, `{"email":"ada@example.com"}`, sealRefs{job: id}},
+		{"Result", `{"ax_sealed":2,"key":"2026-11","to":"job","box":"acVv~)Xn2fhAC%zWyfL:bJ@CkI%twZ=|U/MC|Cyg?eYVV5{pj"}`,
+			partResult, `{"ok":true}`, sealRefs{job: id}},
+		{"ScheduleMetadata", `{"ax_sealed":2,"key":"2026-11","to":"schedule","box":"bhAf3t)KFmX%=w*w$-UtTxWV:fg-~PQR[s7_1z?hh6?m"}`,
+			metadataPart("tok"), `tok-123`, sealRefs{schedule: "nightly"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ring.open([]byte(c.sealed), c.part, c.refs)
+			require.NoError(t, err)
+			require.Equal(t, c.plain, string(got))
+			// Relabeled as version 3 it does not open.
+			relabeled := bytes.Replace([]byte(c.sealed), []byte(`"ax_sealed":2`), []byte(`"ax_sealed":3`), 1)
+			_, err = ring.open(relabeled, c.part, c.refs)
+			require.ErrorIs(t, err, ErrSealBroken)
+		})
+	}
+	require.Equal(t, 2, ring.EnvelopeVersion(), "EnvelopeV1 is the default: every v1 release reads it")
+	v3, err := ring.WithEnvelopeVersion(EnvelopeV3)
+	require.NoError(t, err)
+	require.Equal(t, 3, v3.EnvelopeVersion())
+	require.Equal(t, 2, ring.EnvelopeVersion(), "the copy leaves the ring as it was")
+	v1, err := v3.WithEnvelopeVersion(EnvelopeV1)
+	require.NoError(t, err)
+	require.Equal(t, 2, v1.EnvelopeVersion())
+	sealed, err := v1.seal([]byte(`{"ok":true}`), partResult, bindJob, string(id[:]))
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(sealed, []byte(`{"ax_sealed":2,"key":"2026-11",`)), "%s", sealed)
+	got, err := ring.open(sealed, partResult, sealRefs{job: id})
+	require.NoError(t, err)
+	require.Equal(t, `{"ok":true}`, string(got))
+	for _, bad := range []int{0, 1, 4} {
+		_, err := ring.WithEnvelopeVersion(bad)
+		require.ErrorIs(t, err, ErrInvalidKey, "version %d", bad)
+	}
+	// A ring file says it with "envelope".
+	file := fmt.Sprintf(`{"current":"2026-11","keys":[{"id":"2026-11","secret":%q}],"envelope":2}`, base64.StdEncoding.EncodeToString(secret))
+	fromFile, err := ParseKeyRing([]byte(file))
+	require.NoError(t, err)
+	require.Equal(t, 2, fromFile.EnvelopeVersion())
+	_, err = ParseKeyRing([]byte(strings.Replace(file, `"envelope":2`, `"envelope":9`, 1)))
+	require.ErrorIs(t, err, ErrInvalidKey)
+}
+
+// TestCallOpenedLeavesOrFails: callOpened leaves a job it cannot open but
+// another host may (its key not in this ring, no ring, a newer envelope
+// format: a rolling deploy) for that host, as a snooze of wait that the
+// outcome does not count, and fails a tampered one permanently; neither
+// reaches the handler.
+func TestCallOpenedLeavesOrFails(t *testing.T) {
+	mine, other := testKey(t, "mine"), testKey(t, "other")
+	ring, err := NewKeyRing(mine)
+	require.NoError(t, err)
+	otherRing, err := NewKeyRing(other)
+	require.NoError(t, err)
+	id := uuid.Must(uuid.NewV7())
+	sealedBy := func(r *KeyRing) json.RawMessage {
+		b, err := r.seal([]byte(`{}`), partPayload, bindJob, string(id[:]))
+		require.NoError(t, err)
+		return b
+	}
+	tampered := sealedBy(ring)
+	tampered[len(tampered)-4] ^= 1
+	ran := false
+	kind := &kindHandler{handler: HandlerFunc(func(context.Context, *Job) error { ran = true; return nil }),
+		settings: handlerSettings{timeout: time.Second}}
+	for _, c := range []struct {
+		name    string
+		keys    *KeyRing
+		payload json.RawMessage
+		wait    bool
+		is      error
+	}{
+		{"KeyNotInRing", ring, sealedBy(otherRing), true, ErrKeyMissing},
+		{"NoRing", nil, sealedBy(ring), true, ErrKeyMissing},
+		{"NewerFormat", ring, json.RawMessage(`{"ax_sealed":9,"key":"mine","to":"job","box":"00000"}`), true, ErrSealFormat},
+		{"Tampered", ring, tampered, false, ErrSealBroken},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := &attempt{job: &Job{ID: id, Kind: "k", Payload: c.payload, Attempt: 1, MaxAttempts: 1}, kind: kind}
+			err := callOpened(t.Context(), a, c.keys, 7*time.Second)
+			require.ErrorIs(t, err, c.is)
+			require.Equal(t, c.wait, keyWait(err))
+			p := outcome(a, err, nil)
+			if c.wait {
+				require.Equal(t, store.OutcomeSnooze, p.Outcome, "left for another host, the attempt not counted")
+				require.Equal(t, 7*time.Second, p.Delay)
+			} else {
+				require.Equal(t, store.OutcomeDead, p.Outcome)
+			}
+			require.False(t, ran)
 		})
 	}
 }

@@ -20,12 +20,23 @@ import (
 // handler declares its type with the CompletesInTx option, and Handle
 // refuses it when the store's CompleteTx does not take that type, before
 // any job runs.
+//
+// A caller's transaction costs exactly one connection, the one it holds:
+// every store call these make while it is open (the kinds' defaults, the
+// cluster's kinds for Config.RefuseUnknownKinds, the insert or completion
+// itself) runs on tx when the store reads on a caller's transaction
+// (store.TxReader, as pgstore does), never on a second connection of the
+// pool, which a pool held by request transactions would never free. Then
+// makes no store call: what it cannot check without one (a kind's stored
+// defaults, a kind this host's copy of the cluster's kinds does not
+// answer for) is checked with the outcome, on CompleteTx's transaction.
 
 // ScheduleTxOf schedules a job inside tx, a transaction of the Scheduler's
 // store, so that the job exists only if tx commits. It is ScheduleTx for
 // any store whose InsertTx takes a Tx; others return ErrTxUnsupported.
 func ScheduleTxOf[Tx any](ctx context.Context, s *Scheduler, tx Tx, kind string, payload any, opts ...ScheduleOption) (ScheduleResult, error) {
 	what := fmt.Sprintf("schedule %q in tx", kind)
+	ctx = inTx(ctx, s, tx)
 	insert, err := txInsert(ctx, s, tx)
 	if err != nil {
 		return ScheduleResult{}, fmt.Errorf("%s: %w", what, err)
@@ -47,11 +58,22 @@ func ScheduleTxOf[Tx any](ctx context.Context, s *Scheduler, tx Tx, kind string,
 // before anything is written. Other errors are ScheduleMany's.
 func ScheduleManyTxOf[Tx any](ctx context.Context, s *Scheduler, tx Tx, reqs []Request) ([]ScheduleResult, error) {
 	what := fmt.Sprintf("schedule %d job(s) in tx", len(reqs))
+	ctx = inTx(ctx, s, tx)
 	insert, err := txInsert(ctx, s, tx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return s.scheduleTx(ctx, what, reqs, insert)
+}
+
+// inTx returns ctx for the store calls made while the caller's
+// transaction tx is open: carrying tx when the store can read on it
+// (store.TxReader), so that they never wait for a second connection.
+func inTx[Tx any](ctx context.Context, s *Scheduler, tx Tx) context.Context {
+	if r, ok := s.store.(store.TxReader[Tx]); ok {
+		return r.InTx(ctx, tx)
+	}
+	return ctx
 }
 
 // txInsert returns the insert of the Scheduler's store into tx, or an
@@ -88,6 +110,7 @@ func CompleteTxOf[Tx any](ctx context.Context, s *Scheduler, tx Tx) error {
 	if err != nil {
 		return Permanent(fmt.Errorf("complete in tx: %w", err))
 	}
+	ctx = inTx(ctx, s, tx)
 	return s.completeTx(ctx, func(p store.FinishParams) (bool, error) { return tc.CompleteTx(ctx, tx, p) })
 }
 
@@ -116,6 +139,7 @@ func ScheduleBatchTxOf[Tx any](ctx context.Context, s *Scheduler, tx Tx, b Batch
 	if !ok {
 		return nil, fmt.Errorf("schedule batch in tx: store %T takes no %s: %w", s.store, txTypeName[Tx](), ErrTxUnsupported)
 	}
+	ctx = inTx(ctx, s, tx)
 	return s.scheduleBatch(ctx, b, func(_ store.BatchStore, p *store.BatchParams) (*store.BatchResult, error) {
 		return ti.InsertBatchTx(ctx, tx, p)
 	})

@@ -34,7 +34,9 @@ import (
 // ScheduleTx, batches, follow-ups and Then refuse a kind this host does
 // not handle and no node in the registry lists (running, or stopped or
 // dead and not yet removed after Config.NodeRetention), with
-// ErrUnknownKind. The kinds are read with the
+// ErrUnknownKind (Then makes no store call: a kind its copy cannot answer
+// for is refused with the outcome, by CompleteTx or as the attempt's
+// error). The kinds are read with the
 // node heartbeat, so a Schedule of a known kind costs no store call; a
 // kind not found is read again at most once per LeaderTTL/3 before it is
 // refused, so a host that just started is found. Periodic schedules are
@@ -118,6 +120,16 @@ func (k *clusterKinds) has(ctx context.Context, kind string) (bool, error) {
 	return k.set.Load().kinds[kind], nil
 }
 
+// cached reports whether a node lists kind as far as the copy answers
+// without a read: answered is false where has would read the registry.
+func (k *clusterKinds) cached(kind string) (listed, answered bool) {
+	set := k.set.Load()
+	if !k.fresh(set, kind) {
+		return false, false
+	}
+	return set.kinds[kind], true
+}
+
 // refuseUnknownKinds returns an error matching ErrUnknownKind for the
 // first kind of params or their follow-ups that this host does not handle
 // and no node lists, with Config.RefuseUnknownKinds; nil otherwise.
@@ -147,7 +159,41 @@ func (s *Scheduler) checkKnownKind(ctx context.Context, kind string) error {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%w: %q: this host does not handle it and no node of the cluster does (Config.RefuseUnknownKinds)", ErrUnknownKind, kind)
+		return unknownKind(kind)
+	}
+	return nil
+}
+
+func unknownKind(kind string) error {
+	return fmt.Errorf("%w: %q: this host does not handle it and no node of the cluster does (Config.RefuseUnknownKinds)", ErrUnknownKind, kind)
+}
+
+// refuseListedUnknownKinds is refuseUnknownKinds without a store call,
+// for Then: it refuses the kinds that this host's copy of the cluster's
+// kinds answers for, and leaves the others to refuseUnknownKinds with the
+// outcome.
+func (s *Scheduler) refuseListedUnknownKinds(params []store.InsertParams) error {
+	if s.known == nil {
+		return nil
+	}
+	check := func(kind string) error {
+		if s.handler(kind) != nil {
+			return nil
+		}
+		if listed, answered := s.known.cached(kind); answered && !listed {
+			return unknownKind(kind)
+		}
+		return nil
+	}
+	for i := range params {
+		if err := check(params[i].Kind); err != nil {
+			return err
+		}
+		for j := range params[i].FollowUps {
+			if err := check(params[i].FollowUps[j].Job.Kind); err != nil {
+				return fmt.Errorf("follow-up: %w", err)
+			}
+		}
 	}
 	return nil
 }

@@ -176,8 +176,13 @@ func jsonErrorText(err error) string {
 }
 
 // request turns a SubmitRequest into Schedule's arguments.
-func (h *Handler) request(sr *SubmitRequest) (ax.Request, error) {
+func (h *Handler) request(r *http.Request, sr *SubmitRequest) (ax.Request, error) {
 	req := ax.Request{Kind: sr.Kind}
+	if id, ok := IdentityFrom(r.Context()); ok && h.cfg.Auth != nil {
+		if k, known := h.cfg.Auth.keys[id.KeyID]; known && !k.mayCreate(sr.Kind) {
+			return req, problem(http.StatusForbidden, ProblemForbidden, fmt.Sprintf("key %s may not schedule jobs of kind %q", id.KeyID, sr.Kind))
+		}
+	}
 	if len(sr.Payload) > 0 {
 		if err := checkPayloadDepth(sr.Payload); err != nil {
 			return req, err
@@ -248,7 +253,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemFor(r, err))
 		return
 	}
-	req, err := h.request(&sr)
+	req, err := h.request(r, &sr)
 	if err != nil {
 		writeProblem(w, r, problemFor(r, err))
 		return
@@ -259,7 +264,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := SubmitResponse{ID: res[0].ID, Duplicate: res[0].Duplicate}
-	if rec, err := h.admin.Get(r.Context(), out.ID); err == nil {
+	if rec, err := h.reader(r).Get(r.Context(), out.ID); err == nil {
 		out.Job = rec
 	}
 	w.Header().Set("Location", basePath(r)+APIPrefix+"/jobs/"+out.ID.String())
@@ -309,7 +314,7 @@ func (h *Handler) submitBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	reqs := make([]ax.Request, len(br.Jobs))
 	for i := range br.Jobs {
-		req, err := h.request(&br.Jobs[i])
+		req, err := h.request(r, &br.Jobs[i])
 		if err != nil {
 			p := problemFor(r, err)
 			p.Detail = fmt.Sprintf("jobs[%d]: %s", i, p.Detail)
@@ -341,7 +346,7 @@ func (h *Handler) listJobs(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemFor(r, err))
 		return
 	}
-	list, err := h.admin.List(r.Context(), opts)
+	list, err := h.reader(r).List(r.Context(), opts)
 	if err != nil {
 		writeProblem(w, r, problemFor(r, err))
 		return
@@ -389,7 +394,7 @@ func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) {
 	id, err := jobID(r)
 	if err == nil {
 		var rec *store.JobRecord
-		if rec, err = h.admin.Get(r.Context(), id); err == nil {
+		if rec, err = h.reader(r).Get(r.Context(), id); err == nil {
 			writeJSON(w, http.StatusOK, h.forCaller(r, rec))
 			return
 		}
@@ -424,7 +429,7 @@ func (h *Handler) followUpsOf(r *http.Request, id uuid.UUID) ([]*store.JobRecord
 func (h *Handler) followUps(w http.ResponseWriter, r *http.Request) {
 	id, err := jobID(r)
 	if err == nil {
-		if _, err = h.admin.Get(r.Context(), id); err == nil {
+		if _, err = h.reader(r).Get(r.Context(), id); err == nil {
 			var jobs []*store.JobRecord
 			if jobs, err = h.followUpsOf(r, id); err == nil {
 				writeJSON(w, http.StatusOK, FollowUpsResponse{Jobs: h.allForCaller(r, jobs)})
@@ -502,14 +507,14 @@ func (h *Handler) changeJob(r *http.Request, op jobOp) (*store.JobRecord, error)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := h.admin.Get(r.Context(), id); err != nil {
+	if _, err := h.reader(r).Get(r.Context(), id); err != nil {
 		return nil, err
 	}
 	n, err := h.apply(r, op, ax.JobFilter{IDs: []uuid.UUID{id}})
 	if err != nil {
 		return nil, err
 	}
-	rec, err := h.admin.Get(r.Context(), id)
+	rec, err := h.reader(r).Get(r.Context(), id)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -26,6 +28,26 @@ type Key struct {
 	Secret []byte
 	// ReadOnly keys may only read (GET and HEAD): dashboards, monitoring.
 	ReadOnly bool
+	// Kinds, when not empty, are the only job kinds the key may schedule
+	// through the API: each a kind, or a prefix ending in "*"
+	// ("email.*"); a job of another kind is refused with 403 and nothing
+	// is stored. Empty: any kind, so a key can create kinds without
+	// bound (each makes a row of the overview), which is why a key given
+	// to a client outside the team should list its kinds.
+	Kinds []string
+}
+
+// mayCreate reports whether the key may schedule jobs of kind.
+func (k *Key) mayCreate(kind string) bool {
+	if len(k.Kinds) == 0 {
+		return true
+	}
+	for _, p := range k.Kinds {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(kind, prefix) || p == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // MinSecretLength is the shortest secret Auth accepts.
@@ -88,7 +110,10 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 			return nil, fmt.Errorf("%w: key ID must be 1 to 128 bytes", ErrInvalidAuthConfig)
 		case len(k.Secret) < MinSecretLength:
 			return nil, fmt.Errorf("%w: key %q: secret shorter than %d bytes", ErrInvalidAuthConfig, k.ID, MinSecretLength)
+		case slices.Contains(k.Kinds, ""):
+			return nil, fmt.Errorf("%w: key %q: an empty kind pattern", ErrInvalidAuthConfig, k.ID)
 		}
+		k.Kinds = slices.Clone(k.Kinds)
 		if _, dup := a.keys[k.ID]; dup {
 			return nil, fmt.Errorf("%w: key %q listed twice", ErrInvalidAuthConfig, k.ID)
 		}
@@ -160,12 +185,24 @@ type authHooks struct {
 // handler is Middleware with hooks.
 func (a *Auth) handler(next http.Handler, hk authHooks) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		spent := budgetSpent(r)
+		if spent > 0 && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
+			// An address without failure budget has no body read: only a
+			// request without one can prove itself (its signature is
+			// checked on the headers alone).
+			refuseSpent(w, r, spent)
+			return
+		}
 		refuse := func(err error) {
 			var p *Problem
 			if !errors.As(err, &p) {
 				p = problem(http.StatusUnauthorized, ProblemUnauthorized, errUnauthorized)
 			}
 			logFrom(r.Context()).Info("request refused by authentication", zapError(err))
+			if spent > 0 && (p.Status == http.StatusUnauthorized || p.Status == http.StatusRequestEntityTooLarge) {
+				refuseSpent(w, r, spent)
+				return
+			}
 			// A body over the limit read before the signature is checked
 			// (chunked, so not refused up front) cost as much as a bad
 			// signature: both count.

@@ -1,9 +1,11 @@
 package axhttp
 
 import (
+	"context"
 	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 )
 
 // The client address: what the per-address limits (Config.ClientRateLimit,
@@ -102,25 +104,45 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 }
 
 // clientLimits answers 429 before anything else when the client address
-// has spent its failure budget (Config.FailureLimit) or its request rate
-// (Config.ClientRateLimit). The failure budget is only looked at here;
-// authFailed spends it.
+// has spent its request rate (Config.ClientRateLimit). An address that has
+// spent its failure budget (Config.FailureLimit) is only marked
+// (budgetSpent): what it sends is then refused unless it proves itself
+// cheaply, without its body being read (a valid dashboard session; a
+// signed request without a body whose signature is right), so that
+// clients sharing an address (behind a proxy not in TrustedProxies) are
+// not locked out by one of them failing. authFailed spends the budget.
 func (h *Handler) clientLimits(next http.Handler) http.Handler {
 	if h.clients == nil && h.failures == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		client := clientOf(r)
-		if delay := h.failures.spent(client); delay > 0 {
-			writeRateLimited(w, r, delay, "too many failed authentications from this address")
-			return
-		}
 		if ok, delay := h.clients.allow(client); !ok {
 			writeRateLimited(w, r, delay, "this address's request rate is over its limit")
 			return
 		}
+		if delay := h.failures.spent(client); delay > 0 {
+			r = r.WithContext(context.WithValue(r.Context(), budgetSpentKey{}, delay))
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// budgetSpentKey marks, in a request's context, that its address has no
+// failure budget left: the value is how long until it has (a
+// time.Duration).
+type budgetSpentKey struct{}
+
+// budgetSpent returns how long until r's address has failure budget
+// again, or 0 when it has some now.
+func budgetSpent(r *http.Request) time.Duration {
+	d, _ := r.Context().Value(budgetSpentKey{}).(time.Duration)
+	return d
+}
+
+// refuseSpent answers 429 for an address without failure budget.
+func refuseSpent(w http.ResponseWriter, r *http.Request, delay time.Duration) {
+	writeRateLimited(w, r, delay, "too many failed authentications from this address")
 }
 
 // authFailed spends a token of the client address's failure budget.

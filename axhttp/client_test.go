@@ -67,8 +67,9 @@ func requireRateLimited(t *testing.T, res *http.Response, body []byte) {
 
 // TestFailureLimit: each kind of failed authentication from one address
 // spends its failure budget; once spent, every request from the address
-// gets 429 with Retry-After, a well-signed one included, whose nonce is
-// then not recorded (it can be sent again later), and nothing changes in
+// that cannot prove itself without its body being read gets 429 with
+// Retry-After, a well-signed POST included, whose nonce is then not
+// recorded (it can be sent again later), and nothing changes in
 // the store. Successful requests spend nothing. (Issue 25 defect 3: bad
 // signatures and unknown keys were never counted.)
 func TestFailureLimit(t *testing.T) {
@@ -302,4 +303,36 @@ func TestBadSignatureBodyUnread(t *testing.T) {
 			require.Zero(t, read, "bytes of the body read")
 		})
 	}
+}
+
+// TestFailureBudgetSpentKeepsProvenClients: one client spending its
+// address's failure budget (behind a proxy not in TrustedProxies, every
+// client shares the proxy's address) does not lock the others out: a
+// signed request without a body whose signature is right and a dashboard
+// session are still served, while whatever cannot prove itself without
+// its body being read (a signed POST, an unsigned request, a login, a
+// public page) gets 429. (Issue 41: one bad signature a second made every
+// page and API call from the address 429 for everyone.)
+func TestFailureBudgetSpentKeepsProvenClients(t *testing.T) {
+	f := newFixture(t, fixtureOptions{cfg: func(cf *Config) { cf.FailureLimit = RateLimit{PerSecond: 0.001, Burst: 3} }})
+	operator := f.browser()
+	operator.login("app", testSecret)
+	for range 3 {
+		res, body := f.call(&Signer{KeyID: "app", Secret: otherSecret}, http.MethodGet, APIPrefix+"/jobs", "")
+		require.Equal(t, http.StatusUnauthorized, res.StatusCode, "%s", body)
+	}
+	res, body := f.call(&Signer{KeyID: "app", Secret: otherSecret}, http.MethodGet, APIPrefix+"/jobs", "")
+	requireRateLimited(t, res, body)
+
+	res, body = f.call(&f.app, http.MethodGet, APIPrefix+"/jobs", "")
+	require.Equal(t, http.StatusOK, res.StatusCode, "a well-signed read from the same address: %s", body)
+	res, page := operator.get("/dead")
+	require.Equal(t, http.StatusOK, res.StatusCode, "a logged-in operator at the same address: %s", page)
+
+	res, body = f.call(&f.app, http.MethodPost, APIPrefix+"/jobs", `{"kind":"email"}`)
+	requireRateLimited(t, res, body)
+	res, body = f.call(nil, http.MethodGet, APIPrefix+"/jobs", "")
+	requireRateLimited(t, res, body)
+	res, _ = f.browser().get("/login")
+	require.Equal(t, http.StatusTooManyRequests, res.StatusCode, "a new visitor's login page")
 }

@@ -2,6 +2,7 @@ package axhttp
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/base64"
 	"errors"
@@ -68,7 +69,8 @@ var templateFuncs = template.FuncMap{
 	"groupTable": func(p pageData, groups []*deadGroup, more int, id, none string) groupTable {
 		return groupTable{Page: p, Groups: groups, More: more, ID: id, None: none}
 	},
-	"priority": func(p int) string { return ax.PriorityLevel(p).String() },
+	"deadWindows": func() any { return deadWindows },
+	"priority":    func(p int) string { return ax.PriorityLevel(p).String() },
 	"cutLink": func(base string, id uuid.UUID, part string, cut bool, size int) cutLink {
 		unit := "bytes"
 		if part == "metadata" {
@@ -381,6 +383,28 @@ type overviewBody struct {
 	Range       string // hour or day (store charts)
 	ChartError  string
 	Problem     string
+	MoreKinds   int // kinds not shown (overviewKindsShown)
+}
+
+// overviewKindsShown bounds the overview's rows.
+const overviewKindsShown = 200
+
+// kindsShown bounds the kinds page's rows, and kindsUnhandledNamed the
+// unhandled kinds its alert names.
+const (
+	kindsShown          = 500
+	kindsUnhandledNamed = 20
+)
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
 }
 
 func (b overviewBody) pageError() string { return b.Problem }
@@ -422,7 +446,29 @@ func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 			kinds = append(kinds, ax.KindState{Kind: k})
 		}
 	}
-	slices.SortFunc(kinds, func(a, b ax.KindState) int { return strings.Compare(a.Kind, b.Kind) })
+	// Trouble first: dead jobs, then kinds no node handles, then the
+	// longest wait of a due job, then paused kinds; the rest by name.
+	dueAge := func(k string) time.Duration {
+		if body.Stats == nil {
+			return 0
+		}
+		if _, ok := body.Stats.OldestDue[k]; !ok {
+			return 0
+		}
+		return body.Stats.DueAge(k)
+	}
+	slices.SortFunc(kinds, func(a, b ax.KindState) int {
+		return cmp.Or(cmp.Compare(b.Jobs[ax.StateDead], a.Jobs[ax.StateDead]),
+			compareBool(b.Unhandled, a.Unhandled),
+			cmp.Compare(dueAge(b.Kind), dueAge(a.Kind)),
+			compareBool(b.Paused, a.Paused),
+			strings.Compare(a.Kind, b.Kind))
+	})
+	if n := len(kinds); n > overviewKindsShown {
+		// The page reloads every few seconds: bound it however many
+		// kinds there are (the kinds page lists them all).
+		kinds, body.MoreKinds = kinds[:overviewKindsShown], n-overviewKindsShown
+	}
 	for _, k := range kinds {
 		row := kindRow{KindState: k}
 		if body.Stats != nil {
@@ -477,7 +523,7 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request) {
 			opts.Limit = 50
 		}
 		var list *ax.JobList
-		if list, err = h.admin.List(r.Context(), opts); err == nil {
+		if list, err = h.reader(r).List(r.Context(), opts); err == nil {
 			body.Jobs = h.allForCaller(r, list.Jobs)
 			if list.Cursor != "" {
 				next := url.Values{}
@@ -548,7 +594,7 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	id, err := jobID(r)
 	var rec *store.JobRecord
 	if err == nil {
-		rec, err = h.admin.Get(r.Context(), id)
+		rec, err = h.reader(r).Get(r.Context(), id)
 	}
 	if err != nil {
 		h.dashProblem(w, r, err)
@@ -607,51 +653,50 @@ func (h *Handler) postJob(op jobOp) func(r *http.Request) (string, string, error
 }
 
 type deadBody struct {
-	Kind      string
-	Jobs      []*store.JobRecord
-	Count     int64
-	Next      string
-	Problem   string
-	Groups    []*deadGroup // application jobs' groups
-	Callbacks []*deadGroup // callback deliveries' groups
-	MoreApp   int          // groups not shown
-	MoreCalls int
-	Scanned   int // dead jobs the groups are computed from
+	Kind    string
+	Window  string // the window parameter, as given
+	Jobs    []*store.JobRecord
+	Count   int64
+	Next    string
+	Problem string
+	*deadSections
 }
 
 func (b deadBody) pageError() string { return b.Problem }
 
+// deadWindows are the windows the dead-letter page offers.
+var deadWindows = []struct{ Param, Label string }{{"", "ever"}, {"1h", "in the last hour"}, {"24h", "in the last day"}, {"168h", "in the last week"}}
+
 func (h *Handler) deadPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	body := deadBody{Kind: q.Get("kind")}
+	body := deadBody{Kind: q.Get("kind"), Window: q.Get("window"), deadSections: &deadSections{}}
+	var window time.Duration
+	var err error
+	if body.Window != "" {
+		window, err = time.ParseDuration(body.Window)
+		if err != nil || window <= 0 || window > maxDeadWindow {
+			err = badRequest("window: want a duration such as 1h, up to %s, got %q", maxDeadWindow, body.Window)
+		}
+	}
 	f := ax.JobFilter{States: []ax.State{ax.StateDead}}
 	if body.Kind != "" {
 		f.Kinds = []string{body.Kind}
 	}
-	list, err := h.admin.List(r.Context(), ax.ListOptions{Filter: f, Limit: 100, Cursor: q.Get("cursor")})
 	if err == nil {
-		body.Jobs = h.allForCaller(r, list.Jobs)
-		if list.Cursor != "" {
-			body.Next = "/dead?" + url.Values{"kind": {body.Kind}, "cursor": {list.Cursor}}.Encode()
+		var list *ax.JobList
+		list, err = h.reader(r).List(r.Context(), ax.ListOptions{Filter: f, Limit: 100, Cursor: q.Get("cursor"), PreviewBytes: ListPreviewBytes})
+		if err == nil {
+			body.Jobs = h.allForCaller(r, list.Jobs)
+			if list.Cursor != "" {
+				body.Next = "/dead?" + url.Values{"kind": {body.Kind}, "window": {body.Window}, "cursor": {list.Cursor}}.Encode()
+			}
+			body.Count, err = h.admin.Count(r.Context(), f)
 		}
-		body.Count, err = h.admin.Count(r.Context(), f)
 	}
 	if err == nil {
-		var groups []*deadGroup
-		if groups, body.Scanned, err = h.deadGroups(r, body.Kind); err == nil {
-			for _, g := range groups {
-				if g.Kind == CallbackKind {
-					body.Callbacks = append(body.Callbacks, g)
-				} else {
-					body.Groups = append(body.Groups, g)
-				}
-			}
-			if n := len(body.Groups); n > deadGroupsShown {
-				body.Groups, body.MoreApp = body.Groups[:deadGroupsShown], n-deadGroupsShown
-			}
-			if n := len(body.Callbacks); n > deadGroupsShown {
-				body.Callbacks, body.MoreCalls = body.Callbacks[:deadGroupsShown], n-deadGroupsShown
-			}
+		var secs *deadSections
+		if secs, err = h.deadSectionsOf(r, body.Kind, window); err == nil {
+			body.deadSections = secs
 		}
 	}
 	status := http.StatusOK
@@ -702,16 +747,32 @@ type kindsRow struct {
 func (h *Handler) kindsPage(w http.ResponseWriter, r *http.Request) {
 	kinds, err := h.admin.Kinds(r.Context())
 	body := struct {
-		Kinds     []kindsRow
-		HasFlow   bool
-		Unhandled []string // kinds no running node handles
-		Problem   string
-	}{}
+		Kinds         []kindsRow
+		HasFlow       bool
+		Unhandled     []string // kinds no running node handles (the first kindsUnhandledNamed)
+		MoreUnhandled int
+		Prefix        string // shows only the kinds starting with it
+		More          int    // kinds not shown (kindsShown)
+		Problem       string
+	}{Prefix: r.URL.Query().Get("prefix")}
+	if body.Prefix != "" {
+		kinds = slices.DeleteFunc(kinds, func(k ax.KindState) bool { return !strings.HasPrefix(k.Kind, body.Prefix) })
+	}
+	for _, k := range kinds {
+		switch {
+		case !k.Unhandled:
+		case len(body.Unhandled) < kindsUnhandledNamed:
+			body.Unhandled = append(body.Unhandled, k.Kind)
+		default:
+			body.MoreUnhandled++
+		}
+	}
+	if n := len(kinds); n > kindsShown {
+		// However many kinds a key created, the page stays bounded.
+		kinds, body.More = kinds[:kindsShown], n-kindsShown
+	}
 	for _, k := range kinds {
 		row := kindsRow{KindState: k, Breaker: BreakerSummary(k.Flow), Limits: LimitsSummary(k.Flow), Now: NowSummary(k.Flow)}
-		if k.Unhandled {
-			body.Unhandled = append(body.Unhandled, k.Kind)
-		}
 		if f := k.Flow; f != nil {
 			body.HasFlow = true
 			row.HasBreaker = !f.Config.Breaker.IsZero()

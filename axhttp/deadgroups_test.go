@@ -6,12 +6,15 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/store/memstore"
 )
 
 // TestDeadGroups: the dead letters page groups dead jobs by kind and
@@ -58,7 +61,7 @@ func TestDeadGroups(t *testing.T) {
 		return out
 	}
 	token := admin.csrf("/dead")
-	res, body := admin.post("/dead/group/retry", url.Values{"csrf": {token}, "kind": {"smtp"}, "group": {groupKey("smtp", "550 mailbox full")}})
+	res, body := admin.post("/dead/group/retry", groupForm(t, page, token, "smtp", "550 mailbox full"))
 	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
 	require.NotContains(t, states(full...), "dead")
 	require.Equal(t, []string{"dead", "dead"}, states(later...))
@@ -66,13 +69,13 @@ func TestDeadGroups(t *testing.T) {
 	require.Equal(t, "dead", state(delivery))
 	require.Contains(t, admin.page("/dead"), "Retried 3 dead job(s) of smtp: 550 mailbox full")
 
-	res, body = admin.post("/dead/group/discard", url.Values{"csrf": {token}, "kind": {"smtp"}, "group": {groupKey("smtp", "421 try again later")}})
+	res, body = admin.post("/dead/group/discard", groupForm(t, page, token, "smtp", "421 try again later"))
 	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
 	require.Equal(t, []string{"deleted", "deleted"}, states(later...))
 	require.NotContains(t, states(full...), "deleted")
 	require.Equal(t, "dead", state(otherKind))
 
-	res, body = admin.post("/dead/group/discard", url.Values{"csrf": {token}, "kind": {"smtp"}, "group": {groupKey("smtp", "421 try again later")}})
+	res, body = admin.post("/dead/group/discard", groupForm(t, page, token, "smtp", "421 try again later"))
 	require.Equal(t, http.StatusNotFound, res.StatusCode, body)
 
 	reader := f.browser()
@@ -84,10 +87,11 @@ func TestDeadGroups(t *testing.T) {
 	}
 }
 
-// TestGroupDeadBounded: however many dead jobs there are, the groups are
-// computed from the newest deadScan, and the page says so.
+// TestGroupDeadBounded: with a store that does not group dead jobs,
+// however many dead jobs there are, the groups are computed from the
+// newest deadScan, and the page says so.
 func TestGroupDeadBounded(t *testing.T) {
-	f := newFixture(t, fixtureOptions{})
+	f := newFixture(t, fixtureOptions{store: noGrouper{memstore.New()}})
 	for range deadScan + 5 {
 		deadJob(t, f.st, "smtp", "550 mailbox full")
 	}
@@ -114,4 +118,131 @@ func sectionOf(t *testing.T, page, id string) string {
 	}
 	t.Fatalf("no section %s", id)
 	return ""
+}
+
+// groupForm returns the form of the group of kind and error line that
+// page shows, with the CSRF token.
+func groupForm(t *testing.T, page, token, kind, line string) url.Values {
+	t.Helper()
+	key := groupKey(kind, line)
+	re := regexp.MustCompile(`name="group" value="` + key + `">\s*<input type="hidden" name="upto" value="([^"]*)">\s*<input type="hidden" name="after" value="([^"]*)">\s*<input type="hidden" name="from" value="([^"]*)">\s*<input type="hidden" name="count" value="([^"]*)">`)
+	m := re.FindStringSubmatch(page)
+	require.NotNil(t, m, "no form of group %s: %s", kind, line)
+	return url.Values{"csrf": {token}, "kind": {kind}, "group": {key}, "upto": {m[1]}, "after": {m[2]}, "from": {m[3]}, "count": {m[4]}}
+}
+
+// noGrouper is a memstore that does not group dead jobs itself
+// (store.DeadGrouper), as a user's store may not: the page then groups
+// the newest deadScan dead jobs.
+type noGrouper struct{ *memstore.Store }
+
+// DeadGroups hides memstore's: noGrouper is no store.DeadGrouper.
+func (noGrouper) DeadGroups() {}
+
+// TestDeadGroupActsOnWhatItShowed: a group's action touches the jobs the
+// page counted in it and no others: not those that died since the page
+// was drawn, nor those older than its scan reached (the page counts the
+// newest deadScan dead jobs of every kind; the kind has more).
+func TestDeadGroupActsOnWhatItShowed(t *testing.T) {
+	t.Run("DiedSince", func(t *testing.T) {
+		f := newFixture(t, fixtureOptions{})
+		for range 3 {
+			deadJob(t, f.st, "smtp", "550 mailbox full")
+		}
+		admin := f.browser()
+		admin.login("app", testSecret)
+		page := admin.page("/dead")
+		require.Contains(t, page, `data-confirm="Delete these 3 dead job(s) of smtp?`)
+		var since []uuid.UUID
+		for range 2 {
+			since = append(since, deadJob(t, f.st, "smtp", "550 mailbox full"))
+		}
+		res, body := admin.post("/dead/group/discard", groupForm(t, page, admin.csrf("/dead"), "smtp", "550 mailbox full"))
+		require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+		require.Contains(t, admin.page("/dead"), "Discarded 3 dead job(s) of smtp")
+		for _, id := range since {
+			rec, err := f.s.Admin().Get(context.Background(), id)
+			require.NoError(t, err, "a job that died after the page was drawn was discarded")
+			require.Equal(t, ax.StateDead, rec.State)
+		}
+	})
+	t.Run("OlderThanTheScan", func(t *testing.T) {
+		f := newFixture(t, fixtureOptions{store: noGrouper{memstore.New()}})
+		for range 25 {
+			deadJob(t, f.st, "smtp", "550 mailbox full")
+		}
+		for range deadScan - 5 {
+			deadJob(t, f.st, "noisy", "boom")
+		}
+		admin := f.browser()
+		admin.login("app", testSecret)
+		page := admin.page("/dead")
+		require.Contains(t, page, `data-confirm="Delete these 5 dead job(s) of smtp?`)
+		res, body := admin.post("/dead/group/discard", groupForm(t, page, admin.csrf("/dead"), "smtp", "550 mailbox full"))
+		require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+		require.Contains(t, admin.page("/dead"), "Discarded 5 dead job(s) of smtp")
+		n, err := f.s.Admin().Count(context.Background(), ax.JobFilter{Kinds: []string{"smtp"}, States: []ax.State{ax.StateDead}})
+		require.NoError(t, err)
+		require.EqualValues(t, 20, n)
+	})
+}
+
+// TestDeadGroupsCountEveryDeadJob: with a store that groups dead jobs, the
+// groups count every dead job, so a noisy kind with more than deadScan
+// dead jobs hides neither another kind's group nor a dead callback
+// delivery; the window counts only recent deaths; and a group's discard
+// acts on what the group counted, however old. (Issue 41: the groups
+// were computed from the newest 1,000 dead jobs.)
+func TestDeadGroupsCountEveryDeadJob(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	f := newFixture(t, fixtureOptions{store: memstore.New(memstore.WithClock(clock)), cfg: func(c *Config) { c.Clock = clock }})
+	for range 3 {
+		deadJob(t, f.st, "smtp", "550 mailbox full")
+	}
+	_, delivery := deadCallback(t, f.st)
+	for range deadScan + 5 {
+		deadJob(t, f.st, "noisy", "boom")
+	}
+	admin := f.browser()
+	admin.login("app", testSecret)
+	page := admin.page("/dead")
+	groups := sectionOf(t, page, "dead-groups")
+	require.Contains(t, groups, "<strong>1005 ×</strong>")
+	require.Regexp(t, `(?s)<strong>3 ×</strong>.*smtp.*550 mailbox full`, groups)
+	require.Contains(t, sectionOf(t, page, "dead-callbacks"), CallbackKind)
+	require.Contains(t, page, "The groups count every dead job")
+
+	for _, bad := range []string{"bogus", "-1h", "9000h"} {
+		res, _ := admin.get("/dead?window=" + bad)
+		require.Equal(t, http.StatusBadRequest, res.StatusCode, "window %s", bad)
+	}
+
+	// Only the jobs that died after the window's start count.
+	windowed := admin.page("/dead?window=1h")
+	require.Contains(t, sectionOf(t, windowed, "dead-groups"), "<strong>1005 ×</strong>")
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	admin.login("app", testSecret) // the session expired meanwhile
+	late := deadJob(t, f.st, "smtp", "550 mailbox full")
+	windowed = admin.page("/dead?window=1h")
+	recent := sectionOf(t, windowed, "dead-groups")
+	require.Regexp(t, `(?s)<strong>1 ×</strong>.*smtp.*550 mailbox full`, recent)
+	require.NotContains(t, recent, "noisy")
+
+	res, body := admin.post("/dead/group/discard", groupForm(t, page, admin.csrf("/dead"), "smtp", "550 mailbox full"))
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+	require.Contains(t, admin.page("/dead"), "Discarded 3 dead job(s) of smtp")
+	rec, err := f.s.Admin().Get(context.Background(), late)
+	require.NoError(t, err, "a job that died after the page was drawn was discarded")
+	require.Equal(t, ax.StateDead, rec.State)
+	rec, err = f.s.Admin().Get(context.Background(), delivery)
+	require.NoError(t, err)
+	require.Equal(t, ax.StateDead, rec.State)
 }

@@ -18,7 +18,7 @@
 //	GET  /api/v1/openapi.json            this API's OpenAPI document
 //	POST /api/v1/jobs                    schedule a job (201; 200 and duplicate for a held unique_key)
 //	POST /api/v1/jobs/batch              schedule up to 1000 jobs, all or none
-//	GET  /api/v1/jobs                    list jobs: the CLI's filters as query parameters, cursors
+//	GET  /api/v1/jobs                    list jobs in brief (?preview=N bytes of each payload): the CLI's filters as query parameters, cursors
 //	GET  /api/v1/jobs/count              count the jobs a filter selects
 //	POST /api/v1/jobs/retry              retry the jobs a filter selects (all=true for every job)
 //	POST /api/v1/jobs/cancel             cancel the jobs a filter selects (all=true for every job)
@@ -46,7 +46,10 @@
 // deliveries; each value bounded, see below), /jobs/{id}/raw/{part}
 // (payload, result, metadata or errors whole, as application/json),
 // /dead (dead letters grouped by kind and error, callback deliveries
-// apart, retried or discarded per group, one by one or in bulk), /kinds
+// apart, counted in the store over every dead job when it is a
+// store.DeadGrouper, optionally only those that died within ?window=1h;
+// retried or discarded per group, acting only on the jobs the group
+// counted when the page was drawn; one by one or in bulk), /kinds
 // (pause and resume; breaker open and close, limits, running count and
 // rate; kinds no running node handles while their jobs are due, marked
 // unhandled, see ax.Config.UnhandledKindGrace), /periodic (schedules, next ticks, pause, resume, run now),
@@ -54,8 +57,19 @@
 // served by exact name only). Pages refresh their content every
 // Config.RefreshInterval (a small embedded script; such requests carry
 // X-AX-Refresh and renew no session) and show relative times beside
-// absolute ones. A read-only caller sees no lease token, and no network
-// address in callback deliveries' errors.
+// absolute ones. A read-only caller sees no lease token, no network
+// address in callback deliveries' errors, and, on a server with the key
+// ring (ax.Config.Keys), the values given with ax.SecretMetadata still
+// sealed ("encrypted (key ID)"; payloads and results open).
+//
+// Listings are in brief: GET /api/v1/jobs and the dashboard's lists read
+// and send ListPreviewBytes (or ?preview=N) of each job's payload, result
+// and latest error, with their sizes (store.Brief), never the whole
+// values, so a page of 1,000 jobs with 1 MB payloads costs the server
+// megabytes. The overview lists kinds in trouble first (dead jobs, kinds
+// no node handles, the longest due wait, paused) and at most 200 of
+// them. Every answer over a TLS connection the process terminates carries
+// Strict-Transport-Security (a year).
 //
 // # Hostile input
 //
@@ -115,9 +129,14 @@
 // (Config.ClientRateLimit) and a budget of failed authentications
 // (Config.FailureLimit: 401s of the API, bodies over the limit read
 // before a signature could be checked, and failed logins each take a
-// token); an address over either gets 429 (urn:ax:problem:rate-limited,
-// like a key over its limit) with Retry-After, and one without failure
-// budget has neither its signature checked nor its body read. A signed request's key is then held to Config.RateLimit, checked
+// token); an address over its rate gets 429 (urn:ax:problem:rate-limited,
+// like a key over its limit) with Retry-After, and so does whatever an
+// address without failure budget sends that cannot prove itself without
+// its body being read: a request with a body (left unread), a bad or
+// missing signature, a login, a page without a session. A signed request
+// without a body whose signature is right, and a valid dashboard
+// session, are still served, so one client cannot lock out the others
+// that share its address. A signed request's key is then held to Config.RateLimit, checked
 // after the signature and before the nonce is recorded, so a request
 // refused with 429 can be sent again. All three are off in the zero
 // Config; ax serve turns the first two on. The dashboard's logins are

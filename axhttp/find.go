@@ -35,7 +35,7 @@ func (h *Handler) findPage(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(r.URL.Query().Get("id"))
 	body := findBody{Query: q}
 	if id, err := uuid.Parse(q); err == nil {
-		if _, err := h.admin.Get(r.Context(), id); err == nil {
+		if _, err := h.reader(r).Get(r.Context(), id); err == nil {
 			http.Redirect(w, r, basePath(r)+"/jobs/"+id.String(), http.StatusSeeOther)
 			return
 		}
@@ -43,7 +43,7 @@ func (h *Handler) findPage(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusNotFound, "find", "Find a job", body)
 		return
 	}
-	jobs, err := h.admin.FindByIDPrefix(r.Context(), q, findShown+1)
+	jobs, err := h.reader(r).FindByIDPrefix(r.Context(), q, findShown+1)
 	switch {
 	case errors.Is(err, ax.ErrInvalidIDPrefix):
 		body.Problem = "Give a job ID, or at least its first 4 hexadecimal digits."

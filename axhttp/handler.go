@@ -71,10 +71,15 @@ type Config struct {
 	// FailureLimit bounds each client address's failed authentications:
 	// requests refused with 401 (missing, expired, reused or wrong
 	// signatures, unknown keys), signed requests whose body was over
-	// MaxBodyBytes, and failed dashboard logins each take a token, and an
-	// address without one left gets 429, whatever it asks, before its
-	// signature or body is read, until the bucket refills (the zero
-	// value: no limit). ax serve sets one by default.
+	// MaxBodyBytes, and failed dashboard logins each take a token. Until
+	// the bucket refills, an address without one left gets 429 for
+	// whatever cannot prove itself without its body being read (a
+	// request with a body, one without a valid signature, a login, a
+	// page without a session), while a signed request without a body
+	// whose signature is right and a valid dashboard session are
+	// served: clients sharing an address (behind a proxy not in
+	// TrustedProxies) are not locked out by one of them (the zero value:
+	// no limit). ax serve sets one by default.
 	FailureLimit RateLimit
 
 	// TrustedProxies are the addresses of the reverse proxies in front
@@ -154,6 +159,7 @@ var ErrInvalidConfig = errors.New("axhttp: invalid config")
 type Handler struct {
 	cfg      Config
 	admin    *ax.Admin
+	roAdmin  *ax.Admin // admin for read-only callers: secret metadata stays sealed (reader)
 	store    store.Store
 	log      *zap.Logger
 	limits   *keyLimiters // per key (or identity)
@@ -240,7 +246,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	cfg.TrustedProxies = slices.Clone(cfg.TrustedProxies)
 	h := &Handler{
-		cfg: cfg, admin: admin, store: cfg.Store, log: cfg.Logger,
+		cfg: cfg, admin: admin, roAdmin: admin.WithSecretMetadataSealed(), store: cfg.Store, log: cfg.Logger,
 		limits:   newKeyLimiters(cfg.RateLimit),
 		clients:  newKeyLimiters(cfg.ClientRateLimit),
 		failures: newKeyLimiters(cfg.FailureLimit),
@@ -290,8 +296,8 @@ func (h *Handler) routes() http.Handler {
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problem(http.StatusForbidden, ProblemForbidden, "cross-origin request refused"))
 	}))
-	return withRequestID(h.log, withClient(h.cfg.TrustedProxies, withBase(
-		h.clientLimits(cop.Handler(withBodyLimit(h.cfg.MaxBodyBytes, mux))))))
+	return withHSTS(withRequestID(h.log, withClient(h.cfg.TrustedProxies, withBase(
+		h.clientLimits(cop.Handler(withBodyLimit(h.cfg.MaxBodyBytes, mux)))))))
 }
 
 // readOnlyAPI refuses changes when the handler or the caller is
@@ -305,6 +311,17 @@ func (h *Handler) readOnlyAPI(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// reader returns the Admin that reads jobs for r's caller: a read-only
+// caller sees the values given with ax.SecretMetadata sealed (shown as
+// encrypted) even when the server holds the key ring; payloads and
+// results open for every caller, as before.
+func (h *Handler) reader(r *http.Request) *ax.Admin {
+	if h.readOnly(r) {
+		return h.roAdmin
+	}
+	return h.admin
 }
 
 // readOnly reports whether r may only read.

@@ -246,3 +246,22 @@ func (kl *keyLimiters) get(key string) *rate.Limiter {
 	}
 	return lim
 }
+
+// hstsValue is the Strict-Transport-Security header of answers over TLS:
+// a year, the host only (the handler knows nothing of subdomains).
+const hstsValue = "max-age=31536000"
+
+// withHSTS tells browsers, on every answer sent over a TLS connection
+// this process terminates (ax serve --tls-cert), to reach the host by
+// HTTPS only: a later plain-HTTP link cannot then carry a session cookie
+// or be tampered with. Answers over plain connections carry no header
+// (browsers ignore it there); behind a TLS-terminating proxy the proxy
+// should send it.
+func withHSTS(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			w.Header().Set("Strict-Transport-Security", hstsValue)
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -23,10 +23,20 @@ import (
 //	run_after, run_before, finished_after, finished_before
 //	                            RFC 3339, or a duration meaning that long ago (90m)
 //	order=newest|oldest, limit, cursor
+//	preview                     bytes of each payload, result and error shown
+//	                            (1 to 65536, default ListPreviewBytes)
 var filterParams = []string{"kind", "state", "priority", "id", "unique_key", "unique_key_prefix", "error_contains",
 	"node", "meta", "run_after", "run_before", "finished_after", "finished_before"}
 
-var listParams = append([]string{"order", "limit", "cursor"}, filterParams...)
+var listParams = append([]string{"order", "limit", "cursor", "preview"}, filterParams...)
+
+// ListPreviewBytes is how much of each job's payload, result and latest
+// error a listing (GET /api/v1/jobs, the dashboard's lists) reads and
+// sends unless the preview parameter says otherwise: listings are in
+// brief (ax.ListOptions.PreviewBytes), so a page of 1,000 jobs with 1 MB
+// payloads stays a few megabytes. GET /api/v1/jobs/{id} and the job's page
+// show the job whole.
+const ListPreviewBytes = 1024
 
 // badRequest is a 400 problem.
 func badRequest(format string, args ...any) *Problem {
@@ -144,6 +154,14 @@ func parseListOptions(q url.Values, now time.Time) (ax.ListOptions, error) {
 			return opts, badRequest("limit: want 1 to %d, got %q", store.MaxListLimit, v)
 		}
 		opts.Limit = n
+	}
+	opts.PreviewBytes = ListPreviewBytes
+	if v := q.Get("preview"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxPreviewBytes {
+			return opts, badRequest("preview: want 1 to %d, got %q", store.MaxPreviewBytes, v)
+		}
+		opts.PreviewBytes = n
 	}
 	return opts, nil
 }

@@ -26,6 +26,10 @@ import (
 // so a time of day (12:04:05) is left alone.
 var addrCandidate = regexp.MustCompile(`\[[0-9A-Fa-f:.%]+\](?::\d+)?|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.\d{1,3}){0,3}`)
 
+// cutAddrTail finds, at the end of a cut text, what may be the start of
+// an address (digits, hex, dots and colons, with a colon or dot in it).
+var cutAddrTail = regexp.MustCompile(`\[?[0-9A-Fa-f]*[:.][0-9A-Fa-f:.%]*$`)
+
 // hiddenAddr replaces an address in a read-only caller's view.
 const hiddenAddr = "[address hidden]"
 
@@ -59,7 +63,13 @@ func (h *Handler) forCaller(r *http.Request, rec *store.JobRecord) *store.JobRec
 	if c.Kind == CallbackKind && len(c.Errors) > 0 {
 		c.Errors = slices.Clone(c.Errors)
 		for i := range c.Errors {
-			c.Errors[i].Error = hideAddrs(c.Errors[i].Error)
+			text := c.Errors[i].Error
+			if c.Brief != nil {
+				// A listing cut the text: an address at its end may be
+				// cut too, which hideAddrs would not recognize.
+				text = cutAddrTail.ReplaceAllString(text, hiddenAddr)
+			}
+			c.Errors[i].Error = hideAddrs(text)
 		}
 	}
 	return &c

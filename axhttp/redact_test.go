@@ -152,3 +152,16 @@ func (f *fixture) apiGet(readOnly bool, path string) string {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestBriefCallbackErrorCutAddress: a listing cuts errors (in brief), and
+// an address at the cut is cut too; a read-only caller sees no part of
+// it. (With the cut at ListPreviewBytes, "fd00:ab" would otherwise be
+// shown: hideAddrs recognizes whole addresses only.)
+func TestBriefCallbackErrorCutAddress(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	deadJob(t, f.st, CallbackKind, strings.Repeat("x", ListPreviewBytes-len("dial tcp [fd00:ab"))+"dial tcp [fd00:abcd::1]:443: refused")
+	res, body := f.call(&f.reader, http.MethodGet, APIPrefix+"/jobs?kind="+CallbackKind, "")
+	require.Equal(t, http.StatusOK, res.StatusCode, "%s", body)
+	require.Contains(t, string(body), "dial tcp "+hiddenAddr)
+	require.NotContains(t, string(body), "fd00")
+}

@@ -216,7 +216,7 @@ func (h *Handler) rawPart(w http.ResponseWriter, r *http.Request) {
 	}
 	var rec *store.JobRecord
 	if err == nil {
-		rec, err = h.admin.Get(r.Context(), id)
+		rec, err = h.reader(r).Get(r.Context(), id)
 	}
 	if err != nil {
 		h.dashProblem(w, r, err)

@@ -10,7 +10,12 @@ import (
 // the key ring reads them plain (its Admin opens them); one without it
 // reads the sealed envelopes, which the job page shows as "encrypted (key
 // ID)" rather than as ciphertext. The JSON API and the raw values return
-// the envelope as stored: {"ax_sealed":2,"key":ID,...}.
+// the envelope as stored: {"ax_sealed":3,"key":ID,...}. A read-only
+// caller gets the values given with ax.SecretMetadata sealed even from a
+// server with the ring (Handler.reader, Admin.WithSecretMetadataSealed);
+// payloads and results open for every caller. Only a whole envelope is
+// shown as encrypted (ax.IsSealed): a plain value that merely looks like
+// one is shown as it is.
 
 // sealedShown returns what a page shows for a sealed value, and whether v
 // is one.

@@ -247,6 +247,7 @@ func TestDashboardSecurity(t *testing.T) {
 	other := f.browser()
 	other.login("app", testSecret)
 	otherToken := other.csrf("/")
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano) // a dead group form's view (upto)
 	require.NotEqual(t, token, otherToken, "two sessions share a CSRF token")
 	reader := f.browser()
 	reader.login("dash", readerSecret)
@@ -302,10 +303,12 @@ func TestDashboardSecurity(t *testing.T) {
 		{"read-only key retrying a dead group", reader, "/dead/group/retry", url.Values{"csrf": {readerToken}, "kind": {"email"}, "group": {group}}, nil, 403},
 		{"read-only key discarding a dead group", reader, "/dead/group/discard", url.Values{"csrf": {readerToken}, "kind": {"email"}, "group": {group}}, nil, 403},
 		{"cross-site discard of a dead group", admin, "/dead/group/discard", url.Values{"csrf": {token}, "kind": {"email"}, "group": {group}}, []string{"Sec-Fetch-Site", "cross-site"}, 403},
-		{"dead group of another kind", admin, "/dead/group/discard", url.Values{"csrf": {token}, "kind": {"smtp"}, "group": {group}}, nil, 404},
+		{"dead group of another kind", admin, "/dead/group/discard", url.Values{"csrf": {token}, "kind": {"smtp"}, "group": {group}, "upto": {later}, "count": {"1"}}, nil, 404},
+		{"dead group without the page's view", admin, "/dead/group/discard", url.Values{"csrf": {token}, "kind": {"email"}, "group": {group}}, nil, 400},
+		{"dead group with a bad count", admin, "/dead/group/discard", url.Values{"csrf": {token}, "kind": {"email"}, "group": {group}, "upto": {later}, "count": {"0"}}, nil, 400},
 		{"dead group without a kind", admin, "/dead/group/discard", url.Values{"csrf": {token}, "group": {group}}, nil, 400},
 		{"malformed dead group", admin, "/dead/group/discard", url.Values{"csrf": {token}, "kind": {"email"}, "group": {"' OR 1=1"}}, nil, 400},
-		{"unknown dead group", admin, "/dead/group/retry", url.Values{"csrf": {token}, "kind": {"email"}, "group": {groupKey("email", "other")}}, nil, 404},
+		{"unknown dead group", admin, "/dead/group/retry", url.Values{"csrf": {token}, "kind": {"email"}, "group": {groupKey("email", "other")}, "upto": {later}, "count": {"1"}}, nil, 404},
 		{"invalid UTF-8 kind of a dead group", admin, "/dead/group/retry", url.Values{"csrf": {token}, "kind": {"\xff"}, "group": {group}}, nil, 400},
 		{"missing CSRF token, opening a breaker", admin, "/kinds/smtp/breaker/open", url.Values{}, nil, 403},
 		{"another session's CSRF token, opening a breaker", admin, "/kinds/smtp/breaker/open", url.Values{"csrf": {otherToken}}, nil, 403},

@@ -264,6 +264,12 @@ func (s *sessions) middleware(h *Handler, next http.Handler) http.Handler {
 				http.SetCookie(w, s.cookie(r, csrfCookie, st.binding, 0))
 			}
 		}
+		if spent := budgetSpent(r); spent > 0 && !st.loggedIn {
+			// An address without failure budget is served only with a
+			// valid session: no login attempt, no public page.
+			refuseSpent(w, r, spent)
+			return
+		}
 		ctx := context.WithValue(r.Context(), dashStateKey{}, st)
 		if st.identity.KeyID != "" {
 			ctx = WithIdentity(ctx, st.identity)

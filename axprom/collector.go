@@ -40,6 +40,9 @@
 //	ax_jobs_dead_total           jobs that failed for good
 //	ax_jobs_cancelled_total      running jobs cancelled by a user
 //	ax_jobs_snoozed_total        attempts that snoozed
+//	ax_jobs_key_missing_total    attempts this host could not open (a key not in
+//	                             its ring: ax.EventKeyMissing), left for a host
+//	                             that can; also counted as snoozed
 //	ax_lease_lost_total          leases this host lost (handler cancelled)
 //	ax_jobs_rescued_total        jobs whose lease expired (owner died or stalled) that this host took back
 //	ax_jobs_handed_back_total    jobs this host handed back unfinished when Stop ran out of time
@@ -162,9 +165,9 @@ var states = []ax.State{ax.StateScheduled, ax.StateRetrying, ax.StateRunning, ax
 type Collector struct {
 	opts Options
 
-	scheduled, started, succeeded, failed, retried, dead, cancelled, snoozed, leaseLost, rescued, handedBack *prometheus.CounterVec
-	startLag, duration                                                                                       *prometheus.HistogramVec
-	breakerTransitions, backpressure                                                                         *prometheus.CounterVec
+	scheduled, started, succeeded, failed, retried, dead, cancelled, snoozed, keyMissing, leaseLost, rescued, handedBack *prometheus.CounterVec
+	startLag, duration                                                                                                   *prometheus.HistogramVec
+	breakerTransitions, backpressure                                                                                     *prometheus.CounterVec
 
 	runningDesc, queueDesc, dueAgeDesc, droppedDesc, queueErrDesc, leaderDesc, unhandledDesc *prometheus.Desc
 	breakerStateDesc, flowLimitDesc                                                          *prometheus.Desc
@@ -185,8 +188,8 @@ type Collector struct {
 // kindMetrics caches one kind's metric children, so an event costs no
 // label hashing.
 type kindMetrics struct {
-	scheduled, started, succeeded, failed, retried, dead, cancelled, snoozed, leaseLost, rescued, handedBack prometheus.Counter
-	startLag, duration                                                                                       prometheus.Observer
+	scheduled, started, succeeded, failed, retried, dead, cancelled, snoozed, keyMissing, leaseLost, rescued, handedBack prometheus.Counter
+	startLag, duration                                                                                                   prometheus.Observer
 }
 
 // New returns a Collector configured by opts.
@@ -229,6 +232,8 @@ func New(opts Options) *Collector {
 		dead:      counter("ax_jobs_dead_total", "Jobs that failed for good on this host (attempts used up or permanent error)."),
 		cancelled: counter("ax_jobs_cancelled_total", "Running jobs cancelled by a user on this host."),
 		snoozed:   counter("ax_jobs_snoozed_total", "Job attempts that snoozed on this host."),
+		keyMissing: counter("ax_jobs_key_missing_total",
+			"Job attempts this host could not open (key not in its ring, or a newer envelope format), left for a host that can."),
 		leaseLost: counter("ax_lease_lost_total", "Job leases this host lost (handler cancelled, result discarded)."),
 		rescued: counter("ax_jobs_rescued_total",
 			"Jobs whose lease had expired (owner died or stalled) that this host took back."),
@@ -321,6 +326,8 @@ func (c *Collector) Observe(e ax.Event) {
 	case ax.EventCancelled:
 		k.cancelled.Inc()
 		k.duration.Observe(e.Duration.Seconds())
+	case ax.EventKeyMissing:
+		k.keyMissing.Inc()
 	case ax.EventSnoozed:
 		k.snoozed.Inc()
 		k.duration.Observe(e.Duration.Seconds())
@@ -354,6 +361,7 @@ func (c *Collector) kind(kind string) *kindMetrics {
 			dead:       c.dead.WithLabelValues(kind),
 			cancelled:  c.cancelled.WithLabelValues(kind),
 			snoozed:    c.snoozed.WithLabelValues(kind),
+			keyMissing: c.keyMissing.WithLabelValues(kind),
 			leaseLost:  c.leaseLost.WithLabelValues(kind),
 			rescued:    c.rescued.WithLabelValues(kind),
 			handedBack: c.handedBack.WithLabelValues(kind),
@@ -368,7 +376,7 @@ func (c *Collector) kind(kind string) *kindMetrics {
 // vecs returns the event-based metric vectors.
 func (c *Collector) vecs() []prometheus.Collector {
 	return []prometheus.Collector{
-		c.scheduled, c.started, c.succeeded, c.failed, c.retried, c.dead, c.cancelled, c.snoozed, c.leaseLost,
+		c.scheduled, c.started, c.succeeded, c.failed, c.retried, c.dead, c.cancelled, c.snoozed, c.keyMissing, c.leaseLost,
 		c.rescued, c.handedBack, c.startLag, c.duration, c.breakerTransitions, c.backpressure,
 	}
 }

@@ -289,7 +289,12 @@ func TestCollectorEventsOnly(t *testing.T) {
 	c.Observe(ax.Event{Kind: ax.EventRescued, JobKind: "mail", Owner: "dead-host", State: ax.StateRetrying})
 	c.Observe(ax.Event{Kind: ax.EventRescued, JobKind: "mail", Owner: "dead-host", State: ax.StateDead})
 	c.Observe(ax.Event{Kind: ax.EventHandedBack, JobKind: "pdf"})
+	c.Observe(ax.Event{Kind: ax.EventKeyMissing, JobKind: "pdf", Err: ax.ErrKeyMissing})
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
+# HELP ax_jobs_key_missing_total Job attempts this host could not open (key not in its ring, or a newer envelope format), left for a host that can.
+# TYPE ax_jobs_key_missing_total counter
+ax_jobs_key_missing_total{kind="mail",node="n1"} 0
+ax_jobs_key_missing_total{kind="pdf",node="n1"} 1
 # HELP ax_jobs_rescued_total Jobs whose lease had expired (owner died or stalled) that this host took back.
 # TYPE ax_jobs_rescued_total counter
 ax_jobs_rescued_total{kind="mail",node="n1"} 2
@@ -298,7 +303,7 @@ ax_jobs_rescued_total{kind="pdf",node="n1"} 0
 # TYPE ax_jobs_handed_back_total counter
 ax_jobs_handed_back_total{kind="mail",node="n1"} 0
 ax_jobs_handed_back_total{kind="pdf",node="n1"} 1
-`), "ax_jobs_rescued_total", "ax_jobs_handed_back_total"))
+`), "ax_jobs_key_missing_total", "ax_jobs_rescued_total", "ax_jobs_handed_back_total"))
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(`
 # HELP ax_lease_lost_total Job leases this host lost (handler cancelled, result discarded).
 # TYPE ax_lease_lost_total counter

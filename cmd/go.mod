@@ -11,6 +11,7 @@ replace github.com/axsched/ax => ..
 
 require (
 	github.com/axsched/ax/axhttp v1.0.0
+	github.com/axsched/ax/store/sqlitestore v1.0.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/stretchr/testify v1.12.1
@@ -19,7 +20,6 @@ require (
 )
 
 require (
-	github.com/axsched/ax/store/sqlitestore v1.0.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect

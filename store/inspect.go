@@ -162,6 +162,14 @@ type ListJobsParams struct {
 	After uuid.UUID
 	// Limit is the page size, 1 to MaxListLimit.
 	Limit int
+	// PreviewBytes, when not zero (1 to MaxPreviewBytes), lists the jobs
+	// in brief (BriefRecord): each record carries the first PreviewBytes
+	// bytes of its payload and result and their sizes (JobRecord.Brief),
+	// only its latest attempt error, cut, and no follow-ups, and the
+	// store copies or sends its caller no more of each job than that (a
+	// database may still read a value whole to cut it), so a page's size
+	// in the caller's memory is bounded whatever the jobs hold.
+	PreviewBytes int
 }
 
 // Validate reports, wrapping ErrInvalidParams, the first problem with p.
@@ -171,6 +179,9 @@ func (p *ListJobsParams) Validate() error {
 	}
 	if p.Order != NewestFirst && p.Order != OldestFirst {
 		return fmt.Errorf("%w: unknown list order %d", ErrInvalidParams, p.Order)
+	}
+	if p.PreviewBytes < 0 || p.PreviewBytes > MaxPreviewBytes {
+		return fmt.Errorf("%w: preview bytes %d not in [0, %d]", ErrInvalidParams, p.PreviewBytes, MaxPreviewBytes)
 	}
 	return p.Filter.Validate()
 }
@@ -191,7 +202,9 @@ type JobPage struct {
 type JobInspector interface {
 	// ListJobs returns the page of jobs matching params.Filter that
 	// follows params.After, in params.Order. Jobs finished long ago are
-	// listed until they are pruned. Invalid params fail with
+	// listed until they are pruned. With params.PreviewBytes the records
+	// are in brief, as BriefRecord makes them, and the store hands over
+	// no more of each job than they hold. Invalid params fail with
 	// ErrInvalidParams.
 	ListJobs(ctx context.Context, params *ListJobsParams) (*JobPage, error)
 

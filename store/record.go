@@ -107,6 +107,11 @@ type JobRecord struct {
 	// SnoozedAt is when the last of them was recorded (store clock);
 	// zero when Snoozes is.
 	SnoozedAt time.Time `json:"snoozed_at,omitzero"`
+	// Brief is set only on the records of a listing in brief
+	// (ListJobsParams.PreviewBytes): it holds the start and the size of
+	// the payload and the result, which the record then leaves out; see
+	// Brief. Nil on a whole record.
+	Brief *Brief `json:"brief,omitempty"`
 }
 
 // AttemptError records one failed attempt.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,8 +12,10 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"go.uber.org/zap"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
 )
 
 // Encryption at rest (ax.Config.Keys) on the command line. The global flag
@@ -294,4 +297,60 @@ func dropKey(path, id string) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// encryptionProbe is how many of the newest jobs clusterEncrypts reads.
+const encryptionProbe = 200
+
+// clusterEncrypts reports whether the cluster on st encrypts its jobs, as
+// far as the store tells: a description of a sealed value among the
+// newest stored jobs or the periodic schedules' templates ("job ID, key
+// K"), or "" when none is sealed (a store without listings tells
+// nothing).
+func clusterEncrypts(ctx context.Context, st store.Store) (string, error) {
+	if _, ok := st.(store.JobInspector); !ok {
+		return "", nil
+	}
+	admin, err := ax.NewAdmin(ax.AdminConfig{Store: st, Logger: zap.NewNop()})
+	if err != nil {
+		return "", err
+	}
+	list, err := admin.List(ctx, ax.ListOptions{Order: ax.NewestFirst, Limit: encryptionProbe})
+	if err != nil {
+		return "", fmt.Errorf("check whether the cluster encrypts: %w", err)
+	}
+	for _, j := range list.Jobs {
+		if k := sealedKeyOf(j.Payload, j.Result, j.Metadata); k != "" {
+			return fmt.Sprintf("job %s is sealed with key %s", j.ID, k), nil
+		}
+	}
+	ss, err := admin.Schedules(ctx)
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return "", fmt.Errorf("check whether the cluster encrypts: %w", err)
+	}
+	for _, sc := range ss {
+		if sc.Job == nil {
+			continue
+		}
+		if k := sealedKeyOf(sc.Job.Payload, nil, sc.Job.Metadata); k != "" {
+			return fmt.Sprintf("periodic schedule %s is sealed with key %s", sc.Name, k), nil
+		}
+	}
+	return "", nil
+}
+
+// sealedKeyOf returns the key of the first sealed value among payload,
+// result and md, or "".
+func sealedKeyOf(payload, result []byte, md map[string]string) string {
+	for _, v := range [][]byte{payload, result} {
+		if k := ax.SealedKeyID(v); k != "" {
+			return k
+		}
+	}
+	for _, v := range md {
+		if k := ax.SealedKeyID(v); k != "" {
+			return k
+		}
+	}
+	return ""
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -221,4 +222,57 @@ func TestEncryptionCommandsSealPlain(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, `"n":2`)
 	require.Contains(t, out, "tok-secret")
+}
+
+// TestServeOnEncryptedCluster: ax serve without the key ring, on a
+// cluster whose stored jobs are sealed, refuses to start (it would store
+// the jobs submitted through its API plain, silently); --read-only (it
+// stores nothing) and --plain (the operator says so, and it warns)
+// start. It used to start and store them plain without a word.
+func TestServeOnEncryptedCluster(t *testing.T) {
+	_, _, ring1 := testKeys(t)
+	st := memstore.New()
+	s, err := ax.New(ax.Config{Store: st, Keys: ring1, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	res, err := s.Schedule(t.Context(), "mail", map[string]any{"to": "ada@example.com"})
+	require.NoError(t, err)
+	require.NoError(t, s.Stop(context.Background()))
+	open := memOpener{st: st, m: &fakeMigrator{}}
+
+	// serve runs ax serve with args until it exits or listens; it
+	// returns its exit code, or -1 once it listened (then stopped).
+	serve := func(args ...string) (int, string) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var out, errOut syncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, append([]string{"serve", "--no-auth", "--addr", "127.0.0.1:0"}, args...), strings.NewReader(""), &out, &errOut, open)
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			select {
+			case code := <-done:
+				return code, errOut.String()
+			default:
+			}
+			if strings.Contains(out.String(), "listening on") {
+				cancel()
+				require.Equal(t, 0, <-done, "%v: %s", args, errOut.String())
+				return -1, errOut.String()
+			}
+			require.True(t, time.Now().Before(deadline), "%v: ax serve neither started nor exited: %s %s", args, out.String(), errOut.String())
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	code, errOut := serve()
+	require.Equal(t, exitUsage, code, "ax serve started without the ring on an encrypted cluster: %s", errOut)
+	require.Contains(t, errOut, "the cluster encrypts its jobs (job "+res.ID.String()+" is sealed with key k1)")
+	require.Contains(t, errOut, "--encryption-keys")
+
+	code, _ = serve("--read-only")
+	require.Equal(t, -1, code, "--read-only stores nothing: it starts")
+	code, errOut = serve("--plain")
+	require.Equal(t, -1, code, "--plain starts")
+	require.Contains(t, errOut, "jobs submitted through the API are stored plain")
 }

@@ -91,6 +91,7 @@ func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
 	fs.Var(&callbackHosts, "callback-host", "the only hosts a submitted job's callback_url may name (exact names, or .example.com for a domain and its subdomains; repeatable, comma-separated; default: any public host)")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate file (and --tls-key)")
 	tlsKey := fs.String("tls-key", "", "the certificate's key file")
+	plain := fs.Bool("plain", false, "without --encryption-keys, serve even though the cluster's stored jobs are encrypted (jobs submitted through the API are then stored plain)")
 	logFormat := fs.String("log-format", "auto", "the log on standard error: text (for people), json (one object a line), or auto: text on a terminal, json otherwise")
 	return func(e *env, args []string) error {
 		if len(args) > 0 {
@@ -139,6 +140,20 @@ func serveCmd(fs *flag.FlagSet) func(*env, []string) error {
 		ring, err := e.keyRing() // encryption.go
 		if err != nil {
 			return err
+		}
+		if ring == nil && !*readOnly {
+			// A server without the ring would store the jobs submitted to
+			// it plain, on a cluster whose hosts seal theirs.
+			sealed, err := clusterEncrypts(e.ctx, st) // encryption.go
+			if err != nil {
+				return err
+			}
+			if sealed != "" && !*plain {
+				return usageErrorf("the cluster encrypts its jobs (%s): give --encryption-keys (or AX_ENCRYPTION_KEYS) so that submitted jobs are sealed too, --read-only, or --plain to store them plain", sealed)
+			}
+			if sealed != "" {
+				log.Warn("serving without the key ring on a cluster that encrypts its jobs (--plain): jobs submitted through the API are stored plain", zap.String("seen", sealed))
+			}
 		}
 		s, err := ax.New(ax.Config{Store: st, Logger: log, Node: "ax-serve", Keys: ring})
 		if err != nil {

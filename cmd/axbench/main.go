@@ -125,6 +125,7 @@ var scenarios = []scenario{
 	{"heldxmin", "completion rate, start lag and claim latency before, while and after a transaction holds back vacuum", runHeldXmin},
 	{"wide", "jobs/s per minute of a long W=1000 run, and against W=100", runWide},
 	{"flow", "overhead of a global limit and a rate limit that do not bind, and the start lag of jobs a rate limit or a closing breaker releases", runFlow},
+	{"noisy", "noisy neighbour: healthy partitions' start lag while other partitions' jobs hang, against none hanging", runNoisy},
 }
 
 // bench is the state shared by the scenarios of one run.

@@ -72,6 +72,7 @@ func TestQuick(t *testing.T) {
 		{"heldxmin", []string{"-heldxmin-clean", "1s", "-heldxmin-hold", "1s", "-heldxmin-recovery", "1s", "-heldxmin-window", "500ms"},
 			"held / clean completion rate", false},
 		{"wide", []string{"-wide-for", "600ms", "-wide-interval", "300ms", "-feed-batch", "500"}, "W=1000 / W=100 jobs/s", false},
+		{"noisy", []string{"-noisy-for", "1s", "-noisy-hang", "500ms"}, "sqlite, 3 partitions, 1 bad: healthy p99 added by the bad", false},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			t.Parallel()

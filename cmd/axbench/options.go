@@ -114,6 +114,7 @@ type options struct {
 	flowBreakerJobs int
 
 	encryptOptions // encrypt.go
+	noisyOptions   // noisy.go
 }
 
 // listFlag is a flag that may be given several times.
@@ -128,6 +129,7 @@ func (l *listFlag) Set(v string) error {
 
 func (o *options) register(fs *flag.FlagSet) {
 	o.registerEncrypt(fs) // encrypt.go
+	o.registerNoisy(fs)   // noisy.go
 	fs.StringVar(&o.db, "db", envOr("TEST_DATABASE_URL", defaultDB), "PostgreSQL server URL (default TEST_DATABASE_URL); each scenario creates and drops a database on it")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per scenario instead of tables")
 	fs.BoolVar(&o.quick, "quick", false, "small sizes for a smoke test (flags given explicitly win)")
@@ -224,6 +226,7 @@ var quickValues = map[string]string{
 	"bigtable-sizes": "2000,5000", "bigtable-for": "1s", "bigtable-warmup": "200ms", "feed-batch": "1000",
 	"heldxmin-rate": "300", "heldxmin-clean": "2s", "heldxmin-warmup": "200ms", "heldxmin-hold": "2s", "heldxmin-recovery": "2s", "heldxmin-window": "1s",
 	"wide-for": "2s", "wide-interval": "500ms",
+	"noisy-partitions": "3", "noisy-bad": "1", "noisy-for": "2s", "noisy-warmup": "200ms", "noisy-hang": "1s", "noisy-rate": "100",
 }
 
 // applyQuick sets the -quick sizes of the flags not given explicitly.

@@ -95,6 +95,8 @@ func run(ctx context.Context, out io.Writer) error {
 	fmt.Fprintf(out, "sealed with key %s; the store never saw the e-mail address\n", ax.SealedKeyID(raw.Payload))
 
 	// December: a new current key; 2026-11 still opens November's jobs.
+	// (On a cluster, in two rolling deploys: first every host gets 2026-12
+	// as an older key, then every host makes it current; docs/guide.md.)
 	k2, err := ax.GenerateKey("2026-12")
 	if err != nil {
 		return err

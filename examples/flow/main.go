@@ -4,6 +4,12 @@
 //   - GlobalConcurrency: two hosts (two Schedulers on one store) run a
 //     kind's jobs, never more than two at once between them.
 //
+//   - PartitionBy: webhook deliveries fanned out with ScheduleBatch, one
+//     child per subscriber, at most one delivery per subscriber at a
+//     time. While the down subscriber's delivery hangs, every delivery to
+//     the healthy subscribers goes through: one bad tenant slows no one
+//     else.
+//
 //   - RateLimit: at most 5 starts of a kind in any 500 ms, however the
 //     windows are cut.
 //
@@ -49,7 +55,7 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	defer db.Close()
 	fmt.Fprintf(out, "AX flow control on %s\n", db.Where)
-	for _, step := range []func(context.Context, *demo.Store, io.Writer) error{globalConcurrency, rateLimit, breaker} {
+	for _, step := range []func(context.Context, *demo.Store, io.Writer) error{globalConcurrency, partitions, rateLimit, breaker} {
 		if err := step(ctx, db, out); err != nil {
 			return err
 		}
@@ -120,6 +126,63 @@ func globalConcurrency(ctx context.Context, db *demo.Store, out io.Writer) error
 	if peak > 2 {
 		return fmt.Errorf("%d jobs ran at once, over the limit of 2", peak)
 	}
+	return nil
+}
+
+// partitions fans 3 events out to 3 subscribers each (ScheduleBatch, one
+// child per subscriber) under PartitionBy(subscriber, Concurrency 1). The
+// down subscriber's first delivery hangs until every healthy delivery is
+// done: with partitions that isolate, they all are; had the children
+// shared one partition, they would wait behind it until the deadline.
+func partitions(ctx context.Context, db *demo.Store, out io.Writer) error {
+	const events = 3
+	subscribers := []string{"healthy-a", "healthy-b", "down"}
+	var (
+		healthy sync.WaitGroup
+		down    atomic.Int64
+		release = make(chan struct{})
+	)
+	healthy.Add(events * (len(subscribers) - 1))
+	deliver := func(ctx context.Context, j *ax.Job) error {
+		if j.Metadata["subscriber"] != "down" {
+			healthy.Done()
+			return nil
+		}
+		down.Add(1)
+		select { // the down subscriber's endpoint hangs
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s, stop, err := host(ctx, db, func(s *ax.Scheduler) error {
+		if err := s.Handle("webhook.event", ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })); err != nil {
+			return err
+		}
+		return s.Handle("webhook.deliver", ax.HandlerFunc(deliver),
+			ax.PartitionBy(ax.PartitionByMetadata("subscriber"), ax.PartitionLimit{Concurrency: 1}))
+	})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	defer close(release)
+	for e := range events {
+		b := ax.Batch{Completion: ax.Request{Kind: "webhook.event", Payload: map[string]int{"event": e}}}
+		for _, sub := range subscribers {
+			b.Children = append(b.Children, ax.Request{Kind: "webhook.deliver", Payload: map[string]int{"event": e},
+				Options: []ax.ScheduleOption{ax.Metadata(map[string]string{"subscriber": sub})}})
+		}
+		if _, err := s.ScheduleBatch(ctx, b); err != nil {
+			return err
+		}
+	}
+	if err := wait(ctx, &healthy); err != nil {
+		return fmt.Errorf("healthy deliveries held back by the down subscriber: %w", err)
+	}
+	fmt.Fprintf(out, "PartitionBy(subscriber, 1): %d healthy deliveries done while the down subscriber's hung (%d of its %d started)\n",
+		events*(len(subscribers)-1), down.Load(), events)
 	return nil
 }
 

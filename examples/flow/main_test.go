@@ -17,6 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestFlow(t *testing.T) {
 	demotest.OnEachStore(t, run, []string{
 		"GlobalConcurrency(2): 12 jobs on 2 hosts, at most ",
+		"PartitionBy(subscriber, 1): 6 healthy deliveries done while the down subscriber's hung (1 of its 3 started)",
 		"RateLimit(5, 500ms): 12 starts over ",
 		"CircuitBreaker(Failures: 3): 3 attempts failed, then:\n  breaker_opened (3 failed attempts in a row)\n  breaker_half_open ",
 		"  breaker_closed (probe succeeded)\n  all 4 payments captured",

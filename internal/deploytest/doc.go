@@ -26,7 +26,10 @@
 //     connection (pgstore.WithListenerConnString), once with no direct
 //     connection at all (polling only);
 //   - a regression test for the polling-only Store, which used to LISTEN
-//     through the pooler and trust a deaf listener.
+//     through the pooler and trust a deaf listener;
+//   - pgstore's lease connection through the pooler: 40 workers on a
+//     2-connection pool whose handlers hold it lose no lease, and no
+//     extension is refused by the pooler.
 //
 // The tests skip when pgbouncer is not installed (apt-get install
 // pgbouncer), and fail instead with AX_REQUIRE_PGBOUNCER=1, as in CI

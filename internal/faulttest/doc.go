@@ -2,7 +2,9 @@
 // (internal/faulttest/worker, built by the tests) on one real PostgreSQL
 // database, killed, paused, cut off, skewed and stopped while they run
 // jobs. Every execution is recorded in an executions table, so the tests
-// count what ran where and when.
+// count what ran where and when. TestRollingKeyRotation restarts the
+// workers one at a time with a new encryption key ring (-keys) while they
+// schedule and run sealed jobs, in one phase and in the documented two.
 //
 // The default run takes about two minutes; AX_SOAK=1 adds longer variants
 // (the kill scenario with the default lease and leader TTL, 60+ periodic

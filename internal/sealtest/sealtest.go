@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 		{"RoundTrip", testRoundTrip},
 		{"Tamper", testTamper},
 		{"MissingKey", testMissingKey},
+		{"DecodeErrors", testDecodeErrors},
 		{"RotationThreeKeys", testRotation},
 		{"ReencryptResumes", testReencryptResumes},
 		{"Refusals", testRefusals},
@@ -316,35 +318,100 @@ func testTamper(t *testing.T, st store.Store) {
 	require.Contains(t, waitFinal(t, st, ids[3]).Errors[0].Error, `key "k2"`)
 }
 
+// testMissingKey: a job whose key a host lacks is not a tampered job.
+// The host leaves it for a host that has the key (a snooze, the attempt
+// not counted, logged at warn and sent as EventKeyMissing), however
+// often it claims it, and a host with the key then runs it. It used to
+// fail permanently at its first attempt: a rolling deploy of a new key
+// killed every job the hosts still without it claimed.
 func testMissingKey(t *testing.T, st store.Store) {
 	ctx := t.Context()
 	old := newScheduler(t, st, Ring(t, k1))
-	lost := schedule(t, old, "seal.m", 2)
-	s := newScheduler(t, st, Ring(t, k2))
+	waiting := schedule(t, old, "seal.m", 2)
+	core, logs := observer.New(zap.WarnLevel)
+	events := &eventLog{}
+	s := newScheduler(t, st, Ring(t, k2), func(c *ax.Config) {
+		c.KeyMissingDelay = 10 * time.Millisecond
+		c.Logger = zap.New(core)
+		c.Observers = []ax.Observer{events}
+	})
 	g := newGot()
-	require.NoError(t, ax.HandleResult(s, "seal.m", g.handler()))
+	require.NoError(t, ax.HandleResult(s, "seal.m", g.handler(), ax.MaxAttempts(2)))
 	fine := schedule(t, s, "seal.m", 3)
 	require.NoError(t, s.Start(ctx))
-	for _, id := range lost {
-		rec := waitFinal(t, st, id)
-		require.Equal(t, store.StateDead, rec.State)
-		require.Len(t, rec.Errors, 1, "a missing key is permanent: no retry")
-		require.Contains(t, rec.Errors[0].Error, `key "k1"`)
-		require.Contains(t, rec.Errors[0].Error, "not in the key ring")
-	}
 	for _, id := range fine {
 		require.Equal(t, store.StateSucceeded, waitFinal(t, st, id).State)
 	}
-	// A host without a ring does not run sealed jobs as if plain.
-	bare := newScheduler(t, st, nil)
-	ran := false
-	require.NoError(t, ax.Handle(bare, "seal.bare", func(context.Context, *ax.Job, payload) error { ran = true; return nil }))
+	// Each waiting job is claimed, and left, more times than it has
+	// attempts: none of them counts.
+	events.waitFor(t, func(seen []ax.Event) bool {
+		n := map[uuid.UUID]int{}
+		for _, e := range seen {
+			if e.Kind == ax.EventKeyMissing {
+				n[e.JobID]++
+			}
+		}
+		return n[waiting[0]] >= 3 && n[waiting[1]] >= 3
+	})
+	require.NoError(t, s.Stop(ctx))
+	for _, id := range waiting {
+		rec, err := st.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, store.StateScheduled, rec.State, "a missing key is not the job's fault")
+		require.Zero(t, rec.Attempt, "a job left for another host used no attempt")
+		require.Empty(t, rec.Errors)
+		p, _ := g.get(id)
+		require.Zero(t, p, "the handler ran without the key")
+	}
+	events.mu.Lock()
+	for _, e := range events.seen {
+		if e.Kind == ax.EventKeyMissing {
+			require.ErrorIs(t, e.Err, ax.ErrKeyMissing)
+			var se *ax.SealError
+			require.ErrorAs(t, e.Err, &se)
+			require.Equal(t, "k1", se.KeyID)
+		}
+	}
+	events.mu.Unlock()
+	warned := logs.FilterMessageSnippet("left for a host that can open it").All()
+	require.NotEmpty(t, warned)
+	require.Contains(t, fmt.Sprint(warned[0].ContextMap()), `key "k1"`)
+
+	// A host with the key runs them.
+	s2 := newScheduler(t, st, Ring(t, k2, k1))
+	require.NoError(t, ax.HandleResult(s2, "seal.m", g.handler()))
+	require.NoError(t, s2.Start(ctx))
+	for _, id := range waiting {
+		require.Equal(t, store.StateSucceeded, waitFinal(t, st, id).State)
+		p, _ := g.get(id)
+		require.Equal(t, secret, p.Email)
+	}
+
+	// A host without a ring does not run sealed jobs as if plain, and
+	// leaves them too.
+	bareEvents := &eventLog{}
+	bare := newScheduler(t, st, nil, func(c *ax.Config) {
+		c.KeyMissingDelay = 10 * time.Millisecond
+		c.Observers = []ax.Observer{bareEvents}
+	})
+	var ran atomic.Bool
+	require.NoError(t, ax.Handle(bare, "seal.bare", func(context.Context, *ax.Job, payload) error { ran.Store(true); return nil }))
 	ids := schedule(t, newScheduler(t, st, Ring(t, k2)), "seal.bare", 1)
 	require.NoError(t, bare.Start(ctx))
-	rec := waitFinal(t, st, ids[0])
-	require.Equal(t, store.StateDead, rec.State)
-	require.Contains(t, rec.Errors[0].Error, `key "k2"`)
-	require.False(t, ran)
+	bareEvents.waitFor(t, func(seen []ax.Event) bool {
+		n := 0
+		for _, e := range seen {
+			if e.Kind == ax.EventKeyMissing && e.JobID == ids[0] {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	require.NoError(t, bare.Stop(ctx))
+	rec, err := st.Get(ctx, ids[0])
+	require.NoError(t, err)
+	require.Equal(t, store.StateScheduled, rec.State)
+	require.False(t, ran.Load())
 }
 
 func testRotation(t *testing.T, st store.Store) {
@@ -532,12 +599,46 @@ func testLogs(t *testing.T, st store.Store) {
 
 // eventLog records the events an Observer sees.
 type eventLog struct {
-	mu   sync.Mutex
-	seen []ax.Event
+	mu    sync.Mutex
+	seen  []ax.Event
+	added chan struct{} // signalled on each event once waitFor made it
 }
 
 func (l *eventLog) Observe(e ax.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seen = append(l.seen, e)
+	if l.added != nil {
+		select {
+		case l.added <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitFor waits, up to 30 seconds, until cond holds for the events seen:
+// it is checked on every new event.
+func (l *eventLog) waitFor(t *testing.T, cond func(seen []ax.Event) bool) {
+	t.Helper()
+	l.mu.Lock()
+	if l.added == nil {
+		l.added = make(chan struct{}, 1)
+	}
+	added := l.added
+	l.mu.Unlock()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		l.mu.Lock()
+		ok := cond(l.seen)
+		l.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-added:
+		case <-deadline.C:
+			t.Fatal("timed out waiting for events")
+		}
+	}
 }

@@ -24,7 +24,9 @@ var (
 // reference semantics of store.JobFilter.Matches) that follow the cursor
 // params.After in params.Order, at most params.Limit of them; see
 // store.JobInspector. JobPage.Next is the last job's ID when another
-// matching job follows, zero otherwise. Invalid params
+// matching job follows, zero otherwise. With params.PreviewBytes the
+// copies are in brief (store.BriefRecord), so a page copies a bounded part
+// of each job. Invalid params
 // (ListJobsParams.Validate) fail with an error wrapping
 // store.ErrInvalidParams.
 //
@@ -51,7 +53,12 @@ func (s *Store) ListJobs(ctx context.Context, params *store.ListJobsParams) (*st
 			page.Next = page.Jobs[len(page.Jobs)-1].ID
 			return false
 		}
-		page.Jobs = append(page.Jobs, copyRecord(&j.rec))
+		if params.PreviewBytes > 0 {
+			// Copy only what the brief keeps, not the whole payload.
+			page.Jobs = append(page.Jobs, store.BriefRecord(&j.rec, params.PreviewBytes))
+		} else {
+			page.Jobs = append(page.Jobs, copyRecord(&j.rec))
+		}
 		return true
 	})
 	return page, nil

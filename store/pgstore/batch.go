@@ -13,7 +13,7 @@ import (
 )
 
 // Batches. The batches row holds the completion job's template and the
-// counts of children by final state. The triggers of migration 0006 (0016
+// counts of children by final state. The triggers of migration 0006 (0017
 // since) count the children a statement ends, in that statement, once per
 // batch, and the statement that leaves none open inserts the completion
 // job; a statement that reopens a child of a completed batch (RunNow)
@@ -61,6 +61,7 @@ func (s *Store) InsertBatchTx(ctx context.Context, tx pgx.Tx, params *store.Batc
 	if err := validateBatch(params); err != nil {
 		return nil, err
 	}
+	ctx = withConn(ctx, tx) // every read on tx, none on a second connection: onetx.go
 	res, err := s.insertBatch(ctx, tx, params)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: insert batch %s: %w", params.ID, invalidData(err))
@@ -101,10 +102,7 @@ func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, params *store.BatchP
 	if _, err := tx.Exec(ctx, `SELECT set_config('ax.batch_id', $1, true)`, params.ID.String()); err != nil {
 		return nil, fmt.Errorf("set batch: %w", err)
 	}
-	children, err := s.insertMany(ctx, tx, params.Children)
-	if err == nil {
-		err = s.attachFollowUps(ctx, tx, params.Children, children)
-	}
+	children, err := s.insertRows(ctx, tx, params.Children) // the one insert path: keys, bounds, follow-ups
 	if err != nil {
 		return nil, fmt.Errorf("insert children: %w", err)
 	}

@@ -172,7 +172,7 @@ func (s *Store) ListNodes(ctx context.Context) ([]*store.NodeRecord, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, s.clusterSQL(listNodesSQL))
+	rows, err := s.conn(ctx).Query(ctx, s.clusterSQL(listNodesSQL)) // a caller's tx when ctx has one: onetx.go
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: list nodes: %w", err)
 	}

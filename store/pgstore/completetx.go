@@ -52,8 +52,9 @@ func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, params store.FinishPa
 		return false, fmt.Errorf("pgstore: complete job %s in tx: nil transaction: %w", params.Lease.ID, store.ErrInvalidParams)
 	}
 	// A user's transaction: breaker verdicts are recorded, not fed
-	// (finishflow.go, recordVerdicts), so that it holds no flows row.
-	ok, err := s.finishIn(context.WithValue(ctx, userTxKey{}, true), tx, []store.FinishParams{params})
+	// (finishflow.go, recordVerdicts), so that it holds no flows row;
+	// every read on tx, none on a second connection (onetx.go).
+	ok, err := s.finishIn(context.WithValue(withConn(ctx, tx), userTxKey{}, true), tx, []store.FinishParams{params})
 	if err != nil {
 		return false, err // says "pgstore: finish", the job and the step
 	}

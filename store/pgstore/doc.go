@@ -65,6 +65,31 @@
 // last second of finished ones, however long the retention, and retention
 // costs one DROP TABLE a day.
 //
+// A day is dropped by DETACH PARTITION … CONCURRENTLY, then DROP TABLE.
+// Each DETACH CONCURRENTLY and each FINALIZE (which completes a detach
+// that was interrupted) is cancelled after 1 s: they wait for long
+// transactions that touched jobs_history, and FINALIZE for every older
+// snapshot while it holds the lock an ATTACH of a new day needs, so
+// unbounded they stalled the leader's maintenance and failed the next
+// day's ATTACH on its 2 s lock timeout. A day cut short stays attached or
+// pending, and the next Prune tries again. A day whose DETACH committed
+// without its DROP (a failure in between) is still found, as a table of
+// the Store's schema named jobs_history_pYYYYMMDD with exactly
+// jobs_history's columns that is nobody's partition, and dropped once
+// past the retention; no other table is touched (rename or move a day
+// you detach to keep).
+//
+// An ID is unique across jobs and jobs_history: an insert whose ID is
+// that of a job in the history fails with store.ErrInvalidParams, as one
+// in jobs does. The look into the history probes only the day partitions
+// a job with that UUIDv7 could have finished in (from the ID's time less
+// an hour on: today's and the next day's for an ID made now), and every
+// partition for an ID of another version; it rides in the statement of a
+// one-row insert and is one statement before a several-row one. It
+// misses a UUIDv7 made on a clock more than an hour ahead of the
+// database's whose job finished before the database reached that time
+// less an hour; ax makes each ID at the insert.
+//
 // Reads see both tables through the view jobs_all: Get, ListJobs,
 // CountMatching, CountJobs, List, FollowUps and BatchChildren return
 // archived jobs exactly as before they moved (a move is one statement, so
@@ -292,7 +317,7 @@
 // orders concurrent flushes, so exactly one sees the last child end, and
 // the completion job (its ID fixed at InsertBatch) is inserted once, with
 // a notification. A statement that takes a child of a completed batch out
-// of its final state (RunNow) reopens the batch (migration 0016), and the
+// of its final state (RunNow) reopens the batch (migration 0017), and the
 // flush that closes it again inserts the completion job again, under a
 // fresh ID (store.BatchStore); completion jobs have a parent and children
 // none, which is how the triggers, BatchChildren and CancelBatch tell them
@@ -380,6 +405,74 @@
 // scheduler's next poll. A connection that goes quiet for 10 seconds must
 // answer a query within 5: one whose peer vanished without closing it is
 // found out within 15 seconds, not the kernel's TCP timeouts.
+//
+// # Connections
+//
+// A Store runs on the pool it is given, the application's, and opens two
+// connections of its own beside it, each with the pool's connection
+// settings (through the same address: a pooler in front of the server
+// sees them as clients too):
+//
+//   - The listener's (see Notifications), while anyone subscribes (a
+//     started Scheduler does): one connection, to the server named by
+//     WithListenerConnString if given; none with WithTransactionPooler
+//     alone (polling only).
+//   - The lease connection (leaseconn.go), for ExtendLeases alone: opened
+//     at the first extension (a Scheduler's first heartbeat with a job
+//     running), kept, opened again when it breaks (a call that finds it
+//     dead runs on a new one, so a killed backend costs no heartbeat) or
+//     outlives the pool's MaxConnLifetime, closed by Close. The pool's query execution mode, BeforeConnect and
+//     AfterConnect hooks apply to it as to the pool's connections, so it
+//     works through a transaction pooler with the pool's
+//     QueryExecModeCacheDescribe (through PgBouncer it holds a server
+//     connection only while an extension runs). The Schedulers sharing
+//     one Store take turns on it, one extension statement each. When it
+//     cannot be opened (max_connections reached), the extension runs on
+//     the pool.
+//
+// So a host with one Store uses at most the pool's MaxConns + 2 server
+// connections on a direct pool; behind a transaction pooler, MaxConns + 1
+// client connections of the pooler's (which takes a server connection
+// per transaction) and the listener's direct one, if any.
+//
+// Why the lease connection: handlers use the same pool (through
+// ScheduleTx, CompleteTx, or their own queries), and pgxpool hands out
+// connections in the order they were asked for. With Workers far above
+// the pool size (ax's default of 100 against pgxpool's default of
+// max(4, number of CPUs)), the heartbeat waited behind the handlers, timed
+// out beat after beat ("pgstore: extend leases: context deadline
+// exceeded"), and after a lease the host cancelled its own jobs as lost
+// and they ran again elsewhere. Now no pool size costs a lease.
+//
+// Pool size still matters for speed: claims, outcome writes, rescues,
+// inserts and the node and leader heartbeats run on the pool, and wait
+// behind handlers holding it, so a host whose handlers keep every
+// connection claims and writes outcomes late (the leases of jobs whose
+// outcomes wait are kept by the heartbeat; a node or leader heartbeat that
+// times out costs no job). Give the pool the connections your handlers
+// hold at once (at most Workers of them, fewer when only some kinds use
+// the database or hold a connection briefly) plus about 3 for the
+// scheduler: cfg.MaxConns = handlersUsingTheDatabase + 3 (or
+// pool_max_conns in the connection string). Within PostgreSQL's
+// max_connections across all hosts, or the pooler's limits.
+//
+// A transaction of the caller's costs exactly one connection of the pool:
+// the one it holds. InsertTx, InsertBatchTx and CompleteTx run every
+// statement on tx, reads included (the flow-controlled kinds, the day
+// partitions of the history), and the reads the ax package makes while
+// such a transaction is open (the kinds' stored defaults, the node
+// registry for Config.RefuseUnknownKinds) run on tx too, through InTx
+// (store.TxReader): ax.ScheduleTx, ScheduleManyTx, ScheduleBatchTx,
+// CompleteTx, their generic forms and EnqueueTx, EnqueueManyTx. ax.Then,
+// which a handler may call with its transaction open, makes no store call
+// at all. None of them waits for a second connection, which a pool whose
+// every connection is held by request transactions would never free: a
+// pool of one connection serves a caller's transaction and everything
+// scheduled or completed in it. Such reads see tx's snapshot, and a
+// failed one aborts tx like any statement of it. The guard is
+// internal/e2e/onetx_test.go: it runs every exported API that takes a
+// transaction on a pool of one connection and fails on any second
+// acquire, and fails when a new such API is not in its tables.
 //
 // # What a Store keeps in memory
 //
@@ -496,8 +589,10 @@
 // of one kind take turns and never overshoot. InsertParams.PendingLimit
 // (a bound on all kinds) counts pending jobs up to the bound, an
 // index-only scan, without a lock: racing producers may overshoot it by
-// their rows in flight. Jobs the store inserts itself (periodic ticks,
-// follow-ups) are not counted.
+// their rows in flight. Batch children count like any insert (a batch
+// that would pass a bound is refused whole, with a *store.PendingLimitError);
+// jobs the store inserts itself (periodic ticks, follow-ups, Then jobs,
+// batch completions) are not counted.
 //
 // A partitioned kind's keys are found by skipping through
 // jobs_partition_idx, one probe per key; the partition "" (jobs without a
@@ -506,8 +601,16 @@
 // known cost, not yet measured).
 //
 // Partition keys are derived at insert from the kind's PartitionSource as
-// the Store last read it (store.PartitionKeyOf); jobs inserted before a
-// kind got a source stay in the partition "". A host that has not yet
+// the Store last read it (store.PartitionKeyOf) and written with the row,
+// by every way a job is inserted: Insert, InsertTx, the COPY of many rows,
+// batch children and periodic ticks (partitionkeys.go, in Go), and the
+// jobs the database inserts from templates, follow-ups, Then jobs and
+// batch completions (ax_partition_key, migration 0016, the same rule in
+// SQL over the settings as they are then; a key the rule would refuse
+// puts such a job in the partition "" rather than fail the statement that
+// ends its parent). The conformance area FlowPartitionPaths runs every
+// path with every kind of key. Jobs inserted before a kind got a source
+// stay in the partition "". A host that has not yet
 // learnt of a kind's new settings (up to a second) claims it the plain
 // way, without its limits; jobs of a sequence are safe meanwhile, since a
 // trigger lets only the flow claim start them.
@@ -549,5 +652,8 @@
 //   - Temporary tables: none. batch_ends is an ordinary unlogged table
 //     whose rows live within the statement that writes them.
 //   - LISTEN: only on the listener's own connection, outside the pool.
+//   - The lease connection (see Connections): outside the pool, through
+//     the same address, one extension statement at a time, no session
+//     state.
 //   - Prepared statements: pgx's, per the pool's query execution mode.
 package pgstore

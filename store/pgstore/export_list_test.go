@@ -41,3 +41,9 @@ func (s *Store) BulkRunNowEach(ctx context.Context, params *store.BulkParams) (i
 		return s.bulkApplier(op)
 	})
 }
+
+// DeadGroupsSQL returns DeadGroups' statement and its arguments, for the
+// plan test.
+func (s *Store) DeadGroupsSQL(params *store.DeadGroupsParams) (string, []any, error) {
+	return s.deadGroupsSQL(params)
+}

@@ -106,3 +106,51 @@ func KeepFinishedRows(ctx context.Context) context.Context {
 
 // FinishSQL returns the finish statement, for the FinishClaim test.
 func (s *Store) FinishSQL() string { return s.q.finish }
+
+// OnLeaseConn runs fn on the lease connection as ExtendLeases does (in
+// its turn, opening it when none is open), for tests of that connection.
+func (s *Store) OnLeaseConn(ctx context.Context, fn func(*pgx.Conn) error) error {
+	return s.leases.do(ctx, fn)
+}
+
+// LeaseConnOpen reports whether the lease connection is open, waiting
+// for its turn.
+func (s *Store) LeaseConnOpen() bool {
+	c := <-s.leases.slot
+	defer s.leases.giveBack(c)
+	return c != nil && !c.IsClosed()
+}
+
+// SetLeaseDial replaces how the lease connection is opened.
+func (s *Store) SetLeaseDial(dial func(context.Context) (*pgx.Conn, error)) {
+	s.leases.dial = dial
+}
+
+// SetLeaseClock replaces the clock the lease connection's age is read on.
+func (s *Store) SetLeaseClock(now func() time.Time) { s.leases.now = now }
+
+// SetDetachTimeout changes how long a prune's DETACH CONCURRENTLY or
+// FINALIZE may run, for the tests of its bound.
+func (s *Store) SetDetachTimeout(d time.Duration) {
+	s.history.mu.Lock()
+	defer s.history.mu.Unlock()
+	s.history.detachTimeout = d
+}
+
+// ErrDetachTimeout is the cause of a prune's detach cut short by its time
+// bound.
+var ErrDetachTimeout = errDetachTimeout
+
+// UUIDV7Time returns the time a UUIDv7 carries, for the tests of the
+// history ID probe's bound.
+var UUIDV7Time = uuidV7Time
+
+// HistoryIDsSQL returns the look into the history for the IDs of a
+// several-row insert.
+func (s *Store) HistoryIDsSQL() string { return s.sql(historyIDsSQL) }
+
+// HistoryGuardSQL returns the history guard of the one-row inserts as a
+// statement of its own on $1, for the tests of its bound.
+func (s *Store) HistoryGuardSQL() string {
+	return s.sql("WITH " + historyGuardSQL + " SELECT 1 FROM guard")
+}

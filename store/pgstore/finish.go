@@ -144,6 +144,11 @@ func (s *Store) finishBusy(ctx context.Context, params, busy []store.FinishParam
 // finished, and extended by a later call once the lock is gone. A lease
 // whose own outcome ended the job (Finish or a committed CompleteTx with
 // its token) is reported in both Lost and Finished.
+//
+// It never waits for the pool either: the statement runs on the Store's
+// own connection (leaseconn.go), so handlers holding every pool
+// connection cannot starve the heartbeat of the leases they run under.
+// Concurrent calls take turns on it.
 func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*store.ExtendResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -160,24 +165,30 @@ func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*
 	for i, l := range params.Leases {
 		ids[i], tokens[i] = l.ID, l.Token
 	}
-	rows, _ := s.pool.Query(ctx, s.q.extend, ids, tokens, micros(params.Duration))
 	const (
 		extended = iota // the extend statement's kinds
 		busy
 		finished
 	)
-	found := make(map[store.Lease]int32, len(ids))
-	var (
-		l      store.Lease
-		cancel bool
-		kind   int32
-	)
-	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &cancel, &kind}, func() error {
-		found[l] = kind
-		if cancel && kind != finished {
-			res.CancelRequested = append(res.CancelRequested, l)
-		}
-		return nil
+	var found map[store.Lease]int32
+	err := s.onLeaseConn(ctx, func(q querier) error {
+		// Runs again when the lease connection died unseen: start afresh.
+		found = make(map[store.Lease]int32, len(ids))
+		res.CancelRequested = res.CancelRequested[:0]
+		rows, _ := q.Query(ctx, s.q.extend, ids, tokens, micros(params.Duration))
+		var (
+			l      store.Lease
+			cancel bool
+			kind   int32
+		)
+		_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &cancel, &kind}, func() error {
+			found[l] = kind
+			if cancel && kind != finished {
+				res.CancelRequested = append(res.CancelRequested, l)
+			}
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: extend leases: %w", err)

@@ -42,6 +42,9 @@ type flowCache struct {
 	loadedAt time.Time // host clock: only the cache's age matters
 	kinds    map[string]*store.FlowConfig
 	seqKinds map[string]bool
+	// gen counts forgetFlows calls: a read that began before one does
+	// not store what it read.
+	gen uint64
 }
 
 // flowSnapshot is the cache's content at one moment.
@@ -59,18 +62,24 @@ func (s *Store) flowQ() *flowQueries {
 // flowKinds returns the cached flow-controlled kinds, reading them again
 // when the cache is older than flowCacheTTL. It reads on the connection
 // ctx carries (a transaction the caller holds: withConn), never on a
-// second one from the pool: callers that each held a pool connection
-// while waiting for another (and for the cache's lock, held by one of
-// them waiting for a connection) stalled until their deadlines once the
-// pool was exhausted, seen with ten racing producers of a MaxPending
-// kind through PgBouncer.
+// second one from the pool, and never while holding the cache's lock:
+// callers that each held a pool connection while waiting for another,
+// or for the lock held by one of them waiting for a connection, stalled
+// until their deadlines once the pool was exhausted (seen with ten
+// racing producers of a MaxPending kind through PgBouncer, and again
+// with racing inserts of one row and of several through PgBouncer once
+// every insert derived partition keys). Callers that find the cache
+// stale at once each read it; the reads are small.
 func (s *Store) flowKinds(ctx context.Context) (flowSnapshot, error) {
 	c := &s.flow
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.kinds != nil && time.Since(c.loadedAt) < flowCacheTTL {
-		return flowSnapshot{c.kinds, c.seqKinds}, nil
+		snap := flowSnapshot{c.kinds, c.seqKinds}
+		c.mu.Unlock()
+		return snap, nil
 	}
+	gen := c.gen
+	c.mu.Unlock()
 	rows, _ := s.conn(ctx).Query(ctx, s.flowQ().kinds)
 	kinds := map[string]*store.FlowConfig{}
 	seq := map[string]bool{}
@@ -93,7 +102,11 @@ func (s *Store) flowKinds(ctx context.Context) (flowSnapshot, error) {
 	if err != nil {
 		return flowSnapshot{}, fmt.Errorf("read flow-controlled kinds: %w", err)
 	}
-	c.kinds, c.seqKinds, c.loadedAt = kinds, seq, time.Now()
+	c.mu.Lock()
+	if c.gen == gen {
+		c.kinds, c.seqKinds, c.loadedAt = kinds, seq, time.Now()
+	}
+	c.mu.Unlock()
 	return flowSnapshot{kinds, seq}, nil
 }
 
@@ -101,6 +114,7 @@ func (s *Store) flowKinds(ctx context.Context) (flowSnapshot, error) {
 func (s *Store) forgetFlows() {
 	s.flow.mu.Lock()
 	s.flow.kinds = nil
+	s.flow.gen++
 	s.flow.mu.Unlock()
 }
 

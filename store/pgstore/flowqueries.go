@@ -372,8 +372,8 @@ WHERE kind = $1 RETURNING pending`,
 		// are marked counted when their kind has MaxPending; returns how
 		// many were marked per kind.
 		setKeys: `WITH u AS (
-	UPDATE {jobs} j SET partition_key = x.pkey, sequence_key = nullif(x.skey, ''), pending_counted = x.counted
-	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bool[]) AS x(id, pkey, skey, counted)
+	UPDATE {jobs} j SET sequence_key = nullif(x.skey, ''), pending_counted = x.counted
+	FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS x(id, skey, counted)
 	WHERE j.id = x.id AND j.state = 'scheduled' AND j.attempt = 0
 	RETURNING j.kind, j.pending_counted
 )

@@ -153,32 +153,6 @@ FROM unnest($1::json[], $2::uuid[], $3::uuid[]) AS u(t, id, parent)`), thenTmpl,
 	return nil
 }
 
-// insertWithFollowUps is Insert (tx nil: in a transaction of its own) or
-// InsertTx for rows with follow-ups: the rows go through the ordinary
-// insert path, then the follow-up templates are attached to the rows
-// inserted (a duplicate's holder keeps its own), in the same transaction.
-func (s *Store) insertWithFollowUps(ctx context.Context, tx pgx.Tx, params []store.InsertParams) ([]store.InsertResult, error) {
-	var res []store.InsertResult
-	run := func(tx pgx.Tx) error {
-		var err error
-		res, err = s.insertMany(ctx, tx, params)
-		if err != nil {
-			return err
-		}
-		return s.attachFollowUps(ctx, tx, params, res)
-	}
-	var err error
-	if tx == nil {
-		err = pgx.BeginFunc(ctx, s.pool, run)
-	} else {
-		err = run(tx)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: insert: %w", invalidData(err))
-	}
-	return res, nil
-}
-
 // attachFollowUps writes the follow-up templates of the inserted rows of
 // params (res says which were inserted).
 func (s *Store) attachFollowUps(ctx context.Context, tx pgx.Tx, params []store.InsertParams, res []store.InsertResult) error {

@@ -266,7 +266,7 @@ func TestBatchChildReopened(t *testing.T) {
 	require.NoError(t, err)
 	b, err = s.Batch(ctx, p.ID)
 	require.NoError(t, err)
-	require.False(t, b.Completed, "the retried child reopened the batch (migration 0016)")
+	require.False(t, b.Completed, "the retried child reopened the batch (migration 0017)")
 	require.True(t, b.CompletedAt.IsZero())
 	require.Equal(t, 1, b.Pending)
 	require.Len(t, claimKind(t, s, "done", 10), 1, "the first completion job only, until the batch completes again")

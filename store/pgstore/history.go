@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -84,6 +83,10 @@ type historyState struct {
 	// (finishWindow); ensureAfter is when it may try again after a failure.
 	ensuring    sync.Mutex
 	ensureAfter time.Time
+
+	// detachTimeout bounds each DETACH CONCURRENTLY and FINALIZE
+	// (historyprune.go); zero is defaultDetachTimeout. Tests shorten it.
+	detachTimeout time.Duration
 }
 
 // archiveSQL is the statement that picks and locks up to $2 movable jobs
@@ -307,48 +310,37 @@ ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`,
 	return nil // remembered by archived, once tx has committed
 }
 
-// historyPartitions returns the history partitions by day, oldest first.
-func (s *Store) historyPartitions(ctx context.Context) ([]time.Time, error) {
-	rows, _ := s.pool.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-WHERE i.inhparent = $1::regclass ORDER BY c.relname`, s.historyTable())
-	var days []time.Time
-	var name string
-	_, err := pgx.ForEachRow(rows, []any{&name}, func() error {
-		day, err := time.Parse(partitionLayout, strings.TrimPrefix(name, partitionPrefix))
-		if err != nil || !strings.HasPrefix(name, partitionPrefix) {
-			return nil // not ours: an operator's partition is left alone
-		}
-		days = append(days, day)
-		return nil
-	})
-	return days, err
-}
-
 // pruneHistory deletes the history past retention: it drops each
 // partition whose whole day is past it, counting its rows, then deletes
 // up to limit rows from the partition the boundary falls in. It returns
 // how many jobs it removed, which can exceed limit when it drops a
-// partition.
+// partition. A day's table left detached by an earlier drop that stopped
+// between its DETACH and its DROP (historyprune.go) is dropped the same
+// way once its day is past the retention.
 func (s *Store) pruneHistory(ctx context.Context, retention time.Duration, limit int) (int, error) {
 	var cutoff time.Time
 	if err := s.pool.QueryRow(ctx, `SELECT now() - $1::bigint * interval '1 microsecond'`, micros(retention)).Scan(&cutoff); err != nil {
 		return 0, err
 	}
-	days, err := s.historyPartitions(ctx)
+	parts, err := s.historyPartitions(ctx)
 	if err != nil {
 		return 0, err
 	}
 	total := 0
-	for _, day := range days {
-		if day.Add(historyDay).After(cutoff) {
-			if day.After(cutoff) {
-				break
+	for _, p := range parts {
+		if p.day.Add(historyDay).After(cutoff) {
+			if p.day.After(cutoff) || !p.attached {
+				continue // within the retention (a detached one: left alone)
 			}
 			// The partition the boundary falls in: its expired rows.
-			tag, err := s.pool.Exec(ctx, s.pruneHistorySQL(day), cutoff, limit)
-			return total + int(tag.RowsAffected()), err
+			tag, err := s.pool.Exec(ctx, s.pruneHistorySQL(p.day), cutoff, limit)
+			total += int(tag.RowsAffected())
+			if err != nil {
+				return total, err
+			}
+			continue
 		}
-		n, err := s.dropPartition(ctx, day)
+		n, err := s.dropPartition(ctx, p)
 		if err != nil {
 			return total, err
 		}
@@ -372,10 +364,10 @@ func (s *Store) pruneHistorySQL(day time.Time) string {
 ))`
 }
 
-// dropPartition drops the history partition of day and returns how many
-// jobs it held.
+// dropPartition drops the history partition p (attached, or left
+// detached) and returns how many jobs it held.
 //
-// On PostgreSQL 14 and later the partition is first detached
+// On PostgreSQL 14 and later an attached partition is first detached
 // CONCURRENTLY: that takes a SHARE UPDATE EXCLUSIVE lock on jobs_history,
 // which Finish's inserts and the history's readers do not wait for, and
 // then waits for the transactions that may still see the partition. A
@@ -383,17 +375,19 @@ func (s *Store) pruneHistorySQL(day time.Time) string {
 // jobs_history, and while it queued behind one reader every Finish
 // queued behind it, for up to ddlLockTimeout. The drop of the detached
 // table then locks that table only. A detach interrupted (a cancelled
-// context, a lost connection) leaves the partition pending; the next
-// prune finishes it (FINALIZE).
-func (s *Store) dropPartition(ctx context.Context, day time.Time) (int, error) {
-	name := pgx.Identifier{s.schema, partitionName(day)}.Sanitize()
+// context, a lost connection, its time bound: see detachTimeout) leaves
+// the partition pending; the next prune finishes it (FINALIZE). A detach
+// that committed without the drop after it leaves a detached table, which
+// the next prune finds (leftoverPartitionsSQL) and drops.
+func (s *Store) dropPartition(ctx context.Context, p historyPart) (int, error) {
+	name := pgx.Identifier{s.schema, partitionName(p.day)}.Sanitize()
 	// Counted before the drop takes its lock, so that readers of the
 	// history wait only for the drop itself. Nothing moves into a day past
 	// the retention; a run-now of one of its jobs meanwhile (moving it
 	// back to jobs) leaves the count one too high.
 	var n int
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+name).Scan(&n)
-	if err == nil {
+	if err == nil && p.attached {
 		err = s.detachPartition(ctx, name)
 	}
 	if err == nil {
@@ -403,10 +397,10 @@ func (s *Store) dropPartition(ctx context.Context, day time.Time) (int, error) {
 		})
 	}
 	if err != nil {
-		return 0, fmt.Errorf("drop history partition %s: %w", partitionName(day), err)
+		return 0, fmt.Errorf("drop history partition %s: %w", partitionName(p.day), err)
 	}
 	s.history.mu.Lock()
-	delete(s.history.days, day)
+	delete(s.history.days, p.day)
 	s.history.mu.Unlock()
 	return n, nil
 }
@@ -424,7 +418,7 @@ const detachConcurrentlyVersion = 140000
 // nothing on a server too old to (the drop then takes the parent's lock
 // itself). Each statement runs alone, outside a transaction block, as
 // DETACH CONCURRENTLY requires, so it also works through a transaction
-// pooler.
+// pooler. Each is bounded by detachTimeout (execBounded).
 func (s *Store) detachPartition(ctx context.Context, name string) error {
 	var version int
 	if err := s.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
@@ -442,11 +436,9 @@ func (s *Store) detachPartition(ctx context.Context, name string) error {
 	case err != nil:
 		return err
 	case pending:
-		_, err = s.pool.Exec(ctx, `ALTER TABLE `+s.historyTable()+` DETACH PARTITION `+name+` FINALIZE`)
-	default:
-		_, err = s.pool.Exec(ctx, `ALTER TABLE `+s.historyTable()+` DETACH PARTITION `+name+` CONCURRENTLY`)
+		return s.execBounded(ctx, `ALTER TABLE `+s.historyTable()+` DETACH PARTITION `+name+` FINALIZE`)
 	}
-	return err
+	return s.execBounded(ctx, `ALTER TABLE `+s.historyTable()+` DETACH PARTITION `+name+` CONCURRENTLY`)
 }
 
 // historyTable returns the schema-qualified, quoted jobs_history table.

@@ -607,6 +607,9 @@ func TestBulkWaitsForArchive(t *testing.T) {
 func TestPruneDoesNotBlockHistoryWriters(t *testing.T) {
 	t.Parallel()
 	s, pool := historyStore(t)
+	// The second prune below waits for the reader until the test ends it:
+	// longer than a detach may wait by default (TestPruneDetachIsBounded).
+	s.SetDetachTimeout(time.Minute)
 	ctx := ctxT(t)
 	ids := finishAs(t, s, "k", []store.Outcome{store.OutcomeSucceeded, store.OutcomeSucceeded}, "", store.UniqueScope{})
 	var now time.Time

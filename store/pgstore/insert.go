@@ -45,12 +45,11 @@ var errHolderVanished = errors.New("pgstore: unique key holder vanished")
 // the call with an error wrapping store.ErrInvalidParams.
 //
 // An ID that exists is refused through the primary key of jobs, which
-// holds the live jobs and the recently finished: the ID of a job already
-// moved to jobs_history is not detected (looking there would cost every
-// insert a probe of every day partition), and inserting it makes a second
-// job with that ID. Schedulers never reuse an ID (ax makes a new UUIDv7
-// per job); a program that writes to the Store directly must not either.
-// The model-based test found this (docs/modeltest.md).
+// holds the live jobs and the recently finished, and for a job in
+// jobs_history by a look into the day partitions the time of its UUIDv7
+// allows (every partition for an ID of another version): folded into
+// the statement for one row, one statement first for several
+// (historyids.go, which says what the bound misses).
 //
 // Unique keys hold in their store.UniqueScope through one unique partial
 // index, jobs_unique_scope_idx (migration 0004), keyed on where the key
@@ -72,26 +71,27 @@ func (s *Store) Insert(ctx context.Context, params []store.InsertParams) ([]stor
 	}
 	// The kinds' cursors stay down until the rows commit (cursor.go).
 	defer s.cursors.hold(params)()
-	if len(params) > 0 && s.flowInserts(ctx, params) { // partitions, sequences, pending bounds, and follow-ups with them: insertflow.go
-		return s.insertFlow(ctx, nil, params)
-	}
-	if anyFollowUps(params) {
-		return s.insertWithFollowUps(ctx, nil, params) // followup.go
-	}
-	switch len(params) {
-	case 0:
+	if len(params) == 0 {
 		return []store.InsertResult{}, nil
-	case 1:
-		res, err := s.insertOne(ctx, s.pool, &params[0])
+	}
+	if len(params) == 1 && len(params[0].FollowUps) == 0 {
+		// One round trip, unless the row needs the flow steps.
+		flow, err := s.flowInserts(ctx, params)
 		if err != nil {
-			return nil, fmt.Errorf("pgstore: insert: %w", invalidData(err))
+			return nil, fmt.Errorf("pgstore: insert: %w", err)
 		}
-		return []store.InsertResult{res}, nil
+		if !flow {
+			res, err := s.insertOne(ctx, s.pool, &params[0])
+			if err != nil {
+				return nil, fmt.Errorf("pgstore: insert: %w", invalidData(err))
+			}
+			return []store.InsertResult{res}, nil
+		}
 	}
 	var res []store.InsertResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		res, err = s.insertMany(ctx, tx, params)
+		res, err = s.insertRows(ctx, tx, params)
 		return err
 	})
 	if err != nil {
@@ -115,28 +115,13 @@ func (s *Store) InsertTx(ctx context.Context, tx pgx.Tx, params []store.InsertPa
 	if err := validateInserts(params); err != nil {
 		return nil, err
 	}
+	ctx = withConn(ctx, tx) // every read on tx, none on a second connection: onetx.go
 	// The kinds' cursors stay down until this returns (cursor.go).
 	defer s.cursors.hold(params)()
-	if len(params) > 0 && s.flowInserts(ctx, params) { // partitions, sequences, pending bounds, and follow-ups with them: insertflow.go
-		return s.insertFlow(ctx, tx, params)
-	}
-	if anyFollowUps(params) {
-		return s.insertWithFollowUps(ctx, tx, params) // followup.go
-	}
-	var (
-		res []store.InsertResult
-		err error
-	)
-	switch len(params) {
-	case 0:
+	if len(params) == 0 {
 		return []store.InsertResult{}, nil
-	case 1:
-		var r store.InsertResult
-		r, err = s.insertOne(ctx, tx, &params[0])
-		res = []store.InsertResult{r}
-	default:
-		res, err = s.insertMany(ctx, tx, params)
 	}
+	res, err := s.insertRows(ctx, tx, params)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: insert: %w", invalidData(err))
 	}
@@ -235,6 +220,10 @@ func (s *Store) insertOne(ctx context.Context, q querier, p *store.InsertParams)
 	if err != nil {
 		return store.InsertResult{}, err
 	}
+	pkeys, err := s.partitionKeys(ctx, q, *p)
+	if err != nil {
+		return store.InsertResult{}, err
+	}
 	var runAt *time.Time
 	if !p.RunAt.IsZero() {
 		s.cursors.lower(p.Kind, p.RunAt) // a past run_at: claimable at once (cursor.go)
@@ -248,7 +237,7 @@ func (s *Store) insertOne(ctx context.Context, q querier, p *store.InsertParams)
 		u := scopeOf(p)
 		err := q.QueryRow(ctx, s.q.insertOne, p.ID, p.Kind, payloadJSON(p.Payload), meta, p.Priority, runAt,
 			micros(p.Delay), p.MaxAttempts, nullable(p.UniqueKey), s.channel,
-			u.Global, u.Finished, periodSeconds(u)).Scan(&res.ID, &res.Duplicate, &n)
+			u.Global, u.Finished, periodSeconds(u), pkeys.of(0)).Scan(&res.ID, &res.Duplicate, &n)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // the holder changed under us: try again
 		}
@@ -263,13 +252,17 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 	// insertOne); clock is the store clock at this call, which places the
 	// keys with a Period in their windows, once for all rows, so that the
 	// insert and the holders lookup agree.
+	pkeys, err := s.partitionKeys(ctx, tx, params...)
+	if err != nil {
+		return nil, err
+	}
 	for i := range params {
 		if p := &params[i]; !p.RunAt.IsZero() {
 			s.cursors.lower(p.Kind, p.RunAt) // a past run_at: claimable at once (cursor.go)
 		}
 	}
-	var now, clock time.Time
-	if err := tx.QueryRow(ctx, `SELECT now(), statement_timestamp()`).Scan(&now, &clock); err != nil {
+	now, clock, err := s.refuseHistoryIDs(ctx, tx, params) // and reads the clocks: historyids.go
+	if err != nil {
 		return nil, err
 	}
 	res := make([]store.InsertResult, len(params))
@@ -310,11 +303,12 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 	inserted := make([]bool, len(params))
 	if len(plain) > 0 {
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"},
-			[]string{"id", "kind", "payload", "metadata", "priority", "run_at", "scheduled_at", "max_attempts"},
+			[]string{"id", "kind", "payload", "metadata", "priority", "run_at", "scheduled_at", "max_attempts", "partition_key"},
 			pgx.CopyFromSlice(len(plain), func(k int) ([]any, error) {
 				i := plain[k]
 				p := &params[i]
-				return []any{p.ID, p.Kind, payloadJSON(p.Payload), meta[i], int16(p.Priority), runAt[i], runAt[i], int32(p.MaxAttempts)}, nil
+				return []any{p.ID, p.Kind, payloadJSON(p.Payload), meta[i], int16(p.Priority), runAt[i], runAt[i], int32(p.MaxAttempts),
+					pkeys.of(i)}, nil
 			}))
 		if err != nil {
 			return nil, fmt.Errorf("copy jobs: %w", err)
@@ -324,7 +318,7 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 		}
 	}
 	if len(keyed) > 0 {
-		if err := s.insertAllKeyed(ctx, tx, params, keys, keyed, runAt, meta, res, inserted); err != nil {
+		if err := s.insertAllKeyed(ctx, tx, params, keys, keyed, rowColumns{runAt, meta, pkeys}, res, inserted); err != nil {
 			return nil, err
 		}
 	}
@@ -365,12 +359,12 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 // rolled back to it, releasing every key it took, and run again whole,
 // in order.
 func (s *Store) insertAllKeyed(ctx context.Context, tx querier, params []store.InsertParams, keys []scopedKey, keyed []int,
-	runAt []time.Time, meta [][]byte, res []store.InsertResult, inserted []bool) error {
+	cols rowColumns, res []store.InsertResult, inserted []bool) error {
 	for range maxInsertRetries {
 		if _, err := tx.Exec(ctx, `SAVEPOINT ax_insert_keyed`); err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
 		}
-		again, err := s.insertKeyed(ctx, tx, params, keys, keyed, runAt, meta, res, inserted)
+		again, err := s.insertKeyed(ctx, tx, params, keys, keyed, cols, res, inserted)
 		if err != nil {
 			return err
 		}
@@ -395,7 +389,7 @@ func (s *Store) insertAllKeyed(ctx context.Context, tx querier, params []store.I
 // to try again: duplicates whose holder could not be found because it gave
 // the key up meanwhile (cancelled, or finished in a scope that frees it).
 func (s *Store) insertKeyed(ctx context.Context, tx querier, params []store.InsertParams, keys []scopedKey, keyed []int,
-	runAt []time.Time, meta [][]byte, res []store.InsertResult, inserted []bool) ([]int, error) {
+	cols rowColumns, res []store.InsertResult, inserted []bool) ([]int, error) {
 	n := len(keyed)
 	ids := make([]uuid.UUID, n)
 	kinds := make([]string, n)
@@ -409,14 +403,16 @@ func (s *Store) insertKeyed(ctx context.Context, tx querier, params []store.Inse
 	finisheds := make([]bool, n)
 	periods := make([]int32, n)
 	windows := make([]int64, n)
+	pkeys := make([]string, n)
 	for k, i := range keyed {
 		p := &params[i]
-		ids[k], kinds[k], payloads[k], metas[k] = p.ID, p.Kind, payloadJSON(p.Payload), meta[i]
-		prios[k], runAts[k], maxes[k], ukeys[k] = int16(p.Priority), runAt[i], int32(p.MaxAttempts), p.UniqueKey
+		ids[k], kinds[k], payloads[k], metas[k] = p.ID, p.Kind, payloadJSON(p.Payload), cols.meta[i]
+		prios[k], runAts[k], maxes[k], ukeys[k] = int16(p.Priority), cols.runAt[i], int32(p.MaxAttempts), p.UniqueKey
 		globals[k], finisheds[k], periods[k], windows[k] = p.Unique.Global, p.Unique.Finished, keys[i].period, keys[i].window
+		pkeys[k] = cols.pkeys.of(i)
 	}
 	rows, _ := tx.Query(ctx, s.q.insertMany, ids, kinds, payloads, metas, prios, runAts, maxes, ukeys,
-		globals, finisheds, periods, windows)
+		globals, finisheds, periods, windows, pkeys)
 	got, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)

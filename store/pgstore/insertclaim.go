@@ -24,7 +24,7 @@ import (
 // The holder branch returns the holder's columns, of which the caller
 // reads only the ID; the rest, the unique-key lookup and the
 // notification, is insertOneSQL's, shared with insertOne.
-var insertClaimedSQL = insertOneSQL(`WITH r AS (
+var insertClaimedSQL = insertOneSQL(`WITH `+historyGuardSQL+`, r AS (
 	SELECT `+insertRunAtSQL+` AS at
 ), t AS MATERIALIZED (
 	SELECT r.at, r.at <= now() AND NOT EXISTS (
@@ -52,6 +52,7 @@ var insertClaimedSQL = insertOneSQL(`WITH r AS (
 		CASE WHEN t.take THEN now() + $15::bigint * interval '1 microsecond' END,
 		CASE WHEN t.take THEN now() END
 	FROM t
+	WHERE NOT EXISTS (SELECT 1 FROM guard)
 	ON CONFLICT `+uniqueIndexSQL+` DO NOTHING
 	RETURNING {jcols}`,
 	"false, (SELECT count(*) FROM notified), ins.*", "true, 0, {cols}")

@@ -12,84 +12,97 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// flowInserts reports whether an insert must take the flow path: a row has
-// a sequence key or a PendingLimit, or its kind has a partition source or
-// a MaxPending.
-func (s *Store) flowInserts(ctx context.Context, params []store.InsertParams) bool {
+// flowInserts reports whether rows of an insert need the flow steps
+// around it (insertRows): a row has a sequence key or a PendingLimit, or
+// its kind a MaxPending. A partition source alone does not: the insert
+// writes partition keys itself (partitionKeys). The kinds' settings are
+// read on the connection ctx carries (withConn).
+func (s *Store) flowInserts(ctx context.Context, params []store.InsertParams) (bool, error) {
 	var snap flowSnapshot
 	for i := range params {
 		p := &params[i]
 		if p.SequenceKey != "" || p.PendingLimit > 0 {
-			return true
+			return true, nil
 		}
 		if snap.kinds == nil {
 			var err error
 			if snap, err = s.flowKinds(ctx); err != nil {
-				return true // the flow path reports it
+				return false, err
 			}
 		}
-		if cfg := snap.kinds[p.Kind]; cfg != nil && (!cfg.Partition.IsZero() || cfg.MaxPending > 0) {
-			return true
+		if cfg := snap.kinds[p.Kind]; cfg != nil && cfg.MaxPending > 0 {
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
-// insertFlow is Insert (tx nil: in its own transaction) or InsertTx for
-// rows under flow control: it checks the pending bounds, inserts through
-// the plain path in the same transaction, then gives the inserted rows
-// their partition and sequence keys and counts them. A kind's MaxPending
-// is checked against its counter while its flows row is locked (kind
-// order), so racing producers of one kind take turns and never overshoot;
-// a row's PendingLimit counts all pending jobs up to the bound, without a
-// lock, so racing producers may overshoot by their rows in flight.
-func (s *Store) insertFlow(ctx context.Context, tx pgx.Tx, params []store.InsertParams) ([]store.InsertResult, error) {
-	if tx != nil {
-		return s.insertFlowTx(ctx, tx, params)
-	}
-	var res []store.InsertResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = s.insertFlowTx(ctx, tx, params)
-		return err
-	})
+// insertRows writes validated rows on tx, the caller's or one of Insert's
+// own. Every insert of jobs made from InsertParams goes through it (Insert
+// beyond its one-row fast path, InsertTx, InsertBatch's children), so that
+// none can skip a step:
+//
+//  1. the pending bounds (checkPending), for rows of a kind with a
+//     MaxPending or with a PendingLimit;
+//  2. the rows, with their partition keys (insertOne, insertMany);
+//  3. the sequence keys and pending counts of the rows inserted;
+//  4. the follow-up templates of the rows inserted (attachFollowUps).
+//
+// A kind's MaxPending is checked against its counter while its flows row
+// is locked (kind order), so racing producers of one kind take turns and
+// never overshoot; a row's PendingLimit counts all pending jobs up to the
+// bound, without a lock, so racing producers may overshoot by their rows
+// in flight. Periodic ticks are not counted: a tick is due whatever the
+// backlog (FirePeriodic inserts through insertMany).
+func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, params []store.InsertParams) ([]store.InsertResult, error) {
+	ctx = withConn(ctx, tx) // no second connection while tx holds one
+	flow, err := s.flowInserts(ctx, params)
 	if err != nil {
 		return nil, err
 	}
-	return res, nil
-}
-
-func (s *Store) insertFlowTx(ctx context.Context, tx pgx.Tx, params []store.InsertParams) ([]store.InsertResult, error) {
-	snap, err := s.flowKinds(withConn(ctx, tx)) // on tx: no second connection while tx holds one
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: insert: %w", err)
-	}
-	q := s.flowQ()
-	if err := s.checkPending(ctx, tx, q, snap, params); err != nil {
-		return nil, fmt.Errorf("pgstore: insert: %w", err)
-	}
-	pkeys := make([]string, len(params))
-	for i := range params {
-		p := &params[i]
-		if cfg := snap.kinds[p.Kind]; cfg != nil && !cfg.Partition.IsZero() {
-			if pkeys[i], err = store.PartitionKeyOf(cfg.Partition, p.Metadata, p.Payload); err != nil {
-				return nil, fmt.Errorf("pgstore: insert job %d: %w", i, err)
-			}
+	var (
+		snap flowSnapshot
+		q    *flowQueries
+	)
+	if flow {
+		if snap, err = s.flowKinds(ctx); err != nil {
+			return nil, err
+		}
+		q = s.flowQ()
+		if err := s.checkPending(ctx, tx, q, snap, params); err != nil {
+			return nil, err
 		}
 	}
 	var res []store.InsertResult
 	if len(params) == 1 {
 		r, err := s.insertOne(ctx, tx, &params[0])
 		if err != nil {
-			return nil, fmt.Errorf("pgstore: insert: %w", invalidData(err))
+			return nil, err
 		}
 		res = []store.InsertResult{r}
 	} else if res, err = s.insertMany(ctx, tx, params); err != nil {
-		return nil, fmt.Errorf("pgstore: insert: %w", invalidData(err))
+		return nil, err
 	}
+	if flow {
+		if err := s.setFlowKeys(ctx, tx, q, snap, params, res); err != nil {
+			return nil, err
+		}
+	}
+	if anyFollowUps(params) {
+		if err := s.attachFollowUps(ctx, tx, params, res); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// setFlowKeys gives the inserted rows of params their sequence keys and
+// counts those of a kind with a MaxPending in its counter.
+func (s *Store) setFlowKeys(ctx context.Context, tx pgx.Tx, q *flowQueries, snap flowSnapshot,
+	params []store.InsertParams, res []store.InsertResult) error {
 	var (
 		ids      []uuid.UUID
-		pk, sk   []string
+		sk       []string
 		counted  []bool
 		seqKinds []string
 	)
@@ -97,18 +110,18 @@ func (s *Store) insertFlowTx(ctx context.Context, tx pgx.Tx, params []store.Inse
 		p := &params[i]
 		cfg := snap.kinds[p.Kind]
 		count := cfg != nil && cfg.MaxPending > 0
-		if res[i].Duplicate || (pkeys[i] == "" && p.SequenceKey == "" && !count) {
+		if res[i].Duplicate || (p.SequenceKey == "" && !count) {
 			continue
 		}
-		ids, pk, sk, counted = append(ids, p.ID), append(pk, pkeys[i]), append(sk, p.SequenceKey), append(counted, count)
+		ids, sk, counted = append(ids, p.ID), append(sk, p.SequenceKey), append(counted, count)
 		if p.SequenceKey != "" && !snap.seqKinds[p.Kind] && !slices.Contains(seqKinds, p.Kind) {
 			seqKinds = append(seqKinds, p.Kind)
 		}
 	}
 	if len(ids) == 0 {
-		return res, nil
+		return nil
 	}
-	rows, _ := tx.Query(ctx, q.setKeys, ids, pk, sk, counted)
+	rows, _ := tx.Query(ctx, q.setKeys, ids, sk, counted)
 	added := map[string]int64{}
 	var (
 		kind string
@@ -118,23 +131,23 @@ func (s *Store) insertFlowTx(ctx context.Context, tx pgx.Tx, params []store.Inse
 		added[kind] = n
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("pgstore: insert: set flow keys: %w", invalidData(err))
+		return fmt.Errorf("set flow keys: %w", err)
 	}
 	for kind, n := range added {
 		if _, err := tx.Exec(ctx, q.addPending, kind, n); err != nil {
-			return nil, fmt.Errorf("pgstore: insert: count pending jobs of %q: %w", kind, err)
+			return fmt.Errorf("count pending jobs of %q: %w", kind, err)
 		}
 	}
 	if len(seqKinds) > 0 {
 		if _, err := tx.Exec(ctx, q.addSeqKinds, seqKinds); err != nil {
-			return nil, fmt.Errorf("pgstore: insert: record kinds with sequences: %w", err)
+			return fmt.Errorf("record kinds with sequences: %w", err)
 		}
 		// Claims from this Store take the flow way for them at once;
 		// other Stores learn within flowCacheTTL (the sequence guard
 		// covers the meantime).
 		s.forgetFlows()
 	}
-	return res, nil
+	return nil
 }
 
 // checkPending refuses, with a *store.PendingLimitError, an insert that

@@ -71,7 +71,7 @@ func (s *Store) KindDefaults(ctx context.Context, kinds []string) ([]store.KindD
 	if len(kinds) == 0 {
 		return out, nil
 	}
-	rows, _ := s.pool.Query(ctx, s.kindDefaultsSQL(kindDefaultsSQL), kinds)
+	rows, _ := s.conn(ctx).Query(ctx, s.kindDefaultsSQL(kindDefaultsSQL), kinds) // a caller's tx when ctx has one: onetx.go
 	var d store.KindDefaults
 	_, err := pgx.ForEachRow(rows, []any{&d.Kind, &d.MaxAttempts, &d.Priority, &d.UpdatedAt}, func() error {
 		out = append(out, d)

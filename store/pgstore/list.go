@@ -61,7 +61,11 @@ func (s *Store) ListJobs(ctx context.Context, params *store.ListJobsParams) (*st
 	page := &store.JobPage{}
 	err = s.inspect(ctx, true, func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, q, args...)
-		page.Jobs, err = collectJobs(rows)
+		if params.PreviewBytes > 0 {
+			page.Jobs, err = collectBriefs(rows, params.PreviewBytes)
+		} else {
+			page.Jobs, err = collectJobs(rows)
+		}
 		return err
 	})
 	if err != nil {
@@ -98,7 +102,7 @@ func (s *Store) listSQL(params *store.ListJobsParams) (string, []any, error) {
 	tail := " ORDER BY id " + order + " LIMIT " + limit
 	sel := "SELECT " + jobColumns + " FROM " + s.allJobsTable() + " WHERE "
 	if len(states) == 0 {
-		return sel + whereSQL(common) + tail, a, nil
+		return briefSQL(params, &a, order, sel+whereSQL(common)+tail), a, nil
 	}
 	var branches []string
 	for _, st := range states {
@@ -113,9 +117,96 @@ func (s *Store) listSQL(params *store.ListJobsParams) (string, []any, error) {
 		}
 	}
 	if len(branches) == 1 {
-		return branches[0], a, nil
+		return briefSQL(params, &a, order, branches[0]), a, nil
 	}
-	return "SELECT * FROM ((" + strings.Join(branches, ")\nUNION ALL\n(") + ")) AS u" + tail, a, nil
+	q := "SELECT * FROM ((" + strings.Join(branches, ")\nUNION ALL\n(") + ")) AS u" + tail
+	return briefSQL(params, &a, order, q), a, nil
+}
+
+// briefSQL returns q, a listing of jobColumns in order, as it is to be
+// sent: q itself, or for a listing in brief (params.PreviewBytes) q
+// wrapped in a statement that returns briefColumns instead. The wrapper
+// reads each row's payload and result once (the LATERAL subquery, which
+// OFFSET 0 keeps from being inlined into each use), and sends the start
+// of each, their sizes, the latest error cut and the counts of errors
+// and follow-ups. The values still pass through the server whole (a
+// jsonb payload is converted to text to be cut), but never to the
+// client.
+func briefSQL(params *store.ListJobsParams, a *sqlArgs, order, q string) string {
+	if params.PreviewBytes == 0 {
+		return q
+	}
+	n := a.add(params.PreviewBytes)
+	cols := strings.NewReplacer("$n", n+"::integer").Replace(briefColumns)
+	return "SELECT " + cols + " FROM (" + q + ") AS b CROSS JOIN LATERAL (SELECT b.payload::text AS pt, b.result::text AS rt, b.errors->-1 AS le OFFSET 0) AS x ORDER BY b.id " + order
+}
+
+// briefColumns are what a listing in brief reads of each row: jobColumns
+// (prefixed by b) with payload, result and follow_ups NULL and errors only
+// the latest, its text cut to $n characters, then the starts and sizes of
+// payload and result and the counts of errors and follow-ups (briefScan).
+// left cuts characters, which are at least as many bytes: the scan cuts
+// the rest.
+var briefColumns = func() string {
+	swap := map[string]string{
+		"payload":    "NULL::jsonb",
+		"result":     "NULL::json",
+		"follow_ups": "NULL::json",
+		"errors": `CASE WHEN x.le IS NULL THEN '[]'::jsonb
+	ELSE jsonb_build_array(jsonb_set(x.le, '{error}', to_jsonb(coalesce(left(x.le->>'error', $n), '')))) END`,
+	}
+	cols := strings.Split(jobColumns, ",")
+	for i, c := range cols {
+		c = strings.TrimSpace(c)
+		if e, ok := swap[c]; ok {
+			cols[i] = e
+		} else {
+			cols[i] = "b." + c
+		}
+	}
+	return strings.Join(cols, ", ") + `,
+	left(x.pt, $n), coalesce(octet_length(x.pt), 0), left(x.rt, $n), coalesce(octet_length(x.rt), 0),
+	jsonb_array_length(b.errors), coalesce(json_array_length(b.follow_ups), 0)`
+}()
+
+// briefScan holds the columns briefColumns adds after jobColumns.
+type briefScan struct {
+	payload, result       *string
+	payloadSize, resSize  int32
+	errors, followUpCount int32
+}
+
+// collectBriefs scans rows of briefColumns into records in brief, cutting
+// the texts to n bytes (store.CutText), and closes rows.
+func collectBriefs(rows pgx.Rows, n int) ([]*store.JobRecord, error) {
+	defer rows.Close()
+	var jobs []*store.JobRecord
+	for rows.Next() {
+		var js jobScan
+		var bs briefScan
+		dest := append(js.dest(), &bs.payload, &bs.payloadSize, &bs.result, &bs.resSize, &bs.errors, &bs.followUpCount)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		j, err := js.record()
+		if err != nil {
+			return nil, err
+		}
+		b := &store.Brief{PayloadSize: int(bs.payloadSize), ResultSize: int(bs.resSize),
+			Errors: int(bs.errors), FollowUps: int(bs.followUpCount)}
+		if bs.payload != nil {
+			b.Payload = store.CutText(*bs.payload, n)
+		}
+		if bs.result != nil {
+			b.Result = store.CutText(*bs.result, n)
+		}
+		for i := range j.Errors {
+			j.Errors[i].Error = store.CutText(j.Errors[i].Error, n)
+		}
+		j.Payload, j.Result, j.FollowUps, j.Brief = nil, nil, nil, b
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
 }
 
 // listStates returns the states a listing of f branches on, in the order

@@ -239,11 +239,11 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 		}},
 		{"setKeys", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids := idsOf(ctx, t, conn, `SELECT id FROM ax.jobs WHERE state = 'scheduled' ORDER BY id LIMIT $1`, n)
-			pkeys, skeys, counted := make([]string, n), make([]string, n), make([]bool, n)
+			skeys, counted := make([]string, n), make([]bool, n)
 			for i := range ids {
-				pkeys[i], counted[i] = fmt.Sprintf("tenant-%d", i%7), true
+				skeys[i], counted[i] = fmt.Sprintf("seq-%d", i%7), true
 			}
-			return []any{ids, pkeys, skeys, counted}
+			return []any{ids, skeys, counted}
 		}},
 		{"extend", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids, tokens := leases(ctx, t, conn, n)
@@ -265,7 +265,11 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 			// Default unique scopes: per kind, no period.
 			global, finished := make([]bool, n), make([]bool, n)
 			periods, windows := make([]int32, n), make([]int64, n)
-			return []any{ids, kinds, payloads, metas, prios, runAts, maxes, keys, global, finished, periods, windows}
+			pkeys := make([]string, n)
+			for i := range pkeys {
+				pkeys[i] = fmt.Sprintf("tenant-%d", i%7)
+			}
+			return []any{ids, kinds, payloads, metas, prios, runAts, maxes, keys, global, finished, periods, windows, pkeys}
 		}},
 		{"rescue", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			return []any{n, "ax"}

@@ -61,8 +61,10 @@ import (
 //
 // Nothing else pgstore does keeps session state (the package doc's
 // "Poolers" section lists what it sets and locks, all of it for one
-// transaction). The listener's connection is the only one pgstore opens
-// outside the pool.
+// transaction). pgstore opens two connections outside the pool, the
+// listener's and the lease connection (see the package doc's
+// "Connections"); the lease connection goes through the pooler with the
+// pool's settings, this query execution mode included.
 func WithTransactionPooler() Option {
 	return optionFunc(func(o *options) { o.txPooler = true })
 }

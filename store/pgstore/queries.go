@@ -106,16 +106,19 @@ func buildQueries(schema string) queries {
 		cursorAudit:   cursorAuditSQL,
 
 		// One round trip for one job: insert, or find the holder of the
-		// unique key in its scope (insertOneSQL). The run_at expression is written
+		// unique key in its scope (insertOneSQL); the guard fails the
+		// statement when the ID is that of a job in the history
+		// (historyids.go). The run_at expression is written
 		// twice, for run_at and scheduled_at: now() is the transaction's
 		// start, so both get the same value. The Period window is that of
 		// statement_timestamp(), the store clock (Store.Now), which is one
 		// value for the whole statement: the insert and the lookup agree.
-		insertOne: insertOneSQL(`WITH ins AS (
+		insertOne: insertOneSQL(`WITH `+historyGuardSQL+`, ins AS (
 	INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key,
-		unique_global, unique_finished, unique_period, unique_window)
-	VALUES ($1, $2, $3, $4, $5, `+insertRunAtSQL+`, `+insertRunAtSQL+`, $8, $9,
-		$11, $12, $13, `+uniqueWindowSQL("$13::int")+`)
+		unique_global, unique_finished, unique_period, unique_window, partition_key)
+	SELECT $1, $2, $3, $4, $5, `+insertRunAtSQL+`, `+insertRunAtSQL+`, $8, $9,
+		$11, $12, $13, `+uniqueWindowSQL("$13::int")+`, $14
+	WHERE NOT EXISTS (SELECT 1 FROM guard)
 	ON CONFLICT `+uniqueIndexSQL+` DO NOTHING
 	RETURNING id, kind, run_at, state`,
 			"id, false, (SELECT count(*) FROM notified)", "id, true, 0"),
@@ -124,13 +127,13 @@ func buildQueries(schema string) queries {
 		// The caller computes the windows ($12) from one reading of the
 		// store clock, so that holders can look the same keys up.
 		insertMany: `INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key,
-	unique_global, unique_finished, unique_period, unique_window)
+	unique_global, unique_finished, unique_period, unique_window, partition_key)
 SELECT id, kind, payload, metadata, priority, run_at, run_at, max_attempts, unique_key,
-	unique_global, unique_finished, unique_period, unique_window
+	unique_global, unique_finished, unique_period, unique_window, partition_key
 FROM unnest($1::uuid[], $2::text[], $3::json[], $4::jsonb[], $5::smallint[],
-	$6::timestamptz[], $7::int[], $8::text[], $9::boolean[], $10::boolean[], $11::int[], $12::bigint[])
+	$6::timestamptz[], $7::int[], $8::text[], $9::boolean[], $10::boolean[], $11::int[], $12::bigint[], $13::text[])
 	AS u(id, kind, payload, metadata, priority, run_at, max_attempts, unique_key,
-		unique_global, unique_finished, unique_period, unique_window)
+		unique_global, unique_finished, unique_period, unique_window, partition_key)
 ON CONFLICT ` + uniqueIndexSQL + ` DO NOTHING
 RETURNING id`,
 
@@ -628,7 +631,7 @@ var finishSets = []struct{ col, value string }{
 	{"attempt", `CASE WHEN i.outcome IN (4, 5) AND ` + finishStateSQL + ` IN ('scheduled', 'paused')
 			THEN greatest(j.attempt - 1, 0) ELSE j.attempt END`},
 	{"errors", `CASE WHEN i.outcome IN (2, 3, 6) THEN j.errors || ` + errorEntrySQL("i.err") + ` ELSE j.errors END`},
-	// A snooze (outcome 4) leaves its trace (migration 0017).
+	// A snooze (outcome 4) leaves its trace (migration 0018).
 	{"snoozes", `CASE WHEN i.outcome = 4 THEN j.snoozes + 1 ELSE j.snoozes END`},
 	{"snoozed_at", `CASE WHEN i.outcome = 4 THEN now() ELSE j.snoozed_at END`},
 	// lease_token is kept: an extension of the lease that wrote the

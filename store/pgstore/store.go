@@ -43,6 +43,8 @@ type Store struct {
 	cursors *claimCursors // where the plain claim's range scans start (cursor.go)
 
 	history historyState // partitions and archive position (history.go)
+
+	leases *leaseConn // ExtendLeases' own connection, outside the pool (leaseconn.go)
 }
 
 var (
@@ -57,11 +59,14 @@ var (
 // New returns a Store on pool. It pings the database (an unreachable one is
 // an error naming its host and port) and, unless WithoutMigrate is given,
 // runs Migrate with the same options; with WithoutMigrate it checks that the
-// schema is at SchemaVersion. New starts no goroutine: the listener starts
-// with the first Subscribe, and only while it listens do claims audit
-// their cursors beside them (cursor.go).
+// schema is at SchemaVersion. New starts no goroutine and opens no
+// connection of its own: the listener starts with the first Subscribe, and
+// only while it listens do claims audit their cursors beside them
+// (cursor.go); the lease connection opens with the first ExtendLeases
+// (leaseconn.go).
 //
-// The pool stays the caller's: Close does not close it.
+// The pool stays the caller's: Close does not close it. Size it for the
+// handlers that use it too (see the package doc's "Connections").
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("pgstore: nil pool: %w", store.ErrInvalidParams)
@@ -91,7 +96,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		}
 	}
 	life, endLife := context.WithCancel(context.Background())
-	return &Store{
+	s := &Store{
 		pool:    pool,
 		schema:  o.schema,
 		channel: o.schema,
@@ -102,15 +107,18 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		endLife: endLife,
 
 		listenerProbe: defaultListenerProbe,
-	}, nil
+	}
+	s.leases = newLeaseConn(s.dialLeaseConn, pool.Config().MaxConnLifetime, time.Now)
+	return s, nil
 }
 
 // Schema returns the PostgreSQL schema holding the Store's tables.
 func (s *Store) Schema() string { return s.schema }
 
-// Close stops the listener (ending every subscription) and makes later calls
-// return store.ErrClosed. It does not close the pool. It is safe to call more
-// than once.
+// Close stops the listener (ending every subscription), closes the lease
+// connection (at once when idle, otherwise as soon as the ExtendLeases
+// using it returns) and makes later calls return store.ErrClosed. It does
+// not close the pool. It is safe to call more than once.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
@@ -122,6 +130,7 @@ func (s *Store) Close() error {
 	if l != nil {
 		l.stop()
 	}
+	s.leases.close()
 	s.endLife()
 	s.audits.Wait()
 	return nil

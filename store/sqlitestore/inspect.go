@@ -2,7 +2,9 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -14,7 +16,10 @@ import (
 // params.Order, at most params.Limit of them; see store.JobInspector.
 // JobPage.Next is the last job's ID when another matching job follows,
 // zero otherwise. Invalid params fail with an error wrapping
-// store.ErrInvalidParams. It reads a reader connection, so it never holds
+// store.ErrInvalidParams. With params.PreviewBytes the records are in
+// brief (store.BriefRecord) and the statement returns only the start of
+// each payload, result and latest error (briefCols). It reads a reader
+// connection, so it never holds
 // up claims, and gives up after 30 seconds; it walks the ID index from the
 // cursor and skips the jobs the filter rejects (a filter on IDs reads only
 // those jobs), so a selective filter over a long history reads many rows.
@@ -34,12 +39,25 @@ func (s *Store) ListJobs(ctx context.Context, params *store.ListJobsParams) (*st
 		where += " AND id " + cmp + " ?"
 		args = append(args, params.After[:])
 	}
+	cols := jobCols
+	if params.PreviewBytes > 0 {
+		cols = briefCols
+		// briefCols has its three ? first.
+		args = append([]any{params.PreviewBytes, params.PreviewBytes, params.PreviewBytes}, args...)
+	}
 	args = append(args, params.Limit+1)
-	text := `SELECT ` + jobCols + ` FROM jobs WHERE ` + where + ` ORDER BY id ` + order + ` LIMIT ?`
+	text := `SELECT ` + cols + ` FROM jobs WHERE ` + where + ` ORDER BY id ` + order + ` LIMIT ?`
 	page := &store.JobPage{}
 	err := s.read(ctx, false, func(r *rtx) error {
 		var err error
-		page.Jobs, err = records(r.queryText(text, args...))
+		if params.PreviewBytes > 0 {
+			var rows *sql.Rows
+			if rows, err = r.queryText(text, args...); err == nil {
+				page.Jobs, err = briefs(rows, params.PreviewBytes)
+			}
+		} else {
+			page.Jobs, err = records(r.queryText(text, args...))
+		}
 		return err
 	})
 	if err != nil {
@@ -181,4 +199,60 @@ func (s *Store) OldestDue(ctx context.Context) (*store.DueReport, error) {
 		return nil, fmt.Errorf("oldest due jobs: %w", err)
 	}
 	return rep, nil
+}
+
+// briefCols are what a listing in brief reads of each row: jobCols with
+// payload, result and follow_ups NULL and errors only the latest, its text
+// cut to ? characters, then the starts (? characters) and byte sizes of
+// payload and result and the counts of errors and follow-ups. Its three ?
+// come before the WHERE clause's. substr cuts characters, which are at
+// least as many bytes: briefs cuts the rest.
+var briefCols = strings.NewReplacer(
+	" payload,", " NULL,",
+	" errors,", ` CASE WHEN errors IS NULL OR json_array_length(errors) = 0 THEN NULL
+	ELSE json_array(json_set(json_extract(errors, '$[#-1]'), '$.error', substr(coalesce(json_extract(errors, '$[#-1].error'), ''), 1, ?))) END,`,
+	" result,", " NULL,",
+	" follow_ups,", " NULL,",
+).Replace(jobCols) + `,
+	substr(payload, 1, ?), length(CAST(payload AS BLOB)), substr(result, 1, ?), coalesce(length(CAST(result AS BLOB)), 0),
+	coalesce(json_array_length(errors), 0), coalesce(json_array_length(follow_ups), 0)`
+
+// withExtra scans a row's first columns with scanJob and the rest into
+// extra.
+type withExtra struct {
+	sc    scanner
+	extra []any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.sc.Scan(append(dest, w.extra...)...) }
+
+// briefs reads the records in brief rows of briefCols return, cutting the
+// texts to n bytes (store.CutText).
+func briefs(rows *sql.Rows, n int) ([]*store.JobRecord, error) {
+	defer rows.Close()
+	var out []*store.JobRecord
+	for rows.Next() {
+		var (
+			payload, result                   sql.NullString
+			b                                 store.Brief
+			payloadSize, resultSize, errs, fu int64
+		)
+		j, err := scanJob(withExtra{rows, []any{&payload, &payloadSize, &result, &resultSize, &errs, &fu}})
+		if err != nil {
+			return nil, err
+		}
+		rec, err := j.record()
+		if err != nil {
+			return nil, err
+		}
+		b.Payload, b.PayloadSize = store.CutText(payload.String, n), int(payloadSize)
+		b.Result, b.ResultSize = store.CutText(result.String, n), int(resultSize)
+		b.Errors, b.FollowUps = int(errs), int(fu)
+		for i := range rec.Errors {
+			rec.Errors[i].Error = store.CutText(rec.Errors[i].Error, n)
+		}
+		rec.Payload, rec.Result, rec.FollowUps, rec.Brief = nil, nil, nil, &b
+		out = append(out, rec)
+	}
+	return out, rows.Err()
 }

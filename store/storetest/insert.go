@@ -219,6 +219,71 @@ func testInsert(t *testing.T, newStore NewStoreFunc) {
 		}
 	})
 
+	// The ID of a finished job is taken too, wherever the store keeps
+	// finished jobs: a store with a history (store.Archiver) checks it as
+	// well as its live table (pgstore once made a second job with the ID
+	// of one in its history, issue 41). Through Insert, one row or among
+	// others, keyed or not, and through InsertClaimed.
+	t.Run("ExistingFinishedID", func(t *testing.T) {
+		paths := []struct {
+			name   string
+			insert func(st store.Store, p store.InsertParams, other func() store.InsertParams) error
+		}{
+			{"OneRow", func(st store.Store, p store.InsertParams, _ func() store.InsertParams) error {
+				_, err := st.Insert(t.Context(), []store.InsertParams{p})
+				return err
+			}},
+			{"AmongOthers", func(st store.Store, p store.InsertParams, other func() store.InsertParams) error {
+				_, err := st.Insert(t.Context(), []store.InsertParams{other(), p, other()})
+				return err
+			}},
+			{"AmongKeyedOthers", func(st store.Store, p store.InsertParams, other func() store.InsertParams) error {
+				a, b := other(), other()
+				a.UniqueKey, b.UniqueKey = "finished-id-a", "finished-id-b"
+				_, err := st.Insert(t.Context(), []store.InsertParams{a, p, b})
+				return err
+			}},
+			{"InsertClaimed", func(st store.Store, p store.InsertParams, _ func() store.InsertParams) error {
+				ic, ok := st.(store.InsertClaimer)
+				if !ok {
+					_, err := st.Insert(t.Context(), []store.InsertParams{p})
+					return err
+				}
+				_, _, err := ic.InsertClaimed(t.Context(), &p, &store.InsertClaim{Owner: owner, LeaseDuration: longLease})
+				return err
+			}},
+		}
+		for _, outcome := range []store.Outcome{store.OutcomeSucceeded, store.OutcomeDead, store.OutcomeCancelled} {
+			for _, path := range paths {
+				t.Run(outcome.String()+"/"+path.name, func(t *testing.T) {
+					st := newStore(t)
+					id := insertOne(t, st, "insert.finished")
+					before := finishOne(t, st, claimOnly(t, st, "insert.finished", id, longLease),
+						store.FinishParams{Outcome: outcome, Error: "e"})
+					if a, ok := st.(store.Archiver); ok {
+						_, err := a.Archive(t.Context(), 100)
+						require.NoError(t, err)
+					}
+					var others []uuid.UUID
+					other := func() store.InsertParams {
+						p := params(t, "insert.other")
+						others = append(others, p.ID)
+						return p
+					}
+					p := params(t, "insert.other")
+					p.ID = id
+					require.ErrorIs(t, path.insert(st, p, other), store.ErrInvalidParams)
+					requireUnchanged(t, st, before)
+					for _, o := range others {
+						requireNotFound(t, st, o)
+					}
+					res := claim(t, st, claimParams(10, longLease, "insert.other"))
+					require.Empty(t, res.Jobs, "nothing of the call was inserted")
+				})
+			}
+		}
+	})
+
 	t.Run("UniqueKey", func(t *testing.T) {
 		t.Run("DuplicateReturnsHolder", func(t *testing.T) {
 			st := newStore(t)

@@ -14,9 +14,10 @@
 // tokens, claims, unique keys in their scopes (concurrently), the fixed ScheduledAt, validation at the
 // store boundary, byte-exact payloads, and the optional Notifier, Pruner,
 // Lister, Counter, PeriodicStore, Leaser and NodeRegistry interfaces when
-// implemented, as well as the operator's (JobInspector, BulkController,
-// KindPauser, KindDefaulter, PeriodicController, LeaderReader,
-// DueInspector, and with NodeRegistry what store.UnhandledKinds reads)
+// implemented, as well as the operator's (JobInspector with its listings
+// in brief, BulkController, KindPauser, KindDefaulter, PeriodicController,
+// LeaderReader, DueInspector, DeadGrouper, and with NodeRegistry what
+// store.UnhandledKinds reads)
 // and flow
 // control (FlowStore: cluster-wide and per-partition concurrency, rate
 // limits, circuit breakers, pending bounds, sequences, priority aging,
@@ -124,6 +125,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Batches", testBatches},
 		{"Cluster", testCluster},
 		{"Inspector", testInspector},
+		{"ListBrief", testListBrief},
+		{"DeadGroups", testDeadGroups},
 		{"Bulk", testBulk},
 		{"KindPauser", testKindPauser},
 		{"KindDefaulter", testKindDefaulter},
@@ -136,6 +139,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FlowSettings", testFlowSettings},
 		{"FlowConcurrency", testFlowConcurrency},
 		{"FlowPartitions", testFlowPartitions},
+		{"FlowPartitionPaths", testFlowPartitionPaths},
 		{"FlowRate", testFlowRate},
 		{"FlowBreaker", testFlowBreaker},
 		{"FlowPending", testFlowPending},

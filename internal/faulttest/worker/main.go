@@ -12,6 +12,7 @@
 //	EVENT handed_back <job id>    Stop handed the job back to the store (its handler had not returned)
 //	EVENT breaker <state> <time>  this host moved the breaker of "work" to open, half_open or closed (host time, RFC 3339)
 //	EVENT succeeded <job> <attempt> the job's success was written (with -say-finished)
+//	EVENT key_missing <job id> <key> this host could not open the job's sealed payload and left it for another (with -keys)
 //	SCHEDULED <job id>            this host's Schedule returned the job (with -schedule-rate)
 //	ERROR <error>                 this host's Schedule failed (with -schedule-rate)
 //	SCHEDULE_DONE <ok> <failed>   this host scheduled for -schedule-for
@@ -28,6 +29,10 @@
 // Flow flags (-global-concurrency, -rate, -breaker-failures, ...) give the
 // "work" kind the matching handler options; with -downstream, its handler
 // fails while the test's downstream table says the downstream is down.
+//
+// With -keys, jobs are encrypted at rest with the key ring in that file
+// (ax.LoadKeyRing): a rolling rotation restarts the hosts one at a time
+// with a new file (internal/faulttest, rotation_test.go).
 //
 // Logs (zap, JSON) go to stderr.
 package main
@@ -88,6 +93,9 @@ func main() {
 		schedRate    = flag.Int("schedule-rate", 0, "schedule this many work jobs a second, due at once, from this host (0: none)")
 		schedFor     = flag.Duration("schedule-for", 15*time.Second, "how long -schedule-rate schedules")
 		schedMS      = flag.Int("schedule-ms", 300, "the work of each job -schedule-rate schedules, in milliseconds")
+		keys         = flag.String("keys", "", "key ring file (Config.Keys; empty: no encryption)")
+		keyMissing   = flag.Duration("key-missing-delay", 0, "Config.KeyMissingDelay (0: default)")
+		noDirect     = flag.Bool("no-direct-start", false, "Config.DisableDirectStart")
 	)
 	flag.Parse()
 	if err := run(config{
@@ -98,6 +106,7 @@ func main() {
 		brMax: *brMax, downstream: *downstream, retryBase: *retryBase, txhold: *txhold,
 		ledger: *ledger, sayFinished: *sayFinished, asyncCommits: *asyncCommits, earlyStart: *earlyStart,
 		schedRate: *schedRate, schedFor: *schedFor, schedMS: *schedMS,
+		keys: *keys, keyMissing: *keyMissing, noDirect: *noDirect,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
@@ -121,6 +130,9 @@ type config struct {
 	earlyStart                     bool // pgstore.WithEarlyDirectStart
 	schedRate, schedMS             int
 	schedFor                       time.Duration
+	keys                           string // key ring file
+	keyMissing                     time.Duration
+	noDirect                       bool
 }
 
 // workOptions returns the handler options of "work" the flags ask for.
@@ -187,7 +199,13 @@ func run(c config) error {
 	cfg := ax.Config{
 		Store: st, Logger: log, Node: c.node, Workers: c.workers,
 		LeaseDuration: c.lease, LeaderTTL: c.leaderTTL, RescueInterval: c.rescue, PollInterval: c.poll,
-		Observers: []ax.Observer{ax.ObserverFunc(func(e ax.Event) { observe(e, c.sayFinished) })},
+		Observers:       []ax.Observer{ax.ObserverFunc(func(e ax.Event) { observe(e, c.sayFinished) })},
+		KeyMissingDelay: c.keyMissing, DisableDirectStart: c.noDirect,
+	}
+	if c.keys != "" {
+		if cfg.Keys, err = ax.LoadKeyRing(c.keys); err != nil {
+			return err
+		}
 	}
 	if c.clockOffset != 0 {
 		off := c.clockOffset
@@ -282,6 +300,13 @@ func observe(e ax.Event, sayFinished bool) {
 		say("EVENT lease_lost %s", e.JobID)
 	case ax.EventHandedBack:
 		say("EVENT handed_back %s", e.JobID)
+	case ax.EventKeyMissing:
+		var se *ax.SealError
+		key := ""
+		if errors.As(e.Err, &se) {
+			key = se.KeyID
+		}
+		say("EVENT key_missing %s %s", e.JobID, key)
 	case ax.EventBreakerOpened:
 		say("EVENT breaker open %s", e.At.Format(time.RFC3339Nano))
 	case ax.EventBreakerHalfOpen:

@@ -1,5 +1,5 @@
--- ax:compatible-from 13
--- 0016_batch_reopen: a batch child retried after its batch completed
+-- ax:compatible-from 15
+-- 0017_batch_reopen: a batch child retried after its batch completed
 -- reopens the batch, and the batch's next completion runs its completion
 -- job again.
 --

@@ -1,5 +1,5 @@
--- ax:compatible-from 13
--- 0017_snoozes: a trace of snoozes. A snooze gives its attempt back and
+-- ax:compatible-from 15
+-- 0018_snoozes: a trace of snoozes. A snooze gives its attempt back and
 -- records no error, so nothing showed that a job had been snoozed (issue
 -- 40: a job kept coming back later with no sign why). snoozes counts the
 -- attempts that ended in one, snoozed_at is when the last did

@@ -1,0 +1,119 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/axsched/ax/store"
+)
+
+// An insert's ID and the history (issue 41).
+//
+// jobs' primary key refuses the ID of a job in jobs, but a unique index
+// cannot span jobs and jobs_history: an insert reusing the ID of a job
+// already moved to the history made a second job with that ID (Get then
+// returned the new one, listings both). Every insert now looks in the
+// history too, through the (id) index of each day partition, and to keep
+// that to one or two partitions the look is bounded by the time a UUIDv7
+// carries.
+//
+// The bound: a job is inserted after its ID was made and finishes after
+// it is inserted, so a job whose UUIDv7 carries time T has a finished_at
+// (the database clock) of at least T, less the difference between the
+// clock of the host that made the ID and the database's. The look covers
+// jobs finished from T - historyIDSkew on: partition pruning leaves the
+// partitions of that day and later (for an ID made now, today's and the
+// next day's that Finish makes ahead; the day before too in the first
+// historyIDSkew of a day), whatever the retention. An ID that is not a
+// UUIDv7 carries no time: it is looked for in every partition (one index
+// probe per retained day). What the bound misses: a UUIDv7 made with a
+// clock more than historyIDSkew ahead of the database's, reused after its
+// job finished before the database's clock reached T - historyIDSkew. ax
+// makes a UUIDv7 for every job at its insert, from the host's clock.
+//
+// Where: one job (Insert and InsertTx of one row, InsertClaimed, a flow
+// kind's one row) goes in one statement, and the look is folded into it
+// (historyGuardSQL: no extra round trip, two index probes in the same
+// statement); the guard fails the statement with PostgreSQL's
+// invalid_text_representation, whose text names the ID, so the call's
+// error wraps store.ErrInvalidParams as for any data PostgreSQL refuses.
+// Several jobs (COPY, keyed rows, batches' children, periodic ticks,
+// follow-ups' parents) are looked up first in the same transaction
+// (refuseHistoryIDs, called by insertMany: one statement for the whole
+// call). A job moved into the history by a transaction that commits
+// while the insert runs is not seen (the statement's snapshot).
+
+// historyIDSkew is how far apart the clocks of the host that made a
+// UUIDv7 and of the database may be for the look to find the job.
+const historyIDSkew = time.Hour
+
+// historyGuardSQL is a CTE, guard, for the statements inserting one job
+// with ID $1: it fails the statement when $1 is the ID of a job in the
+// history finished from its UUIDv7 time less historyIDSkew on (or at any
+// time, for an ID of another version). The cast of the message to uuid is
+// what fails: plain SQL has no RAISE. The statement reads guard in its
+// insert (NOT EXISTS), so the guard runs before the row is written.
+var historyGuardSQL = `guard AS MATERIALIZED (
+	SELECT ('job ID ' || h.id || ' is that of a finished job in the history')::uuid
+	FROM {history} h
+	WHERE h.id = $1::uuid AND h.finished_at >= CASE WHEN substr($1::uuid::text, 15, 1) = '7'
+		THEN to_timestamp((('x' || substr(replace($1::uuid::text, '-', ''), 1, 12))::bit(48)::bigint - ` +
+	strconv.FormatInt(historyIDSkew.Milliseconds(), 10) + `) / 1000.0)
+		ELSE '-infinity' END
+	LIMIT 1
+)`
+
+// historyIDsSQL reads the transaction's start and the store clock (as
+// insertMany needs them) and finds, among the IDs $1, one of a job in the
+// history that finished at $2 or later: one round trip for both.
+const historyIDsSQL = `SELECT now(), statement_timestamp(),
+	(SELECT id FROM {history} WHERE id = ANY($1::uuid[]) AND finished_at >= $2 LIMIT 1)`
+
+// refuseHistoryIDs fails with store.ErrInvalidParams when one of the jobs
+// params would insert has the ID of a job in the history; see above for
+// which partitions it reads. An ID whose time is more than twice
+// historyIDSkew ahead of this host's clock cannot be that of a finished
+// job, and is not looked for. It returns now() (the transaction's start)
+// and statement_timestamp() (the store clock), read in the same
+// statement, which insertMany needs anyway.
+func (s *Store) refuseHistoryIDs(ctx context.Context, q querier, params []store.InsertParams) (now, clock time.Time, err error) {
+	ids := make([]uuid.UUID, 0, len(params))
+	horizon := time.Now().Add(historyIDSkew)
+	from := horizon
+	for i := range params {
+		t, ok := uuidV7Time(params[i].ID)
+		if !ok {
+			from = store.MinTime
+		} else if t = t.Add(-historyIDSkew); t.After(horizon) {
+			continue // made in the future: not finished yet
+		} else if t.Before(from) {
+			from = t
+		}
+		ids = append(ids, params[i].ID)
+	}
+	var id *uuid.UUID
+	if err := q.QueryRow(ctx, s.sql(historyIDsSQL), ids, from).Scan(&now, &clock, &id); err != nil {
+		return now, clock, fmt.Errorf("look for the IDs in the history: %w", err)
+	}
+	if id != nil {
+		return now, clock, fmt.Errorf("%w: job ID %s is that of a finished job in the history", store.ErrInvalidParams, *id)
+	}
+	return now, clock, nil
+}
+
+// uuidV7Time returns the time a UUIDv7 carries (its first 48 bits, Unix
+// milliseconds), or false for another version.
+func uuidV7Time(id uuid.UUID) (time.Time, bool) {
+	if id.Version() != 7 || id.Variant() != uuid.RFC4122 {
+		return time.Time{}, false
+	}
+	var ms int64
+	for _, b := range id[:6] {
+		ms = ms<<8 | int64(b)
+	}
+	return time.UnixMilli(ms), true
+}
