@@ -25,13 +25,19 @@ type Batch struct {
 
 // BatchResult is what ScheduleBatch stored.
 type BatchResult struct {
-	// ID names the batch.
+	// ID names the batch (zero when Duplicate).
 	ID uuid.UUID `json:"id"`
-	// Completion is the ID the completion job will have.
+	// Completion is the ID the completion job will have (zero when
+	// Duplicate).
 	Completion uuid.UUID `json:"completion"`
 	// Children are the children's results, in order (a child whose unique
 	// key was held is a duplicate, not part of the batch).
 	Children []ScheduleResult `json:"children"`
+	// Duplicate reports that every child was a duplicate (its unique key
+	// held by another job), so nothing was stored: no batch and no
+	// completion job, since there is no child whose end it would wait
+	// for. Children name the jobs holding the keys. It is not an error.
+	Duplicate bool `json:"duplicate,omitzero"`
 }
 
 // BatchStatus is a batch's progress, as Scheduler.Batch reports it.
@@ -55,7 +61,9 @@ type txBatchInserter interface {
 
 // ScheduleBatch stores a batch — its children and the record that runs its
 // completion job once they have all ended — atomically: all of it or
-// nothing. Errors are Schedule's, plus an error wrapping
+// nothing. A batch whose children are all duplicates (their unique keys
+// held) is not stored at all: the result says Duplicate, and no
+// completion job runs. Errors are Schedule's, plus an error wrapping
 // errors.ErrUnsupported when the store keeps no batches.
 func (s *Scheduler) ScheduleBatch(ctx context.Context, b Batch) (*BatchResult, error) {
 	return s.scheduleBatch(ctx, b, func(bs store.BatchStore, p *store.BatchParams) (*store.BatchResult, error) {
@@ -119,7 +127,22 @@ func (s *Scheduler) scheduleBatch(ctx context.Context, b Batch, insert func(stor
 		return nil, fmt.Errorf("schedule batch of %d: %w", len(children), err)
 	}
 	s.wakeForInserted(children, res.Children)
-	return &BatchResult{ID: id, Completion: completion[0].ID, Children: s.scheduled(children, res.Children)}, nil
+	out := &BatchResult{ID: id, Completion: completion[0].ID, Children: s.scheduled(children, res.Children)}
+	if allDuplicates(res.Children) {
+		out.ID, out.Completion, out.Duplicate = uuid.Nil, uuid.Nil, true
+	}
+	return out, nil
+}
+
+// allDuplicates reports whether every child of a batch was a duplicate,
+// which leaves the store without the batch (store.BatchStore).
+func allDuplicates(children []store.InsertResult) bool {
+	for _, c := range children {
+		if !c.Duplicate {
+			return false
+		}
+	}
+	return true
 }
 
 // Batch returns the progress of batch id (counts of children by outcome,

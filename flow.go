@@ -72,7 +72,8 @@ func PartitionByPayloadField(field string) PartitionSource {
 
 // PartitionLimit is what PartitionBy allows each partition: at most
 // Concurrency jobs running at once, and at most Rate starts in any window
-// of Per. Set at least one; a zero field limits nothing.
+// of Per. Set Concurrency, or Rate and Per, or both; a zero field limits
+// nothing (a zero Rate is no rate limit, whatever Per says).
 type PartitionLimit struct {
 	Concurrency int
 	Rate        int
@@ -86,20 +87,24 @@ type PartitionLimit struct {
 // partition "". A key longer than 1,024 bytes fails Schedule. The
 // kind's GlobalConcurrency and RateLimit apply on top.
 //
-// A source with an empty name, a limit that sets nothing, or one with a
-// negative value or a Rate without Per, is an error wrapping
-// ErrInvalidOption.
+// A source with an empty name, a limit that sets nothing (neither
+// Concurrency nor Rate), or one with a negative value or a Rate without
+// Per, is an error wrapping ErrInvalidOption.
 func PartitionBy(src PartitionSource, limit PartitionLimit) HandlerOption {
 	return handlerOptionFunc(func(h *handlerSettings) error {
 		switch {
 		case src.src.IsZero():
 			return fmt.Errorf("%w: PartitionBy needs a metadata key or a payload field", ErrInvalidOption)
-		case limit.Concurrency == 0 && limit.Rate == 0 && limit.Per == 0:
+		case limit.Concurrency == 0 && limit.Rate == 0:
 			return fmt.Errorf("%w: PartitionBy without a limit (set PartitionLimit.Concurrency or Rate and Per)", ErrInvalidOption)
 		case limit.Concurrency < 0:
 			return fmt.Errorf("%w: PartitionLimit.Concurrency %d < 0", ErrInvalidOption, limit.Concurrency)
 		}
-		rate, err := rateLimit("PartitionLimit", limit.Rate, limit.Per, true)
+		per := limit.Per
+		if limit.Rate == 0 && per > 0 {
+			per = 0 // a zero Rate limits nothing: its window is moot
+		}
+		rate, err := rateLimit("PartitionLimit", limit.Rate, per, true)
 		if err != nil {
 			return err
 		}

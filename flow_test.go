@@ -456,3 +456,54 @@ func TestFlowOptionsNeedFlowStore(t *testing.T) {
 	_, err = newAdmin(t, st).Flows(t.Context())
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 }
+
+// TestPartitionLimitZeroFields: a zero field of PartitionLimit limits
+// nothing, as its doc says: a zero Rate with a Per is no rate limit (issue
+// 40: it was refused with "want n >= 1 and per > 0"). A limit that sets
+// nothing, a negative value or a Rate without Per is still refused, and
+// stores no flow settings.
+func TestPartitionLimitZeroFields(t *testing.T) {
+	st := memstore.New()
+	admin := newAdmin(t, st)
+	s := newScheduler(t, st, quiet)
+	start(t, s)
+	nop := ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })
+	src := store.PartitionSource{Metadata: "tenant"}
+	tests := []struct {
+		name  string
+		limit ax.PartitionLimit
+		err   error
+		want  *store.FlowConfig // nil: none stored
+	}{
+		{"ZeroRateWithPer", ax.PartitionLimit{Concurrency: 2, Rate: 0, Per: time.Second}, nil,
+			&store.FlowConfig{Partition: src, PartitionConcurrency: 2}},
+		{"ConcurrencyOnly", ax.PartitionLimit{Concurrency: 1}, nil,
+			&store.FlowConfig{Partition: src, PartitionConcurrency: 1}},
+		{"RateOnly", ax.PartitionLimit{Rate: 5, Per: time.Second}, nil,
+			&store.FlowConfig{Partition: src, PartitionRate: store.RateLimit{Limit: 5, Period: time.Second}}},
+		{"Both", ax.PartitionLimit{Concurrency: 3, Rate: 5, Per: time.Minute}, nil,
+			&store.FlowConfig{Partition: src, PartitionConcurrency: 3, PartitionRate: store.RateLimit{Limit: 5, Period: time.Minute}}},
+		{"Nothing", ax.PartitionLimit{}, ax.ErrInvalidOption, nil},
+		{"PerOnly", ax.PartitionLimit{Per: time.Second}, ax.ErrInvalidOption, nil},
+		{"RateWithoutPer", ax.PartitionLimit{Rate: 5}, ax.ErrInvalidOption, nil},
+		{"NegativePer", ax.PartitionLimit{Concurrency: 1, Per: -time.Second}, ax.ErrInvalidOption, nil},
+		{"NegativeRate", ax.PartitionLimit{Rate: -1, Per: time.Second}, ax.ErrInvalidOption, nil},
+		{"NegativeConcurrency", ax.PartitionLimit{Concurrency: -1, Rate: 1, Per: time.Second}, ax.ErrInvalidOption, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := s.Handle(tt.name, nop, ax.PartitionBy(ax.PartitionByMetadata("tenant"), tt.limit))
+			require.ErrorIs(t, err, tt.err)
+			flows, err := admin.Flows(t.Context())
+			require.NoError(t, err)
+			var got *store.FlowConfig
+			for i := range flows {
+				if flows[i].Config.Kind == tt.name {
+					got = &flows[i].Config
+					got.Kind = ""
+				}
+			}
+			require.Equal(t, tt.want, got)
+		})
+	}
+}

@@ -16,10 +16,13 @@ import (
 
 // Pausing a kind. An operator pauses a kind cluster-wide
 // (Admin.PauseKind); the store keeps the paused set (store.KindPauser).
-// Every running Scheduler reads the set at Start and then every
-// HeartbeatInterval, and leaves paused kinds out of its claims, so no
-// attempt of a paused kind starts later than one HeartbeatInterval after
-// the pause (at once on the host that paused it). Attempts already
+// Every running Scheduler reads the set at Start, then every
+// HeartbeatInterval and whenever the store notifies a pause or a resume
+// (an empty-kind notification), and leaves paused kinds out of its
+// claims: a host that hears the pause stops starting the kind as soon as
+// it has re-read the set (a few milliseconds), and no attempt of a paused
+// kind starts later than one HeartbeatInterval after the pause on a host
+// that missed the notification (at once on the host that paused it). Attempts already
 // running finish; nothing is cancelled and nothing is lost. On the host
 // whose own Admin paused the kind, the pause holds from the moment the
 // call returns: a claim or a direct start in flight at the call, and a
@@ -29,7 +32,8 @@ import (
 // makes the store send an empty-kind notification: each host re-reads
 // the set and claims at once, without waiting for its next read.
 //
-//	PauseKind ──▶ store: paused ──(≤ HeartbeatInterval)──▶ every host: no claims of the kind
+//	PauseKind ──▶ store: paused, empty-kind notification ──▶ every host: re-read, no claims of the kind
+//	                  (a host that missed it: at its next read, ≤ HeartbeatInterval)
 //	ResumeKind ─▶ store: resumed, empty-kind notification ──▶ every host: re-read, claim now
 //
 // A host that cannot read the set keeps the one it last read.
@@ -67,10 +71,12 @@ type KindState struct {
 	Unhandled bool `json:"unhandled"`
 }
 
-// PauseKind pauses kind across the cluster: no host starts a new attempt
-// of it from at most one HeartbeatInterval after the call (from the call
-// on for this host, when the Admin is a running Scheduler's: a claim or
-// direct start in flight at the call hands the kind's jobs back
+// PauseKind pauses kind across the cluster: the store notifies every
+// host, which re-reads the paused kinds at once and stops starting the
+// kind's jobs, and no host starts a new attempt of it later than one
+// HeartbeatInterval after the call, notification heard or not (from the
+// call on for this host, when the Admin is a running Scheduler's: a claim
+// or direct start in flight at the call hands the kind's jobs back
 // unstarted); attempts already running finish. Jobs of the kind keep their state and wait;
 // jobs scheduled meanwhile wait too. The pause is stored, so it outlives
 // restarts and applies to hosts started later. A kind needs no jobs or

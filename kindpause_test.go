@@ -166,6 +166,41 @@ func TestResumeWakesAtOnce(t *testing.T) {
 	}
 }
 
+// TestPauseFromAnotherProcessAtOnce pauses a kind from another process's
+// Admin (the ax command) while a host runs with a minute between its
+// reads of the paused set: the store's empty-kind notification makes it
+// re-read at once, so a job of the kind scheduled next does not start
+// (issue 40: it started when due within the host's next heartbeat).
+func TestPauseFromAnotherProcessAtOnce(t *testing.T) {
+	st := &pauseWatchStore{Store: memstore.New()}
+	operator := newAdmin(t, st)
+	ran := make(chan struct{}, 1)
+	s := newScheduler(t, st, func(c *ax.Config) {
+		c.LeaseDuration = 3 * time.Minute // re-read every minute
+		c.PollInterval = 10 * time.Millisecond
+	})
+	require.NoError(t, s.Handle("ap", ax.HandlerFunc(func(context.Context, *ax.Job) error {
+		ran <- struct{}{}
+		return nil
+	})))
+	require.NoError(t, s.Handle("ap.other", ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })))
+	start(t, s)
+	ctx := t.Context()
+	reads := st.kindReads.Load()
+	_, err := operator.PauseKind(ctx, "ap")
+	require.NoError(t, err)
+	waitAtLeast(t, &st.kindReads, reads+1, "the host re-read the paused kinds on the pause's notification")
+	res, err := s.Schedule(ctx, "ap", nil)
+	require.NoError(t, err)
+	waitGrowth(t, &st.claims, 3, "claim rounds while paused")
+	requireStates(t, st, []uuid.UUID{res.ID}, ax.StateScheduled)
+	select {
+	case <-ran:
+		t.Fatal("a job of the paused kind ran")
+	default:
+	}
+}
+
 // TestSchedulerAdminPausesLocallyAtOnce pauses and resumes through the
 // running Scheduler's own Admin: the host applies both without waiting
 // for its next read of the paused set (a minute away here).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -230,6 +231,119 @@ func TestBatchCompletion(t *testing.T) {
 		rec, err := s.Get(t.Context(), res.Completion)
 		require.NoError(t, err)
 		require.Equal(t, ax.StateSucceeded, rec.State)
+	})
+}
+
+// TestBatchOfDuplicatesStoresNothing: a batch whose children's unique keys
+// are all held is reported Duplicate and not stored, so its completion job
+// never runs (issue 40: it used to run at once, while the job holding the
+// key was still retrying).
+func TestBatchOfDuplicatesStoresNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		s := newScheduler(t, st)
+		ran := make(chan string, 4)
+		for _, kind := range []string{"deliver", "done"} {
+			require.NoError(t, s.Handle(kind, ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
+				ran <- j.Kind
+				return nil
+			})))
+		}
+		held, err := s.Schedule(t.Context(), "deliver", nil, ax.UniqueKey("event-1"), ax.In(time.Hour))
+		require.NoError(t, err)
+		res, err := s.ScheduleBatch(t.Context(), ax.Batch{
+			Children:   []ax.Request{{Kind: "deliver", Options: []ax.ScheduleOption{ax.UniqueKey("event-1")}}},
+			Completion: ax.Request{Kind: "done"},
+		})
+		require.NoError(t, err)
+		require.True(t, res.Duplicate)
+		require.Equal(t, uuid.Nil, res.ID)
+		require.Equal(t, uuid.Nil, res.Completion)
+		require.Equal(t, []ax.ScheduleResult{{ID: held.ID, Duplicate: true}}, res.Children)
+		start(t, s)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		select {
+		case k := <-ran:
+			t.Fatalf("%s ran: a batch of duplicates ran its completion", k)
+		default:
+		}
+	})
+}
+
+// TestBatchRetriedChildRunsCompletionAgain: issue 40's event whose
+// completion said "1 delivered, 1 dead"; the dead delivery, retried by
+// hand after the batch completed, gets through, and the completion runs
+// again, now seeing both delivered.
+func TestBatchRetriedChildRunsCompletionAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		s := newScheduler(t, st)
+		var down atomic.Bool
+		down.Store(true)
+		require.NoError(t, s.Handle("deliver", ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
+			if string(j.Payload) == `"b"` && down.Load() {
+				return ax.Permanent(errors.New("endpoint down"))
+			}
+			return nil
+		})))
+		type summary struct {
+			batch     uuid.UUID
+			delivered int
+			dead      int
+		}
+		summaries := make(chan summary, 4)
+		require.NoError(t, s.Handle("summarize", ax.HandlerFunc(func(ctx context.Context, j *ax.Job) error {
+			kids, err := s.BatchChildren(ctx, j.Batch, uuid.Nil, 10)
+			if err != nil {
+				return err
+			}
+			sm := summary{batch: j.Batch}
+			for _, k := range kids {
+				switch k.State {
+				case ax.StateSucceeded:
+					sm.delivered++
+				case ax.StateDead:
+					sm.dead++
+				}
+			}
+			summaries <- sm
+			return nil
+		})))
+		start(t, s)
+		res, err := s.ScheduleBatch(t.Context(), ax.Batch{
+			Children:   []ax.Request{{Kind: "deliver", Payload: "a"}, {Kind: "deliver", Payload: "b"}},
+			Completion: ax.Request{Kind: "summarize"},
+		})
+		require.NoError(t, err)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		next := func(what string) summary { // never blocks: the hosts' timers run in the bubble
+			select {
+			case sm := <-summaries:
+				return sm
+			default:
+				t.Fatalf("no completion: %s", what)
+				return summary{}
+			}
+		}
+		require.Equal(t, summary{batch: res.ID, delivered: 1, dead: 1}, next("the batch completed"))
+
+		down.Store(false)
+		_, err = s.RunNow(t.Context(), res.Children[1].ID)
+		require.NoError(t, err)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.Equal(t, summary{batch: res.ID, delivered: 2}, next("the retried child ended: the completion must run again"))
+		select {
+		case sm := <-summaries:
+			t.Fatalf("a third completion: %+v", sm)
+		default:
+		}
+		status, err := s.Batch(t.Context(), res.ID)
+		require.NoError(t, err)
+		require.True(t, status.Completed)
+		require.Equal(t, []int{2, 0, 0}, []int{status.Succeeded, status.Dead, status.Pending})
 	})
 }
 

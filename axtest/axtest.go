@@ -61,6 +61,14 @@
 // where the tables the test creates land; both are dropped when the test
 // ends, so tests of code that keeps its rows and its jobs in one
 // transaction run in parallel on one database.
+//
+// # SQLite
+//
+// For code that schedules in its *sql.Tx on the SQLite store,
+// github.com/axsched/ax/store/sqlitestore/sqlitetest.NewScheduler returns
+// a Scheduler on a fresh file of the test's own, its database and a
+// Clock; Work and the assertions here apply to it. It lives in the
+// sqlitestore module, so that importing axtest does not pull SQLite in.
 package axtest
 
 import (

@@ -113,9 +113,12 @@ type BatchRecord struct {
 	Cancelled int `json:"cancelled"`
 	Pending   int `json:"pending"`
 	// Completion is the ID of the completion job (inserted once Pending
-	// reached zero; its ID is known from the start).
+	// reached zero; its ID is known from the start). A batch reopened by
+	// a retried child inserts its completion job again under a fresh ID
+	// (BatchStore); Completion names the first.
 	Completion uuid.UUID `json:"completion"`
-	// Completed reports that the completion job was inserted.
+	// Completed reports that the completion job was inserted, and no
+	// child was retried since.
 	Completed bool `json:"completed"`
 	// CreatedAt is when the batch was inserted (store clock); CompletedAt
 	// when its last child ended (zero before).
@@ -133,10 +136,25 @@ type BatchResult struct {
 // BatchStore is implemented by stores that keep batches. When a child
 // reaches a final state, by whatever path, the batch's counts change in
 // the same atomic operation; the operation that ends the last child
-// inserts the completion job, so it is inserted exactly once.
+// inserts the completion job, so it is inserted exactly once per
+// completion of the batch.
+//
+// A child taken out of a final state (OpRunNow, BulkRunNow of a dead or
+// cancelled child) is pending again. When its batch had completed, the
+// batch reopens: Completed false, CompletedAt zero. When its last open
+// child ends again the batch completes again, and the completion job is
+// inserted again, as a new job: a fresh UUIDv7 (BatchRecord.Completion
+// keeps naming the first, whose ID the caller chose), Batch the batch,
+// Parent the child whose end completed it, so that its handler reads the
+// children's new states. An earlier completion job is left as it is
+// (it may not have run yet). Completion jobs are not children: they
+// always have a Parent, children never do; BatchChildren and CancelBatch
+// leave them out, and their ends do not count.
 type BatchStore interface {
 	// InsertBatch inserts the batch and its children atomically. A batch
-	// whose children are all duplicates completes at once.
+	// whose children are all duplicates (their unique keys held) is not
+	// stored: InsertBatch returns the children's results and leaves no
+	// batch record (Batch returns ErrNotFound) and no completion job.
 	InsertBatch(ctx context.Context, params *BatchParams) (*BatchResult, error)
 
 	// Batch returns the batch's progress, or ErrNotFound.

@@ -300,8 +300,11 @@ type KindState struct {
 // kinds, cluster-wide. Pausing a kind stops new claims of it: each host
 // reads the paused kinds at every heartbeat and leaves them out of its
 // claims, so no new attempt starts later than one heartbeat after the
-// pause; running attempts finish and nothing is lost. Resume notifies
-// listeners (a re-check, empty-kind notification), so hosts claim at once.
+// pause; running attempts finish and nothing is lost. A pause and a
+// resume notify listeners (a re-check, empty-kind notification), so the
+// hosts that hear it re-read the paused kinds at once: a paused kind
+// stops starting there as soon as the notification arrives, a resumed one
+// is claimed at once.
 type KindPauser interface {
 	// SetKindPaused pauses (paused = true) or resumes a kind and returns
 	// its state afterwards. Only a pause is stored: a resume deletes the
@@ -309,8 +312,8 @@ type KindPauser interface {
 	// kinds paused and resumed leave nothing behind. Pausing a paused
 	// kind changes nothing (UpdatedAt included); resuming a kind that is
 	// not paused stores nothing and returns a zero UpdatedAt. A kind
-	// needs no jobs to be paused. A resume that changed the state
-	// notifies listeners with an empty-kind Notification. An empty kind,
+	// needs no jobs to be paused. A pause or resume that changed the
+	// state notifies listeners with an empty-kind Notification. An empty kind,
 	// or one that is not a storable text (CheckText) of at most
 	// MaxKindLength bytes, fails with ErrInvalidParams.
 	SetKindPaused(ctx context.Context, kind string, paused bool) (*KindState, error)

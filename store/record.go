@@ -100,6 +100,13 @@ type JobRecord struct {
 	PartitionKey string `json:"partition_key,omitempty"`
 	// SequenceKey is the job's sequence (InsertParams.SequenceKey).
 	SequenceKey string `json:"sequence_key,omitempty"`
+	// Snoozes counts the attempts that ended in a snooze (Finish with
+	// OutcomeSnooze): a snooze gives its attempt back, so Attempt and
+	// Errors do not show it.
+	Snoozes int `json:"snoozes,omitempty"`
+	// SnoozedAt is when the last of them was recorded (store clock);
+	// zero when Snoozes is.
+	SnoozedAt time.Time `json:"snoozed_at,omitzero"`
 	// Brief is set only on the records of a listing in brief
 	// (ListJobsParams.PreviewBytes): it holds the start and the size of
 	// the payload and the result, which the record then leaves out; see

@@ -233,6 +233,41 @@ func jobsList(fs *flag.FlagSet) func(*env, []string) error {
 	}
 }
 
+// countDoc is what jobs count prints with --json, the HTTP API's
+// GET /jobs/count response.
+type countDoc struct {
+	Count int64 `json:"count"`
+}
+
+// jobsCount prints how many jobs the filter flags select, exactly (as
+// Admin.Count): the number alone on a line, for scripts.
+func jobsCount(fs *flag.FlagSet) func(*env, []string) error {
+	ff := newFilterFlags(fs)
+	return func(e *env, args []string) error {
+		if len(args) > 0 {
+			return usageErrorf("unexpected argument %q (filters are flags)", args[0])
+		}
+		f, err := ff.build()
+		if err != nil {
+			return err
+		}
+		a, release, err := e.admin()
+		if err != nil {
+			return err
+		}
+		defer release()
+		n, err := a.Count(e.ctx, f)
+		if err != nil {
+			return err
+		}
+		if e.global.json {
+			return printJSON(e.stdout, countDoc{Count: n})
+		}
+		_, err = fmt.Fprintln(e.stdout, n)
+		return err
+	}
+}
+
 func jobsShow(fs *flag.FlagSet) func(*env, []string) error {
 	return func(e *env, args []string) error {
 		if len(args) != 1 {
@@ -264,6 +299,9 @@ func jobsShow(fs *flag.FlagSet) func(*env, []string) error {
 		t.row("Created at:", whenMS(j.CreatedAt))
 		t.row("Attempted at:", whenMS(j.AttemptedAt))
 		t.row("Finished at:", whenMS(j.FinishedAt))
+		if j.Snoozes > 0 { // a snooze gives its attempt back: Attempt does not count it
+			t.row("Snoozed:", fmt.Sprintf("%d time(s), last at %s", j.Snoozes, whenMS(j.SnoozedAt)))
+		}
 		t.row("Owner:", orDash(j.Owner))
 		t.row("Unique key:", orDash(j.UniqueKey))
 		var md []string

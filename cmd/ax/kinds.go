@@ -107,7 +107,7 @@ func kindsPause(fs *flag.FlagSet) func(*env, []string) error {
 		if e.global.json {
 			return printJSON(e.stdout, ks)
 		}
-		fmt.Fprintf(e.stdout, "paused kind %s: hosts stop starting its jobs within one heartbeat; running jobs finish\n", ks.Kind)
+		fmt.Fprintf(e.stdout, "paused kind %s: hosts stop starting its jobs at once (within one heartbeat on a host that misses the store's notification); running jobs finish\n", ks.Kind)
 		return nil
 	}
 }

@@ -9,6 +9,7 @@
 //
 //	ax migrate up|status
 //	ax jobs list [filters] [--order newest|oldest] [--limit N] [--cursor C]
+//	ax jobs count [filters]
 //	ax jobs show ID
 //	ax jobs retry|cancel|delete [ID...] [filters] [--yes] [--all]
 //	ax kinds list | pause KIND [--force] | resume KIND | open KIND | close KIND
@@ -38,7 +39,7 @@
 // another. A manual run's metadata has ax.trigger=manual, so its handler
 // tells it from a tick's job (ax.Job.Triggered).
 //
-// Filters (jobs list, retry, cancel, delete): --kind, --state, --priority
+// Filters (jobs list, count, retry, cancel, delete): --kind, --state, --priority
 // (each repeatable or comma-separated), --unique-key, --unique-key-prefix,
 // --meta k=v (repeatable), --error-contains, --node, --run-after,
 // --run-before, --finished-after, --finished-before (an RFC 3339 time,
@@ -104,6 +105,7 @@
 //	migrate status           {"database": N, "binary": N, "status": "up-to-date" | "behind" | "ahead"}
 //	migrate up               the same, and "before": N, the version it found
 //	jobs list                {"jobs": [JOB...], "cursor": C} (cursor absent on the last page)
+//	jobs count               {"count": N}
 //	jobs show                JOB
 //	jobs retry|cancel|delete {"operation": "retry" | "cancel" | "delete", "matched": N, "changed": N}
 //	jobs reencrypt           {"key", "scanned", "resealed", "changed", "unopenable", "sealed", "left_plain", "last"}

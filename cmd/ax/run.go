@@ -149,6 +149,7 @@ var commands = []command{
 	{"migrate up", "", "migrate the schema to this binary's version", migrateUp},
 	{"migrate status", "", "show the schema version of the database and of this binary", migrateStatus},
 	{"jobs list", "", "list jobs (newest first), one page at a time", jobsList},
+	{"jobs count", "", "count the jobs the filters select, exactly", jobsCount},
 	{"jobs show", "ID", "show one job and its attempts (ID or its first digits)", jobsShow},
 	{"jobs retry", "[ID...]", "make dead, cancelled, paused and future jobs due now", jobsRetry},
 	{"jobs cancel", "[ID...]", "cancel jobs (running ones are asked to stop)", jobsCancel},

@@ -210,6 +210,18 @@ func TestCommands(t *testing.T) {
 		}},
 		{name: "JobsListEmpty", args: []string{"jobs", "list", "--kind", "none"}, out: []string{"(no jobs)"}},
 
+		{name: "JobsCount", args: []string{"jobs", "count"}, check: func(t *testing.T, c *cluster, out string) {
+			require.Equal(t, "6\n", out, "every job, the number alone")
+		}},
+		{name: "JobsCountFiltered", args: []string{"jobs", "count", "--kind", "email.send", "--state=dead", "--meta", "tenant=acme",
+			"--error-contains", "refused", "--node", "worker-1", "--priority", "normal", "--finished-after", "1h"}, check: func(t *testing.T, c *cluster, out string) {
+			require.Equal(t, "2\n", out, "the filters of jobs list")
+		}},
+		{name: "JobsCountJSON", args: []string{"jobs", "count", "--state", "scheduled", "--json"}, check: jsonEq(`{"count":2}`)},
+		{name: "JobsCountNone", args: []string{"jobs", "count", "--unique-key", "none"}, out: []string{"0\n"}},
+		{name: "JobsCountBadState", args: []string{"jobs", "count", "--state", "sleeping"}, code: exitUsage, errOut: []string{`--state: unknown state "sleeping"`}},
+		{name: "JobsCountArgument", args: []string{"jobs", "count", "email.send"}, code: exitUsage, errOut: []string{"unexpected argument"}},
+
 		{name: "JobsShow", args: []string{"jobs", "show"}, code: exitUsage, errOut: []string{"want one job ID"}},
 		{name: "JobsShowDead", args: nil, check: func(t *testing.T, c *cluster, _ string) {
 			out, errOut, code := c.ax(t, nil, "jobs", "show", c.dead[0].String())
@@ -230,6 +242,35 @@ func TestCommands(t *testing.T) {
 			_, errOut, code = c.ax(t, nil, "jobs", "show", uuid.Must(uuid.NewV7()).String())
 			require.Equal(t, exitNotFound, code)
 			require.Contains(t, errOut, "not found")
+		}},
+
+		{name: "JobsShowSnoozed", args: nil, check: func(t *testing.T, c *cluster, _ string) {
+			// A snooze gives its attempt back and records no error: the
+			// count and time of the snoozes are its trace (issue 40).
+			id := uuid.Must(uuid.NewV7())
+			_, err := c.st.Insert(t.Context(), []store.InsertParams{{ID: id, Kind: "webhook.deliver", Payload: []byte(`{}`),
+				Priority: store.PriorityNormal, MaxAttempts: 3}})
+			require.NoError(t, err)
+			res, err := c.st.Claim(t.Context(), &store.ClaimParams{Owner: "worker-1", Limit: 1, LeaseDuration: time.Minute,
+				Kinds: []store.KindLimit{{Kind: "webhook.deliver", Limit: 1}}})
+			require.NoError(t, err)
+			require.Len(t, res.Jobs, 1)
+			_, err = c.st.Finish(t.Context(), []store.FinishParams{{Lease: store.Lease{ID: id, Token: res.Jobs[0].LeaseToken},
+				Outcome: store.OutcomeSnooze, Delay: time.Hour}})
+			require.NoError(t, err)
+			out, errOut, code := c.ax(t, nil, "jobs", "show", id.String())
+			require.Zero(t, code, errOut)
+			require.Contains(t, out, "Attempt:       0 of 3")
+			require.Regexp(t, `\nSnoozed: +1 time\(s\), last at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\n`, out)
+			out, _, code = c.ax(t, nil, "jobs", "show", id.String(), "--json")
+			require.Zero(t, code)
+			var j ax.JobRecord
+			require.NoError(t, json.Unmarshal([]byte(out), &j))
+			require.Equal(t, 1, j.Snoozes)
+			require.False(t, j.SnoozedAt.IsZero())
+			out, _, code = c.ax(t, nil, "jobs", "show", c.dead[0].String())
+			require.Zero(t, code)
+			require.NotContains(t, out, "Snoozed:", "never snoozed: no line")
 		}},
 
 		{name: "JobsShowAttempts", args: nil, check: func(t *testing.T, c *cluster, _ string) {
@@ -363,7 +404,7 @@ func TestCommands(t *testing.T) {
 				require.Zero(t, code)
 				require.Contains(t, out, "(every partition of email.send is closed)")
 			}},
-		{name: "KindsPause", args: []string{"kinds", "pause", "email.send"}, out: []string{"paused kind email.send"},
+		{name: "KindsPause", args: []string{"kinds", "pause", "email.send"}, out: []string{"paused kind email.send: hosts stop starting its jobs at once"},
 			check: func(t *testing.T, c *cluster, _ string) {
 				out, _, code := c.ax(t, nil, "kinds", "list", "--json")
 				require.Zero(t, code)

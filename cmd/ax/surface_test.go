@@ -54,6 +54,7 @@ func TestCLISurface(t *testing.T) {
 		{"migrate up", nil},
 		{"migrate status", nil},
 		{"jobs list", func(*cluster) []string { return []string{"--limit", "2"} }},
+		{"jobs count", func(*cluster) []string { return []string{"--state", "dead"} }},
 		{"jobs show", func(c *cluster) []string { return []string{c.dead[0].String()} }},
 		{"jobs retry", func(c *cluster) []string { return []string{c.dead[0].String(), "--yes"} }},
 		{"jobs cancel", func(c *cluster) []string { return []string{c.live[0].String(), "--yes"} }},

@@ -23,6 +23,7 @@ type batch struct {
 	pending     int
 	completion  store.InsertParams
 	completed   bool
+	reopened    bool // completed once, then a child was retried
 	createdAt   time.Time
 	completedAt time.Time
 }
@@ -30,7 +31,7 @@ type batch struct {
 // InsertBatch inserts the batch and its children atomically, as
 // store.BatchStore documents: every row is checked first; children whose
 // unique key is held are duplicates, left out of the batch. A batch whose
-// children are all duplicates completes at once.
+// children are all duplicates is not stored (no record, no completion).
 func (s *Store) InsertBatch(ctx context.Context, params *store.BatchParams) (*store.BatchResult, error) {
 	if params == nil {
 		return nil, fmt.Errorf("insert batch: %w: nil params", store.ErrInvalidParams)
@@ -56,6 +57,10 @@ func (s *Store) InsertBatch(ctx context.Context, params *store.BatchParams) (*st
 		return nil, fmt.Errorf("insert batch %s: %w", params.ID, err)
 	}
 	now := s.clock()
+	if !slices.ContainsFunc(results, func(r store.InsertResult) bool { return !r.Duplicate }) {
+		s.mu.Unlock()
+		return &store.BatchResult{Children: results}, nil // no child to wait for: no batch
+	}
 	comp := params.Completion
 	comp.Payload = bytes.Clone(comp.Payload)
 	comp.Metadata = maps.Clone(comp.Metadata)
@@ -69,10 +74,6 @@ func (s *Store) InsertBatch(ctx context.Context, params *store.BatchParams) (*st
 	}
 	slices.SortFunc(b.order, func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) })
 	s.batches[b.id] = b
-	if b.pending == 0 {
-		b.completed, b.completedAt = true, now
-		s.newJobLocked(&b.completion, now, uuid.Nil, b.id, &ns)
-	}
 	s.takeWakes(&ns)
 	s.mu.Unlock()
 	s.subs.deliver(ns.list)

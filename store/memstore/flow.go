@@ -119,17 +119,16 @@ func (s *Store) flowStateLocked(kind string, now time.Time) store.FlowState {
 // error wrapping store.ErrNotFound. Closing notifies subscribers of the
 // kind.
 func (s *Store) SetBreaker(ctx context.Context, kind string, open bool) (*store.SetBreakerResult, error) {
-	verb := store.BreakerVerb(open)
 	if err := store.CheckBreakerKind(kind, open); err != nil {
 		return nil, err
 	}
 	if err := s.lock(ctx); err != nil {
-		return nil, fmt.Errorf("%s breaker of %q: %w", verb, kind, err)
+		return nil, fmt.Errorf("set breaker: %w", err) // the caller names the kind and verb (Admin.SetBreaker)
 	}
 	f := s.flows[kind]
 	if f == nil || f.cfg.Breaker.IsZero() {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("%s breaker of %q: %w: the kind has no circuit breaker", verb, kind, store.ErrNotFound)
+		return nil, fmt.Errorf("set breaker: %w: the kind has no circuit breaker", store.ErrNotFound)
 	}
 	now := s.clock()
 	res := &store.SetBreakerResult{Transition: f.breaker.Set(&f.cfg.Breaker, kind, open, now)}

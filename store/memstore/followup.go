@@ -100,31 +100,39 @@ func (s *Store) finalized(j *job, now time.Time, ns *notes) {
 		if b.pending == 0 && !b.completed {
 			b.completed, b.completedAt = true, now
 			p := b.completion
+			if b.reopened {
+				p.ID = uuid.Must(uuid.NewV7()) // the caller's ID names the first
+			}
 			s.newJobLocked(&p, now, j.rec.ID, b.id, ns)
 		}
 	}
 }
 
 // reopened undoes finalized's batch bookkeeping for a job RunNow took out
-// of a final state: it is pending again (a batch already completed stays
-// completed; its completion job was inserted once). Called with s.mu held.
+// of a final state: it is pending again, and a batch that had completed
+// reopens, to insert its completion job again when it completes again.
+// Called with s.mu held.
 func (s *Store) reopened(j *job) {
 	if b := s.batchOf(j); b != nil {
 		b.children[j.rec.ID] = j.rec.State
-		if !b.completed {
-			b.pending++
+		b.pending++
+		if b.completed {
+			b.completed, b.completedAt, b.reopened = false, time.Time{}, true
 		}
 	}
 }
 
 // batchOf returns the batch j is a child of, or nil (also for a batch's
-// completion job).
+// completion jobs).
 func (s *Store) batchOf(j *job) *batch {
 	if j.rec.Batch == uuid.Nil {
 		return nil
 	}
 	b := s.batches[j.rec.Batch]
-	if b == nil || b.completion.ID == j.rec.ID {
+	if b == nil {
+		return nil
+	}
+	if _, child := b.children[j.rec.ID]; !child {
 		return nil
 	}
 	return b

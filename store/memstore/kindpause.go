@@ -40,23 +40,24 @@ func (s *Store) SetKindPaused(ctx context.Context, kind string, paused bool) (*s
 		s.kindStates = make(map[string]*store.KindState)
 	}
 	ks := s.kindStates[kind]
-	resumed := false
+	changed := false
 	switch {
 	case ks == nil && !paused:
 		// Not paused: nothing to resume, nothing to store.
 		ks = &store.KindState{Kind: kind}
 	case ks == nil:
+		changed = true
 		ks = &store.KindState{Kind: kind, Paused: paused, UpdatedAt: s.clock()}
 		s.kindStates[kind] = ks
 	case !paused:
 		// Only a pause is kept: a resumed kind leaves no state behind.
-		resumed = true
+		changed = true
 		delete(s.kindStates, kind)
 		ks = &store.KindState{Kind: kind, UpdatedAt: s.clock()}
 	}
 	out := *ks
 	s.mu.Unlock()
-	if resumed {
+	if changed { // every host re-reads the paused kinds at once
 		s.subs.deliver([]store.Notification{{}})
 	}
 	return &out, nil

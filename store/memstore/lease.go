@@ -124,6 +124,9 @@ func (s *Store) finish(ctx context.Context, params []store.FinishParams) ([]bool
 		case store.OutcomeRetry, store.OutcomeDead, store.OutcomeCancelled:
 			r.Errors = append(r.Errors, store.AttemptError{Attempt: r.Attempt, At: now, Error: p.Error, Node: r.Owner, StartedAt: r.AttemptedAt})
 		}
+		if out == store.OutcomeSnooze {
+			r.Snoozes, r.SnoozedAt = r.Snoozes+1, now
+		}
 		reschedules := out == store.OutcomeRetry || out == store.OutcomeSnooze || out == store.OutcomeRelease
 		if r.CancelRequested && reschedules {
 			out = store.OutcomeCancelled

@@ -13,15 +13,17 @@ import (
 )
 
 // Batches. The batches row holds the completion job's template and the
-// counts of children by final state. The triggers of migration 0006 count
-// the children a statement ends, in that statement, once per batch, and
-// the statement that leaves none open inserts the completion job. The
-// batch row's lock orders concurrent statements, so exactly one of them
-// sees the last count.
+// counts of children by final state. The triggers of migration 0006 (0017
+// since) count the children a statement ends, in that statement, once per
+// batch, and the statement that leaves none open inserts the completion
+// job; a statement that reopens a child of a completed batch (RunNow)
+// reopens the batch, and its next completion inserts the completion job
+// again, under a fresh ID. The batch row's lock orders concurrent
+// statements, so exactly one of them sees the last count.
 
-// InsertBatch inserts the batch, its children and, when every child is a
-// duplicate, its completion job, in one transaction, as store.BatchStore
-// documents. Children go through Insert's own path (COPY for those
+// InsertBatch inserts the batch and its children in one transaction, as
+// store.BatchStore documents (a batch whose children are all duplicates
+// is not stored). Children go through Insert's own path (COPY for those
 // without a unique key), so 100,000 children take one COPY stream. A
 // batch ID or completion job ID that exists already fails with an error
 // wrapping store.ErrInvalidParams, as do params that BatchParams.Validate
@@ -113,16 +115,12 @@ func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, params *store.BatchP
 			total++
 		}
 	}
-	if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {batches} (id, completion, template, total, completed, completed_at)
-VALUES ($1, $2, $3, $4, $4 = 0, CASE WHEN $4 = 0 THEN now() END)`), params.ID, params.Completion.ID, tmpl, total); err != nil {
-		return nil, fmt.Errorf("insert batch record: %w", err)
-	}
 	if total == 0 {
-		// Nothing to wait for: the completion job is due now.
-		if _, err := tx.Exec(ctx, s.sql(`SELECT {schema}.ax_insert_template($1, $2, NULL, $3, false, $4)`),
-			tmpl, params.Completion.ID, params.ID, s.channel); err != nil {
-			return nil, fmt.Errorf("insert completion job: %w", err)
-		}
+		return &store.BatchResult{Children: children}, nil // no child to wait for: no batch
+	}
+	if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {batches} (id, completion, template, total)
+VALUES ($1, $2, $3, $4)`), params.ID, params.Completion.ID, tmpl, total); err != nil {
+		return nil, fmt.Errorf("insert batch record: %w", err)
 	}
 	return &store.BatchResult{Children: children}, nil
 }
@@ -163,10 +161,13 @@ func (s *Store) BatchChildren(ctx context.Context, id, after uuid.UUID, limit in
 	if limit < 1 || limit > store.MaxListLimit {
 		return nil, fmt.Errorf("pgstore: batch %s children: limit %d not in [1, %d]: %w", id, limit, store.MaxListLimit, store.ErrInvalidParams)
 	}
-	// The completion job shares the batch_id of its children; it is left
-	// out by its ID, read from the batch row (no row: no batch).
+	// The completion jobs share the batch_id of their children; they are
+	// left out by their parent (the child whose end completed the batch;
+	// children have none) and, for the parentless one older code made for
+	// a batch of duplicates only, by its ID, read from the batch row (no
+	// row: no batch).
 	rows, _ := s.pool.Query(ctx, s.sql(`SELECT {cols} FROM {alljobs}
-WHERE batch_id = $1 AND id > $2 AND id <> (SELECT completion FROM {batches} WHERE id = $1)
+WHERE batch_id = $1 AND id > $2 AND parent IS NULL AND id <> (SELECT completion FROM {batches} WHERE id = $1)
 ORDER BY id LIMIT $3`), id, after, limit)
 	jobs, err := collectJobs(rows)
 	if err != nil {
@@ -200,7 +201,7 @@ func (s *Store) CancelBatch(ctx context.Context, id uuid.UUID) (int, error) {
 	SELECT completion FROM {batches} WHERE id = $1
 ), locked AS MATERIALIZED (
 	SELECT j.id FROM {jobs} j
-	WHERE j.batch_id = $1 AND j.id <> (SELECT completion FROM b)
+	WHERE j.batch_id = $1 AND j.parent IS NULL AND j.id <> (SELECT completion FROM b)
 	  AND (j.state IN ('scheduled', 'retrying', 'paused') OR (j.state = 'running' AND NOT j.cancel_requested))
 	ORDER BY j.id
 	FOR UPDATE OF j

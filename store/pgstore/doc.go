@@ -316,7 +316,12 @@
 // 1,800 when every end updated the batch row). The batch row's lock
 // orders concurrent flushes, so exactly one sees the last child end, and
 // the completion job (its ID fixed at InsertBatch) is inserted once, with
-// a notification. A multi-statement transaction that
+// a notification. A statement that takes a child of a completed batch out
+// of its final state (RunNow) reopens the batch (migration 0017), and the
+// flush that closes it again inserts the completion job again, under a
+// fresh ID (store.BatchStore); completion jobs have a parent and children
+// none, which is how the triggers, BatchChildren and CancelBatch tell them
+// apart. A multi-statement transaction that
 // ends children of two batches in opposite orders can still deadlock;
 // PostgreSQL aborts one, and the scheduler's completer retries it.
 //

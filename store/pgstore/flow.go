@@ -335,7 +335,6 @@ func (s *Store) SetBreaker(ctx context.Context, kind string, open bool) (*store.
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	verb := store.BreakerVerb(open)
 	if err := store.CheckBreakerKind(kind, open); err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
@@ -389,7 +388,7 @@ func (s *Store) SetBreaker(ctx context.Context, kind string, open bool) (*store.
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: %s breaker of %q: %w", verb, kind, err)
+		return nil, fmt.Errorf("pgstore: set breaker: %w", err) // the caller names the kind and verb (Admin.SetBreaker)
 	}
 	return res, nil
 }

@@ -15,12 +15,18 @@ var _ store.KindPauser = (*Store)(nil)
 
 const (
 	// pauseKindSQL stores a pause; updated_at moves only when the kind
-	// was not paused already.
-	pauseKindSQL = `INSERT INTO {kinds} AS k (kind, paused, updated_at) VALUES ($1, true, now())
+	// was not paused already, and then, in the same transaction (so only
+	// on commit), it sends the empty-kind notification that makes every
+	// host re-read the paused kinds at once rather than at its next
+	// heartbeat.
+	pauseKindSQL = `WITH up AS (INSERT INTO {kinds} AS k (kind, paused, updated_at) VALUES ($1, true, now())
 ON CONFLICT (kind) DO UPDATE SET
 	paused = true,
 	updated_at = CASE WHEN k.paused THEN k.updated_at ELSE now() END
-RETURNING k.paused, k.updated_at`
+RETURNING k.paused, k.updated_at)
+SELECT paused, updated_at,
+	CASE WHEN updated_at = now() THEN pg_notify($2, json_build_object('kind', '', 'run_at', now())::text) END
+FROM up`
 
 	// resumeKindSQL resumes a paused kind by deleting its row (only a
 	// pause is kept, so kinds paused and resumed leave nothing behind)
@@ -44,10 +50,10 @@ func (s *Store) kindsSQL(q string) string {
 // state afterwards, in one statement; see store.KindPauser. Only paused
 // kinds keep a row: a resume deletes it. Pausing a paused kind changes
 // nothing (UpdatedAt included); resuming a kind that is not paused
-// stores nothing and reads with a zero UpdatedAt. A resume that changed the state sends an empty-kind
-// notification on the Store's channel, delivered on commit, so that every
-// host re-reads the paused kinds at once rather than at its next
-// heartbeat. The store does not refuse claims of a paused kind: hosts
+// stores nothing and reads with a zero UpdatedAt. A pause or resume that
+// changed the state sends an empty-kind notification on the Store's
+// channel, delivered on commit, so that every host re-reads the paused
+// kinds at once rather than at its next heartbeat. The store does not refuse claims of a paused kind: hosts
 // leave paused kinds out of their claims. An empty kind, or one that is
 // not a storable text of at most store.MaxKindLength bytes, fails with an
 // error wrapping store.ErrInvalidParams.
@@ -68,7 +74,7 @@ func (s *Store) SetKindPaused(ctx context.Context, kind string, paused bool) (*s
 	ks := &store.KindState{Kind: kind}
 	var err error
 	if paused {
-		err = s.pool.QueryRow(ctx, s.kindsSQL(pauseKindSQL), kind).Scan(&ks.Paused, &ks.UpdatedAt)
+		err = s.pool.QueryRow(ctx, s.kindsSQL(pauseKindSQL), kind, s.channel).Scan(&ks.Paused, &ks.UpdatedAt, nil)
 	} else {
 		err = s.pool.QueryRow(ctx, s.kindsSQL(resumeKindSQL), kind, s.channel).Scan(&ks.UpdatedAt, nil)
 		s.cursors.reset() // claims scan the kind's ranges whole again (cursor.go)

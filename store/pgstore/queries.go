@@ -631,6 +631,9 @@ var finishSets = []struct{ col, value string }{
 	{"attempt", `CASE WHEN i.outcome IN (4, 5) AND ` + finishStateSQL + ` IN ('scheduled', 'paused')
 			THEN greatest(j.attempt - 1, 0) ELSE j.attempt END`},
 	{"errors", `CASE WHEN i.outcome IN (2, 3, 6) THEN j.errors || ` + errorEntrySQL("i.err") + ` ELSE j.errors END`},
+	// A snooze (outcome 4) leaves its trace (migration 0018).
+	{"snoozes", `CASE WHEN i.outcome = 4 THEN j.snoozes + 1 ELSE j.snoozes END`},
+	{"snoozed_at", `CASE WHEN i.outcome = 4 THEN now() ELSE j.snoozed_at END`},
 	// lease_token is kept: an extension of the lease that wrote the
 	// outcome then reads "finished by its holder", not "lost" (a rescue
 	// clears it). Reads show the token of running jobs only.

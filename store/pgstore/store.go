@@ -176,7 +176,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*store.JobRecord, error)
 const jobColumns = `id, kind, payload, metadata, state, priority, run_at, scheduled_at, attempt,
 	max_attempts, unique_key, errors, lease_token, lease_expires_at, owner, cancel_requested,
 	pause_requested, fence, created_at, attempted_at, finished_at, unique_global, unique_finished, unique_period,
-	partition_key, sequence_key, ` + followUpColumns
+	partition_key, sequence_key, snoozes, snoozed_at, ` + followUpColumns
 
 // unreadColumns are the columns of jobs that no read scans (jobColumns
 // leaves them out), each kept for the store's own statements: every other
@@ -220,6 +220,7 @@ type jobScan struct {
 	uFinished  bool
 	uPeriod    int32 // seconds
 	sequence   *string
+	snoozedAt  *time.Time
 	x          jobExtra // followUpColumns
 }
 
@@ -230,7 +231,7 @@ func (js *jobScan) dest() []any {
 	return append([]any{(*[16]byte)(&j.ID), &j.Kind, &js.payload, &j.Metadata, &js.state, &j.Priority, &j.RunAt,
 		&j.ScheduledAt, &j.Attempt, &j.MaxAttempts, &js.uniqueKey, &js.errors, &js.leaseToken,
 		&js.leaseExp, &j.Owner, &j.CancelRequested, &j.PauseRequested, &j.Fence, &j.CreatedAt,
-		&js.attempted, &js.finished, &js.uGlobal, &js.uFinished, &js.uPeriod, &j.PartitionKey, &js.sequence}, js.x.dest()...)
+		&js.attempted, &js.finished, &js.uGlobal, &js.uFinished, &js.uPeriod, &j.PartitionKey, &js.sequence, &j.Snoozes, &js.snoozedAt}, js.x.dest()...)
 }
 
 func (js *jobScan) record() (*store.JobRecord, error) {
@@ -257,6 +258,9 @@ func (js *jobScan) record() (*store.JobRecord, error) {
 	}
 	if js.sequence != nil {
 		j.SequenceKey = *js.sequence
+	}
+	if js.snoozedAt != nil {
+		j.SnoozedAt = *js.snoozedAt
 	}
 	if len(j.Metadata) == 0 {
 		j.Metadata = nil

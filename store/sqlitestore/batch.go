@@ -13,7 +13,7 @@ import (
 // InsertBatch inserts the batch and its children in one transaction, as
 // store.BatchStore documents: every row is checked first; children whose
 // unique key is held are duplicates, left out of the batch. A batch whose
-// children are all duplicates completes at once. A batch ID or completion
+// children are all duplicates is not stored (no record, no completion). A batch ID or completion
 // job ID that exists already fails with an error wrapping
 // store.ErrInvalidParams.
 func (s *Store) InsertBatch(ctx context.Context, params *store.BatchParams) (*store.BatchResult, error) {
@@ -90,19 +90,14 @@ func (w *wtx) insertBatch(params *store.BatchParams, tmpl string) (*store.BatchR
 			total++
 		}
 	}
+	if total == 0 {
+		return &store.BatchResult{Children: children}, nil // no child to wait for: no batch
+	}
 	if _, err := w.exec(qBatchInsert, params.ID[:], params.Completion.ID[:], tmpl, total, total, toUS(w.now)); err != nil {
 		if isConstraint(err) {
 			return nil, fmt.Errorf("%w: batch ID %s already exists", store.ErrInvalidParams, params.ID)
 		}
 		return nil, err
-	}
-	if total == 0 {
-		if _, err := w.exec(qBatchComplete, toUS(w.now), params.ID[:]); err != nil {
-			return nil, err
-		}
-		if _, err := w.insertRow(&params.Completion, uuid.Nil, params.ID, true); err != nil {
-			return nil, fmt.Errorf("completion: %w", err)
-		}
 	}
 	return &store.BatchResult{Children: children}, nil
 }

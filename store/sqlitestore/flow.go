@@ -230,7 +230,6 @@ func (f *flowRow) state(now time.Time) store.FlowState {
 // error wrapping store.ErrNotFound. Closing notifies subscribers of the
 // kind.
 func (s *Store) SetBreaker(ctx context.Context, kind string, open bool) (*store.SetBreakerResult, error) {
-	verb := store.BreakerVerb(open)
 	if err := store.CheckBreakerKind(kind, open); err != nil {
 		return nil, err
 	}
@@ -259,7 +258,7 @@ func (s *Store) SetBreaker(ctx context.Context, kind string, open bool) (*store.
 		return w.saveFlows()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s breaker of %q: %w", verb, kind, err)
+		return nil, fmt.Errorf("set breaker: %w", err) // the caller names the kind and verb (Admin.SetBreaker)
 	}
 	return res, nil
 }

@@ -53,8 +53,8 @@ func (w *wtx) finalized(j *jobRow) error {
 		return err
 	}
 	s, d, c := finalCounts(r.State)
-	var pending, completed int64
-	if err := w.queryRow(qBatchEnd, s, d, c, r.Batch[:]).Scan(&pending, &completed); err != nil {
+	var pending, completed, reopened int64
+	if err := w.queryRow(qBatchEnd, s, d, c, r.Batch[:]).Scan(&pending, &completed, &reopened); err != nil {
 		return fmt.Errorf("batch %s: %w", r.Batch, err)
 	}
 	if pending > 0 || completed != 0 {
@@ -63,6 +63,12 @@ func (w *wtx) finalized(j *jobRow) error {
 	tmpl, err := decodeParams(b.template)
 	if err != nil {
 		return fmt.Errorf("batch %s completion: %w", r.Batch, err)
+	}
+	if reopened != 0 {
+		// Completed before: the caller's ID names the first completion job.
+		if tmpl.ID, err = uuid.NewV7(); err != nil {
+			return err
+		}
 	}
 	if _, err := w.exec(qBatchComplete, toUS(w.now), r.Batch[:]); err != nil {
 		return err
@@ -74,8 +80,9 @@ func (w *wtx) finalized(j *jobRow) error {
 }
 
 // reopened undoes finalized's batch bookkeeping for a job RunNow took out
-// of the final state from: it is pending again (a batch already completed
-// stays completed; its completion job was inserted once).
+// of the final state from: it is pending again, and a batch that had
+// completed reopens, to insert its completion job again when it completes
+// again.
 func (w *wtx) reopened(j *jobRow, from store.State) error {
 	b, err := w.batchOf(j)
 	if err != nil || b == nil {
@@ -103,7 +110,7 @@ type batchRef struct {
 }
 
 // batchOf returns the batch j is a child of, or nil (also for a batch's
-// completion job).
+// completion jobs).
 func (w *wtx) batchOf(j *jobRow) (*batchRef, error) {
 	if j.rec.Batch == uuid.Nil {
 		return nil, nil
@@ -120,8 +127,8 @@ func (w *wtx) batchOf(j *jobRow) (*batchRef, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(completion) != len(j.rec.ID) || uuid.UUID(completion) == j.rec.ID {
-		return nil, nil
+	if len(completion) != len(j.rec.ID) || uuid.UUID(completion) == j.rec.ID || j.rec.Parent != uuid.Nil {
+		return nil, nil // a completion job (children have no parent)
 	}
 	return &batchRef{template: tmpl}, nil
 }

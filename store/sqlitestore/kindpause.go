@@ -60,7 +60,7 @@ func (s *Store) SetKindPaused(ctx context.Context, kind string, paused bool) (*s
 				return err
 			}
 		}
-		if !paused && w.s.subs.any() {
+		if w.s.subs.any() { // a changed pause or resume: every host re-reads the set
 			w.notes.list = append(w.notes.list, store.Notification{})
 		}
 		out = &store.KindState{Kind: kind, Paused: paused, UpdatedAt: w.now}

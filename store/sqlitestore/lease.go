@@ -178,6 +178,9 @@ func (w *wtx) finish(j *jobRow, p *store.FinishParams, breakers *[]store.Breaker
 			return err
 		}
 	}
+	if out == store.OutcomeSnooze {
+		r.Snoozes, r.SnoozedAt = r.Snoozes+1, w.now
+	}
 	reschedules := out == store.OutcomeRetry || out == store.OutcomeSnooze || out == store.OutcomeRelease
 	if r.CancelRequested && reschedules {
 		out = store.OutcomeCancelled

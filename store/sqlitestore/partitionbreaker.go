@@ -9,7 +9,7 @@ import (
 )
 
 // Partition breakers (store.PartitionBreakerStore): one row of
-// flow_partition_breakers per failing partition (migration 0004), read
+// flow_partition_breakers per failing partition (migration 0006), read
 // once per transaction (wtx.pbreakers) and written back by saveFlows;
 // a breaker left closed with no failure counted is deleted, so the table
 // grows with the failing partitions only. Claims apply them in partHeld

@@ -109,13 +109,15 @@ const (
 // jobCols are the jobs columns a jobRow scans, in order.
 const jobCols = `seq, id, kind, payload, metadata, state, priority, run_at, scheduled_at, attempt, max_attempts,
 	unique_key, unique_global, unique_finished, unique_period, errors, lease_token, lease_expires_at, owner,
-	cancel_requested, pause_requested, fence, created_at, attempted_at, finished_at, result, follow_ups, parent, batch, partition_key, sequence_key`
+	cancel_requested, pause_requested, fence, created_at, attempted_at, finished_at, result, follow_ups, parent, batch, partition_key, sequence_key,
+	snoozes, snoozed_at`
 
 // lightCols are jobCols without the large columns (payload, metadata,
 // result), which transitions never read: NULL stands in for them.
 const lightCols = `seq, id, kind, NULL, NULL, state, priority, run_at, scheduled_at, attempt, max_attempts,
 	unique_key, unique_global, unique_finished, unique_period, errors, lease_token, lease_expires_at, owner,
-	cancel_requested, pause_requested, fence, created_at, attempted_at, finished_at, NULL, follow_ups, parent, batch, partition_key, sequence_key`
+	cancel_requested, pause_requested, fence, created_at, attempted_at, finished_at, NULL, follow_ups, parent, batch, partition_key, sequence_key,
+	snoozes, snoozed_at`
 
 // SQL fragments.
 const (
@@ -170,15 +172,16 @@ var queryText = [numQueries]string{
 	qGetSeq: `SELECT ` + jobCols + ` FROM jobs WHERE seq = ?`,
 	qGetID:  `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`,
 	qSave: `UPDATE jobs SET state = ?, run_at = ?, attempt = ?, max_attempts = ?, errors = ?, lease_token = ?, lease_expires_at = ?,
-	cancel_requested = ?, pause_requested = ?, finished_at = ? WHERE seq = ?`,
+	cancel_requested = ?, pause_requested = ?, finished_at = ?, snoozes = ?, snoozed_at = ? WHERE seq = ?`,
 	// Jobs leaving running, as a JSON array of
-	// [seq, state, run_at, attempt, errors, finished_at, result, token]
-	// rows. token (hex, or null) is the lease kept by a finish, so that
+	// [seq, state, run_at, attempt, errors, finished_at, result, token,
+	// snoozes, snoozed_at] rows. token (hex, or null) is the lease kept by a finish, so that
 	// an extension of it reads "finished by its holder"; a rescue clears
 	// it.
 	qSaveEnded: `UPDATE jobs SET state = l.value ->> 1, run_at = l.value ->> 2, attempt = l.value ->> 3,
 	errors = l.value ->> 4, lease_token = unhex(l.value ->> 7), lease_expires_at = NULL, cancel_requested = 0,
-	pause_requested = 0, finished_at = l.value ->> 5, result = coalesce(l.value ->> 6, result)
+	pause_requested = 0, finished_at = l.value ->> 5, result = coalesce(l.value ->> 6, result),
+	snoozes = l.value ->> 8, snoozed_at = l.value ->> 9
 	FROM json_each(?) AS l WHERE jobs.seq = l.value ->> 0`,
 	// The leases come as a JSON array of [hex id, hex token] pairs.
 	qExtend: `UPDATE jobs SET lease_expires_at = ?
@@ -202,15 +205,22 @@ var queryText = [numQueries]string{
 	qBatchInsert: `INSERT INTO batches (id, completion, template, total, pending, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
 	qBatchLoad:   `SELECT completion, template, completed FROM batches WHERE id = ?`,
 	qBatchEnd: `UPDATE batches SET pending = pending - 1, succeeded = succeeded + ?, dead = dead + ?,
-	cancelled = cancelled + ? WHERE id = ? RETURNING pending, completed`,
+	cancelled = cancelled + ? WHERE id = ? RETURNING pending, completed, reopened`,
 	qBatchComplete: `UPDATE batches SET completed = 1, completed_at = ? WHERE id = ?`,
-	qBatchReopen: `UPDATE batches SET pending = pending + (1 - completed), succeeded = succeeded - ?,
-	dead = dead - ?, cancelled = cancelled - ? WHERE id = ?`,
+	// A child out of a final state reopens a completed batch. pending is
+	// counted again from the others: a batch reopened by older code, which
+	// left it unchanged, may hold a stale one.
+	qBatchReopen: `UPDATE batches SET succeeded = succeeded - ?1, dead = dead - ?2, cancelled = cancelled - ?3,
+	pending = total - (succeeded - ?1) - (dead - ?2) - (cancelled - ?3),
+	reopened = reopened | completed, completed = 0, completed_at = NULL WHERE id = ?4`,
 	qBatchGet: `SELECT completion, total, succeeded, dead, cancelled, completed, created_at, completed_at
 	FROM batches WHERE id = ?`,
-	qBatchChildren: `SELECT ` + jobCols + ` FROM jobs WHERE batch = ? AND id > ? AND id <> ? ORDER BY id LIMIT ?`,
+	// A batch's children have no parent; its completion jobs do (the child
+	// whose end completed it), but for the one of a batch stored before
+	// 0004 whose children were all duplicates: that one is left out by ID.
+	qBatchChildren: `SELECT ` + jobCols + ` FROM jobs WHERE batch = ? AND id > ? AND id <> ? AND parent IS NULL ORDER BY id LIMIT ?`,
 	qBatchOpenChildren: `SELECT ` + lightCols + ` FROM jobs
-	WHERE batch = ? AND id <> ? AND state IN ` + liveSQL + ` ORDER BY id`,
+	WHERE batch = ? AND id <> ? AND parent IS NULL AND state IN ` + liveSQL + ` ORDER BY id`,
 
 	qPeriodicGet: `SELECT name, spec, last_tick, updated_at, paused, template FROM periodic WHERE name = ?`,
 	qPeriodicPut: `INSERT INTO periodic (name, spec, last_tick, updated_at, paused, template) VALUES (?, ?, ?, ?, ?, ?)

@@ -3,9 +3,11 @@ package sqlitestore_test
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/axsched/ax"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/sqlitestore"
 )
@@ -47,4 +49,25 @@ func TestOpenReadOnly(t *testing.T) {
 	counts, err := ro.CountJobs(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []store.StateCount{{Kind: "k", State: store.StateScheduled, Count: 2}}, counts, "the holder's later commits are seen")
+}
+
+// TestReadOnlyErrorSaysItOnce: a change refused by a read-only Store,
+// through ax.Admin.OpenBreaker, names what was asked once (issue 40: "open breaker of
+// \"k\": open breaker of \"k\": ax/sqlitestore: store opened read-only").
+func TestReadOnlyErrorSaysItOnce(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "ax.db")
+	st, err := sqlitestore.Open(ctx, path)
+	require.NoError(t, err)
+	defer st.Close()
+	require.NoError(t, st.SetFlows(ctx, &store.SetFlowsParams{Node: "n", Flows: []store.FlowConfig{{Kind: "k",
+		Breaker: store.BreakerConfig{Failures: 5, CoolDown: time.Minute, MaxCoolDown: time.Hour}}}}))
+	ro, err := sqlitestore.OpenReadOnly(ctx, path)
+	require.NoError(t, err)
+	defer ro.Close()
+	admin, err := ax.NewAdmin(ax.AdminConfig{Store: ro})
+	require.NoError(t, err)
+	_, err = admin.OpenBreaker(ctx, "k")
+	require.ErrorIs(t, err, sqlitestore.ErrReadOnly)
+	require.Equal(t, `open breaker of "k": set breaker: `+sqlitestore.ErrReadOnly.Error(), err.Error())
 }

@@ -45,12 +45,13 @@ func scanJob(sc scanner) (*jobRow, error) {
 		runAt, scheduledAt, createdAt     int64
 		leaseExp, attemptedAt, finishedAt sql.NullInt64
 		cancelReq, pauseReq               int64
+		snoozedAt                         sql.NullInt64
 	)
 	r := &j.rec
 	err := sc.Scan(&j.seq, &id, &r.Kind, &payload, &metadata, &state, &r.Priority, &runAt, &scheduledAt,
 		&r.Attempt, &r.MaxAttempts, &uniqueKey, &uGlobal, &uFinished, &uPeriod, &errs, &token, &leaseExp,
 		&r.Owner, &cancelReq, &pauseReq, &r.Fence, &createdAt, &attemptedAt, &finishedAt, &result, &followUps,
-		&parent, &batch, &r.PartitionKey, &seqKey)
+		&parent, &batch, &r.PartitionKey, &seqKey, &r.Snoozes, &snoozedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -83,6 +84,7 @@ func scanJob(sc scanner) (*jobRow, error) {
 	r.State = store.State(state)
 	r.RunAt, r.ScheduledAt, r.CreatedAt = fromUS(runAt), fromUS(scheduledAt), fromUS(createdAt)
 	r.LeaseExpiresAt, r.AttemptedAt, r.FinishedAt = fromNullUS(leaseExp), fromNullUS(attemptedAt), fromNullUS(finishedAt)
+	r.SnoozedAt = fromNullUS(snoozedAt)
 	if uniqueKey.Valid {
 		r.UniqueKey = uniqueKey.String
 		r.Unique = store.UniqueScope{Global: uGlobal != 0, Finished: uFinished != 0, Period: time.Duration(uPeriod) * time.Second}
@@ -150,7 +152,8 @@ func (w *wtx) save(j *jobRow) error {
 		token = j.kept
 	}
 	_, err := w.exec(qSave, string(r.State), toUS(r.RunAt), r.Attempt, r.MaxAttempts, nullText(j.errorsJSON), idArg(token),
-		nullUS(r.LeaseExpiresAt), boolInt(r.CancelRequested), boolInt(r.PauseRequested), nullUS(r.FinishedAt), j.seq)
+		nullUS(r.LeaseExpiresAt), boolInt(r.CancelRequested), boolInt(r.PauseRequested), nullUS(r.FinishedAt),
+		r.Snoozes, nullUS(r.SnoozedAt), j.seq)
 	return err
 }
 
@@ -165,15 +168,16 @@ type ended struct {
 
 // saveEnded writes, in one statement, the rows of jobs that left running
 // (lease and requests cleared): state, run_at, attempt, errors,
-// finished_at and result.
+// finished_at, result and the snoozes.
 func (w *wtx) saveEnded(es []ended) error {
 	if len(es) == 0 {
 		return nil
 	}
-	rows := make([][8]any, len(es))
+	rows := make([][10]any, len(es))
 	for i, e := range es {
 		r := &e.j.rec
-		rows[i] = [8]any{e.j.seq, string(r.State), toUS(r.RunAt), r.Attempt, nullText(e.j.errorsJSON), nullUS(r.FinishedAt), nil, nil}
+		rows[i] = [10]any{e.j.seq, string(r.State), toUS(r.RunAt), r.Attempt, nullText(e.j.errorsJSON), nullUS(r.FinishedAt), nil, nil,
+			r.Snoozes, nullUS(r.SnoozedAt)}
 		if e.result != nil {
 			rows[i][6] = string(e.result)
 		}

@@ -158,17 +158,81 @@ func testBatches(t *testing.T, newStore NewStoreFunc) {
 		get(t, st, p.Completion.ID)
 	})
 
-	t.Run("AllDuplicatesCompleteAtOnce", func(t *testing.T) {
+	t.Run("AllDuplicatesStoreNothing", func(t *testing.T) {
+		// A batch with no child to wait for would complete at once, before
+		// the jobs holding its children's keys have ended: it is not
+		// stored, and its completion job never runs.
 		st := newStore(t)
-		insertOne(t, st, "child", withUniqueKey("k1"))
+		held := insertOne(t, st, "child", withUniqueKey("k1"))
 		p := batchParams(t, 1)
 		p.Children[0].UniqueKey = "k1"
 		res := insertBatch(t, st, p)
 		require.True(t, res.Children[0].Duplicate)
+		require.Equal(t, held, res.Children[0].ID)
+		_, err := as[store.BatchStore](t, st).Batch(t.Context(), p.ID)
+		require.ErrorIs(t, err, store.ErrNotFound, "a batch of duplicates was stored")
+		requireNotFound(t, st, p.Completion.ID)
+	})
+
+	t.Run("RetriedChildReopens", func(t *testing.T) {
+		// Issue 40: a dead child retried after its batch completed left the
+		// completion as it was ("1 delivered, 2 dead" after both were
+		// delivered). The retry reopens the batch; its next completion
+		// inserts the completion job again, under a fresh ID.
+		st := newStore(t)
+		p := batchParams(t, 2)
+		insertBatch(t, st, p)
+		res := claim(t, st, claimParams(2, longLease, "child"))
+		require.Len(t, res.Jobs, 2)
+		ok, dead := res.Jobs[0], res.Jobs[1]
+		finishOne(t, st, ok, store.FinishParams{Outcome: store.OutcomeSucceeded})
+		finishOne(t, st, dead, store.FinishParams{Outcome: store.OutcomeDead, Error: "e"})
 		b := batchOf(t, st, p.ID)
-		require.Zero(t, b.Total)
 		require.True(t, b.Completed)
-		get(t, st, p.Completion.ID)
+		first := get(t, st, p.Completion.ID)
+
+		control(t, st, dead.ID, store.OpRunNow)
+		b = batchOf(t, st, p.ID)
+		require.Equal(t, store.BatchRecord{ID: p.ID, Total: 2, Succeeded: 1, Pending: 1, Completion: p.Completion.ID,
+			CreatedAt: b.CreatedAt}, *b, "the retry reopened the batch")
+
+		res = claim(t, st, claimParams(2, longLease, "child"))
+		require.Len(t, res.Jobs, 1)
+		require.Equal(t, dead.ID, res.Jobs[0].ID)
+		finishOne(t, st, res.Jobs[0], store.FinishParams{Outcome: store.OutcomeSucceeded})
+		b = batchOf(t, st, p.ID)
+		require.True(t, b.Completed)
+		require.False(t, b.CompletedAt.IsZero())
+		require.Equal(t, []int{2, 0, 0, 0}, []int{b.Succeeded, b.Dead, b.Cancelled, b.Pending})
+		require.Equal(t, p.Completion.ID, b.Completion, "Completion names the first completion job")
+
+		dones := claim(t, st, claimParams(10, longLease, "done")).Jobs
+		require.Len(t, dones, 2, "the completion job inserted again")
+		var again *store.JobRecord
+		for _, d := range dones {
+			if d.ID != first.ID {
+				again = d
+			}
+		}
+		require.NotNil(t, again)
+		require.Equal(t, p.ID, again.Batch)
+		require.Equal(t, dead.ID, again.Parent, "the child whose end completed the batch")
+
+		// Completion jobs are not children: not listed, not cancelled,
+		// their ends not counted.
+		kids, err := as[store.BatchStore](t, st).BatchChildren(t.Context(), p.ID, uuid.Nil, 10)
+		require.NoError(t, err)
+		require.Len(t, kids, 2)
+		require.ElementsMatch(t, []uuid.UUID{ok.ID, dead.ID}, []uuid.UUID{kids[0].ID, kids[1].ID})
+		n, err := as[store.BatchStore](t, st).CancelBatch(t.Context(), p.ID)
+		require.NoError(t, err)
+		require.Zero(t, n)
+		for _, d := range dones {
+			finishOne(t, st, d, store.FinishParams{Outcome: store.OutcomeDead, Error: "e"})
+		}
+		b = batchOf(t, st, p.ID)
+		require.Equal(t, []int{2, 0, 0, 0}, []int{b.Succeeded, b.Dead, b.Cancelled, b.Pending})
+		require.Len(t, claim(t, st, claimParams(10, longLease, "done")).Jobs, 0, "no third completion")
 	})
 
 	t.Run("Errors", func(t *testing.T) {

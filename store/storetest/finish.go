@@ -110,6 +110,47 @@ func testFinish(t *testing.T, newStore NewStoreFunc) {
 		}
 	})
 
+	t.Run("SnoozesLeaveATrace", func(t *testing.T) {
+		// A snooze gives its attempt back and records no error: Snoozes
+		// and SnoozedAt are its trace (issue 40), kept to the job's end.
+		st := newStore(t)
+		id := insertOne(t, st, "finish", withMaxAttempts(3))
+		fresh := get(t, st, id)
+		require.Zero(t, fresh.Snoozes)
+		require.True(t, fresh.SnoozedAt.IsZero())
+		steps := []struct {
+			p       store.FinishParams
+			snoozes int
+		}{
+			{store.FinishParams{Outcome: store.OutcomeSnooze}, 1},
+			{store.FinishParams{Outcome: store.OutcomeRetry, Error: "e1"}, 1},
+			{store.FinishParams{Outcome: store.OutcomeSnooze, Delay: time.Millisecond}, 2},
+			{store.FinishParams{Outcome: store.OutcomeRelease}, 2},
+			{store.FinishParams{Outcome: store.OutcomeSucceeded}, 2},
+		}
+		var last time.Time
+		for i, step := range steps {
+			if i > 0 {
+				waitUntilStoreTime(t, st, get(t, st, id).RunAt)
+			}
+			j := claimOnly(t, st, "finish", id, longLease)
+			before := storeNow(t, st)
+			finishOne(t, st, j, step.p)
+			got := get(t, st, id)
+			require.Equal(t, step.snoozes, got.Snoozes, "after %s", step.p.Outcome)
+			if step.p.Outcome == store.OutcomeSnooze {
+				require.False(t, got.SnoozedAt.Before(before.Add(-clockTolerance)), "snoozed at %s, before the snooze (%s)", got.SnoozedAt, before)
+				require.False(t, got.SnoozedAt.IsZero())
+				require.False(t, got.SnoozedAt.Before(last), "the last snooze's time")
+				last = got.SnoozedAt
+			}
+			requireTimeNear(t, last, got.SnoozedAt, storedTolerance)
+		}
+		got := get(t, st, id)
+		require.Equal(t, store.StateSucceeded, got.State)
+		require.Equal(t, 2, got.Attempt, "the retry and the success: snoozes and the release gave theirs back")
+	})
+
 	t.Run("CancelRequested", func(t *testing.T) {
 		cases := []struct {
 			outcome   store.Outcome

@@ -105,6 +105,19 @@ func testKindPauser(t *testing.T, newStore NewStoreFunc) {
 		rec.waitFor(t, "with an empty kind (re-check)", func(n store.Notification) bool { return n.Kind == "" })
 	})
 
+	t.Run("PauseNotifies", func(t *testing.T) {
+		// Hosts re-read the paused kinds when they hear it, so that a
+		// pause stops them at once rather than at their next heartbeat.
+		st := newStore(t)
+		kp := as[store.KindPauser](t, st)
+		n := as[store.Notifier](t, st)
+		rec := newRecorder()
+		t.Cleanup(n.Subscribe(rec.record))
+		_, err := kp.SetKindPaused(t.Context(), "kp.notify", true)
+		require.NoError(t, err)
+		rec.waitFor(t, "with an empty kind (re-check)", func(n store.Notification) bool { return n.Kind == "" })
+	})
+
 	t.Run("Invalid", func(t *testing.T) {
 		st := newStore(t)
 		kp := as[store.KindPauser](t, st)

@@ -73,6 +73,8 @@ type mjob struct {
 	attemptedAt span
 	finishedAt  span
 	leaseExp    span
+	snoozes     int  // attempts ended in a snooze
+	snoozedAt   span // the last one's
 	attempt     int
 	maxAttempts int
 	fence       int64
@@ -146,7 +148,19 @@ type mbatch struct {
 	completionParams store.InsertParams
 	children         []uuid.UUID // inserted children (duplicates are not children)
 	completed        bool
-	createdAt        span
+	// reopened: completed once, then a child was retried; its next
+	// completion inserts the completion job under a fresh ID.
+	reopened  bool
+	createdAt span
+}
+
+// recompletion is a completion job inserted again, under a fresh ID the
+// model learns from the store: the batch, and the children whose ends in
+// one call completed it (its Parent is one of them).
+type recompletion struct {
+	batch   *mbatch
+	choices []uuid.UUID
+	now     span
 }
 
 // model is the reference model of a whole store.
@@ -165,6 +179,9 @@ type model struct {
 	// unsettled are the completion jobs inserted by the last operation
 	// whose Parent the store chose among several children.
 	unsettled []*mjob
+	// recompleted are the completion jobs the last operation inserted
+	// again, to learn (modelRun.learnCompletions).
+	recompleted []recompletion
 }
 
 func newModel() *model {
@@ -260,17 +277,31 @@ func (m *model) finalize(j *mjob, now span) []ended {
 	}
 	if b := m.batchOf(j); b != nil && !b.completed && m.pending(b) == 0 {
 		b.completed = true
-		c := m.newJob(&b.completionParams, now, 0, j.id, b.id)
+		var choices []uuid.UUID
 		for _, id := range b.children {
 			if k := m.jobs[id]; k.state.Final() && k.finishedAt.lo.Equal(now.lo) && k.finishedAt.hi.Equal(now.hi) {
-				c.parentChoices = append(c.parentChoices, id)
+				choices = append(choices, id)
 			}
 		}
+		if b.reopened {
+			m.recompleted = append(m.recompleted, recompletion{batch: b, choices: choices, now: now})
+			return out
+		}
+		c := m.newJob(&b.completionParams, now, 0, j.id, b.id)
+		c.parentChoices = choices
 		if len(c.parentChoices) > 1 {
 			m.unsettled = append(m.unsettled, c)
 		}
 	}
 	return out
+}
+
+// reopen records that j, a final job, was taken out of its final state:
+// its batch, if completed, reopens.
+func (m *model) reopen(j *mjob) {
+	if b := m.batchOf(j); b != nil && b.completed {
+		b.completed, b.reopened = false, true
+	}
 }
 
 // batchOf returns the batch j is a child of, or nil (also for a batch's
@@ -280,8 +311,8 @@ func (m *model) batchOf(j *mjob) *mbatch {
 		return nil
 	}
 	b := m.batches[j.batch]
-	if b == nil || b.completion == j.id {
-		return nil
+	if b == nil || b.completion == j.id || j.parent != uuid.Nil {
+		return nil // completion jobs have a parent, children none
 	}
 	return b
 }
@@ -342,6 +373,7 @@ func (j *mjob) diff(got *store.JobRecord) string {
 	chk(bytes.Equal(got.Payload, j.payload), "payload", string(j.payload), string(got.Payload))
 	chk(jsonEqual(got.Result, j.result), "result", string(j.result), string(got.Result))
 	chk(len(got.FollowUps) == len(j.followUps), "follow-ups", len(j.followUps), len(got.FollowUps))
+	chk(got.Snoozes == j.snoozes, "snoozes", j.snoozes, got.Snoozes)
 	for _, tm := range []struct {
 		name string
 		want span
@@ -353,6 +385,7 @@ func (j *mjob) diff(got *store.JobRecord) string {
 		{"attempted_at", j.attemptedAt, got.AttemptedAt},
 		{"finished_at", j.finishedAt, got.FinishedAt},
 		{"lease_expires_at", j.leaseExp, got.LeaseExpiresAt},
+		{"snoozed_at", j.snoozedAt, got.SnoozedAt},
 	} {
 		chk(tm.want.holds(tm.got), tm.name, tm.want, tm.got.UTC().Format(time.RFC3339Nano))
 	}

@@ -565,6 +565,9 @@ func (r *modelRun) applyFinish(j *mjob, p *store.FinishParams) []ended {
 	case store.OutcomeRetry, store.OutcomeDead, store.OutcomeCancelled:
 		j.errs = append(j.errs, merr{attempt: j.attempt, at: now, text: p.Error})
 	}
+	if out == store.OutcomeSnooze {
+		j.snoozes, j.snoozedAt = j.snoozes+1, now
+	}
 	reschedules := out == store.OutcomeRetry || out == store.OutcomeSnooze || out == store.OutcomeRelease
 	if j.cancelReq && reschedules {
 		out = store.OutcomeCancelled
@@ -622,6 +625,7 @@ func (r *modelRun) finalize(j *mjob, now span) []ended {
 func (r *modelRun) learnFollowUps(ends []ended) {
 	r.t.Helper()
 	r.settleParents()
+	r.learnCompletions()
 	for _, e := range ends {
 		recs, err := r.fus.FollowUps(r.ctx, e.parent.id)
 		r.must(err, "follow-ups")
@@ -648,6 +652,42 @@ func (r *modelRun) learnFollowUps(ends []ended) {
 			r.touched[j.id] = true
 		}
 	}
+}
+
+// learnCompletions learns the fresh IDs of the completion jobs the last
+// operation inserted again (reopened batches that completed again): each
+// is among the follow-ups of one of the children whose ends completed its
+// batch, the one with the batch that the model does not know.
+func (r *modelRun) learnCompletions() {
+	r.t.Helper()
+	for _, rc := range r.m.recompleted {
+		b := rc.batch
+		var found *store.JobRecord
+		for _, id := range rc.choices {
+			recs, err := r.fus.FollowUps(r.ctx, id)
+			r.must(err, "follow-ups")
+			for _, rec := range recs {
+				if rec.Batch != b.id || r.m.jobs[rec.ID] != nil {
+					continue
+				}
+				if found != nil {
+					r.failf("batch %s completed again: two new completion jobs %s and %s", b.id, found.ID, rec.ID)
+				}
+				found = rec
+			}
+		}
+		if found == nil {
+			r.failf("batch %s completed again: no new completion job among the follow-ups of %v", b.id, rc.choices)
+		}
+		p := b.completionParams
+		p.ID = found.ID
+		j := r.m.newJob(&p, rc.now, 0, found.Parent, b.id)
+		if d := j.diff(found); d != "" && !r.claimedNow[j.id] {
+			r.failf("completion job %s of batch %s, inserted again: %s", j.id, b.id, d)
+		}
+		r.touched[j.id] = true
+	}
+	r.m.recompleted = nil
 }
 
 // settleParents learns, for each completion job the last operation
@@ -911,6 +951,7 @@ func (r *modelRun) applyControl(j *mjob, op store.ControlOp, now span, storeErr 
 			j.state, j.runAt = store.StateScheduled, now
 			j.maxAttempts = max(j.maxAttempts, j.attempt+1)
 			j.finishedAt = span{}
+			r.m.reopen(j)
 			return true, nil, nil
 		}
 	}
@@ -1003,11 +1044,23 @@ func (r *modelRun) opInsertBatch() {
 	for _, id := range r.m.order[n:] {
 		b.children = append(b.children, id)
 	}
-	r.m.batches[b.id] = b
 	if len(b.children) == 0 {
-		b.completed = true
-		r.m.newJob(&b.completionParams, r.now, 0, uuid.Nil, b.id)
-		r.touched[b.completion] = true
+		// Every child a duplicate: nothing stored (store.BatchStore).
+		r.checkNoBatch(b)
+		return
+	}
+	r.m.batches[b.id] = b
+}
+
+// checkNoBatch checks that the store kept neither b nor its completion
+// job.
+func (r *modelRun) checkNoBatch(b *mbatch) {
+	r.t.Helper()
+	if _, err := r.batches.Batch(r.ctx, b.id); !errors.Is(err, store.ErrNotFound) {
+		r.failf("batch %s of duplicates only: Batch says %v, want ErrNotFound", b.id, err)
+	}
+	if _, err := r.st.Get(r.ctx, b.completion); !errors.Is(err, store.ErrNotFound) {
+		r.failf("batch %s of duplicates only: its completion job %s: %v, want ErrNotFound", b.id, b.completion, err)
 	}
 }
 
