@@ -52,6 +52,7 @@ var columns = []struct {
 	cell func(st any) string
 }{
 	{"flow control", func(st any) string { return is(st, iface[store.FlowStore]()) }},
+	{"partition breakers", func(st any) string { return is(st, iface[store.PartitionBreakerStore]()) }},
 	{"periodic", func(st any) string { return is(st, iface[store.PeriodicStore]()) }},
 	{"results, Then, FollowUp", func(st any) string { return is(st, iface[store.FollowUpStore]()) }},
 	{"batches", func(st any) string { return is(st, iface[store.BatchStore]()) }},
