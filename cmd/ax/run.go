@@ -294,6 +294,18 @@ func commandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
+	if env := commandEnv[c.path]; env != "" {
+		fmt.Fprintf(w, "\nEnvironment:\n%s\n", env)
+	}
+}
+
+// commandEnv is what a command reads from the environment besides
+// DATABASE_URL, for its -h (issue 41: ax serve -h did not say that
+// AX_SESSION_KEY signs the dashboard's sessions).
+var commandEnv = map[string]string{
+	"serve": "  AX_SESSION_KEY\n    \tsigns the dashboard's session cookies (32 bytes or more of randomness); set the same\n" +
+		"    \ton every ax serve behind one address, or sessions end with the process and other\n" +
+		"    \tprocesses refuse its cookies",
 }
 
 // admin opens the store and returns an Admin on it.

@@ -157,6 +157,7 @@ func TestCommands(t *testing.T) {
 		{name: "Help", args: []string{"help"}, out: []string{"jobs list", "Exit codes: 0 ok, 1 error, 2 usage, 3 not found."}},
 		{name: "NoCommand", args: nil, code: exitUsage, errOut: []string{"Commands:"}},
 		{name: "CommandHelp", args: []string{"jobs", "retry", "-h"}, out: []string{"Usage: ax jobs retry [ID...] [flags]", "-yes", "-error-contains"}},
+		{name: "ServeHelpSaysSessionKey", args: []string{"serve", "-h"}, out: []string{"Usage: ax serve [flags]", "Environment:\n  AX_SESSION_KEY\n"}},
 
 		{name: "MigrateStatus", args: []string{"migrate", "status"}, out: []string{"database at version 1, this binary at version 2: behind (run: ax migrate up)"}},
 		{name: "MigrateStatusJSON", args: []string{"migrate", "status", "--json"}, check: jsonEq(`{"database":1,"binary":2,"status":"behind"}`)},
