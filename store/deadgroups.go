@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -126,4 +128,40 @@ func CompareDeadGroups(a, b DeadGroup) int {
 		return strings.Compare(a.Kind, b.Kind)
 	}
 	return strings.Compare(a.Error, b.Error)
+}
+
+// GroupDead groups the dead jobs among recs that p selects, as a
+// DeadGrouper must: the reference the conformance suite checks stores
+// against, and memstore's implementation. Each group's Newest is its
+// latest FinishedAt and Sample its greatest ID.
+func GroupDead(recs []*JobRecord, p *DeadGroupsParams) *DeadGroupReport {
+	type key struct{ kind, line string }
+	byKey := map[key]*DeadGroup{}
+	rep := &DeadGroupReport{}
+	for _, r := range recs {
+		if !p.Matches(r) {
+			continue
+		}
+		k := key{r.Kind, DeadErrorLine(r)}
+		g := byKey[k]
+		if g == nil {
+			g = &DeadGroup{Kind: k.kind, Error: k.line}
+			byKey[k] = g
+		}
+		g.Count++
+		rep.Jobs++
+		if r.FinishedAt.After(g.Newest) {
+			g.Newest = r.FinishedAt
+		}
+		if bytes.Compare(r.ID[:], g.Sample[:]) > 0 {
+			g.Sample = r.ID
+		}
+	}
+	for _, g := range byKey {
+		rep.Groups = append(rep.Groups, *g)
+	}
+	slices.SortFunc(rep.Groups, CompareDeadGroups)
+	rep.Total = len(rep.Groups)
+	rep.Groups = rep.Groups[:min(len(rep.Groups), p.Limit)]
+	return rep
 }

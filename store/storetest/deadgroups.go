@@ -1,8 +1,6 @@
 package storetest
 
 import (
-	"bytes"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,36 +91,13 @@ func waitPast(t *testing.T, st store.Store, tm time.Time) time.Time {
 	return storeNow(t, st)
 }
 
-// referenceDeadGroups groups jobs as a DeadGrouper must.
+// referenceDeadGroups groups jobs as a DeadGrouper must
+// (store.GroupDead), with times as a database returns them.
 func referenceDeadGroups(jobs []*store.JobRecord, p *store.DeadGroupsParams) *store.DeadGroupReport {
-	type key struct{ kind, line string }
-	byKey := map[key]*store.DeadGroup{}
-	rep := &store.DeadGroupReport{}
-	for _, r := range jobs {
-		if !p.Matches(r) {
-			continue
-		}
-		k := key{r.Kind, store.DeadErrorLine(r)}
-		g := byKey[k]
-		if g == nil {
-			g = &store.DeadGroup{Kind: k.kind, Error: k.line}
-			byKey[k] = g
-		}
-		g.Count++
-		rep.Jobs++
-		if r.FinishedAt.After(g.Newest) {
-			g.Newest = r.FinishedAt.UTC().Round(0)
-		}
-		if bytes.Compare(r.ID[:], g.Sample[:]) > 0 {
-			g.Sample = r.ID
-		}
+	rep := store.GroupDead(jobs, p)
+	for i := range rep.Groups {
+		rep.Groups[i].Newest = rep.Groups[i].Newest.UTC().Round(0)
 	}
-	for _, g := range byKey {
-		rep.Groups = append(rep.Groups, *g)
-	}
-	slices.SortFunc(rep.Groups, store.CompareDeadGroups)
-	rep.Total = len(rep.Groups)
-	rep.Groups = rep.Groups[:min(len(rep.Groups), p.Limit)]
 	return rep
 }
 
