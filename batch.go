@@ -18,6 +18,8 @@ import (
 // (NewRequest makes each from a JobArgs).
 // The completion job's handler finds the batch in Job.Batch and reads the
 // children, with their states and results, with Scheduler.BatchChildren.
+// A UniqueKey among Completion's options is not kept (the completion is
+// inserted once, when the batch ends), as for Then and FollowUp.
 type Batch struct {
 	Children   []Request
 	Completion Request

@@ -82,6 +82,9 @@ func (s *Store) claimFlow(ctx context.Context, params *store.ClaimParams) (*stor
 	}
 	defer releaseConn(conn)
 	q := s.flowQ()
+	if err := s.sweepUnkeyed(ctx, conn.Conn(), q, snap, kinds); err != nil {
+		return nil, fmt.Errorf("pgstore: claim: mark unkeyed jobs: %w", err)
+	}
 	if !oneTrip(snap, kinds) {
 		if err := s.claimDecided(ctx, conn.Conn(), q, params, kinds, seen, res); err != nil {
 			return nil, fmt.Errorf("pgstore: claim: %w", invalidData(err))

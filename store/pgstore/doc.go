@@ -167,6 +167,8 @@
 //	                    WHERE the job holds its key: live, or finished (not cancelled) when its scope keeps it
 //	jobs_busy_idx       (kind, state, partition_key) WHERE state IN ('running', 'paused')
 //	                    -- RescueExpired, CountJobs, running counts of concurrency limits
+//	jobs_partition_idx  (kind, partition_key, priority, run_at) WHERE claimable and partition_key <> ''
+//	jobs_unkeyed_idx    (kind, priority, run_at) WHERE claimable and unkeyed  -- flow claims, partition ""
 //	jobs_finished_idx   (finished_at) WHERE finished and free to move          -- Archive, Prune
 //	jobs_kept_idx       (finished_at) WHERE finished and keeping its key        -- Prune
 //
@@ -615,10 +617,16 @@
 // batch completions) are not counted.
 //
 // A partitioned kind's keys are found by skipping through
-// jobs_partition_idx, one probe per key; the partition "" (jobs without a
-// key) is read through jobs_claim_idx, filtered, so a kind whose due jobs
-// nearly all have keys pays a walk over them for it on every claim (a
-// known cost, not yet measured).
+// jobs_partition_idx, one probe per key, and each partition's jobs are
+// read through its own entries there; the partition "" (jobs without a
+// key, marked unkeyed, migration 0020) through jobs_unkeyed_idx. So a
+// claim reads no other partition's jobs, and a partition whose slots are
+// full costs the others nothing however deep its backlog grows
+// (TestFlowClaimReadsNoHeldBacklog, BenchmarkFlowClaimBesideHeldBacklog).
+// A job written without the mark (by older code during a rolling
+// deploy, or before its kind got a source) is marked by the flow claim's
+// sweep at a Store's first claim of the kind and then every 5 seconds,
+// so it starts at most that late (unkeyed.go).
 //
 // Partition keys are derived at insert from the kind's PartitionSource as
 // the Store last read it (store.PartitionKeyOf) and written with the row,

@@ -45,6 +45,8 @@ type flowCache struct {
 	// gen counts forgetFlows calls: a read that began before one does
 	// not store what it read.
 	gen uint64
+
+	sweeps unkeyedSweeps // unkeyed.go
 }
 
 // flowSnapshot is the cache's content at one moment.

@@ -34,6 +34,7 @@ type flowQueries struct {
 	addPending     string
 	setKeys        string
 	addSeqKinds    string
+	sweepUnkeyed   string
 	// Partition breakers (partitionbreaker.go).
 	openPartBreakers string
 	partBreakersOf   string
@@ -67,9 +68,17 @@ const partAvailSQL = `CASE WHEN b.tat IS NULL OR b.tat <= $11::timestamptz THEN 
 		+ k.pburst::numeric * k.pint) / k.pint)))::int END`
 
 // partKeysSQL lists the partitions of kind k.kind that have claimable
-// jobs: "" (jobs without a key, which jobs_partition_idx leaves out), then
-// every key found by skipping through jobs_partition_idx, one index probe
-// per key rather than a read of every claimable job.
+// jobs: "" (jobs without a key, which jobs_partition_idx leaves out and
+// jobs_unkeyed_idx holds: unkeyed.go), then every key found by skipping
+// through jobs_partition_idx, one index probe per key rather than a read
+// of every claimable job.
+//
+// Every read of one partition's jobs (here, in the claim and in next)
+// says partition_key > ” beside its equality, or reads the partition ""
+// through unkeyed: an equality with a key from another relation does not
+// let the planner prove a partial index's predicate, and such a read
+// walked jobs_claim_idx over every claimable job of the kind, a full
+// partition's held backlog included (issue 40).
 const partKeysSQL = `SELECT '' AS key
 	UNION ALL (
 	WITH RECURSIVE keys(key) AS (
@@ -79,6 +88,7 @@ const partKeysSQL = `SELECT '' AS key
 		UNION ALL
 		SELECT (SELECT j.partition_key FROM {jobs} j
 		        WHERE j.kind = k.kind AND j.state IN ('scheduled', 'retrying') AND j.partition_key > keys.key
+		          AND j.partition_key > ''
 		        ORDER BY j.partition_key LIMIT 1)
 		FROM keys WHERE keys.key IS NOT NULL
 	)
@@ -243,12 +253,27 @@ FROM {flows} f WHERE $1 = '' OR f.kind = $1 ORDER BY f.kind`,
 		SELECT j.id, j.kind, j.partition_key, j.priority, j.run_at FROM {jobs} j
 		WHERE j.kind = pt.kind AND j.partition_key = pt.key AND j.priority = p.priority
 		  AND j.state IN ('scheduled', 'retrying') AND j.run_at <= $11::timestamptz
+		  AND j.partition_key > ''
 		  AND ` + seqHeadSQL + `
 		ORDER BY j.run_at
 		LIMIT least(pt.lim, $8)
 		FOR UPDATE SKIP LOCKED
 	) c
-	WHERE pt.lim > 0
+	WHERE pt.lim > 0 AND pt.key > ''
+	UNION ALL
+	SELECT c.*, k.lim, pt.lim
+	FROM parts pt JOIN k ON k.kind = pt.kind
+	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
+	CROSS JOIN LATERAL (
+		SELECT j.id, j.kind, j.partition_key, j.priority, j.run_at FROM {jobs} j
+		WHERE j.kind = pt.kind AND j.partition_key = '' AND j.unkeyed AND j.priority = p.priority
+		  AND j.state IN ('scheduled', 'retrying') AND j.run_at <= $11::timestamptz
+		  AND ` + seqHeadSQL + `
+		ORDER BY j.run_at
+		LIMIT least(pt.lim, $8)
+		FOR UPDATE SKIP LOCKED
+	) c
+	WHERE pt.lim > 0 AND pt.key = ''
 ), ordered AS (
 	SELECT c.*, ` + agedSQL + ` AS aged FROM cand c
 ), picked AS MATERIALIZED (
@@ -325,12 +350,25 @@ CROSS JOIN LATERAL (
 ) pk
 CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
 CROSS JOIN LATERAL (
-	SELECT j.run_at FROM {jobs} j
-	WHERE j.kind = k.kind AND j.priority = p.priority AND j.state IN ('scheduled', 'retrying')
-	  AND (NOT k.parted OR j.partition_key = pk.key)
+	(SELECT j.run_at FROM {jobs} j
+	WHERE pk.key > '' AND j.kind = k.kind AND j.priority = p.priority AND j.state IN ('scheduled', 'retrying')
+	  AND j.partition_key = pk.key AND j.partition_key > ''
 	  AND ` + seqHeadSQL + `
 	ORDER BY j.run_at
-	LIMIT 1
+	LIMIT 1)
+	UNION ALL
+	(SELECT j.run_at FROM {jobs} j
+	WHERE pk.key = '' AND k.parted AND j.kind = k.kind AND j.priority = p.priority AND j.state IN ('scheduled', 'retrying')
+	  AND j.partition_key = '' AND j.unkeyed
+	  AND ` + seqHeadSQL + `
+	ORDER BY j.run_at
+	LIMIT 1)
+	UNION ALL
+	(SELECT j.run_at FROM {jobs} j
+	WHERE NOT k.parted AND j.kind = k.kind AND j.priority = p.priority AND j.state IN ('scheduled', 'retrying')
+	  AND ` + seqHeadSQL + `
+	ORDER BY j.run_at
+	LIMIT 1)
 ) n
 GROUP BY k.kind, k.parted, pk.key`,
 
@@ -462,13 +500,16 @@ FROM unnest($1::text[], $2::jsonb[]) AS u(kind, breaker) WHERE f.kind = u.kind`,
 		clearVerdicts: `DELETE FROM {verdicts} WHERE seq = ANY($1::bigint[]) OR kind = $2`,
 
 		addSeqKinds: `INSERT INTO {seqkinds} (kind) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`,
+
+		sweepUnkeyed: sweepUnkeyedSQL,
 	}
 	// $11 NULL (a claim in one round trip, whose time Go did not read):
 	// the clock read once the locks were held, kept in ax.flow_now.
 	q.claim = strings.ReplaceAll(q.claim, "$11::timestamptz", "coalesce($11::timestamptz, current_setting('ax.flow_now')::timestamptz)")
+	// TestFlowQueriesSubstituted fails when a statement is left out here.
 	for _, p := range []*string{&q.kinds, &q.lockOne, &q.lockMany, &q.shareMany, &q.deleteFlow, &q.upsertFlow, &q.recountPending,
 		&q.notifyKinds, &q.states, &q.setBreaker, &q.claim, &q.next, &q.finish, &q.lockBreakers,
-		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds,
+		&q.pending, &q.pendingAll, &q.addPending, &q.setKeys, &q.addSeqKinds, &q.sweepUnkeyed,
 		&q.addVerdicts, &q.foldVerdicts, &q.clearVerdicts,
 		&q.openPartBreakers, &q.partBreakersOf, &q.writePartBreaker, &q.listPartBreakers, &q.pruneBreakers} {
 		*p = r.Replace(*p)

@@ -237,7 +237,7 @@ func (s *Store) insertOne(ctx context.Context, q querier, p *store.InsertParams)
 		u := scopeOf(p)
 		err := q.QueryRow(ctx, s.q.insertOne, p.ID, p.Kind, payloadJSON(p.Payload), meta, p.Priority, runAt,
 			micros(p.Delay), p.MaxAttempts, nullable(p.UniqueKey), s.channel,
-			u.Global, u.Finished, periodSeconds(u), pkeys.of(0)).Scan(&res.ID, &res.Duplicate, &n)
+			u.Global, u.Finished, periodSeconds(u), pkeys.of(0), pkeys.isUnkeyed(0)).Scan(&res.ID, &res.Duplicate, &n)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // the holder changed under us: try again
 		}
@@ -303,12 +303,12 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 	inserted := make([]bool, len(params))
 	if len(plain) > 0 {
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{s.schema, "jobs"},
-			[]string{"id", "kind", "payload", "metadata", "priority", "run_at", "scheduled_at", "max_attempts", "partition_key"},
+			[]string{"id", "kind", "payload", "metadata", "priority", "run_at", "scheduled_at", "max_attempts", "partition_key", "unkeyed"},
 			pgx.CopyFromSlice(len(plain), func(k int) ([]any, error) {
 				i := plain[k]
 				p := &params[i]
 				return []any{p.ID, p.Kind, payloadJSON(p.Payload), meta[i], int16(p.Priority), runAt[i], runAt[i], int32(p.MaxAttempts),
-					pkeys.of(i)}, nil
+					pkeys.of(i), pkeys.isUnkeyed(i)}, nil
 			}))
 		if err != nil {
 			return nil, fmt.Errorf("copy jobs: %w", err)
@@ -404,15 +404,16 @@ func (s *Store) insertKeyed(ctx context.Context, tx querier, params []store.Inse
 	periods := make([]int32, n)
 	windows := make([]int64, n)
 	pkeys := make([]string, n)
+	unkeyed := make([]bool, n)
 	for k, i := range keyed {
 		p := &params[i]
 		ids[k], kinds[k], payloads[k], metas[k] = p.ID, p.Kind, payloadJSON(p.Payload), cols.meta[i]
 		prios[k], runAts[k], maxes[k], ukeys[k] = int16(p.Priority), cols.runAt[i], int32(p.MaxAttempts), p.UniqueKey
 		globals[k], finisheds[k], periods[k], windows[k] = p.Unique.Global, p.Unique.Finished, keys[i].period, keys[i].window
-		pkeys[k] = cols.pkeys.of(i)
+		pkeys[k], unkeyed[k] = cols.pkeys.of(i), cols.pkeys.isUnkeyed(i)
 	}
 	rows, _ := tx.Query(ctx, s.q.insertMany, ids, kinds, payloads, metas, prios, runAts, maxes, ukeys,
-		globals, finisheds, periods, windows, pkeys)
+		globals, finisheds, periods, windows, pkeys, unkeyed)
 	got, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)

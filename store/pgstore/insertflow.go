@@ -52,9 +52,23 @@ func (s *Store) flowInserts(ctx context.Context, params []store.InsertParams) (b
 // is locked (kind order), so racing producers of one kind take turns and
 // never overshoot; a row's PendingLimit counts all pending jobs up to the
 // bound, without a lock, so racing producers may overshoot by their rows
-// in flight. Periodic ticks are not counted: a tick is due whatever the
-// backlog (FirePeriodic inserts through insertMany).
+// in flight. Periodic ticks are neither refused nor counted (a tick is due
+// whatever the backlog): FirePeriodic inserts through insertTicks, which
+// takes every other step. It once took only step 2, and a tick's
+// sequence key and follow-ups were lost.
 func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, params []store.InsertParams) ([]store.InsertResult, error) {
+	return s.insertRowsAs(ctx, tx, params, false)
+}
+
+// insertTicks is insertRows for periodic ticks' jobs: no pending bound
+// refuses them and no pending counter counts them.
+func (s *Store) insertTicks(ctx context.Context, tx pgx.Tx, params []store.InsertParams) ([]store.InsertResult, error) {
+	return s.insertRowsAs(ctx, tx, params, true)
+}
+
+// insertRowsAs is insertRows; ticks leaves out the pending bounds and
+// counts.
+func (s *Store) insertRowsAs(ctx context.Context, tx pgx.Tx, params []store.InsertParams, ticks bool) ([]store.InsertResult, error) {
 	ctx = withConn(ctx, tx) // no second connection while tx holds one
 	flow, err := s.flowInserts(ctx, params)
 	if err != nil {
@@ -69,8 +83,10 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, params []store.Insert
 			return nil, err
 		}
 		q = s.flowQ()
-		if err := s.checkPending(ctx, tx, q, snap, params); err != nil {
-			return nil, err
+		if !ticks {
+			if err := s.checkPending(ctx, tx, q, snap, params); err != nil {
+				return nil, err
+			}
 		}
 	}
 	var res []store.InsertResult
@@ -84,7 +100,7 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, params []store.Insert
 		return nil, err
 	}
 	if flow {
-		if err := s.setFlowKeys(ctx, tx, q, snap, params, res); err != nil {
+		if err := s.setFlowKeys(ctx, tx, q, snap, params, res, !ticks); err != nil {
 			return nil, err
 		}
 	}
@@ -96,10 +112,11 @@ func (s *Store) insertRows(ctx context.Context, tx pgx.Tx, params []store.Insert
 	return res, nil
 }
 
-// setFlowKeys gives the inserted rows of params their sequence keys and
-// counts those of a kind with a MaxPending in its counter.
+// setFlowKeys gives the inserted rows of params their sequence keys and,
+// when countPending, counts those of a kind with a MaxPending in its
+// counter.
 func (s *Store) setFlowKeys(ctx context.Context, tx pgx.Tx, q *flowQueries, snap flowSnapshot,
-	params []store.InsertParams, res []store.InsertResult) error {
+	params []store.InsertParams, res []store.InsertResult, countPending bool) error {
 	var (
 		ids      []uuid.UUID
 		sk       []string
@@ -109,7 +126,7 @@ func (s *Store) setFlowKeys(ctx context.Context, tx pgx.Tx, q *flowQueries, snap
 	for i := range params {
 		p := &params[i]
 		cfg := snap.kinds[p.Kind]
-		count := cfg != nil && cfg.MaxPending > 0
+		count := countPending && cfg != nil && cfg.MaxPending > 0
 		if res[i].Duplicate || (p.SequenceKey == "" && !count) {
 			continue
 		}

@@ -9,16 +9,28 @@ import (
 )
 
 // partitionKeys holds the partition key of each row of an insert, by the
-// row's index; nil when no row's kind has a partition source, the common
-// case, which costs nothing more.
-type partitionKeys []string
+// row's index, and whether the row is unkeyed: of a kind with a partition
+// source but without a key, so in the partition "" (unkeyed.go). Both are
+// nil when no row's kind has a partition source, the common case, which
+// costs nothing more.
+type partitionKeys struct {
+	keys    []string
+	unkeyed []bool
+}
 
 // of returns row i's key ("" for none).
 func (k partitionKeys) of(i int) string {
-	if k == nil {
+	if k.keys == nil {
 		return ""
 	}
-	return k[i]
+	return k.keys[i]
+}
+
+// isUnkeyed reports whether row i is of a kind with a partition source
+// and has no key: the jobs_unkeyed_idx the flow claim reads the
+// partition "" through holds it.
+func (k partitionKeys) isUnkeyed(i int) bool {
+	return k.unkeyed != nil && k.unkeyed[i]
 }
 
 // rowColumns are the columns insertMany computes per row before it
@@ -49,7 +61,7 @@ type rowColumns struct {
 func (s *Store) partitionKeys(ctx context.Context, q querier, params ...store.InsertParams) (partitionKeys, error) {
 	snap, err := s.flowKinds(withConn(ctx, q))
 	if err != nil {
-		return nil, fmt.Errorf("derive partition keys: %w", err)
+		return partitionKeys{}, fmt.Errorf("derive partition keys: %w", err)
 	}
 	var keys partitionKeys
 	for i := range params {
@@ -60,12 +72,12 @@ func (s *Store) partitionKeys(ctx context.Context, q querier, params ...store.In
 		}
 		key, err := store.PartitionKeyOf(cfg.Partition, p.Metadata, p.Payload)
 		if err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
+			return partitionKeys{}, fmt.Errorf("job %d: %w", i, err)
 		}
-		if keys == nil {
-			keys = make(partitionKeys, len(params))
+		if keys.keys == nil {
+			keys = partitionKeys{keys: make([]string, len(params)), unkeyed: make([]bool, len(params))}
 		}
-		keys[i] = key
+		keys.keys[i], keys.unkeyed[i] = key, key == ""
 	}
 	return keys, nil
 }

@@ -174,7 +174,7 @@ func (s *Store) firePeriodic(ctx context.Context, tx pgx.Tx, params *store.FireP
 		return nil, err
 	}
 	if len(jobs) > 0 {
-		inserted, err := s.insertMany(ctx, tx, jobs)
+		inserted, err := s.insertTicks(ctx, tx, jobs)
 		if err != nil {
 			return nil, err
 		}

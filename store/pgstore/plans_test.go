@@ -270,7 +270,7 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 			for i := range pkeys {
 				pkeys[i] = fmt.Sprintf("tenant-%d", i%7)
 			}
-			return []any{ids, kinds, payloads, metas, prios, runAts, maxes, keys, global, finished, periods, windows, pkeys}
+			return []any{ids, kinds, payloads, metas, prios, runAts, maxes, keys, global, finished, periods, windows, pkeys, make([]bool, n)}
 		}},
 		{"rescue", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			return []any{n, "ax"}

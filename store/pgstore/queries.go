@@ -115,9 +115,9 @@ func buildQueries(schema string) queries {
 		// value for the whole statement: the insert and the lookup agree.
 		insertOne: insertOneSQL(`WITH `+historyGuardSQL+`, ins AS (
 	INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key,
-		unique_global, unique_finished, unique_period, unique_window, partition_key)
+		unique_global, unique_finished, unique_period, unique_window, partition_key, unkeyed)
 	SELECT $1, $2, $3, $4, $5, `+insertRunAtSQL+`, `+insertRunAtSQL+`, $8, $9,
-		$11, $12, $13, `+uniqueWindowSQL("$13::int")+`, $14
+		$11, $12, $13, `+uniqueWindowSQL("$13::int")+`, $14, $15
 	WHERE NOT EXISTS (SELECT 1 FROM guard)
 	ON CONFLICT `+uniqueIndexSQL+` DO NOTHING
 	RETURNING id, kind, run_at, state`,
@@ -127,13 +127,14 @@ func buildQueries(schema string) queries {
 		// The caller computes the windows ($12) from one reading of the
 		// store clock, so that holders can look the same keys up.
 		insertMany: `INSERT INTO {jobs} AS j (id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key,
-	unique_global, unique_finished, unique_period, unique_window, partition_key)
+	unique_global, unique_finished, unique_period, unique_window, partition_key, unkeyed)
 SELECT id, kind, payload, metadata, priority, run_at, run_at, max_attempts, unique_key,
-	unique_global, unique_finished, unique_period, unique_window, partition_key
+	unique_global, unique_finished, unique_period, unique_window, partition_key, unkeyed
 FROM unnest($1::uuid[], $2::text[], $3::json[], $4::jsonb[], $5::smallint[],
-	$6::timestamptz[], $7::int[], $8::text[], $9::boolean[], $10::boolean[], $11::int[], $12::bigint[], $13::text[])
+	$6::timestamptz[], $7::int[], $8::text[], $9::boolean[], $10::boolean[], $11::int[], $12::bigint[], $13::text[],
+	$14::boolean[])
 	AS u(id, kind, payload, metadata, priority, run_at, max_attempts, unique_key,
-		unique_global, unique_finished, unique_period, unique_window, partition_key)
+		unique_global, unique_finished, unique_period, unique_window, partition_key, unkeyed)
 ON CONFLICT ` + uniqueIndexSQL + ` DO NOTHING
 RETURNING id`,
 

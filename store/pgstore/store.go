@@ -186,6 +186,7 @@ const jobColumns = `id, kind, payload, metadata, state, priority, run_at, schedu
 var unreadColumns = map[string]string{
 	"unique_window":   "the insert's window of unique_period: part of jobs_unique_scope_idx, read by the key's lookups",
 	"pending_counted": "whether the flows row's pending count includes the job (flowqueries.go)",
+	"unkeyed":         "a job of a kind with a partition source and no key: jobs_unkeyed_idx, read by the flow claim (unkeyed.go)",
 }
 
 // prefixed returns jobColumns qualified by alias.

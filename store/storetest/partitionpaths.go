@@ -173,6 +173,22 @@ func testFlowPartitionPaths(t *testing.T, newStore NewStoreFunc) {
 			}
 		})
 	}
+	// The sequence key, the other key a flow claim reads, is kept by every
+	// path too: pgstore's templates (follow-ups, Then jobs, batch
+	// completions) dropped it, so a sequence's follow-ups ran side by
+	// side and out of order there.
+	t.Run("SequenceKeyKept", func(t *testing.T) {
+		for _, path := range partitionPaths {
+			t.Run(path.name, func(t *testing.T) {
+				st := newStore(t)
+				if path.have != nil && !path.have(st) {
+					t.Skipf("store %T cannot insert jobs this way", st)
+				}
+				id := path.run(t, st, "pp.seq", func(p *store.InsertParams) { p.SequenceKey = "seq-1" })
+				require.Equal(t, "seq-1", get(t, st, id).SequenceKey)
+			})
+		}
+	})
 	t.Run("BatchChildrenIsolate", func(t *testing.T) {
 		st := newStore(t)
 		if !hasBatches(st) {
