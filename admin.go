@@ -236,7 +236,7 @@ func (a *Admin) Nodes(ctx context.Context) ([]Node, error) {
 	out := make([]Node, len(recs))
 	for i, n := range recs {
 		out[i] = Node{
-			Name: n.Name, Version: n.Version, Kinds: n.Kinds, State: n.State,
+			Name: n.Name, Version: n.Version, Kinds: n.Kinds, KeyIDs: n.KeyIDs, State: n.State,
 			Leader:    leader != "" && n.Name == leader && n.State == NodeRunning,
 			StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt, ExpiresAt: n.ExpiresAt,
 		}

@@ -33,6 +33,8 @@ type cluster struct {
 
 	// watch finds kinds no node handles (unhandled.go).
 	watch unhandledWatch
+	// keys finds keys some nodes seal with and others lack (keycheck.go).
+	keys keyWatch
 }
 
 func newCluster(r *runtime) *cluster {
@@ -96,6 +98,7 @@ func (c *cluster) tick() {
 		c.reapNodes()
 	}
 	c.watchKinds()
+	c.checkKeys()
 }
 
 // callCtx bounds one store call of the cluster goroutine by the tick

@@ -37,6 +37,11 @@ type Node struct {
 	Version string `json:"version"`
 	// Kinds are the job kinds the node handles, sorted.
 	Kinds []string `json:"kinds"`
+	// KeyIDs are the IDs of the encryption keys the node holds
+	// (Config.Keys), its current key first: the one it seals with. A key
+	// rotation makes a new key current only once every running node lists
+	// it (docs/operations.md).
+	KeyIDs []string `json:"key_ids,omitempty"`
 	// State is running, stopped or dead.
 	State NodeState `json:"state"`
 	// Leader reports whether the node holds the maintenance leadership:
@@ -81,7 +86,7 @@ func (c *cluster) heartbeatNode() {
 	ctx, cancel := c.callCtx()
 	defer cancel()
 	err := c.registry.HeartbeatNode(ctx, &store.NodeParams{
-		Name: r.cfg.Node, Version: r.cfg.Version, Kinds: names, TTL: r.cfg.NodeTimeout,
+		Name: r.cfg.Node, Version: r.cfg.Version, Kinds: names, KeyIDs: keyIDs(r.cfg.Keys), TTL: r.cfg.NodeTimeout,
 	})
 	if err != nil && r.life.Err() == nil {
 		r.log.Warn("node heartbeat failed", zap.Error(err))

@@ -109,6 +109,14 @@ type NodeParams struct {
 	Version string
 	// Kinds lists the job kinds the node handles.
 	Kinds []string
+	// KeyIDs lists the IDs of the encryption keys the node holds, its
+	// current key first (nil: it holds none). Never key material: the IDs
+	// tell operators and other nodes which hosts can open what a key
+	// seals, so that a key is made current only once every host holds it,
+	// and so that a process without keys can see that its cluster
+	// encrypts. At most MaxNodeKeys, each a text of at most
+	// MaxKindLength bytes.
+	KeyIDs []string
 	// TTL is how long after this heartbeat the node counts as alive
 	// (> 0): ExpiresAt = store now + TTL.
 	TTL time.Duration
@@ -133,15 +141,32 @@ func (p *NodeParams) Validate() error {
 			return fmt.Errorf("%w: node kind: %w", ErrInvalidParams, err)
 		}
 	}
+	if len(p.KeyIDs) > MaxNodeKeys {
+		return fmt.Errorf("%w: %d node key IDs > %d", ErrInvalidParams, len(p.KeyIDs), MaxNodeKeys)
+	}
+	for _, k := range p.KeyIDs {
+		if k == "" {
+			return fmt.Errorf("%w: empty node key ID", ErrInvalidParams)
+		}
+		if err := CheckText(k, MaxKindLength); err != nil {
+			return fmt.Errorf("%w: node key ID: %w", ErrInvalidParams, err)
+		}
+	}
 	return nil
 }
 
+// MaxNodeKeys is how many key IDs a node may list (NodeParams.KeyIDs).
+const MaxNodeKeys = 64
+
 // NodeRecord is one registered node as the store keeps it.
 type NodeRecord struct {
-	Name    string    `json:"name"`
-	Version string    `json:"version"`
-	Kinds   []string  `json:"kinds"`
-	State   NodeState `json:"state"`
+	Name    string   `json:"name"`
+	Version string   `json:"version"`
+	Kinds   []string `json:"kinds"`
+	// KeyIDs are the IDs of the encryption keys the node holds, its
+	// current key first, as its latest heartbeat listed them.
+	KeyIDs []string  `json:"key_ids,omitempty"`
+	State  NodeState `json:"state"`
 	// StartedAt is the store time of the node's first heartbeat.
 	StartedAt time.Time `json:"started_at"`
 	// HeartbeatAt is the store time of its latest heartbeat.

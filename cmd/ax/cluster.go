@@ -43,14 +43,14 @@ func nodesCmd(fs *flag.FlagSet) func(*env, []string) error {
 		if e.global.json {
 			return printJSON(e.stdout, nodesResult{Leader: leader, Nodes: nodes})
 		}
-		t := newTable(e.stdout, "NAME", "STATE", "LEADER", "VERSION", "STARTED", "HEARTBEAT", "KINDS")
+		t := newTable(e.stdout, "NAME", "STATE", "LEADER", "VERSION", "STARTED", "HEARTBEAT", "KEYS", "KINDS")
 		for _, n := range nodes {
 			lead := ""
 			if n.Leader {
 				lead = "yes"
 			}
 			t.row(n.Name, string(n.State), orDash(lead), orDash(n.Version), when(n.StartedAt), when(n.HeartbeatAt),
-				orDash(strings.Join(n.Kinds, ",")))
+				orDash(strings.Join(n.KeyIDs, ",")), orDash(strings.Join(n.Kinds, ",")))
 		}
 		if err := t.flush(); err != nil {
 			return err

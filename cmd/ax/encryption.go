@@ -303,17 +303,29 @@ func dropKey(path, id string) error {
 const encryptionProbe = 200
 
 // clusterEncrypts reports whether the cluster on st encrypts its jobs, as
-// far as the store tells: a description of a sealed value among the
-// newest stored jobs or the periodic schedules' templates ("job ID, key
-// K"), or "" when none is sealed (a store without listings tells
-// nothing).
+// far as the store tells: a description of a running node that holds keys
+// (its heartbeat lists their IDs: store.NodeParams.KeyIDs), of a sealed
+// value among the newest stored jobs, or of a periodic schedule's template
+// ("job ID is sealed with key K"), or "" when none is (a store without a
+// node registry or listings tells nothing). The nodes answer for a
+// cluster whose newest jobs happen to be plain; the jobs for one whose
+// hosts have all stopped.
 func clusterEncrypts(ctx context.Context, st store.Store) (string, error) {
-	if _, ok := st.(store.JobInspector); !ok {
-		return "", nil
-	}
 	admin, err := ax.NewAdmin(ax.AdminConfig{Store: st, Logger: zap.NewNop()})
 	if err != nil {
 		return "", err
+	}
+	nodes, err := admin.Nodes(ctx)
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return "", fmt.Errorf("check whether the cluster encrypts: %w", err)
+	}
+	for _, n := range nodes {
+		if n.State == ax.NodeRunning && len(n.KeyIDs) > 0 {
+			return fmt.Sprintf("node %s holds keys %s", n.Name, strings.Join(n.KeyIDs, ", ")), nil
+		}
+	}
+	if _, ok := st.(store.JobInspector); !ok {
+		return "", nil
 	}
 	list, err := admin.List(ctx, ax.ListOptions{Order: ax.NewestFirst, Limit: encryptionProbe})
 	if err != nil {

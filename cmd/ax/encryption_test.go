@@ -239,32 +239,7 @@ func TestServeOnEncryptedCluster(t *testing.T) {
 	require.NoError(t, s.Stop(context.Background()))
 	open := memOpener{st: st, m: &fakeMigrator{}}
 
-	// serve runs ax serve with args until it exits or listens; it
-	// returns its exit code, or -1 once it listened (then stopped).
-	serve := func(args ...string) (int, string) {
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		var out, errOut syncBuffer
-		done := make(chan int, 1)
-		go func() {
-			done <- run(ctx, append([]string{"serve", "--no-auth", "--addr", "127.0.0.1:0"}, args...), strings.NewReader(""), &out, &errOut, open)
-		}()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			select {
-			case code := <-done:
-				return code, errOut.String()
-			default:
-			}
-			if strings.Contains(out.String(), "listening on") {
-				cancel()
-				require.Equal(t, 0, <-done, "%v: %s", args, errOut.String())
-				return -1, errOut.String()
-			}
-			require.True(t, time.Now().Before(deadline), "%v: ax serve neither started nor exited: %s %s", args, out.String(), errOut.String())
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	serve := func(args ...string) (int, string) { return serveExit(t, open, args...) }
 	code, errOut := serve()
 	require.Equal(t, exitUsage, code, "ax serve started without the ring on an encrypted cluster: %s", errOut)
 	require.Contains(t, errOut, "the cluster encrypts its jobs (job "+res.ID.String()+" is sealed with key k1)")
@@ -275,4 +250,53 @@ func TestServeOnEncryptedCluster(t *testing.T) {
 	code, errOut = serve("--plain")
 	require.Equal(t, -1, code, "--plain starts")
 	require.Contains(t, errOut, "jobs submitted through the API are stored plain")
+}
+
+// serveExit runs ax serve on open with args until it exits or listens; it
+// returns its exit code, or -1 once it listened (then stopped), and what
+// it wrote to stderr.
+func serveExit(t *testing.T, open memOpener, args ...string) (int, string) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--no-auth", "--addr", "127.0.0.1:0"}, args...), strings.NewReader(""), &out, &errOut, open)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case code := <-done:
+			return code, errOut.String()
+		default:
+		}
+		if strings.Contains(out.String(), "listening on") {
+			cancel()
+			require.Equal(t, 0, <-done, "%v: %s", args, errOut.String())
+			return -1, errOut.String()
+		}
+		require.True(t, time.Now().Before(deadline), "%v: ax serve neither started nor exited: %s %s", args, out.String(), errOut.String())
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestServeBesideEncryptingNode: a running host with a key ring says so
+// in its heartbeat (its keys' IDs), and ax serve without the ring refuses
+// even before any sealed job is stored; once that host stopped (and no
+// sealed job is left), it starts.
+func TestServeBesideEncryptingNode(t *testing.T) {
+	_, _, ring1 := testKeys(t)
+	st := memstore.New()
+	s, err := ax.New(ax.Config{Store: st, Keys: ring1, Node: "worker-1", Logger: zap.NewNop()})
+	require.NoError(t, err)
+	require.NoError(t, s.Start(t.Context()))
+	open := memOpener{st: st, m: &fakeMigrator{}}
+
+	code, errOut := serveExit(t, open)
+	require.Equal(t, exitUsage, code, "ax serve started without the ring beside an encrypting host: %s", errOut)
+	require.Contains(t, errOut, "the cluster encrypts its jobs (node worker-1 holds keys k1)")
+
+	require.NoError(t, s.Stop(context.Background()))
+	code, errOut = serveExit(t, open)
+	require.Equal(t, -1, code, "no running node holds keys and no job is sealed: %s", errOut)
 }

@@ -107,6 +107,7 @@ func (s *Store) HeartbeatNode(ctx context.Context, params *store.NodeParams) err
 	}
 	n.Version = params.Version
 	n.Kinds = slices.Clone(params.Kinds)
+	n.KeyIDs = slices.Clone(params.KeyIDs)
 	n.State = store.NodeRunning
 	n.HeartbeatAt = now
 	n.ExpiresAt = stamp(now.Add(params.TTL))
@@ -141,7 +142,7 @@ func (s *Store) ListNodes(ctx context.Context) ([]*store.NodeRecord, error) {
 	out := make([]*store.NodeRecord, 0, len(s.cluster.nodes))
 	for _, n := range s.cluster.nodes {
 		c := *n
-		c.Kinds = slices.Clone(n.Kinds)
+		c.Kinds, c.KeyIDs = slices.Clone(n.Kinds), slices.Clone(n.KeyIDs)
 		out = append(out, &c)
 	}
 	slices.SortFunc(out, func(a, b *store.NodeRecord) int {

@@ -75,6 +75,10 @@ type nodeMeta struct {
 	State   store.NodeState `json:"state,omitempty"`
 	Version string          `json:"version"`
 	Kinds   []string        `json:"kinds"`
+	// KeyIDs is always written (an empty list for none): the heartbeat
+	// merges its metadata into the row's, and an omitted key would keep
+	// the IDs of an earlier heartbeat.
+	KeyIDs []string `json:"key_ids"`
 }
 
 // clusterSQL substitutes the schema-qualified leader and nodes tables.
@@ -143,7 +147,11 @@ func (s *Store) HeartbeatNode(ctx context.Context, params *store.NodeParams) err
 	if kinds == nil {
 		kinds = []string{}
 	}
-	meta, err := json.Marshal(nodeMeta{State: store.NodeRunning, Version: params.Version, Kinds: kinds})
+	keyIDs := params.KeyIDs
+	if keyIDs == nil {
+		keyIDs = []string{}
+	}
+	meta, err := json.Marshal(nodeMeta{State: store.NodeRunning, Version: params.Version, Kinds: kinds, KeyIDs: keyIDs})
 	if err != nil {
 		return fmt.Errorf("pgstore: node heartbeat: %w", err)
 	}
@@ -190,7 +198,10 @@ func (s *Store) ListNodes(ctx context.Context) ([]*store.NodeRecord, error) {
 				return nil, fmt.Errorf("pgstore: list nodes: decode metadata of %q: %w", n.Name, err)
 			}
 		}
-		n.Version, n.Kinds, n.State = m.Version, m.Kinds, m.State
+		n.Version, n.Kinds, n.KeyIDs, n.State = m.Version, m.Kinds, m.KeyIDs, m.State
+		if len(n.KeyIDs) == 0 {
+			n.KeyIDs = nil
+		}
 		if n.State == "" {
 			n.State = store.NodeRunning
 		}

@@ -147,9 +147,13 @@ func (s *Store) HeartbeatNode(ctx context.Context, params *store.NodeParams) err
 	if err != nil {
 		return fmt.Errorf("node heartbeat: %w", err)
 	}
+	keyIDs, err := json.Marshal(append([]string{}, params.KeyIDs...))
+	if err != nil {
+		return fmt.Errorf("node heartbeat: %w", err)
+	}
 	err = s.write(ctx, func(w *wtx) error {
 		now := toUS(w.now)
-		_, err := w.exec(qNodePut, params.Name, params.Version, string(kinds), now, now, toUS(w.now.Add(params.TTL)))
+		_, err := w.exec(qNodePut, params.Name, params.Version, string(kinds), string(keyIDs), now, now, toUS(w.now.Add(params.TTL)))
 		return err
 	})
 	if err != nil {
@@ -262,10 +266,10 @@ func scanNodes(rows interface {
 	for rows.Next() {
 		var (
 			n                      store.NodeRecord
-			kinds, state           string
+			kinds, keyIDs, state   string
 			started, beat, expires int64
 		)
-		if err := rows.Scan(&n.Name, &n.Version, &kinds, &state, &started, &beat, &expires); err != nil {
+		if err := rows.Scan(&n.Name, &n.Version, &kinds, &keyIDs, &state, &started, &beat, &expires); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(kinds), &n.Kinds); err != nil {
@@ -273,6 +277,12 @@ func scanNodes(rows interface {
 		}
 		if len(n.Kinds) == 0 {
 			n.Kinds = nil
+		}
+		if err := json.Unmarshal([]byte(keyIDs), &n.KeyIDs); err != nil {
+			return nil, fmt.Errorf("node %q key IDs: %w", n.Name, err)
+		}
+		if len(n.KeyIDs) == 0 {
+			n.KeyIDs = nil
 		}
 		n.State = store.NodeState(state)
 		n.StartedAt, n.HeartbeatAt, n.ExpiresAt = fromUS(started), fromUS(beat), fromUS(expires)

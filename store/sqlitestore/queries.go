@@ -233,12 +233,12 @@ var queryText = [numQueries]string{
 	ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, term = excluded.term, expires_at = excluded.expires_at`,
 
 	qNodeGet: `SELECT started_at FROM nodes WHERE name = ?`,
-	qNodePut: `INSERT INTO nodes (name, version, kinds, state, started_at, heartbeat_at, expires_at)
-	VALUES (?, ?, ?, 'running', ?, ?, ?)
-	ON CONFLICT (name) DO UPDATE SET version = excluded.version, kinds = excluded.kinds, state = 'running',
-	heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at`,
+	qNodePut: `INSERT INTO nodes (name, version, kinds, key_ids, state, started_at, heartbeat_at, expires_at)
+	VALUES (?, ?, ?, ?, 'running', ?, ?, ?)
+	ON CONFLICT (name) DO UPDATE SET version = excluded.version, kinds = excluded.kinds, key_ids = excluded.key_ids,
+	state = 'running', heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at`,
 	qNodeStop:   `UPDATE nodes SET state = 'stopped', expires_at = ? WHERE name = ?`,
-	qNodesAll:   `SELECT name, version, kinds, state, started_at, heartbeat_at, expires_at FROM nodes`,
+	qNodesAll:   `SELECT name, version, kinds, key_ids, state, started_at, heartbeat_at, expires_at FROM nodes`,
 	qNodeDelete: `DELETE FROM nodes WHERE name = ?`,
 
 	qKindGet:  `SELECT paused, updated_at FROM kinds WHERE kind = ?`,

@@ -173,12 +173,14 @@ func testNodeRegistry(t *testing.T, newStore NewStoreFunc) {
 		require.Empty(t, nodes)
 
 		before := storeNow(t, st)
-		heartbeatNode(t, r, store.NodeParams{Name: "n1", Version: "v1", Kinds: []string{"a", "b"}, TTL: longLease})
+		heartbeatNode(t, r, store.NodeParams{Name: "n1", Version: "v1", Kinds: []string{"a", "b"},
+			KeyIDs: []string{"k2", "k1"}, TTL: longLease})
 		n1 := node(t, r, "n1")
 		require.NotNil(t, n1)
 		require.Equal(t, store.NodeRunning, n1.State)
 		require.Equal(t, "v1", n1.Version)
 		require.Equal(t, []string{"a", "b"}, n1.Kinds)
+		require.Equal(t, []string{"k2", "k1"}, n1.KeyIDs, "key IDs in order, current first")
 		requireTimeNear(t, before, n1.StartedAt, clockTolerance)
 		requireTimeNear(t, n1.StartedAt, n1.HeartbeatAt, storedTolerance)
 		requireTimeNear(t, n1.HeartbeatAt.Add(longLease), n1.ExpiresAt, storedTolerance)
@@ -191,6 +193,7 @@ func testNodeRegistry(t *testing.T, newStore NewStoreFunc) {
 		require.True(t, again.HeartbeatAt.After(n1.HeartbeatAt), "a heartbeat did not advance HeartbeatAt")
 		require.Equal(t, "v2", again.Version)
 		require.Equal(t, []string{"c"}, again.Kinds)
+		require.Empty(t, again.KeyIDs, "a heartbeat replaces the key IDs")
 
 		nodes, err = r.ListNodes(t.Context())
 		require.NoError(t, err)

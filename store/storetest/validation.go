@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -209,6 +210,14 @@ func testNodeValidation(t *testing.T, newStore NewStoreFunc) {
 		{"VersionTooLong", func(p *store.NodeParams) { p.Version = strings.Repeat("v", store.MaxKindLength+1) }},
 		{"KindNUL", func(p *store.NodeParams) { p.Kinds = []string{"ok", withNUL} }},
 		{"KindInvalidUTF8", func(p *store.NodeParams) { p.Kinds = []string{invalidUTF8} }},
+		{"KeyIDEmpty", func(p *store.NodeParams) { p.KeyIDs = []string{"k1", ""} }},
+		{"KeyIDNUL", func(p *store.NodeParams) { p.KeyIDs = []string{withNUL} }},
+		{"KeyIDTooLong", func(p *store.NodeParams) { p.KeyIDs = []string{strings.Repeat("k", store.MaxKindLength+1)} }},
+		{"TooManyKeyIDs", func(p *store.NodeParams) {
+			for i := range store.MaxNodeKeys + 1 {
+				p.KeyIDs = append(p.KeyIDs, fmt.Sprintf("k%d", i))
+			}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
