@@ -215,8 +215,10 @@ func (w *wtx) insertMany(params []store.InsertParams, idx []int, batch uuid.UUID
 
 // insertRow inserts one validated job. With a unique key held in its
 // scope, it inserts nothing and returns the holder. keyless drops the
-// unique key (follow-ups, Then jobs and batch completions) and makes a
-// taken ID a no-op rather than an error (a Then job inserted already).
+// unique key (follow-ups, Then jobs and batch completions), puts a job
+// whose partition key PartitionKeyOf refuses in the partition "", and
+// makes a taken ID a no-op rather than an error (a Then job inserted
+// already).
 func (w *wtx) insertRow(p *store.InsertParams, parent, batch uuid.UUID, keyless bool) (store.InsertResult, error) {
 	runAt := p.RunAt
 	if runAt.IsZero() {
@@ -236,6 +238,13 @@ func (w *wtx) insertRow(p *store.InsertParams, parent, batch uuid.UUID, keyless 
 		return store.InsertResult{}, fmt.Errorf("%w: follow-ups: %w", store.ErrInvalidParams, err)
 	}
 	pkey, err := w.partitionKey(p)
+	if err != nil && keyless {
+		// A job made from a template at its parent's end (keyless: a
+		// follow-up, a Then job, a batch completion) cannot refuse that
+		// end: a key PartitionKeyOf refuses puts it in the partition "",
+		// as on the other stores (conformance FlowPartitionPaths).
+		pkey, err = "", nil
+	}
 	if err != nil {
 		return store.InsertResult{}, err
 	}

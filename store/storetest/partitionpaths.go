@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,6 +187,30 @@ func testFlowPartitionPaths(t *testing.T, newStore NewStoreFunc) {
 				}
 				id := path.run(t, st, "pp.seq", func(p *store.InsertParams) { p.SequenceKey = "seq-1" })
 				require.Equal(t, "seq-1", get(t, st, id).SequenceKey)
+			})
+		}
+	})
+	// A job the store inserts from a template at a job's end (a Then job
+	// here) whose key PartitionKeyOf would refuse cannot refuse that end:
+	// it goes to the partition "" and the end applies, on every store.
+	t.Run("TemplateKeyRefused", func(t *testing.T) {
+		st := newStore(t)
+		if !hasFollowUps(st) {
+			t.Skipf("store %T keeps no follow-ups", st)
+		}
+		setFlows(t, st, store.FlowConfig{Kind: "pp.refused", Partition: store.PartitionSource{PayloadField: "c"},
+			PartitionConcurrency: 1})
+		for _, c := range []struct{ name, payload, want string }{
+			{"NUL", `{"c":"a\u0000b"}`, ""},
+			{"Overlong", `{"c":"` + strings.Repeat("x", store.MaxPartitionKeyLength+1) + `"}`, ""},
+			{"Longest", `{"c":"` + strings.Repeat("x", store.MaxPartitionKeyLength) + `"}`, strings.Repeat("x", store.MaxPartitionKeyLength)},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				parent := insertOne(t, st, "pp.parent")
+				then := params(t, "pp.refused", func(p *store.InsertParams) { p.Payload = []byte(c.payload) })
+				finishOne(t, st, claimOnly(t, st, "pp.parent", parent, longLease),
+					store.FinishParams{Outcome: store.OutcomeSucceeded, Then: []store.InsertParams{then}})
+				require.Equal(t, c.want, get(t, st, then.ID).PartitionKey)
 			})
 		}
 	})
