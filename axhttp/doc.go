@@ -26,7 +26,7 @@
 //	GET  /api/v1/jobs/{id}/followups     the jobs its end inserted: callback deliveries
 //	POST /api/v1/jobs/{id}/retry         make one job due now (409 when its state does not allow it)
 //	POST /api/v1/jobs/{id}/cancel        cancel one job (409 likewise)
-//	GET  /api/v1/kinds                   kinds: pause state, jobs by state, nodes, unhandled
+//	GET  /api/v1/kinds                   kinds: pause state, jobs by state, nodes, unhandled; a page in name order (limit, after, prefix)
 //	POST /api/v1/kinds/{kind}/pause      pause a kind cluster-wide (404 for a kind nobody runs, unless force=true)
 //	POST /api/v1/kinds/{kind}/resume     resume it (the store then keeps no row of it)
 //	GET  /api/v1/kinds/{kind}/partitions the breakers of its failing partitions (ax.PartitionBreaker; 404 without one)
@@ -37,7 +37,7 @@
 //	POST /api/v1/periodic/{name}/resume  resume it
 //	POST /api/v1/periodic/{name}/trigger run its job once, now (duplicate: its previous manual run has not ended; force=true runs it anyway)
 //	GET  /api/v1/nodes                   nodes and the maintenance leader
-//	GET  /api/v1/stats                   the queue by kind and state
+//	GET  /api/v1/stats                   the queue by kind and state, kinds in trouble first (limit, prefix, kind)
 //
 // The dashboard: / (overview per kind: jobs by state, the oldest due
 // job, and throughput, failures and start lag over the last hour, or
@@ -72,7 +72,14 @@
 // values, so a page of 1,000 jobs with 1 MB payloads costs the server
 // megabytes. The overview lists kinds in trouble first (dead jobs, kinds
 // no node handles, the longest due wait, paused) and at most 200 of
-// them. Every answer over a TLS connection the process terminates carries
+// them; the kinds page at most 500. GET /api/v1/kinds answers a page of
+// KindsLimit kinds (?limit=N, at most MaxKindsLimit) and never more than
+// MaxKindsBytes of them, in name order, the same JSON array as before:
+// X-Total-Count counts the kinds and, when some were left out, a Link
+// header with rel="next" names the next page (?after=the last kind
+// sent). GET /api/v1/stats keeps as many kinds, trouble first, in its
+// per-kind fields, and adds kinds_total and truncated; ?kind= and
+// ?prefix= select the kinds. So 20,000 kinds answer in about 60 KB. Every answer over a TLS connection the process terminates carries
 // Strict-Transport-Security (a year).
 //
 // # Hostile input

@@ -319,6 +319,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		{app, "POST", p + "/jobs/batch", `{"jobs":[{"kind":"x"}]}`, []string{"Content-Type", "text/plain"}},
 		{app, "POST", p + "/jobs/batch", `{"jobs":[{"kind":"` + strings.Repeat("x", 70<<10) + `"}]}`, nil},
 		{app, "GET", p + "/kinds", "", nil},
+		{app, "GET", p + "/kinds?limit=1&prefix=e", "", nil},
+		{app, "GET", p + "/kinds?limit=0", "", nil},
 		{app, "POST", p + "/kinds/email/pause", "", nil},
 		{app, "POST", p + "/kinds/email/resume", "", nil},
 		{app, "POST", p + "/kinds/%FF/pause", "", nil},
@@ -347,6 +349,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		{app, "POST", p + "/periodic/nope/trigger", "", nil},
 		{app, "GET", p + "/nodes", "", nil},
 		{app, "GET", p + "/stats", "", nil},
+		{app, "GET", p + "/stats?limit=1&kind=email,report", "", nil},
+		{app, "GET", p + "/stats?limit=0", "", nil},
 		{app, "DELETE", p + "/jobs", "", nil},
 		{app, "GET", p + "/nowhere", "", nil},
 	} {
