@@ -29,7 +29,7 @@
 //	GET  /api/v1/kinds                   kinds: pause state, jobs by state, nodes, unhandled; a page in name order (limit, after, prefix)
 //	POST /api/v1/kinds/{kind}/pause      pause a kind cluster-wide (404 for a kind nobody runs, unless force=true)
 //	POST /api/v1/kinds/{kind}/resume     resume it (the store then keeps no row of it)
-//	GET  /api/v1/kinds/{kind}/partitions the breakers of its failing partitions (ax.PartitionBreaker; 404 without one)
+//	GET  /api/v1/kinds/{kind}/partitions the breakers of its failing partitions (ax.PartitionBreaker; 404 without one); a page in key order (limit, after)
 //	POST /api/v1/kinds/{kind}/partitions/open?key=K   open one partition's breaker (key= the jobs without a key)
 //	POST /api/v1/kinds/{kind}/partitions/close?key=K  close it: its jobs start again at once
 //	GET  /api/v1/periodic                periodic schedules with their next ticks
@@ -77,7 +77,9 @@
 // MaxKindsBytes of them, in name order, the same JSON array as before:
 // X-Total-Count counts the kinds and, when some were left out, a Link
 // header with rel="next" names the next page (?after=the last kind
-// sent). GET /api/v1/stats keeps as many kinds, trouble first, in its
+// sent); GET /api/v1/kinds/{kind}/partitions pages a kind's partition
+// breakers the same way, in key order. GET /api/v1/stats keeps as many
+// kinds, trouble first, in its
 // per-kind fields, and adds kinds_total and truncated; ?kind= and
 // ?prefix= select the kinds. So 20,000 kinds answer in about 60 KB. Every answer over a TLS connection the process terminates carries
 // Strict-Transport-Security (a year).

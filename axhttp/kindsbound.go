@@ -41,11 +41,12 @@ const (
 	MaxKindsBytes = 1 << 20
 )
 
-// kindsParams are GET /api/v1/kinds' query parameters; statsParams are GET
-// /api/v1/stats'.
+// kindsParams are GET /api/v1/kinds' query parameters, statsParams GET
+// /api/v1/stats' and partsParams GET /api/v1/kinds/{kind}/partitions'.
 var (
 	kindsParams = []string{"limit", "after", "prefix"}
 	statsParams = []string{"limit", "prefix", "kind"}
+	partsParams = []string{"limit", "after"}
 )
 
 // kindsLimit reads the limit parameter of q (KindsLimit when absent).
@@ -62,8 +63,7 @@ func kindsLimit(q url.Values) (int, error) {
 }
 
 // kinds answers GET /api/v1/kinds: the kinds whose name starts with
-// prefix and sorts after after, in name order, at most limit of them and
-// MaxKindsBytes of JSON.
+// prefix, in name order, a page at a time (writePage).
 func (h *Handler) kinds(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if err := checkParams(q, kindsParams); err != nil {
@@ -80,26 +80,43 @@ func (h *Handler) kinds(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemFor(r, err))
 		return
 	}
-	prefix, after := q.Get("prefix"), q.Get("after")
+	prefix := q.Get("prefix")
 	ks = slices.DeleteFunc(ks, func(k ax.KindState) bool { return !strings.HasPrefix(k.Kind, prefix) })
-	total := len(ks)
-	// Admin.Kinds sorts by name: the page starts after the cursor.
-	start, found := slices.BinarySearchFunc(ks, after, func(k ax.KindState, after string) int {
-		return cmp.Compare(k.Kind, after)
-	})
-	if found {
-		start++
+	writePage(w, r, ks, func(k ax.KindState) string { return k.Kind }, limit)
+}
+
+// writePage answers with a page of items, sorted by key (byte order,
+// whatever order the store's collation gave them; no two keys alike), as
+// a JSON array: the items whose key sorts after the after parameter
+// (every item without it), at most limit of them, and no more
+// than MaxKindsBytes of JSON (one item always). X-Total-Count counts
+// items; when some after the page were left out, a Link header with
+// rel="next" names the next page: the request with after set to the
+// last key sent.
+func writePage[T any](w http.ResponseWriter, r *http.Request, items []T, key func(T) string, limit int) {
+	slices.SortFunc(items, func(a, b T) int { return strings.Compare(key(a), key(b)) })
+	q := r.URL.Query()
+	start := 0
+	if q.Has("after") {
+		// An empty key ("", a partition's) sorts first: after="" is after it.
+		after := q.Get("after")
+		start, _ = slices.BinarySearchFunc(items, after, func(it T, after string) int {
+			if key(it) <= after {
+				return -1
+			}
+			return 1
+		})
 	}
 	var buf bytes.Buffer
 	buf.WriteByte('[')
 	sent := 0
-	for _, k := range ks[start:] {
+	for _, it := range items[start:] {
 		if sent == limit {
 			break
 		}
-		row, err := json.Marshal(k)
+		row, err := json.Marshal(it)
 		if err != nil {
-			writeProblem(w, r, problemFor(r, fmt.Errorf("kinds: encode %q: %w", k.Kind, err)))
+			writeProblem(w, r, problemFor(r, fmt.Errorf("encode %q: %w", key(it), err)))
 			return
 		}
 		if sent > 0 && buf.Len()+1+len(row) > MaxKindsBytes {
@@ -112,16 +129,10 @@ func (h *Handler) kinds(w http.ResponseWriter, r *http.Request) {
 		sent++
 	}
 	buf.WriteByte(']')
-	w.Header().Set("X-Total-Count", strconv.Itoa(total))
-	if start+sent < len(ks) {
-		next := url.Values{"after": {ks[start+sent-1].Kind}}
-		if q.Has("limit") {
-			next.Set("limit", strconv.Itoa(limit))
-		}
-		if prefix != "" {
-			next.Set("prefix", prefix)
-		}
-		w.Header().Set("Link", "<"+basePath(r)+APIPrefix+"/kinds?"+next.Encode()+`>; rel="next"`)
+	w.Header().Set("X-Total-Count", strconv.Itoa(len(items)))
+	if start+sent < len(items) {
+		q.Set("after", key(items[start+sent-1]))
+		w.Header().Set("Link", "<"+basePath(r)+r.URL.EscapedPath()+"?"+q.Encode()+`>; rel="next"`)
 	}
 	writeJSON(w, http.StatusOK, json.RawMessage(buf.Bytes()))
 }

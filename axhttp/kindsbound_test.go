@@ -1,9 +1,11 @@
 package axhttp
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/axsched/ax"
 	"github.com/axsched/ax/store"
 )
 
@@ -202,4 +205,59 @@ func TestKindsParams(t *testing.T) {
 		res, body := f.call(&f.app, http.MethodGet, path, "")
 		require.Equal(t, http.StatusBadRequest, res.StatusCode, "%s: %s", path, body)
 	}
+}
+
+// TestPartitionsBounded: GET /api/v1/kinds/{kind}/partitions pages as
+// GET /api/v1/kinds does, so a kind whose jobs name 20,000 failing
+// partitions answers a bounded page that says there is more; the
+// partition of the jobs without a key ("") pages like any other.
+func TestPartitionsBounded(t *testing.T) {
+	f := newFixture(t, fixtureOptions{
+		setup: func(s *ax.Scheduler) {
+			require.NoError(t, ax.Handle(s, "report", func(context.Context, *ax.Job, json.RawMessage) error { return nil },
+				ax.PartitionBreaker(ax.PartitionByMetadata("tenant"), ax.BreakerConfig{Failures: 3})))
+		},
+		start: true,
+	})
+	ps := f.st.(store.PartitionBreakerStore)
+	keys := []string{""}
+	for i := range manyKinds {
+		keys = append(keys, strings.Repeat("t", 200)+fmt.Sprintf("%05d", i))
+	}
+	for _, k := range keys {
+		_, err := ps.SetPartitionBreaker(t.Context(), "report", k, true)
+		require.NoError(t, err)
+	}
+	total := strconv.Itoa(len(keys))
+	cases := []struct {
+		path  string
+		want  int    // partitions in the page
+		first string // the page's first key
+		next  string // the next page's after
+	}{
+		{"/api/v1/kinds/report/partitions", 500, "", keys[499]},
+		{"/api/v1/kinds/report/partitions?limit=1", 1, "", ""},
+		{"/api/v1/kinds/report/partitions?limit=2&after=", 2, keys[1], keys[2]},
+	}
+	for _, c := range cases {
+		res, body := f.call(&f.app, http.MethodGet, c.path, "")
+		require.Equal(t, http.StatusOK, res.StatusCode, "%s: %s", c.path, body)
+		require.Less(t, len(body), kindsBodyMax, c.path)
+		var list []ax.PartitionBreakerState
+		require.NoError(t, json.Unmarshal(body, &list))
+		require.Len(t, list, c.want, c.path)
+		require.Equal(t, c.first, list[0].PartitionKey, c.path)
+		require.Equal(t, total, res.Header.Get("X-Total-Count"), c.path)
+		m := nextLinkRE.FindStringSubmatch(res.Header.Get("Link"))
+		require.NotNil(t, m, "%s: names the next page", c.path)
+		next, err := url.Parse(m[1])
+		require.NoError(t, err)
+		require.Equal(t, []string{c.next}, next.Query()["after"], c.path)
+	}
+	// The largest page stops at MaxKindsBytes of partitions.
+	res, body := f.call(&f.app, http.MethodGet, "/api/v1/kinds/report/partitions?limit=5000", "")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	t.Logf("limit=5000 over %d partitions with keys of 205 bytes: %d bytes", len(keys), len(body))
+	require.Less(t, len(body), kindsBodyMax)
+	require.Regexp(t, nextLinkRE, res.Header.Get("Link"))
 }

@@ -328,6 +328,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		{app, "POST", p + "/kinds/no.such.kind/pause", "", nil},
 		{app, "POST", p + "/kinds/new.kind/pause?force=true", "", nil},
 		{app, "GET", p + "/kinds/report/partitions", "", nil},
+		{app, "GET", p + "/kinds/report/partitions?limit=1&after=", "", nil},
+		{app, "GET", p + "/kinds/report/partitions?limit=0", "", nil},
 		{app, "GET", p + "/kinds/email/partitions", "", nil}, // no partition breaker: 404
 		{app, "GET", p + "/kinds/report/partitions?bogus=1", "", nil},
 		{app, "POST", p + "/kinds/report/partitions/open?key=globex", "", nil},
