@@ -66,7 +66,8 @@
 // ring (ax.Config.Keys), the values given with ax.SecretMetadata still
 // sealed ("encrypted (key ID)"; payloads and results open).
 //
-// Listings are in brief: GET /api/v1/jobs and the dashboard's lists read
+// Listings are in brief: GET /api/v1/jobs and the dashboard's lists (the
+// jobs a /find prefix names too) read
 // and send ListPreviewBytes (or ?preview=N) of each job's payload, result
 // and latest error, with their sizes (store.Brief), never the whole
 // values, so a page of 1,000 jobs with 1 MB payloads costs the server
