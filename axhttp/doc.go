@@ -67,11 +67,10 @@
 // sealed ("encrypted (key ID)"; payloads and results open).
 //
 // Listings are in brief: GET /api/v1/jobs and the dashboard's lists (the
-// jobs a /find prefix names too) read
-// and send ListPreviewBytes (or ?preview=N) of each job's payload, result
-// and latest error, with their sizes (store.Brief), never the whole
-// values, so a page of 1,000 jobs with 1 MB payloads costs the server
-// megabytes. The overview lists kinds in trouble first (dead jobs, kinds
+// jobs a /find prefix names too) read and send ListPreviewBytes (or
+// ?preview=N) of each job's payload, result and latest error, with their
+// sizes (store.Brief), never the whole values, so a page of 1,000 jobs
+// with 1 MB payloads costs the server megabytes. The overview lists kinds in trouble first (dead jobs, kinds
 // no node handles, the longest due wait, paused) and at most 200 of
 // them; the kinds page at most 500. GET /api/v1/kinds answers a page of
 // KindsLimit kinds (?limit=N, at most MaxKindsLimit) and never more than
