@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -85,27 +86,44 @@ func TestKindsAndStatsBounded(t *testing.T) {
 				require.Len(t, st.Queue, want)
 				require.Contains(t, st.Queue, "zz.dead", "trouble first")
 			}
+			api := func(path string) (*http.Response, []byte) { return f.call(&f.app, http.MethodGet, path, "") }
+			b := f.browser()
+			b.login("app", testSecret)
+			page := func(path string) (*http.Response, []byte) {
+				res, body := b.get(path)
+				return res, []byte(body)
+			}
+			pageCut := func(say string) func(t *testing.T, _ *http.Response, body []byte) {
+				return func(t *testing.T, _ *http.Response, body []byte) { require.Contains(t, string(body), say) }
+			}
 			requests := []struct {
 				path  string
+				get   func(path string) (*http.Response, []byte)
 				bound int
 				cut   func(t *testing.T, res *http.Response, body []byte)
 			}{
-				{"/api/v1/kinds", kindsBodyMax, func(t *testing.T, res *http.Response, body []byte) { kindsCut(t, res, body, 500) }},
-				{"/api/v1/kinds?limit=5000", kindsBodyMax, func(t *testing.T, res *http.Response, body []byte) {
+				{"/api/v1/kinds", api, kindsBodyMax, func(t *testing.T, res *http.Response, body []byte) { kindsCut(t, res, body, 500) }},
+				{"/api/v1/kinds?limit=5000", api, kindsBodyMax, func(t *testing.T, res *http.Response, body []byte) {
 					require.Contains(t, res.Header.Get("Link"), "limit=5000")
 					require.Regexp(t, nextLinkRE, res.Header.Get("Link"))
 				}},
-				{"/api/v1/stats", kindsBodyMax, func(t *testing.T, _ *http.Response, body []byte) { statsCutOK(t, body, 500) }},
-				{"/api/v1/stats?limit=5000", kindsBodyMax, func(t *testing.T, _ *http.Response, body []byte) {
+				{"/api/v1/stats", api, kindsBodyMax, func(t *testing.T, _ *http.Response, body []byte) { statsCutOK(t, body, 500) }},
+				{"/api/v1/stats?limit=5000", api, kindsBodyMax, func(t *testing.T, _ *http.Response, body []byte) {
 					var st statsCut
 					require.NoError(t, json.Unmarshal(body, &st))
 					require.True(t, *st.Truncated)
 					require.Contains(t, st.Queue, "zz.dead", "trouble first")
 				}},
+				// The pages bound their rows (overviewKindsShown,
+				// kindsShown): a row is a few hundred bytes of HTML.
+				{"/", page, kindsBodyMax, pageCut(fmt.Sprintf("%d more kind(s)", manyKinds+1-200))},
+				{"/kinds", page, kindsBodyMax, pageCut(fmt.Sprintf("%d more kind(s) not shown", manyKinds+1-500))},
+				{"/dead", page, kindsBodyMax, pageCut("zz.dead")},
 			}
 			for _, rq := range requests {
-				res, body := f.call(&f.app, http.MethodGet, rq.path, "")
-				t.Logf("%s over %d kinds: %d bytes", rq.path, manyKinds, len(body))
+				start := time.Now()
+				res, body := rq.get(rq.path)
+				t.Logf("%s over %d kinds: %d bytes, %s", rq.path, manyKinds, len(body), time.Since(start))
 				require.Equal(t, http.StatusOK, res.StatusCode, "%s: %s", rq.path, body)
 				require.Less(t, len(body), rq.bound, rq.path)
 				rq.cut(t, res, body)
