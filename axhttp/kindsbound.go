@@ -25,19 +25,23 @@ import (
 // GET /api/v1/kinds stays a JSON array in name order; it pages: the
 // X-Total-Count header counts the kinds (of the prefix), and a Link
 // header with rel="next" names the next page (after=the last kind sent)
-// when kinds were left out. GET /api/v1/stats keeps its object and adds
+// when kinds were left out. GET /api/v1/kinds/{kind}/partitions pages a
+// kind's partition breakers the same way (writePage), in key order: a
+// key's jobs may name thousands of partitions that fail. GET
+// /api/v1/stats keeps its object and adds
 // kinds_total and truncated; the kinds it keeps are those in trouble
 // first (dead jobs, unhandled, the longest due wait), as on the overview.
 
 const (
 	// KindsLimit is how many kinds GET /api/v1/kinds and GET
-	// /api/v1/stats answer with unless their limit parameter says
-	// otherwise.
+	// /api/v1/stats, and partitions GET /api/v1/kinds/{kind}/partitions,
+	// answer with unless their limit parameter says otherwise.
 	KindsLimit = 500
 	// MaxKindsLimit is the largest limit they take.
 	MaxKindsLimit = 5000
-	// MaxKindsBytes bounds the kinds' JSON in one such answer: kinds stop
-	// before the one that would pass it (one kind is always sent).
+	// MaxKindsBytes bounds the kinds' (or partitions') JSON in one such
+	// answer: they stop before the one that would pass it (one is always
+	// sent).
 	MaxKindsBytes = 1 << 20
 )
 

@@ -279,3 +279,37 @@ func TestPartitionsBounded(t *testing.T) {
 	require.Less(t, len(body), kindsBodyMax)
 	require.Regexp(t, nextLinkRE, res.Header.Get("Link"))
 }
+
+// TestOpenAPIKindsBounds: openapi.json states the bounds of the paged
+// routes as the code applies them (KindsLimit, MaxKindsLimit,
+// MaxKindsBytes), so the document cannot drift from the constants.
+func TestOpenAPIKindsBounds(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct {
+				Name        string `json:"name"`
+				Description string `json:"description"`
+				Schema      struct {
+					Minimum int `json:"minimum"`
+					Maximum int `json:"maximum"`
+				} `json:"schema"`
+			} `json:"parameters"`
+		} `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(openAPIDoc, &doc))
+	require.Equal(t, 1<<20, MaxKindsBytes, "the document says 1 MiB")
+	for _, path := range []string{"/api/v1/kinds", "/api/v1/stats", "/api/v1/kinds/{kind}/partitions"} {
+		found := 0
+		for _, p := range doc.Paths[path]["get"].Parameters {
+			if p.Name != "limit" {
+				continue
+			}
+			found++
+			require.Equal(t, 1, p.Schema.Minimum, path)
+			require.Equal(t, MaxKindsLimit, p.Schema.Maximum, path)
+			require.Contains(t, p.Description, fmt.Sprintf("1 to %d (default %d)", MaxKindsLimit, KindsLimit), path)
+			require.Contains(t, p.Description, "1 MiB", path)
+		}
+		require.Equal(t, 1, found, "%s documents its limit", path)
+	}
+}
