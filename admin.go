@@ -106,11 +106,12 @@ type Admin struct {
 }
 
 // WithSecretMetadataSealed returns a copy of the Admin whose reads (Get,
-// List, FindByIDPrefix, FollowUps) leave the metadata values given with
-// SecretMetadata sealed, while payloads and results open as before: for
-// readers who may see jobs but not their secrets, such as axhttp's
-// read-only keys on a server with the key ring. Tools show such values
-// as encrypted. Everything else is the Admin's.
+// List, FindByIDPrefix, FindByIDPrefixBrief, FollowUps) leave the
+// metadata values given with SecretMetadata sealed, while payloads and
+// results open as before: for readers who may see jobs but not their
+// secrets, such as axhttp's read-only keys on a server with the key
+// ring. Tools show such values as encrypted. Everything else is the
+// Admin's.
 func (a *Admin) WithSecretMetadataSealed() *Admin {
 	c := *a
 	c.secretsSealed = true

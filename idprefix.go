@@ -43,6 +43,25 @@ var ErrInvalidIDPrefix = errors.New("ax: invalid job ID prefix")
 // errors.ErrUnsupported (the store does not implement store.JobInspector),
 // or the store's error, wrapped.
 func (a *Admin) FindByIDPrefix(ctx context.Context, prefix string, limit int) ([]*JobRecord, error) {
+	return a.findByIDPrefix(ctx, prefix, limit, 0)
+}
+
+// FindByIDPrefixBrief is FindByIDPrefix with the jobs read and returned
+// in brief, as List returns them with ListOptions.PreviewBytes
+// previewBytes (1 to store.MaxPreviewBytes; see store.Brief): a page
+// that lists the jobs a prefix names (the dashboard's find page) then
+// reads a bounded part of each, however large their payloads. Errors are
+// FindByIDPrefix's, and ErrInvalidOption for previewBytes out of range.
+func (a *Admin) FindByIDPrefixBrief(ctx context.Context, prefix string, limit, previewBytes int) ([]*JobRecord, error) {
+	if previewBytes < 1 || previewBytes > store.MaxPreviewBytes {
+		return nil, fmt.Errorf("find job ID prefix: %w: preview bytes %d not in [1, %d]", ErrInvalidOption, previewBytes, store.MaxPreviewBytes)
+	}
+	return a.findByIDPrefix(ctx, prefix, limit, previewBytes)
+}
+
+// findByIDPrefix is FindByIDPrefix, listing in brief when previewBytes
+// is not zero.
+func (a *Admin) findByIDPrefix(ctx context.Context, prefix string, limit, previewBytes int) ([]*JobRecord, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, fmt.Errorf("find job ID prefix: %w", err)
 	}
@@ -77,7 +96,7 @@ func (a *Admin) FindByIDPrefix(ctx context.Context, prefix string, limit int) ([
 			}
 		}
 	}
-	page, err := in.ListJobs(ctx, &store.ListJobsParams{Order: store.OldestFirst, After: after, Limit: limit})
+	page, err := in.ListJobs(ctx, &store.ListJobsParams{Order: store.OldestFirst, After: after, Limit: limit, PreviewBytes: previewBytes})
 	if err != nil {
 		return nil, fmt.Errorf("find job ID prefix %s: %w", digits, err)
 	}

@@ -70,3 +70,31 @@ func TestFindByIDPrefix(t *testing.T) {
 	_, err := newAdmin(t, bareStore{st}).FindByIDPrefix(t.Context(), "0a0b", 0)
 	require.True(t, errors.Is(err, errors.ErrUnsupported), "%v", err)
 }
+
+// TestFindByIDPrefixBrief: the same jobs as FindByIDPrefix, in brief:
+// the start of the payload and its size, not the payload.
+func TestFindByIDPrefixBrief(t *testing.T) {
+	st := memstore.New()
+	ids := []uuid.UUID{
+		uuid.MustParse("0a0b0c0d-0000-7000-8000-000000000001"),
+		uuid.MustParse("0a0b0c0d-0000-7000-8000-000000000002"),
+		uuid.MustParse("0a0c0000-0000-7000-8000-000000000001"),
+	}
+	for _, id := range ids {
+		_, err := st.Insert(t.Context(), []store.InsertParams{{ID: id, Kind: "report", Payload: []byte(`{"rows":[1,2,3,4,5,6]}`),
+			Priority: store.PriorityNormal, MaxAttempts: 1, Delay: 1 << 40}})
+		require.NoError(t, err)
+	}
+	a := newAdmin(t, st)
+	got, err := a.FindByIDPrefixBrief(t.Context(), "0a0b", 0, 8)
+	require.NoError(t, err)
+	require.Equal(t, ids[:2], jobIDs(got))
+	for _, j := range got {
+		require.Nil(t, j.Payload)
+		require.Equal(t, &store.Brief{Payload: `{"rows":`, PayloadSize: 22}, j.Brief)
+	}
+	for _, n := range []int{0, -1, store.MaxPreviewBytes + 1} {
+		_, err := a.FindByIDPrefixBrief(t.Context(), "0a0b", 0, n)
+		require.ErrorIs(t, err, ax.ErrInvalidOption, "preview %d", n)
+	}
+}

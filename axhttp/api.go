@@ -531,18 +531,6 @@ func (h *Handler) changeJob(r *http.Request, op jobOp) (*store.JobRecord, error)
 	return rec, nil
 }
 
-func (h *Handler) kinds(w http.ResponseWriter, r *http.Request) {
-	ks, err := h.admin.Kinds(r.Context())
-	if err != nil {
-		writeProblem(w, r, problemFor(r, err))
-		return
-	}
-	if ks == nil {
-		ks = []ax.KindState{}
-	}
-	writeJSON(w, http.StatusOK, ks)
-}
-
 // kindAction pauses or resumes the kind of the path. A pause of a kind
 // the cluster does not know is a 404 unless force=true (see
 // setKindPaused).
@@ -699,13 +687,4 @@ func (h *Handler) statsOf(r *http.Request) (*ax.Stats, error) {
 		return h.cfg.Scheduler.Stats(r.Context())
 	}
 	return h.admin.Stats(r.Context())
-}
-
-func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
-	st, err := h.statsOf(r)
-	if err != nil {
-		writeProblem(w, r, problemFor(r, err))
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
 }

@@ -2,7 +2,6 @@ package axhttp
 
 import (
 	"bytes"
-	"cmp"
 	"embed"
 	"encoding/base64"
 	"errors"
@@ -449,8 +448,7 @@ func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 			kinds = append(kinds, ax.KindState{Kind: k})
 		}
 	}
-	// Trouble first: dead jobs, then kinds no node handles, then the
-	// longest wait of a due job, then paused kinds; the rest by name.
+	// Trouble first (compareTrouble).
 	dueAge := func(k string) time.Duration {
 		if body.Stats == nil {
 			return 0
@@ -461,11 +459,9 @@ func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 		return body.Stats.DueAge(k)
 	}
 	slices.SortFunc(kinds, func(a, b ax.KindState) int {
-		return cmp.Or(cmp.Compare(b.Jobs[ax.StateDead], a.Jobs[ax.StateDead]),
-			compareBool(b.Unhandled, a.Unhandled),
-			cmp.Compare(dueAge(b.Kind), dueAge(a.Kind)),
-			compareBool(b.Paused, a.Paused),
-			strings.Compare(a.Kind, b.Kind))
+		return compareTrouble(
+			troubleKey{kind: a.Kind, dead: a.Jobs[ax.StateDead], unhandled: a.Unhandled, dueAge: dueAge(a.Kind), paused: a.Paused},
+			troubleKey{kind: b.Kind, dead: b.Jobs[ax.StateDead], unhandled: b.Unhandled, dueAge: dueAge(b.Kind), paused: b.Paused})
 	})
 	if n := len(kinds); n > overviewKindsShown {
 		// The page reloads every few seconds: bound it however many

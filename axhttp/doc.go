@@ -26,10 +26,10 @@
 //	GET  /api/v1/jobs/{id}/followups     the jobs its end inserted: callback deliveries
 //	POST /api/v1/jobs/{id}/retry         make one job due now (409 when its state does not allow it)
 //	POST /api/v1/jobs/{id}/cancel        cancel one job (409 likewise)
-//	GET  /api/v1/kinds                   kinds: pause state, jobs by state, nodes, unhandled
+//	GET  /api/v1/kinds                   kinds: pause state, jobs by state, nodes, unhandled; a page in name order (limit, after, prefix)
 //	POST /api/v1/kinds/{kind}/pause      pause a kind cluster-wide (404 for a kind nobody runs, unless force=true)
 //	POST /api/v1/kinds/{kind}/resume     resume it (the store then keeps no row of it)
-//	GET  /api/v1/kinds/{kind}/partitions the breakers of its failing partitions (ax.PartitionBreaker; 404 without one)
+//	GET  /api/v1/kinds/{kind}/partitions the breakers of its failing partitions (ax.PartitionBreaker; 404 without one); a page in key order (limit, after)
 //	POST /api/v1/kinds/{kind}/partitions/open?key=K   open one partition's breaker (key= the jobs without a key)
 //	POST /api/v1/kinds/{kind}/partitions/close?key=K  close it: its jobs start again at once
 //	GET  /api/v1/periodic                periodic schedules with their next ticks
@@ -37,7 +37,7 @@
 //	POST /api/v1/periodic/{name}/resume  resume it
 //	POST /api/v1/periodic/{name}/trigger run its job once, now (duplicate: its previous manual run has not ended; force=true runs it anyway)
 //	GET  /api/v1/nodes                   nodes and the maintenance leader
-//	GET  /api/v1/stats                   the queue by kind and state
+//	GET  /api/v1/stats                   the queue by kind and state, kinds in trouble first (limit, prefix, kind)
 //
 // The dashboard: / (overview per kind: jobs by state, the oldest due
 // job, and throughput, failures and start lag over the last hour, or
@@ -66,13 +66,22 @@
 // ring (ax.Config.Keys), the values given with ax.SecretMetadata still
 // sealed ("encrypted (key ID)"; payloads and results open).
 //
-// Listings are in brief: GET /api/v1/jobs and the dashboard's lists read
-// and send ListPreviewBytes (or ?preview=N) of each job's payload, result
-// and latest error, with their sizes (store.Brief), never the whole
-// values, so a page of 1,000 jobs with 1 MB payloads costs the server
-// megabytes. The overview lists kinds in trouble first (dead jobs, kinds
+// Listings are in brief: GET /api/v1/jobs and the dashboard's lists (the
+// jobs a /find prefix names too) read and send ListPreviewBytes (or
+// ?preview=N) of each job's payload, result and latest error, with their
+// sizes (store.Brief), never the whole values, so a page of 1,000 jobs
+// with 1 MB payloads costs the server megabytes. The overview lists kinds in trouble first (dead jobs, kinds
 // no node handles, the longest due wait, paused) and at most 200 of
-// them. Every answer over a TLS connection the process terminates carries
+// them; the kinds page at most 500. GET /api/v1/kinds answers a page of
+// KindsLimit kinds (?limit=N, at most MaxKindsLimit) and never more than
+// MaxKindsBytes of them, in name order, the same JSON array as before:
+// X-Total-Count counts the kinds and, when some were left out, a Link
+// header with rel="next" names the next page (?after=the last kind
+// sent); GET /api/v1/kinds/{kind}/partitions pages a kind's partition
+// breakers the same way, in key order. GET /api/v1/stats keeps as many
+// kinds, trouble first, in its
+// per-kind fields, and adds kinds_total and truncated; ?kind= and
+// ?prefix= select the kinds. So 20,000 kinds answer in about 60 KB. Every answer over a TLS connection the process terminates carries
 // Strict-Transport-Security (a year).
 //
 // # Hostile input

@@ -43,7 +43,9 @@ func (h *Handler) findPage(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusNotFound, "find", "Find a job", body)
 		return
 	}
-	jobs, err := h.reader(r).FindByIDPrefix(r.Context(), q, findShown+1)
+	// In brief: the page shows each job's ID, kind and state, and a
+	// prefix may name a hundred jobs of 1 MB payloads.
+	jobs, err := h.reader(r).FindByIDPrefixBrief(r.Context(), q, findShown+1, ListPreviewBytes)
 	switch {
 	case errors.Is(err, ax.ErrInvalidIDPrefix):
 		body.Problem = "Give a job ID, or at least its first 4 hexadecimal digits."

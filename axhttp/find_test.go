@@ -101,3 +101,29 @@ func TestFindOldJob(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.StatusCode, body)
 	require.Contains(t, body, fmt.Sprintf("The IDs of more than %d jobs start with", findShown))
 }
+
+// TestFindPageBounded: the find page reads the jobs a prefix names in
+// brief, as the listings do (TestListingsBounded): a prefix that names
+// every one of listBoundJobs dead jobs with 1 MB payloads costs the
+// server megabytes, not one per job.
+func TestFindPageBounded(t *testing.T) {
+	n := listBoundCount()
+	st := memstore.New()
+	fillDead(t, st, n)
+	page, err := st.ListJobs(t.Context(), &store.ListJobsParams{Limit: 1, PreviewBytes: 1})
+	require.NoError(t, err)
+	// UUIDv7: jobs made within 49 days share their first 4 digits.
+	prefix := page.Jobs[0].ID.String()[:4]
+	f := newFixture(t, fixtureOptions{store: st})
+	b := f.browser()
+	b.login("app", testSecret)
+	var res *http.Response
+	var body string
+	alloc, took := measured(func() { res, body = b.get("/find?id=" + prefix) })
+	t.Logf("find, %d jobs of 1 MB: %d bytes sent, %.1f MB allocated, %s", n, len(body), float64(alloc)/(1<<20), took)
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.Contains(t, body, fmt.Sprintf("The IDs of %d jobs start with", n))
+	require.Less(t, alloc, uint64(listBoundFixed+n*listBoundPerJob))
+	require.Less(t, len(body), n*listBoundBodyPerJob+64<<10)
+	require.Less(t, took, listBoundTime)
+}

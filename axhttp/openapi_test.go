@@ -319,6 +319,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		{app, "POST", p + "/jobs/batch", `{"jobs":[{"kind":"x"}]}`, []string{"Content-Type", "text/plain"}},
 		{app, "POST", p + "/jobs/batch", `{"jobs":[{"kind":"` + strings.Repeat("x", 70<<10) + `"}]}`, nil},
 		{app, "GET", p + "/kinds", "", nil},
+		{app, "GET", p + "/kinds?limit=1&prefix=e", "", nil},
+		{app, "GET", p + "/kinds?limit=0", "", nil},
 		{app, "POST", p + "/kinds/email/pause", "", nil},
 		{app, "POST", p + "/kinds/email/resume", "", nil},
 		{app, "POST", p + "/kinds/%FF/pause", "", nil},
@@ -326,6 +328,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		{app, "POST", p + "/kinds/no.such.kind/pause", "", nil},
 		{app, "POST", p + "/kinds/new.kind/pause?force=true", "", nil},
 		{app, "GET", p + "/kinds/report/partitions", "", nil},
+		{app, "GET", p + "/kinds/report/partitions?limit=1&after=", "", nil},
+		{app, "GET", p + "/kinds/report/partitions?limit=0", "", nil},
 		{app, "GET", p + "/kinds/email/partitions", "", nil}, // no partition breaker: 404
 		{app, "GET", p + "/kinds/report/partitions?bogus=1", "", nil},
 		{app, "POST", p + "/kinds/report/partitions/open?key=globex", "", nil},
@@ -347,6 +351,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 		{app, "POST", p + "/periodic/nope/trigger", "", nil},
 		{app, "GET", p + "/nodes", "", nil},
 		{app, "GET", p + "/stats", "", nil},
+		{app, "GET", p + "/stats?limit=1&kind=email,report", "", nil},
+		{app, "GET", p + "/stats?limit=0", "", nil},
 		{app, "DELETE", p + "/jobs", "", nil},
 		{app, "GET", p + "/nowhere", "", nil},
 	} {

@@ -13,9 +13,18 @@ import (
 // query parameter, not a path segment, since keys may hold slashes.
 
 // partitionBreakers lists the breakers kept for the kind's partitions
-// (Admin.PartitionBreakers): 404 for a kind without a partition breaker.
+// (Admin.PartitionBreakers), in partition key order, a page at a time
+// as GET /kinds lists kinds (writePage: limit, after, X-Total-Count,
+// Link): a key's jobs may name thousands of partitions that fail. 404
+// for a kind without a partition breaker.
 func (h *Handler) partitionBreakers(w http.ResponseWriter, r *http.Request) {
-	if err := checkParams(r.URL.Query()); err != nil {
+	q := r.URL.Query()
+	if err := checkParams(q, partsParams); err != nil {
+		writeProblem(w, r, problemFor(r, err))
+		return
+	}
+	limit, err := kindsLimit(q)
+	if err != nil {
 		writeProblem(w, r, problemFor(r, err))
 		return
 	}
@@ -24,10 +33,7 @@ func (h *Handler) partitionBreakers(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemFor(r, err))
 		return
 	}
-	if list == nil {
-		list = []ax.PartitionBreakerState{}
-	}
-	writeJSON(w, http.StatusOK, list)
+	writePage(w, r, list, func(p ax.PartitionBreakerState) string { return p.PartitionKey }, limit)
 }
 
 // partitionBreakerAction opens or closes the breaker of the partition

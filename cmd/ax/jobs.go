@@ -179,6 +179,8 @@ func jobsList(fs *flag.FlagSet) func(*env, []string) error {
 	order := fs.String("order", "newest", "newest or oldest first")
 	limit := fs.Int("limit", ax.DefaultListLimit, fmt.Sprintf("jobs per page, 1 to %d", store.MaxListLimit))
 	cursor := fs.String("cursor", "", "continue the listing from the cursor a previous page printed")
+	preview := fs.Int("preview", listPreviewBytes, fmt.Sprintf("bytes of each job's payload and result shown, 0 to %d (0: their sizes only);\n"+
+		"jobs are read in brief, so a page over 1 MB payloads stays small (jobs show ID prints one whole)", store.MaxPreviewBytes))
 	return func(e *env, args []string) error {
 		if len(args) > 0 {
 			return usageErrorf("unexpected argument %q (filters are flags)", args[0])
@@ -187,7 +189,12 @@ func jobsList(fs *flag.FlagSet) func(*env, []string) error {
 		if err != nil {
 			return err
 		}
-		opts := ax.ListOptions{Filter: f, Cursor: *cursor, Limit: *limit}
+		if *preview < 0 || *preview > store.MaxPreviewBytes {
+			return usageErrorf("--preview: %d not in [0, %d]", *preview, store.MaxPreviewBytes)
+		}
+		// The store cuts the latest error to the preview too: read enough
+		// of it for the table's column, and cut the values below.
+		opts := ax.ListOptions{Filter: f, Cursor: *cursor, Limit: *limit, PreviewBytes: max(*preview, listErrorBytes)}
 		switch *order {
 		case "newest":
 			opts.Order = ax.NewestFirst
@@ -208,17 +215,33 @@ func jobsList(fs *flag.FlagSet) func(*env, []string) error {
 		if err != nil {
 			return err
 		}
+		for i, j := range list.Jobs {
+			if j.Brief == nil {
+				// A store that lists whole records.
+				j = store.BriefRecord(j, opts.PreviewBytes)
+				list.Jobs[i] = j
+			}
+			j.Brief.Payload, j.Brief.Result = store.CutText(j.Brief.Payload, *preview), store.CutText(j.Brief.Result, *preview)
+		}
 		if e.global.json {
 			return printJSON(e.stdout, list)
 		}
-		t := newTable(e.stdout, "ID", "KIND", "STATE", "ATTEMPT", "PRIORITY", "RUN AT", "LAST ERROR")
+		header := []string{"ID", "KIND", "STATE", "ATTEMPT", "PRIORITY", "RUN AT", "SIZE", "LAST ERROR"}
+		if *preview > 0 {
+			header = append(header, "PAYLOAD")
+		}
+		t := newTable(e.stdout, header...)
 		for _, j := range list.Jobs {
 			lastErr := ""
 			if n := len(j.Errors); n > 0 {
 				lastErr = j.Errors[n-1].Error
 			}
-			t.row(j.ID.String(), j.Kind, string(j.State), fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts),
-				priorityName(j.Priority), when(j.RunAt), orDash(oneLine(lastErr, 60)))
+			row := []string{j.ID.String(), j.Kind, string(j.State), fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts),
+				priorityName(j.Priority), when(j.RunAt), byteSize(j.Brief.PayloadSize), orDash(oneLine(lastErr, 60))}
+			if *preview > 0 {
+				row = append(row, payloadPreview(j.Brief))
+			}
+			t.row(row...)
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -231,6 +254,24 @@ func jobsList(fs *flag.FlagSet) func(*env, []string) error {
 		}
 		return nil
 	}
+}
+
+// listPreviewBytes is jobs list's default --preview: enough of a
+// payload to tell jobs apart in a table row.
+const listPreviewBytes = 64
+
+// listErrorBytes is how much of each job's latest error jobs list reads
+// at least, for its LAST ERROR column (60 characters of the first line).
+const listErrorBytes = 256
+
+// payloadPreview is b's payload preview for a table cell: on one line,
+// with an ellipsis when the payload is longer.
+func payloadPreview(b *store.Brief) string {
+	s := strings.NewReplacer("\n", " ", "\r", " ", "\t", " ").Replace(b.Payload)
+	if len(b.Payload) < b.PayloadSize {
+		s += "…"
+	}
+	return s
 }
 
 // countDoc is what jobs count prints with --json, the HTTP API's

@@ -8,7 +8,7 @@
 //	ax [--database-url URL] [--schema ax] [--json] COMMAND [flags] [args]
 //
 //	ax migrate up|status
-//	ax jobs list [filters] [--order newest|oldest] [--limit N] [--cursor C]
+//	ax jobs list [filters] [--order newest|oldest] [--limit N] [--cursor C] [--preview N]
 //	ax jobs count [filters]
 //	ax jobs show ID
 //	ax jobs retry|cancel|delete [ID...] [filters] [--yes] [--all]
@@ -25,6 +25,13 @@
 // them: 01a233ed…): the prefix must name exactly one job, however old.
 // One that names several is a usage error listing them (up to 10); one
 // that names none, not found.
+//
+// jobs list reads the jobs in brief (ax.ListOptions.PreviewBytes), as the
+// HTTP API lists them: of each job its payload's size (SIZE), the first
+// --preview bytes of its payload (PAYLOAD; default 64, at most 65536, 0
+// leaves the column out) and the start of its latest error, never the
+// whole values, so a page of 1,000 jobs with 1 MB payloads reads and
+// prints kilobytes, not a gigabyte. jobs show prints one job whole.
 //
 // jobs show lists the job's attempts, oldest first: each failed one with
 // the node that ran it, its start and end (times in UTC to the
@@ -104,7 +111,7 @@
 //
 //	migrate status           {"database": N, "binary": N, "status": "up-to-date" | "behind" | "ahead"}
 //	migrate up               the same, and "before": N, the version it found
-//	jobs list                {"jobs": [JOB...], "cursor": C} (cursor absent on the last page)
+//	jobs list                {"jobs": [JOB in brief...], "cursor": C} (cursor absent on the last page)
 //	jobs count               {"count": N}
 //	jobs show                JOB
 //	jobs retry|cancel|delete {"operation": "retry" | "cancel" | "delete", "matched": N, "changed": N}
@@ -129,7 +136,12 @@
 // "state", "priority" (1 high, 2 normal, 3 low), "run_at", "attempt",
 // "max_attempts", "errors" ([{"attempt", "at", "error", "node",
 // "started_at"}...], oldest first), "owner", "created_at",
-// "attempted_at", "finished_at", "result", among others. SCHEDULE is
+// "attempted_at", "finished_at", "result", among others. JOB in brief
+// is the same with "payload" and "result" null, "errors" the latest only
+// (its first 256 bytes, or --preview's when more), no "follow_ups", and
+// "brief": {"payload": the first --preview bytes of the payload's text,
+// "payload_size", "result", "result_size", "errors", "follow_ups"} (the
+// counts), as GET /api/v1/jobs lists jobs. SCHEDULE is
 // ax.Schedule: "name", "spec", "time_zone", "kind", "last_tick" (null
 // until the schedule's first tick), "next_tick", "paused", "updated_at",
 // "job". Documents named by a type are that type's JSON encoding.

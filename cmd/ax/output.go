@@ -93,3 +93,15 @@ func count(n int64) string {
 	}
 	return fmt.Sprint(n)
 }
+
+// byteSize formats a size in bytes for people: 312 B, 4.5 KiB, 1.0 MiB
+// (what would print as 1024.0 KiB is 1.0 MiB).
+func byteSize(n int) string {
+	if n < 1<<10 {
+		return fmt.Sprintf("%d B", n)
+	}
+	if kib := float64(n) / (1 << 10); kib < 1023.95 {
+		return fmt.Sprintf("%.1f KiB", kib)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}

@@ -122,9 +122,17 @@ func TestPostgresOperate(t *testing.T) {
 	operateScenario(t, st, func(t *testing.T, args ...string) (string, string, int) {
 		return cli(t, append(args, "--database-url", dsn)...)
 	})
-	// The JSON of a listing read back from the database keeps payloads raw.
+	// A listing read back from the database is in brief: the start of the
+	// payload's JSON text and its size (jobs show prints it raw).
 	out := mustCLI(t, cli, "jobs", "list", "--kind", "e2e.flaky", "--limit", "1", "--json", "--database-url", dsn)
 	var l map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &l))
-	require.Equal(t, map[string]any{"n": float64(1)}, l["jobs"].([]any)[0].(map[string]any)["payload"])
+	j := l["jobs"].([]any)[0].(map[string]any)
+	require.Nil(t, j["payload"])
+	require.Equal(t, `{"n":1}`, j["brief"].(map[string]any)["payload"])
+	require.Equal(t, float64(7), j["brief"].(map[string]any)["payload_size"])
+	out = mustCLI(t, cli, "jobs", "show", j["id"].(string), "--json", "--database-url", dsn)
+	var whole map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &whole))
+	require.Equal(t, map[string]any{"n": float64(1)}, whole["payload"], "jobs show keeps the payload raw")
 }

@@ -148,7 +148,7 @@ type command struct {
 var commands = []command{
 	{"migrate up", "", "migrate the schema to this binary's version", migrateUp},
 	{"migrate status", "", "show the schema version of the database and of this binary", migrateStatus},
-	{"jobs list", "", "list jobs (newest first), one page at a time", jobsList},
+	{"jobs list", "", "list jobs (newest first), one page at a time, in brief: payload size and preview", jobsList},
 	{"jobs count", "", "count the jobs the filters select, exactly", jobsCount},
 	{"jobs show", "ID", "show one job and its attempts (ID or its first digits)", jobsShow},
 	{"jobs retry", "[ID...]", "make dead, cancelled, paused and future jobs due now", jobsRetry},

@@ -157,6 +157,8 @@ func TestCommands(t *testing.T) {
 		{name: "Help", args: []string{"help"}, out: []string{"jobs list", "Exit codes: 0 ok, 1 error, 2 usage, 3 not found."}},
 		{name: "NoCommand", args: nil, code: exitUsage, errOut: []string{"Commands:"}},
 		{name: "CommandHelp", args: []string{"jobs", "retry", "-h"}, out: []string{"Usage: ax jobs retry [ID...] [flags]", "-yes", "-error-contains"}},
+		{name: "JobsListHelpSaysPreview", args: []string{"jobs", "list", "-h"}, out: []string{"Usage: ax jobs list [flags]", "in brief: payload size and preview",
+			"-preview int", "0: their sizes only", "(default 64)"}},
 		{name: "ServeHelpSaysSessionKey", args: []string{"serve", "-h"}, out: []string{"Usage: ax serve [flags]", "Environment:\n  AX_SESSION_KEY\n"}},
 
 		{name: "MigrateStatus", args: []string{"migrate", "status"}, out: []string{"database at version 1, this binary at version 2: behind (run: ax migrate up)"}},
@@ -206,7 +208,8 @@ func TestCommands(t *testing.T) {
 			j := l["jobs"].([]any)[0].(map[string]any)
 			require.Equal(t, c.dead[0].String(), j["id"])
 			require.Equal(t, "dead", j["state"])
-			require.Equal(t, map[string]any{"to": "ada@example.com"}, j["payload"], "payload as raw JSON")
+			require.Nil(t, j["payload"], "in brief")
+			require.Equal(t, map[string]any{"payload": `{"to":"ada@example.com"}`, "payload_size": float64(24), "errors": float64(1)}, j["brief"])
 			require.NotEmpty(t, l["cursor"])
 		}},
 		{name: "JobsListEmpty", args: []string{"jobs", "list", "--kind", "none"}, out: []string{"(no jobs)"}},
