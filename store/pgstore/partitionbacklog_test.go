@@ -36,6 +36,28 @@ func hookJob(p string) store.InsertParams {
 var hookFlows = &store.SetFlowsParams{Node: "n", Flows: []store.FlowConfig{
 	{Kind: "hook", Partition: store.PartitionSource{PayloadField: "p"}, PartitionConcurrency: 5}}}
 
+// fillHeldPartition declares hookFlows on s, fills the partition "bad"'s
+// 5 slots and leaves backlog of its jobs due behind them, and returns the
+// claim of the kind that took the 5.
+func fillHeldPartition(ctx context.Context, t testing.TB, s *pgstore.Store, backlog int) *store.ClaimParams {
+	t.Helper()
+	require.NoError(t, s.SetFlows(ctx, hookFlows))
+	bad := make([]store.InsertParams, 5+backlog)
+	for i := range bad {
+		bad[i] = hookJob("bad")
+	}
+	for i := 0; i < len(bad); i += 1000 {
+		_, err := s.Insert(ctx, bad[i:min(i+1000, len(bad))])
+		require.NoError(t, err)
+	}
+	claim := &store.ClaimParams{Owner: "o", Limit: 10, LeaseDuration: time.Hour,
+		Kinds: []store.KindLimit{{Kind: "hook", Limit: 10}}}
+	held, err := s.Claim(ctx, claim)
+	require.NoError(t, err)
+	require.Len(t, held.Jobs, 5, "the bad partition fills its 5 slots")
+	return claim
+}
+
 // TestFlowClaimReadsNoHeldBacklog (issue 40): with one partition full (5
 // running) and 3,000 of its jobs due behind them, a claim of the kind
 // (its claim statement and its read of what is left, under auto_explain)
@@ -76,21 +98,7 @@ func TestFlowClaimReadsNoHeldBacklog(t *testing.T) {
 	s, err := pgstore.New(ctx, pool)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
-	require.NoError(t, s.SetFlows(ctx, hookFlows))
-
-	bad := make([]store.InsertParams, 5+3000)
-	for i := range bad {
-		bad[i] = hookJob("bad")
-	}
-	for i := 0; i < len(bad); i += 1000 {
-		_, err := s.Insert(ctx, bad[i:min(i+1000, len(bad))])
-		require.NoError(t, err)
-	}
-	claim := &store.ClaimParams{Owner: "o", Limit: 10, LeaseDuration: time.Hour,
-		Kinds: []store.KindLimit{{Kind: "hook", Limit: 10}}}
-	held, err := s.Claim(ctx, claim)
-	require.NoError(t, err)
-	require.Len(t, held.Jobs, 5, "the bad partition fills its 5 slots")
+	claim := fillHeldPartition(ctx, t, s, 3000)
 	_, err = pool.Exec(ctx, `ANALYZE ax.jobs`)
 	require.NoError(t, err)
 
@@ -140,24 +148,10 @@ func BenchmarkFlowClaimBesideHeldBacklog(b *testing.B) {
 		b.Run(fmt.Sprintf("backlog=%d", backlog), func(b *testing.B) {
 			s := newStore(b)
 			ctx := ctxT(b)
-			require.NoError(b, s.SetFlows(ctx, hookFlows))
-			hook := hookJob
-			bad := make([]store.InsertParams, 5+backlog)
-			for i := range bad {
-				bad[i] = hook("bad")
-			}
-			for i := 0; i < len(bad); i += 1000 {
-				_, err := s.Insert(ctx, bad[i:min(i+1000, len(bad))])
-				require.NoError(b, err)
-			}
-			claim := &store.ClaimParams{Owner: "o", Limit: 10, LeaseDuration: time.Hour,
-				Kinds: []store.KindLimit{{Kind: "hook", Limit: 10}}}
-			held, err := s.Claim(ctx, claim)
-			require.NoError(b, err)
-			require.Len(b, held.Jobs, 5, "the bad partition fills its 5 slots")
+			claim := fillHeldPartition(ctx, b, s, backlog)
 			b.ResetTimer()
 			for range b.N {
-				_, err := s.Insert(ctx, []store.InsertParams{hook("good")})
+				_, err := s.Insert(ctx, []store.InsertParams{hookJob("good")})
 				require.NoError(b, err)
 				res, err := s.Claim(ctx, claim)
 				require.NoError(b, err)
