@@ -111,6 +111,27 @@ const pendingVerdictsSQL = `CASE WHEN f.config -> 'breaker' IS NOT NULL THEN
 	CASE WHEN f.config -> 'breaker' IS NOT NULL THEN
 		(SELECT array_agg(v.seq ORDER BY v.seq) FROM {verdicts} v WHERE v.kind = f.kind) END`
 
+// partCandSQL is the flow claim's candidates of the partitions parts
+// lists (pt) that which selects, read with partition condition cond:
+// one branch for keyed partitions and one for the partition "", since a
+// condition that says which index the partition's jobs are in (see
+// partKeysSQL) must not depend on pt.key.
+func partCandSQL(which, cond string) string {
+	return `SELECT c.*, k.lim, pt.lim
+	FROM parts pt JOIN k ON k.kind = pt.kind
+	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
+	CROSS JOIN LATERAL (
+		SELECT j.id, j.kind, j.partition_key, j.priority, j.run_at FROM {jobs} j
+		WHERE j.kind = pt.kind AND ` + cond + ` AND j.priority = p.priority
+		  AND j.state IN ('scheduled', 'retrying') AND j.run_at <= $11::timestamptz
+		  AND ` + seqHeadSQL + `
+		ORDER BY j.run_at
+		LIMIT least(pt.lim, $8)
+		FOR UPDATE SKIP LOCKED
+	) c
+	WHERE pt.lim > 0 AND ` + which
+}
+
 func buildFlowQueries(schema string) flowQueries {
 	r := strings.NewReplacer(
 		"{jobs}", pgx.Identifier{schema, "jobs"}.Sanitize(),
@@ -246,34 +267,9 @@ FROM {flows} f WHERE $1 = '' OR f.kind = $1 ORDER BY f.kind`,
 	) c
 	WHERE NOT k.parted AND k.lim > 0
 	UNION ALL
-	SELECT c.*, k.lim, pt.lim
-	FROM parts pt JOIN k ON k.kind = pt.kind
-	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
-	CROSS JOIN LATERAL (
-		SELECT j.id, j.kind, j.partition_key, j.priority, j.run_at FROM {jobs} j
-		WHERE j.kind = pt.kind AND j.partition_key = pt.key AND j.priority = p.priority
-		  AND j.state IN ('scheduled', 'retrying') AND j.run_at <= $11::timestamptz
-		  AND j.partition_key > ''
-		  AND ` + seqHeadSQL + `
-		ORDER BY j.run_at
-		LIMIT least(pt.lim, $8)
-		FOR UPDATE SKIP LOCKED
-	) c
-	WHERE pt.lim > 0 AND pt.key > ''
+	` + partCandSQL(`pt.key > ''`, `j.partition_key = pt.key AND j.partition_key > ''`) + `
 	UNION ALL
-	SELECT c.*, k.lim, pt.lim
-	FROM parts pt JOIN k ON k.kind = pt.kind
-	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
-	CROSS JOIN LATERAL (
-		SELECT j.id, j.kind, j.partition_key, j.priority, j.run_at FROM {jobs} j
-		WHERE j.kind = pt.kind AND j.partition_key = '' AND j.unkeyed AND j.priority = p.priority
-		  AND j.state IN ('scheduled', 'retrying') AND j.run_at <= $11::timestamptz
-		  AND ` + seqHeadSQL + `
-		ORDER BY j.run_at
-		LIMIT least(pt.lim, $8)
-		FOR UPDATE SKIP LOCKED
-	) c
-	WHERE pt.lim > 0 AND pt.key = ''
+	` + partCandSQL(`pt.key = ''`, `j.partition_key = '' AND j.unkeyed`) + `
 ), ordered AS (
 	SELECT c.*, ` + agedSQL + ` AS aged FROM cand c
 ), picked AS MATERIALIZED (
