@@ -408,34 +408,68 @@ func (h *Handler) getJob(w http.ResponseWriter, r *http.Request) {
 // FollowUpsResponse lists the jobs a job's end inserted: its callback
 // deliveries (kind CallbackKind) and other follow-ups, oldest first.
 type FollowUpsResponse struct {
-	// Jobs are the inserted jobs, oldest first.
+	// Jobs are the inserted jobs, oldest first unless order=newest, in
+	// brief (as GET /api/v1/jobs lists them: Brief holds their previews;
+	// GET /api/v1/jobs/{id} shows one whole).
 	Jobs []*store.JobRecord `json:"jobs"`
+	// Cursor continues the listing (the cursor parameter); empty on the
+	// last page.
+	Cursor string `json:"cursor,omitempty"`
 }
 
-// followUpsOf returns the follow-ups of job id, or an error wrapping
+// followUpParams are the parameters of GET /api/v1/jobs/{id}/followups:
+// a listing's, its filter being the job.
+var followUpParams = []string{"order", "limit", "cursor", "preview"}
+
+// FollowUpsLimit is how many follow-ups GET /api/v1/jobs/{id}/followups
+// and the job's page list unless told otherwise (limit, up to
+// store.MaxListLimit): a job whose end inserted thousands of large jobs
+// answers in pages of bounded bytes.
+const FollowUpsLimit = 100
+
+// FollowUpsShown is how many follow-ups a job's page shows, in brief; a
+// link lists the rest (/jobs?parent=ID).
+const FollowUpsShown = 50
+
+// followUpsOf returns a page of the follow-ups of job id as opts asks
+// (its filter is replaced by the job), in brief, or an error wrapping
 // errors.ErrUnsupported when the store does not keep them.
-func (h *Handler) followUpsOf(r *http.Request, id uuid.UUID) ([]*store.JobRecord, error) {
-	fs, ok := h.store.(store.FollowUpStore)
-	if !ok {
+func (h *Handler) followUpsOf(r *http.Request, id uuid.UUID, opts ax.ListOptions) (*ax.JobList, error) {
+	if _, ok := h.store.(store.FollowUpStore); !ok {
 		return nil, fmt.Errorf("follow-ups: store %T does not implement store.FollowUpStore: %w", h.store, errors.ErrUnsupported)
 	}
-	jobs, err := fs.FollowUps(r.Context(), id)
+	opts.Filter = ax.JobFilter{Parent: id}
+	if opts.Limit == 0 {
+		opts.Limit = FollowUpsLimit
+	}
+	list, err := h.reader(r).List(r.Context(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("follow-ups of %s: %w", id, err)
 	}
-	if jobs == nil {
-		jobs = []*store.JobRecord{}
+	if list.Jobs == nil {
+		list.Jobs = []*store.JobRecord{}
 	}
-	return jobs, nil
+	return list, nil
 }
 
 func (h *Handler) followUps(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
 	id, err := jobID(r)
 	if err == nil {
+		err = checkParams(q, followUpParams)
+	}
+	var opts ax.ListOptions
+	if err == nil {
+		opts, err = parseListOptions(q, h.cfg.Clock())
+		if q.Get("order") == "" {
+			opts.Order = ax.OldestFirst
+		}
+	}
+	if err == nil {
 		if _, err = h.reader(r).Get(r.Context(), id); err == nil {
-			var jobs []*store.JobRecord
-			if jobs, err = h.followUpsOf(r, id); err == nil {
-				writeJSON(w, http.StatusOK, FollowUpsResponse{Jobs: h.allForCaller(r, jobs)})
+			var list *ax.JobList
+			if list, err = h.followUpsOf(r, id, opts); err == nil {
+				writeJSON(w, http.StatusOK, FollowUpsResponse{Jobs: h.allForCaller(r, list.Jobs), Cursor: list.Cursor})
 				return
 			}
 		}

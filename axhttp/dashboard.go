@@ -583,10 +583,13 @@ type jobBody struct {
 	Timeline    []timelineEntry
 	FollowUps   []*store.JobRecord
 	FollowUpErr string
-	Callbacks   bool
-	CanRetry    bool
-	CanCancel   bool
-	Future      bool
+	// FollowUpsMore reports that the job's end inserted more jobs than
+	// the page shows (FollowUpsShown): the rest are listed by /jobs.
+	FollowUpsMore bool
+	Callbacks     bool
+	CanRetry      bool
+	CanCancel     bool
+	Future        bool
 }
 
 func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
@@ -627,8 +630,9 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 		body.Timeline = append(body.Timeline, timelineEntry{rec.RunAt, "due"})
 	}
 	slices.SortStableFunc(body.Timeline, func(a, b timelineEntry) int { return a.At.Compare(b.At) })
-	if fus, err := h.followUpsOf(r, rec.ID); err == nil {
-		body.FollowUps = h.allForCaller(r, fus)
+	opts := ax.ListOptions{Order: ax.OldestFirst, Limit: FollowUpsShown, PreviewBytes: ListPreviewBytes}
+	if fus, err := h.followUpsOf(r, rec.ID, opts); err == nil {
+		body.FollowUps, body.FollowUpsMore = h.allForCaller(r, fus.Jobs), fus.Cursor != ""
 	} else if errors.Is(err, errors.ErrUnsupported) {
 		body.FollowUpErr = "this store does not keep the jobs a job's end inserts (store.FollowUpStore)"
 	} else {

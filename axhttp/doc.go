@@ -23,7 +23,8 @@
 //	POST /api/v1/jobs/retry              retry the jobs a filter selects (all=true for every job)
 //	POST /api/v1/jobs/cancel             cancel the jobs a filter selects (all=true for every job)
 //	GET  /api/v1/jobs/{id}               one job, with its attempts
-//	GET  /api/v1/jobs/{id}/followups     the jobs its end inserted: callback deliveries
+//	GET  /api/v1/jobs/{id}/followups     the jobs its end inserted (callback deliveries), by
+//	                                     page and in brief (order, limit, cursor, preview)
 //	POST /api/v1/jobs/{id}/retry         make one job due now (409 when its state does not allow it)
 //	POST /api/v1/jobs/{id}/cancel        cancel one job (409 likewise)
 //	GET  /api/v1/kinds                   kinds: pause state, jobs by state, nodes, unhandled; a page in name order (limit, after, prefix)

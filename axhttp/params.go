@@ -19,6 +19,7 @@ import (
 //
 //	kind, state, priority, id   repeatable or comma-separated
 //	unique_key, unique_key_prefix, error_contains, node
+//	parent                      a job ID: the jobs its end inserted
 //	meta=key=value              repeatable
 //	run_after, run_before, finished_after, finished_before
 //	                            RFC 3339, or a duration meaning that long ago (90m)
@@ -26,7 +27,7 @@ import (
 //	preview                     bytes of each payload, result and error shown
 //	                            (1 to 65536, default ListPreviewBytes)
 var filterParams = []string{"kind", "state", "priority", "id", "unique_key", "unique_key_prefix", "error_contains",
-	"node", "meta", "run_after", "run_before", "finished_after", "finished_before"}
+	"node", "parent", "meta", "run_after", "run_before", "finished_after", "finished_before"}
 
 var listParams = append([]string{"order", "limit", "cursor", "preview"}, filterParams...)
 
@@ -103,6 +104,13 @@ func parseFilter(q url.Values, now time.Time) (ax.JobFilter, error) {
 	f.UniqueKeyPrefix = q.Get("unique_key_prefix")
 	f.ErrorContains = q.Get("error_contains")
 	f.Node = q.Get("node")
+	if v := q.Get("parent"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return f, badRequest("parent: %q is not a job ID", v)
+		}
+		f.Parent = id
+	}
 	for _, kv := range q["meta"] {
 		if kv == "" {
 			continue

@@ -44,13 +44,19 @@ type JobFilter struct {
 	// Node selects jobs whose Owner (the node running, or that last ran,
 	// them) is this node.
 	Node string
+	// Parent selects the jobs whose Parent is this job: what its end
+	// inserted (follow-ups, Then jobs), as FollowUpStore.FollowUps lists
+	// them whole; a listing with this filter reads them in brief and by
+	// page.
+	Parent uuid.UUID
 }
 
 // IsZero reports whether f matches every job.
 func (f *JobFilter) IsZero() bool {
 	return len(f.IDs) == 0 && len(f.Kinds) == 0 && len(f.States) == 0 && len(f.Priorities) == 0 &&
 		f.RunAfter.IsZero() && f.RunBefore.IsZero() && f.FinishedAfter.IsZero() && f.FinishedBefore.IsZero() &&
-		f.UniqueKey == "" && f.UniqueKeyPrefix == "" && len(f.Metadata) == 0 && f.ErrorContains == "" && f.Node == ""
+		f.UniqueKey == "" && f.UniqueKeyPrefix == "" && len(f.Metadata) == 0 && f.ErrorContains == "" && f.Node == "" &&
+		f.Parent == uuid.Nil
 }
 
 // MaxFilterValues bounds each list of values of a JobFilter.
@@ -110,7 +116,8 @@ func (f *JobFilter) Matches(rec *JobRecord) bool {
 		!f.FinishedBefore.IsZero() && !rec.FinishedAt.Before(f.FinishedBefore),
 		f.UniqueKey != "" && rec.UniqueKey != f.UniqueKey,
 		f.UniqueKeyPrefix != "" && !strings.HasPrefix(rec.UniqueKey, f.UniqueKeyPrefix),
-		f.Node != "" && rec.Owner != f.Node:
+		f.Node != "" && rec.Owner != f.Node,
+		f.Parent != uuid.Nil && rec.Parent != f.Parent:
 		return false
 	}
 	for k, v := range f.Metadata {

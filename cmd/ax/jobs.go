@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/store"
 )
@@ -79,6 +81,7 @@ func (f timeFlag) Set(v string) error {
 type filterFlags struct {
 	kinds, states, priorities listFlag
 	meta                      metaFlag
+	parent                    string
 	filter                    ax.JobFilter
 	fs                        *flag.FlagSet
 }
@@ -93,6 +96,7 @@ func newFilterFlags(fs *flag.FlagSet) *filterFlags {
 	fs.Var(f.meta, "meta", "select jobs whose metadata has key=value (repeatable)")
 	fs.StringVar(&f.filter.ErrorContains, "error-contains", "", "select jobs with an attempt error containing this text")
 	fs.StringVar(&f.filter.Node, "node", "", "select jobs the node runs, or last ran")
+	fs.StringVar(&f.parent, "parent", "", "select the jobs this job's end inserted (its follow-ups and Then jobs), by its full ID")
 	for _, t := range []struct {
 		name string
 		t    *time.Time
@@ -121,6 +125,13 @@ func stateNames() string {
 func (f *filterFlags) build() (ax.JobFilter, error) {
 	out := f.filter
 	out.Kinds = f.kinds
+	if f.parent != "" {
+		id, err := uuid.Parse(f.parent)
+		if err != nil {
+			return out, usageErrorf("--parent: %q is not a job ID", f.parent)
+		}
+		out.Parent = id
+	}
 	if len(f.meta) > 0 {
 		out.Metadata = f.meta
 	}

@@ -223,6 +223,13 @@ func TestCommands(t *testing.T) {
 		}},
 		{name: "JobsCountJSON", args: []string{"jobs", "count", "--state", "scheduled", "--json"}, check: jsonEq(`{"count":2}`)},
 		{name: "JobsCountNone", args: []string{"jobs", "count", "--unique-key", "none"}, out: []string{"0\n"}},
+		{name: "JobsListParent", args: []string{"jobs", "list", "--parent", "01a24a57-e687-70ca-ae74-daff69197b98", "--json"},
+			check: func(t *testing.T, c *cluster, out string) {
+				var l ax.JobList
+				require.NoError(t, json.Unmarshal([]byte(out), &l))
+				require.Empty(t, l.Jobs, "no job of the cluster was made by that one")
+			}},
+		{name: "JobsListBadParent", args: []string{"jobs", "list", "--parent", "01a24a57"}, code: exitUsage, errOut: []string{`--parent: "01a24a57" is not a job ID`}},
 		{name: "JobsCountBadState", args: []string{"jobs", "count", "--state", "sleeping"}, code: exitUsage, errOut: []string{`--state: unknown state "sleeping"`}},
 		{name: "JobsCountArgument", args: []string{"jobs", "count", "email.send"}, code: exitUsage, errOut: []string{"unexpected argument"}},
 

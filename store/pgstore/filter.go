@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
@@ -111,6 +112,9 @@ func filterTerms(f *store.JobFilter, a *sqlArgs, parts filterParts) ([]string, e
 	}
 	if f.Node != "" {
 		terms = append(terms, "owner = "+a.add(f.Node))
+	}
+	if f.Parent != uuid.Nil {
+		terms = append(terms, "parent = "+a.add(f.Parent)+"::uuid") // jobs_parent_idx
 	}
 	return terms, nil
 }

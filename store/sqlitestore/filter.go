@@ -4,6 +4,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/axsched/ax/store"
 )
 
@@ -86,6 +88,10 @@ func filterSQL(f *store.JobFilter) (string, []any) {
 	if f.Node != "" {
 		terms = append(terms, "owner = ?")
 		args = append(args, f.Node)
+	}
+	if f.Parent != uuid.Nil {
+		terms = append(terms, "parent = ?") // jobs_parent
+		args = append(args, f.Parent[:])
 	}
 	if len(terms) == 0 {
 		return "1", nil

@@ -205,6 +205,46 @@ func testInspector(t *testing.T, newStore NewStoreFunc) {
 	})
 
 	t.Run("Paging", func(t *testing.T) { testInspectorPaging(t, newStore) })
+	t.Run("Parent", func(t *testing.T) { testInspectorParent(t, newStore) })
+}
+
+// testInspectorParent: JobFilter.Parent selects what a job's end inserted
+// (here its Then jobs), the jobs FollowUps lists, and no other: listed
+// in brief and by page, counted, in any store that keeps follow-ups.
+func testInspectorParent(t *testing.T, newStore NewStoreFunc) {
+	st := newStore(t)
+	in := as[store.JobInspector](t, st)
+	if !hasFollowUps(st) {
+		t.Skipf("store %T keeps no follow-ups", st)
+	}
+	parents := make([]uuid.UUID, 2)
+	var thens [2][]uuid.UUID
+	for i := range parents {
+		parents[i] = insertOne(t, st, "insp.parent")
+		var then []store.InsertParams
+		for range 3 {
+			then = append(then, params(t, "insp.then"))
+			thens[i] = append(thens[i], then[len(then)-1].ID)
+		}
+		finishOne(t, st, claimOnly(t, st, "insp.parent", parents[i], longLease),
+			store.FinishParams{Outcome: store.OutcomeSucceeded, Then: then})
+	}
+	for i, parent := range parents {
+		f := store.JobFilter{Parent: parent}
+		page, err := in.ListJobs(t.Context(), &store.ListJobsParams{Filter: f, Order: store.OldestFirst, Limit: 10, PreviewBytes: 8})
+		require.NoError(t, err)
+		require.ElementsMatch(t, thens[i], recordIDs(page.Jobs))
+		require.ElementsMatch(t, thens[i], listAll(t, in, f, store.OldestFirst, 2), "paged by 2")
+		ups, err := as[store.FollowUpStore](t, st).FollowUps(t.Context(), parent)
+		require.NoError(t, err)
+		require.ElementsMatch(t, recordIDs(ups), recordIDs(page.Jobs), "the jobs FollowUps lists")
+		n, err := in.CountMatching(t.Context(), &f)
+		require.NoError(t, err)
+		require.EqualValues(t, 3, n)
+	}
+	page, err := in.ListJobs(t.Context(), &store.ListJobsParams{Filter: store.JobFilter{Parent: thens[0][0]}, Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, page.Jobs, "a job that made nothing")
 }
 
 // listAll pages through the jobs matching f, limit at a time, and
