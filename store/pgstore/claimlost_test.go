@@ -1,0 +1,165 @@
+package pgstore_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axsched/ax/store"
+)
+
+// lostJob is one job of a TestClaimReplacesLostRowsInClaimOrder case:
+// its name, kind, priority, how long it has been due, and whether another
+// transaction holds its row lock during the claim (another claim in
+// flight).
+type lostJob struct {
+	name     string
+	kind     string
+	priority int
+	dueFor   time.Duration
+	held     bool
+}
+
+// TestClaimReplacesLostRowsInClaimOrder claims while another transaction
+// holds the row locks of some of the claim's first choices (another
+// host's claim in flight): the claim must take, in their place, the
+// next-best due jobs in claim order (aged first, then priority, then
+// run_at), across priorities and kinds, within every limit. The second
+// round used to replace lost rows only from the same (kind, priority)
+// range, so a claim whose first choices were held at priority 1 took none
+// of the free priority 2 jobs, and a held aged job was replaced by a fresh
+// low-priority one ahead of due high-priority jobs.
+func TestClaimReplacesLostRowsInClaimOrder(t *testing.T) {
+	t.Parallel()
+	const age = 5 * time.Minute
+	type claim struct {
+		kinds []store.KindLimit
+		limit int
+		age   time.Duration
+	}
+	a := func(n int) []store.KindLimit { return []store.KindLimit{{Kind: "a", Limit: n}} }
+	cases := []struct {
+		name  string
+		jobs  []lostJob
+		claim claim
+		want  []string // the names claimed, in claim order
+	}{
+		{
+			name: "first choices held, five free at the next priority",
+			jobs: []lostJob{
+				{"h1", "a", 1, 30 * time.Second, true}, {"h2", "a", 1, 29 * time.Second, true}, {"h3", "a", 1, 28 * time.Second, true},
+				{"f1", "a", 2, 20 * time.Second, false}, {"f2", "a", 2, 19 * time.Second, false}, {"f3", "a", 2, 18 * time.Second, false},
+				{"f4", "a", 2, 17 * time.Second, false}, {"f5", "a", 2, 16 * time.Second, false},
+			},
+			claim: claim{a(3), 3, 0},
+			want:  []string{"f1", "f2", "f3"},
+		},
+		{
+			name: "first choices held, five free behind them",
+			jobs: []lostJob{
+				{"h1", "a", 2, 30 * time.Second, true}, {"h2", "a", 2, 29 * time.Second, true}, {"h3", "a", 2, 28 * time.Second, true},
+				{"f1", "a", 2, 20 * time.Second, false}, {"f2", "a", 2, 19 * time.Second, false}, {"f3", "a", 2, 18 * time.Second, false},
+				{"f4", "a", 2, 17 * time.Second, false}, {"f5", "a", 2, 16 * time.Second, false},
+			},
+			claim: claim{a(3), 3, 0},
+			want:  []string{"f1", "f2", "f3"},
+		},
+		{
+			name: "held aged job replaced by due high-priority jobs, not a fresh low one",
+			jobs: []lostJob{
+				{"aged1", "a", 3, 10 * time.Minute, true}, {"aged2", "a", 3, 9 * time.Minute, false},
+				{"low", "a", 3, 3 * time.Second, false},
+				{"high1", "a", 1, 2 * time.Second, false}, {"high2", "a", 1, time.Second, false},
+			},
+			claim: claim{a(3), 3, age},
+			want:  []string{"aged2", "high1", "high2"},
+		},
+		{
+			name: "held aged jobs replaced by aged jobs of other priorities first",
+			jobs: []lostJob{
+				{"aged1", "a", 3, 10 * time.Minute, true}, {"aged2", "a", 2, 8 * time.Minute, false},
+				{"aged3", "a", 1, 7 * time.Minute, false}, {"low", "a", 3, 9 * time.Minute / 10, false},
+				{"high", "a", 1, time.Second, false},
+			},
+			claim: claim{a(2), 2, age},
+			want:  []string{"aged2", "aged3"},
+		},
+		{
+			name: "one kind's first choices held, another kind's free",
+			jobs: []lostJob{
+				{"ha1", "a", 1, 30 * time.Second, true}, {"ha2", "a", 1, 29 * time.Second, true},
+				{"fa", "a", 2, 40 * time.Second, false},
+				{"fb1", "b", 1, 20 * time.Second, false}, {"fb2", "b", 1, 19 * time.Second, false}, {"fb3", "b", 1, 18 * time.Second, false},
+			},
+			claim: claim{[]store.KindLimit{{Kind: "a", Limit: 3}, {Kind: "b", Limit: 3}}, 3, 0},
+			want:  []string{"fb1", "fb2", "fb3"},
+		},
+		{
+			name: "kind limits hold for the replacements",
+			jobs: []lostJob{
+				{"ha", "a", 1, 30 * time.Second, true},
+				{"fa1", "a", 1, 29 * time.Second, false}, {"fa2", "a", 1, 28 * time.Second, false},
+				{"fb1", "b", 2, 20 * time.Second, false}, {"fb2", "b", 2, 19 * time.Second, false}, {"fb3", "b", 2, 18 * time.Second, false},
+			},
+			claim: claim{[]store.KindLimit{{Kind: "a", Limit: 1}, {Kind: "b", Limit: 3}}, 3, 0},
+			want:  []string{"fa1", "fb1", "fb2"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			pool, s := newPoolStore(t)
+			names := map[uuid.UUID]string{}
+			var held []uuid.UUID
+			for _, j := range c.jobs {
+				id := uuid.Must(uuid.NewV7())
+				names[id] = j.name
+				if j.held {
+					held = append(held, id)
+				}
+				_, err := pool.Exec(ctx, `INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts)
+					VALUES ($1, $2, '{}', $3, now() - $4::bigint * interval '1 microsecond', now(), 3)`,
+					id, j.kind, j.priority, j.dueFor.Microseconds())
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			holdRows(t, ctx, pool, held)
+			res, err := s.Claim(ctx, &store.ClaimParams{Owner: "claimer", Kinds: c.claim.kinds, Limit: c.claim.limit,
+				LeaseDuration: time.Minute, AgeAfter: c.claim.age})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]string, len(res.Jobs))
+			for i, j := range res.Jobs {
+				got[i] = names[j.ID]
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("claimed %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// holdRows locks the rows of ids in a transaction that stays open until
+// the test ends, as another claim in flight holds its rows.
+func holdRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool, ids []uuid.UUID) {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM ax.jobs WHERE id = ANY($1) FOR UPDATE) l`, ids).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(ids) {
+		t.Fatalf("held %d rows, want %d", n, len(ids))
+	}
+}
