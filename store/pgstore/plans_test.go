@@ -476,12 +476,12 @@ func TestClaimLocksOnlyWhatItTakes(t *testing.T) {
 	rows, _ := tx.Query(ctx, s.ClaimSQL(), []string{"a", "b", "c"}, []int32{10, 10, 10}, int32(10), "holder", int64(60e6), int64(0), nil, int64(0))
 	held := map[uuid.UUID]bool{}
 	for rows.Next() {
-		// Columns: now, clock, next, held, then the job's, id first.
+		// Columns: now, clock, next, held, lost, then the job's, id first.
 		v, err := rows.Values()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b, ok := v[4].([16]byte); ok {
+		if b, ok := v[5].([16]byte); ok {
 			held[uuid.UUID(b)] = true
 		}
 	}
