@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/pgstore"
 )
 
 // lostJob is one job of a TestClaimReplacesLostRowsInClaimOrder case:
@@ -32,7 +33,9 @@ type lostJob struct {
 // round used to replace lost rows only from the same (kind, priority)
 // range, so a claim whose first choices were held at priority 1 took none
 // of the free priority 2 jobs, and a held aged job was replaced by a fresh
-// low-priority one ahead of due high-priority jobs.
+// low-priority one ahead of due high-priority jobs. Each case claims
+// through Claim and through FinishClaim's one round trip, which runs the
+// same two rounds.
 func TestClaimReplacesLostRowsInClaimOrder(t *testing.T) {
 	t.Parallel()
 	const age = 5 * time.Minute
@@ -109,40 +112,76 @@ func TestClaimReplacesLostRowsInClaimOrder(t *testing.T) {
 			want:  []string{"fa1", "fb1", "fb2"},
 		},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := ctxT(t)
-			pool, s := newPoolStore(t)
-			names := map[uuid.UUID]string{}
-			var held []uuid.UUID
-			for _, j := range c.jobs {
-				id := uuid.Must(uuid.NewV7())
-				names[id] = j.name
-				if j.held {
-					held = append(held, id)
-				}
-				_, err := pool.Exec(ctx, `INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts)
-					VALUES ($1, $2, '{}', $3, now() - $4::bigint * interval '1 microsecond', now(), 3)`,
-					id, j.kind, j.priority, j.dueFor.Microseconds())
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			holdRows(t, ctx, pool, held)
-			res, err := s.Claim(ctx, &store.ClaimParams{Owner: "claimer", Kinds: c.claim.kinds, Limit: c.claim.limit,
-				LeaseDuration: time.Minute, AgeAfter: c.claim.age})
+	// The two ways to claim: Claim, and FinishClaim's one round trip,
+	// which finishes a job of another kind claimed before.
+	ways := []struct {
+		name  string
+		claim func(ctx context.Context, t *testing.T, s *pgstore.Store, params *store.ClaimParams) *store.ClaimResult
+	}{
+		{"Claim", func(ctx context.Context, t *testing.T, s *pgstore.Store, params *store.ClaimParams) *store.ClaimResult {
+			res, err := s.Claim(ctx, params)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make([]string, len(res.Jobs))
-			for i, j := range res.Jobs {
-				got[i] = names[j.ID]
+			return res
+		}},
+		{"FinishClaim", func(ctx context.Context, t *testing.T, s *pgstore.Store, params *store.ClaimParams) *store.ClaimResult {
+			lease := claimOne(t, s, "done")
+			fr, res, err := s.FinishClaim(ctx, []store.FinishParams{{Lease: lease, Outcome: store.OutcomeSucceeded}}, params)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if !slices.Equal(got, c.want) {
-				t.Errorf("claimed %v, want %v", got, c.want)
+			if !fr.OK[0] {
+				t.Fatal("the finish did not apply")
 			}
-		})
+			return res
+		}},
+	}
+	for _, c := range cases {
+		for _, way := range ways {
+			t.Run(way.name+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				testClaimReplacesLostRows(t, c.jobs, &store.ClaimParams{Owner: "claimer", Kinds: c.claim.kinds,
+					Limit: c.claim.limit, LeaseDuration: time.Minute, AgeAfter: c.claim.age}, way.claim, c.want)
+			})
+		}
+	}
+}
+
+// testClaimReplacesLostRows is one case of
+// TestClaimReplacesLostRowsInClaimOrder: it inserts jobs, holds the rows
+// of the held ones, claims with params through claim, and checks that it
+// got the jobs named in want, in that order.
+func testClaimReplacesLostRows(t *testing.T, jobs []lostJob, params *store.ClaimParams,
+	claim func(context.Context, *testing.T, *pgstore.Store, *store.ClaimParams) *store.ClaimResult, want []string) {
+	ctx := ctxT(t)
+	pool, s := newPoolStore(t)
+	if _, err := s.Insert(ctx, []store.InsertParams{job("done")}); err != nil {
+		t.Fatal(err)
+	}
+	names := map[uuid.UUID]string{}
+	var held []uuid.UUID
+	for _, j := range jobs {
+		id := uuid.Must(uuid.NewV7())
+		names[id] = j.name
+		if j.held {
+			held = append(held, id)
+		}
+		_, err := pool.Exec(ctx, `INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts)
+			VALUES ($1, $2, '{}', $3, now() - $4::bigint * interval '1 microsecond', now(), 3)`,
+			id, j.kind, j.priority, j.dueFor.Microseconds())
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	holdRows(t, ctx, pool, held)
+	res := claim(ctx, t, s, params)
+	got := make([]string, len(res.Jobs))
+	for i, j := range res.Jobs {
+		got[i] = names[j.ID]
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("claimed %v, want %v", got, want)
 	}
 }
 
