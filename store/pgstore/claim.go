@@ -107,7 +107,7 @@ func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]p
 		return err
 	}
 	if lost > 0 {
-		s.claimLost(ctx, res, kinds, limits, params, from)
+		s.claimLost(ctx, res, kinds, limits, params, from, lost)
 	}
 	return nil
 }

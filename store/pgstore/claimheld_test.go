@@ -71,7 +71,7 @@ func TestClaimStepsOverAHeldClaim(t *testing.T) {
 				// read reads the rows of a round whose job columns
 				// start at col: id, kind, payload, metadata, state,
 				// priority, … The first round's start with now, clock,
-				// next, held and lost; the second's with clock.
+				// next, held and lost; the second's with clock and more.
 				read := func(rows pgx.Rows, col int) (now time.Time, lost int64) {
 					for rows.Next() {
 						v, err := rows.Values()
@@ -107,9 +107,11 @@ func TestClaimStepsOverAHeldClaim(t *testing.T) {
 				for i, k := range cl.kinds {
 					left[i] = cl.limits[i] - taken[k]
 				}
+				// Enough rows to step over the held claim's at once
+				// (the Store starts with fewer and reads more if need be).
 				rows, _ = tx.Query(ctx, s.ClaimLostSQL(), cl.kinds, left, cl.limit-int32(len(got)), owner, int64(60e6),
-					int64(0), nil, int64(0), now)
-				read(rows, 1)
+					int64(0), nil, int64(0), now, int32(200))
+				read(rows, 2)
 				return tx, got
 			}
 			_, first := hold(c.first, "first")

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -45,6 +46,14 @@ func TestClaimReplacesLostRowsInClaimOrder(t *testing.T) {
 		age   time.Duration
 	}
 	a := func(n int) []store.KindLimit { return []store.KindLimit{{Kind: "a", Limit: n}} }
+	// manyHeld: 500 held jobs at priority 2 due before five free ones,
+	// more than one run of the second round reads (claimLostFirst).
+	var manyHeld []lostJob
+	for i := range 500 {
+		manyHeld = append(manyHeld, lostJob{fmt.Sprint("h", i), "a", 2, time.Minute - time.Duration(i)*time.Millisecond, true})
+	}
+	manyHeld = append(manyHeld, lostJob{"f1", "a", 2, 20 * time.Second, false}, lostJob{"f2", "a", 2, 19 * time.Second, false},
+		lostJob{"f3", "a", 2, 18 * time.Second, false}, lostJob{"low", "a", 3, time.Minute, false})
 	cases := []struct {
 		name  string
 		jobs  []lostJob
@@ -68,6 +77,12 @@ func TestClaimReplacesLostRowsInClaimOrder(t *testing.T) {
 				{"f1", "a", 2, 20 * time.Second, false}, {"f2", "a", 2, 19 * time.Second, false}, {"f3", "a", 2, 18 * time.Second, false},
 				{"f4", "a", 2, 17 * time.Second, false}, {"f5", "a", 2, 16 * time.Second, false},
 			},
+			claim: claim{a(3), 3, 0},
+			want:  []string{"f1", "f2", "f3"},
+		},
+		{
+			name:  "many held ahead of the free ones",
+			jobs:  manyHeld,
 			claim: claim{a(3), 3, 0},
 			want:  []string{"f1", "f2", "f3"},
 		},

@@ -101,7 +101,7 @@ func (s *Store) finishClaimOnce(ctx context.Context, finish []store.FinishParams
 		_ = br.Close() // the first error says what failed; the transaction rolled back
 	}
 	if err == nil && lost > 0 {
-		s.claimLost(ctx, res, kinds, limits, claim, from) // as claimRows
+		s.claimLost(ctx, res, kinds, limits, claim, from, lost) // as claimRows
 	}
 	s.cursors.end(cursor, kinds, held, res.Now, err == nil)
 	if err != nil {

@@ -205,7 +205,7 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 		// rows, two probes each, and locks n others.
 		{"claimLostBesideHeld", "claimLost", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			holdClaim(ctx, t, n)
-			return append(claimArgs(n, "plans"), time.Now())
+			return append(claimArgs(n, "plans"), time.Now(), int32(n))
 		}},
 		{"finish", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids, tokens := leases(ctx, t, conn, n)
