@@ -106,12 +106,13 @@ SELECT clock_timestamp(),
 FROM (SELECT 1) AS one LEFT JOIN claimed c ON true`
 
 // claimLostRounds bounds how many times claimLost runs claimLostSQL for
-// one claim. The first run reads, in each range, claimLostFirst or four
-// times as many rows as the first round lost (more than the kind could
-// take), to step over the rows other claims hold, each next run
-// claimLostGrowth times more: other hosts' claims in flight hold about as
-// many rows as they take, several times what one claim lost, and 64 more
-// index entries per range cost about as much as a round trip.
+// one claim. The first run reads, in each range, claimLostFirst or as
+// many rows as the first round lost, whichever is more, beyond what the
+// kind could take, to step over the rows other claims hold; each next run
+// claimLostGrowth times more. 64 more index entries per range cost about
+// as much as a round trip; four times what the first round lost made
+// TestConcurrentClaimsEachJobOnce (8 claimers of 100) slower, each run
+// reading and sorting thousands of rows.
 const (
 	claimLostRounds = 4
 	claimLostFirst  = 64
@@ -138,7 +139,7 @@ func (s *Store) claimLost(ctx context.Context, res *store.ClaimResult, kinds []s
 	for _, j := range res.Jobs {
 		taken[j.Kind]++
 	}
-	extra := int32(min(max(claimLostFirst, 4*lost), 1<<20))
+	extra := int32(min(max(claimLostFirst, lost), 1<<20))
 	for range claimLostRounds {
 		total := int32(min(params.Limit, 1<<30)) - int32(len(res.Jobs))
 		left := make([]int32, len(kinds))
