@@ -174,7 +174,7 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		// claimer holds or took them): when some were lost, the Store
 		// runs a second statement (claimLostSQL, in claimlost.go) that
 		// takes the next-best due rows in the same order, stepping over
-		// the rows other claims hold however many they are. A second
+		// up to thousands of rows other claims hold. A second
 		// round inside this statement replaced lost rows from the
 		// range that lost them only, so it took a fresh low-priority
 		// job ahead of due high-priority ones, or none of a kind's due
