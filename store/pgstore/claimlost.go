@@ -32,10 +32,11 @@ import (
 //
 // A range that filled its candidates may have more rows, which could come
 // before later rows of the list: the list ends at the first such range's
-// last candidate, and the last column (more) says that the walk reached
-// that end short of the claim's limit: claimLost then runs it again with
-// more rows to step over (the rows other claims still hold come first
-// again; those this round took are running).
+// last candidate, and the second column (more) says that the walk
+// reached that end short of the claim's limit, with room left for a kind
+// whose range filled: claimLost then runs it again with more rows to step
+// over (the rows other claims still hold come first again; those this
+// round took are running).
 //
 // The candidates are fetched in one range scan each, as the first round's:
 // a walk that found each range's next row with a descent per step sorted
@@ -101,7 +102,9 @@ const claimLostSQL = `WITH RECURSIVE cand AS MATERIALIZED (
 	RETURNING {jcols}
 )
 SELECT clock_timestamp(),
-	(SELECT x.cut AND (SELECT max(i) FROM walk) = cardinality(x.ids) AND (SELECT max(taken) FROM walk) < $3 FROM list x),
+	(SELECT x.cut AND w.i = cardinality(x.ids) AND w.taken < $3
+		AND EXISTS (SELECT 1 FROM cand c WHERE c.filled AND c.tail AND w.counts[c.ord] < ($2::int[])[c.ord])
+	FROM list x, (SELECT * FROM walk ORDER BY i DESC LIMIT 1) w),
 	c.*
 FROM (SELECT 1) AS one LEFT JOIN claimed c ON true`
 
