@@ -88,17 +88,28 @@ const claimPlanAsyncSQL = claimPlanSQL + `, ` + syncOff
 
 // claimRows runs the claim statement, from giving each range's lower
 // bound, and reads its rows into res and held (each range's earliest due
-// candidate left behind).
+// candidate left behind). When the statement lost some of its first
+// choices to other claims, its second round (claimLost) takes the
+// next-best rows in their place. held stays the first round's: the
+// second round only takes rows, so the earliest due row left in a range
+// is at or after it, and a cursor there skips nothing.
 func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]pgtype.Timestamptz,
 	kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz) error {
 	b := &pgx.Batch{}
 	s.queueClaim(b, kinds, limits, params, from)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
-	if err := readClaim(br, res, held); err != nil {
+	var lost int64
+	if err := readClaim(br, res, held, &lost); err != nil {
 		return err
 	}
-	return commitClaim(br, res, params)
+	if err := commitClaim(br, res, params); err != nil {
+		return err
+	}
+	if lost > 0 {
+		s.claimLost(ctx, res, kinds, limits, params, from, lost)
+	}
+	return nil
 }
 
 // queueClaim queues the claim on b: its settings, then the statement. The
@@ -114,8 +125,9 @@ func (s *Store) queueClaim(b *pgx.Batch, kinds []string, limits []int32, params 
 		micros(params.LeaseDuration), micros(params.AgeAfter), from, micros(params.Ahead))
 }
 
-// readClaim reads the results of what queueClaim queued into res and held.
-func readClaim(br pgx.BatchResults, res *store.ClaimResult, held *[]pgtype.Timestamptz) error {
+// readClaim reads the results of what queueClaim queued into res, held
+// and lost (how many of its first choices the claim did not get).
+func readClaim(br pgx.BatchResults, res *store.ClaimResult, held *[]pgtype.Timestamptz, lost *int64) error {
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("pgstore: claim: plan settings: %w", err)
 	}
@@ -129,21 +141,22 @@ func readClaim(br pgx.BatchResults, res *store.ClaimResult, held *[]pgtype.Times
 		clock time.Time
 		js    jobScan
 	)
-	// now, next and held are the same on every row (now() and scalar
-	// subqueries): read from the first row only, the later rows skip them
-	// (nil) rather than scan held's array again for each job. clock
-	// (clock_timestamp()) is read on every row, and the latest kept.
-	dest := append([]any{&res.Now, &clock, &next, held}, js.dest()...)
-	jobDest := slices.Clone(dest[4:])
+	// now, next, held and lost are the same on every row (now() and
+	// scalar subqueries): read from the first row only, the later rows
+	// skip them (nil) rather than scan held's array again for each job.
+	// clock (clock_timestamp()) is read on every row, and the latest kept.
+	const jobCol = 5
+	dest := append([]any{&res.Now, &clock, &next, held, lost}, js.dest()...)
+	jobDest := slices.Clone(dest[jobCol:])
 	for first := true; rows.Next(); first = false {
 		if !first {
-			dest[0], dest[2], dest[3] = nil, nil, nil
+			dest[0], dest[2], dest[3], dest[4] = nil, nil, nil, nil
 		}
 		js = jobScan{}
-		if rows.RawValues()[4] == nil { // no job claimed: only now, clock, next and held
-			clear(dest[4:])
+		if rows.RawValues()[jobCol] == nil { // no job claimed: only now, clock, next, held and lost
+			clear(dest[jobCol:])
 		} else {
-			copy(dest[4:], jobDest)
+			copy(dest[jobCol:], jobDest)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("pgstore: claim: %w", err)
@@ -154,7 +167,7 @@ func readClaim(br pgx.BatchResults, res *store.ClaimResult, held *[]pgtype.Times
 		if clock.After(res.Clock) {
 			res.Clock = clock
 		}
-		if dest[4] == nil {
+		if dest[jobCol] == nil {
 			continue
 		}
 		j, err := js.record()

@@ -193,11 +193,17 @@
 // claim order (jobs due for ClaimParams.AgeAfter first, oldest first; then
 // strict priority, run_at), and only then locked, one primary-key
 // probe each, FOR UPDATE SKIP LOCKED with state and run_at re-checked. If
-// some were skipped (another claim holds or took them), a second round
-// scans each range that lost rows again in run_at order, past the rows
-// already locked, and locks FOR UPDATE SKIP LOCKED as many as the range
-// lost, however many rows other claims hold ahead of them. A claim thus
-// locks the rows it returns and no others. The
+// some were skipped (another claim holds or took them), the statement
+// says how many, and the Store runs a second round, a statement of its
+// own after the first committed: it reads each range's next rows as the
+// first did, with more to step over, puts them in the same claim order
+// (due-ness and aging at the first statement's now()), and walks them
+// with a recursive CTE that tries each row's lock FOR UPDATE SKIP LOCKED
+// within the limits left, so lost rows are replaced by the next-best due
+// jobs of any priority or kind; when the rows it read ran out it runs
+// again with four times as many (claimLostRounds). A claim thus locks the
+// rows it returns and no others, and a claim that lost nothing makes one
+// round trip. The
 // same statement stamps owner, lease_token (gen_random_uuid()), attempt + 1
 // and lease_expires_at from the database's now(), returns now(), and takes
 // ClaimResult.NextRunAt from its own candidates (each range fetched more

@@ -7,6 +7,7 @@ import "time"
 func (s *Store) BatchSQL() map[string]string {
 	return map[string]string{
 		"claim":      s.q.claim,
+		"claimLost":  s.q.claimLost,
 		"finish":     s.q.finish,
 		"finishWait": s.q.finishWait,
 		"extend":     s.q.extend,

@@ -14,6 +14,10 @@ import (
 // ClaimSQL returns the claim statement, for the EXPLAIN test.
 func (s *Store) ClaimSQL() string { return s.q.claim }
 
+// ClaimLostSQL returns the claim's second round (claimLostSQL), for tests
+// that hold a claim open.
+func (s *Store) ClaimLostSQL() string { return s.q.claimLost }
+
 // MigrateTo migrates DefaultSchema up to version only, as an older release
 // of this package would have, for tests of upgrades.
 func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int) error {

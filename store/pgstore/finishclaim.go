@@ -87,17 +87,21 @@ func (s *Store) finishClaimOnce(ctx context.Context, finish []store.FinishParams
 	var (
 		wait []store.FinishParams
 		held []pgtype.Timestamptz
+		lost int64
 	)
 	res := &store.ClaimResult{Jobs: []*store.JobRecord{}}
 	br := s.pool.SendBatch(ctx, b)
 	err := readFinished(br, applied, &wait)
 	if err == nil {
-		err = readClaim(br, res, &held)
+		err = readClaim(br, res, &held, &lost)
 	}
 	if err == nil {
 		err = commitClaim(br, res, claim)
 	} else {
 		_ = br.Close() // the first error says what failed; the transaction rolled back
+	}
+	if err == nil && lost > 0 {
+		s.claimLost(ctx, res, kinds, limits, claim, from, lost) // as claimRows
 	}
 	s.cursors.end(cursor, kinds, held, res.Now, err == nil)
 	if err != nil {

@@ -170,32 +170,42 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 		}
 		return ids, tokens
 	}
+	// holdClaim makes a claim of n jobs in a transaction left open on
+	// another connection, after rolling back the one it made before.
+	holdClaim := func(ctx context.Context, t *testing.T, n int) {
+		if rollback != nil {
+			rollback()
+		}
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rollback = func() { _ = tx.Rollback(context.Background()) }
+		t.Cleanup(rollback)
+		rows, _ := tx.Query(ctx, sqls["claim"], claimArgs(n, "holder")...)
+		held := 0
+		for rows.Next() {
+			held++
+		}
+		if err := rows.Err(); err != nil || held != n {
+			t.Fatalf("the held claim took %d jobs of %d: %v", held, n, err)
+		}
+	}
 	return []planCase{
 		{"claim", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			return claimArgs(n, "plans")
 		}},
 		// The claim beside another claim of n jobs held open on another
-		// connection: its first round loses all n to the held locks, and
-		// its second scans past them and locks n others.
+		// connection: it loses all n to the held locks.
 		{"claimBesideHeld", "claim", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
-			if rollback != nil {
-				rollback()
-			}
-			tx, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rollback = func() { _ = tx.Rollback(context.Background()) }
-			t.Cleanup(rollback)
-			rows, _ := tx.Query(ctx, sqls["claim"], claimArgs(n, "holder")...)
-			held := 0
-			for rows.Next() {
-				held++
-			}
-			if err := rows.Err(); err != nil || held != n {
-				t.Fatalf("the held claim took %d jobs of %d: %v", held, n, err)
-			}
+			holdClaim(ctx, t, n)
 			return claimArgs(n, "plans")
+		}},
+		// Its second round (claimLost): the walk steps over the n held
+		// rows, two probes each, and locks n others.
+		{"claimLostBesideHeld", "claimLost", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			holdClaim(ctx, t, n)
+			return append(claimArgs(n, "plans"), time.Now(), int32(n))
 		}},
 		{"finish", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids, tokens := leases(ctx, t, conn, n)
@@ -476,12 +486,12 @@ func TestClaimLocksOnlyWhatItTakes(t *testing.T) {
 	rows, _ := tx.Query(ctx, s.ClaimSQL(), []string{"a", "b", "c"}, []int32{10, 10, 10}, int32(10), "holder", int64(60e6), int64(0), nil, int64(0))
 	held := map[uuid.UUID]bool{}
 	for rows.Next() {
-		// Columns: now, clock, next, held, then the job's, id first.
+		// Columns: now, clock, next, held, lost, then the job's, id first.
 		v, err := rows.Values()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b, ok := v[4].([16]byte); ok {
+		if b, ok := v[5].([16]byte); ok {
 			held[uuid.UUID(b)] = true
 		}
 	}

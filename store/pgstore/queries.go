@@ -23,6 +23,7 @@ type queries struct {
 	holders       string
 	notify        string
 	claim         string
+	claimLost     string
 	finish        string
 	finishWait    string
 	extend        string
@@ -103,6 +104,7 @@ func buildQueries(schema string) queries {
 		get: `SELECT {cols} FROM {alljobs} WHERE id = $1`,
 
 		insertClaimed: insertClaimedSQL,
+		claimLost:     claimLostSQL,
 		cursorAudit:   cursorAuditSQL,
 
 		// One round trip for one job: insert, or find the holder of the
@@ -168,21 +170,21 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		// then strict priority, then run_at; each range's candidates are
 		// its oldest due rows, so the aged ones among them); locked1
 		// locks exactly those rows, by primary key, with SKIP LOCKED,
-		// re-checking that each is still claimable and due.
-		// Only when some were skipped (another claimer holds or took them)
-		// does lost count them per range and locked2 scan each such range
-		// again, in run_at order from its cursor, past the rows locked1
-		// holds, locking with SKIP LOCKED as many as that range lost: the
-		// rows another claim holds are stepped over however many they
-		// are, and the claim still takes no more per range, so per kind
-		// or in all, than its first choice. (Its candidates' spare
-		// quarter used to be all a second round could take: a claim that
-		// asked for a few jobs while another host's larger claim held the
-		// head of the queue got none, and a cluster of four hosts made
-		// half its claims for nothing, issue 24. Since locked2 replaces
-		// what was lost, one spare row is enough: the quarter cost a
-		// fifth more index entries, heap visits and sorted rows than the
-		// claim took, on every claim.)
+		// re-checking that each is still claimable and due. The fifth
+		// column counts the first choices it did not get (another
+		// claimer holds or took them): when some were lost, the Store
+		// runs a second statement (claimLostSQL, in claimlost.go) that
+		// takes the next-best due rows in the same order, stepping over
+		// up to thousands of rows other claims hold. A second
+		// round inside this statement replaced lost rows from the
+		// range that lost them only, so it took a fresh low-priority
+		// job ahead of due high-priority ones, or none of a kind's due
+		// jobs at another priority (issue 41); doing it here in full
+		// claim order would lock rows it does not take. Candidates need
+		// one spare row per range, for NextRunAt and the cursor: the
+		// spare quarter they once had cost a fifth more index entries,
+		// heap visits and sorted rows than the claim took, on every
+		// claim (issue 24).
 		//
 		// $7 (claim cursors, cursor.go) gives each range a lower bound
 		// on run_at (NULL: its start); the third column returns, per
@@ -253,27 +255,8 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		FOR UPDATE SKIP LOCKED
 	) l
 	WHERE r.first
-), lost AS MATERIALIZED (
-	SELECT kind, priority, count(*) AS n FROM ranked
-	WHERE first AND id NOT IN (SELECT id FROM locked1) -- a hashed subplan
-	GROUP BY kind, priority
-), locked2 AS MATERIALIZED (
-	SELECT c.id
-	FROM unnest($1::text[]) WITH ORDINALITY AS k(kind, ord)
-	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
-	JOIN lost l ON l.kind = k.kind AND l.priority = p.priority
-	CROSS JOIN LATERAL (
-		SELECT j.id FROM {jobs} j
-		WHERE j.kind = k.kind AND j.priority = p.priority
-		  AND j.state IN ` + claimableSQL + ` AND j.run_at <= now() + $8::bigint * interval '1 microsecond'
-		  AND j.run_at >= coalesce(($7::timestamptz[])[(k.ord::int - 1) * 3 + p.priority], '-infinity')
-		  AND j.id NOT IN (SELECT id FROM locked1)
-		ORDER BY j.run_at
-		LIMIT l.n
-		FOR UPDATE SKIP LOCKED
-	) c
 ), claimed AS (
-	-- No state test: locked1 and locked2 checked it on the rows they hold.
+	-- No state test: locked1 checked it on the rows it holds.
 	UPDATE {jobs} j SET
 		state = 'running',
 		owner = $4,
@@ -282,14 +265,14 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 		fence = j.fence + 1,
 		lease_expires_at = now() + $5::bigint * interval '1 microsecond',
 		attempted_at = greatest(now(), j.run_at)
-	WHERE j.id = ANY (ARRAY(SELECT id FROM locked1 UNION ALL SELECT id FROM locked2))
+	WHERE j.id = ANY (ARRAY(SELECT id FROM locked1))
 	RETURNING {jcols}
 ), next AS (
 	SELECT min(run_at) AS run_at FROM cand
-	WHERE id NOT IN (SELECT id FROM locked1 UNION ALL SELECT id FROM locked2) -- a hashed subplan
+	WHERE id NOT IN (SELECT id FROM locked1) -- a hashed subplan
 ), held AS (
 	SELECT kind, priority, min(run_at) AS run_at FROM cand
-	WHERE due AND id NOT IN (SELECT id FROM locked1 UNION ALL SELECT id FROM locked2)
+	WHERE due AND id NOT IN (SELECT id FROM locked1)
 	GROUP BY kind, priority
 )
 SELECT now(), clock_timestamp(), (SELECT run_at FROM next),
@@ -297,6 +280,7 @@ SELECT now(), clock_timestamp(), (SELECT run_at FROM next),
 		CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
 		LEFT JOIN held h ON h.kind = k.kind AND h.priority = p.priority
 		ORDER BY k.ord, p.priority),
+	(SELECT count(*) FROM ranked WHERE first) - (SELECT count(*) FROM locked1),
 	c.*
 FROM (SELECT 1) AS one LEFT JOIN claimed c ON true`,
 
@@ -534,7 +518,7 @@ FROM pg_class c
 WHERE c.oid = '{jobs}'::regclass
    OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = '{history}'::regclass)`,
 	}
-	for _, p := range []*string{&q.get, &q.insertOne, &q.insertClaimed, &q.cursorAudit, &q.insertMany, &q.holders, &q.notify, &q.claim,
+	for _, p := range []*string{&q.get, &q.insertOne, &q.insertClaimed, &q.cursorAudit, &q.insertMany, &q.holders, &q.notify, &q.claim, &q.claimLost,
 		&q.finish, &q.finishWait, &q.extend, &q.rescue, &q.prune, &q.list, &q.controlCur, &q.cancel, &q.pause,
 		&q.resume, &q.runNow, &q.countLive, &q.finalBound, &q.countFinal, &q.finalSample, &q.reltuples} {
 		*p = r.Replace(*p)
