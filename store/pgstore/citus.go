@@ -114,12 +114,10 @@ func NewCitus(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*CitusSt
 		}
 	}
 	if err := pool.Ping(ctx); err != nil {
-		cc := pool.Config().ConnConfig
-		return nil, fmt.Errorf("pgstore: connect to the Citus coordinator at %s:%d: %w", cc.Host, cc.Port, err)
+		return nil, fmt.Errorf("pgstore: connect to the Citus coordinator at %s: %w", poolAddr(pool), err)
 	}
-	cc := pool.Config().ConnConfig
-	if _, err := checkCitus(ctx, pool); err != nil {
-		return nil, fmt.Errorf("pgstore: NewCitus on %s:%d: %w", cc.Host, cc.Port, err)
+	if err := checkCitus(ctx, pool, "NewCitus on "+poolAddr(pool)); err != nil {
+		return nil, err
 	}
 	if o.listenerDSN != "" {
 		if err := checkListenerCitus(ctx, o.listenerDSN); err != nil {
@@ -148,27 +146,34 @@ func (c *CitusStore) Slots() int { return len(c.slots) }
 func (c *CitusStore) Close() error { return c.s.Close() }
 
 // checkCitus reports whether q reaches the coordinator of a Citus cluster
-// of MinCitusVersion or later, and returns the citus extension's version.
-func checkCitus(ctx context.Context, q querier) (string, error) {
+// of MinCitusVersion or later; where names the caller and the connection
+// in its errors.
+func checkCitus(ctx context.Context, q querier, where string) error {
 	var version string
 	err := q.QueryRow(ctx, `SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'citus'), '')`).Scan(&version)
 	if err != nil {
-		return "", fmt.Errorf("read the citus extension: %w", err)
+		return fmt.Errorf("pgstore: %s: read the citus extension: %w", where, err)
 	}
 	if version == "" {
-		return "", ErrNotCitus
+		return fmt.Errorf("%w (%s)", ErrNotCitus, where)
 	}
 	if !citusVersionAtLeast(version, minCitusVersion) {
-		return version, fmt.Errorf("%w: the citus extension is at %s, the oldest supported is %s", ErrCitusVersion, version, minCitusVersion)
+		return fmt.Errorf("%w: the citus extension is at %s, the oldest supported is %s (%s)", ErrCitusVersion, version, minCitusVersion, where)
 	}
 	var coordinator bool
 	if err := q.QueryRow(ctx, `SELECT citus_is_coordinator()`).Scan(&coordinator); err != nil {
-		return version, fmt.Errorf("ask Citus whether this is the coordinator: %w", err)
+		return fmt.Errorf("pgstore: %s: ask Citus whether this is the coordinator: %w", where, err)
 	}
 	if !coordinator {
-		return version, ErrNotCoordinator
+		return fmt.Errorf("%w (%s)", ErrNotCoordinator, where)
 	}
-	return version, nil
+	return nil
+}
+
+// poolAddr names the server pool connects to, for errors.
+func poolAddr(pool *pgxpool.Pool) string {
+	cc := pool.Config().ConnConfig
+	return fmt.Sprintf("%s:%d", cc.Host, cc.Port)
 }
 
 // checkListenerCitus checks that the listener's connection string reaches
@@ -179,10 +184,8 @@ func checkListenerCitus(ctx context.Context, dsn string) error {
 		return fmt.Errorf("pgstore: NewCitus: connect the listener (WithListenerConnString): %w", err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := checkCitus(ctx, conn); err != nil {
-		return fmt.Errorf("pgstore: NewCitus: the listener's connection (WithListenerConnString): %w", err)
-	}
-	return nil
+	cc := conn.Config()
+	return checkCitus(ctx, conn, fmt.Sprintf("NewCitus: the listener's connection (WithListenerConnString) to %s:%d", cc.Host, cc.Port))
 }
 
 // citusVersionAtLeast reports whether the citus extension's version (such

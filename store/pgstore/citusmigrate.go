@@ -53,8 +53,8 @@ func MigrateCitus(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error
 	if err != nil {
 		return err
 	}
-	if _, err := checkCitus(ctx, pool); err != nil {
-		return fmt.Errorf("pgstore: migrate for Citus: %w", err)
+	if err := checkCitus(ctx, pool, "MigrateCitus on "+poolAddr(pool)); err != nil {
+		return err
 	}
 	return deadlockRetry(ctx, migrateAttempts, migrateRetryBackoff, func() error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
