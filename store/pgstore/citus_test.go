@@ -71,6 +71,7 @@ func fingerprint(t testing.TB, pool *pgxpool.Pool, schema string) string {
 // shard in the primary key and every unique index; jobs_all carrying
 // shard. And that a second run changes nothing.
 func TestMigrateCitus(t *testing.T) {
+	t.Parallel()
 	pool, schema := citusSchema(t)
 	ctx := ctxT(t)
 	before := fingerprint(t, pool, schema)
@@ -111,7 +112,8 @@ func TestMigrateCitus(t *testing.T) {
 
 // TestCitusRefusals checks every refusal of NewCitus, MigrateCitus, New
 // and Migrate that a Citus cluster (and a plain PostgreSQL) can show: the
-// error matches its sentinel, and the schema is left as it was.
+// error matches its sentinel, and the schema is left as it was. Not
+// parallel: it raises the package's minimum Citus version for a moment.
 func TestCitusRefusals(t *testing.T) {
 	ctx := ctxT(t)
 	pool, schema := citusSchema(t)
@@ -232,6 +234,7 @@ var restoreMin func()
 // TestCitusRefusalsOnPlainPostgres: the Citus constructor and migration
 // on a PostgreSQL without Citus refuse, writing nothing.
 func TestCitusRefusalsOnPlainPostgres(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Pool(t)
 	ctx := ctxT(t)
 	before := fingerprint(t, pool, pgstore.DefaultSchema)

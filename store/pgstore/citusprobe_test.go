@@ -36,6 +36,7 @@ import (
 // router ones; and the shard column in the unique index breaks every
 // ON CONFLICT of today's inserts before Citus's planner is reached.
 func TestCitusProbe(t *testing.T) {
+	t.Parallel()
 	pool, schema := citusSchema(t)
 	ctx := ctxT(t)
 	st, err := pgstore.NewCitus(ctx, pool, pgstore.WithSchema(schema))

@@ -59,6 +59,7 @@ func routed(sql, schema string, value int32) (string, int) {
 // verdicts against the table (and docs/citus.md's): what naming the shard
 // is enough for, and what needs more of the dialect.
 func TestCitusRouted(t *testing.T) {
+	t.Parallel()
 	pool, schema := citusSchema(t)
 	ctx := ctxT(t)
 	st, err := pgstore.NewCitus(ctx, pool, pgstore.WithSchema(schema))
@@ -126,6 +127,7 @@ func TestCitusRouted(t *testing.T) {
 // shard: the claim takes the due jobs of that shard alone (3 of the 5),
 // and their leases extend; the jobs of another shard stay scheduled.
 func TestCitusRoutedClaim(t *testing.T) {
+	t.Parallel()
 	pool, schema := citusSchema(t)
 	ctx := ctxT(t)
 	st, err := pgstore.NewCitus(ctx, pool, pgstore.WithSchema(schema))
