@@ -34,3 +34,6 @@ func (c *CitusStore) RenderedStore(render func(string) string, names ...string) 
 	}
 	return s
 }
+
+// GetSQL is the statement of Get: a job by ID, through jobs_all.
+func (s *Store) GetSQL() string { return s.q.get }
