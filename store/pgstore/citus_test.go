@@ -110,6 +110,29 @@ func TestMigrateCitus(t *testing.T) {
 	}
 }
 
+// TestMigrateCitusConcurrently: hosts that deploy at once all run
+// MigrateCitus on the same new schema; the advisory lock lets one
+// distribute it, and the others find it done.
+func TestMigrateCitusConcurrently(t *testing.T) {
+	t.Parallel()
+	pool, schema := citustest.Schema(t)
+	ctx := ctxT(t)
+	errs := make(chan error, 3)
+	for range cap(errs) {
+		go func() { errs <- pgstore.MigrateCitus(ctx, pool, pgstore.WithSchema(schema)) }()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	st, err := pgstore.NewCitus(ctx, pool, pgstore.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+}
+
 // TestCitusRefusals checks every refusal of NewCitus, MigrateCitus, New
 // and Migrate that a Citus cluster (and a plain PostgreSQL) can show: the
 // error matches its sentinel, and the schema is left as it was. Not
