@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -67,8 +69,8 @@ var minCitusVersion = MinCitusVersion
 // implement (follow-ups, batches, flow control, sequences, early start,
 // claim-with-insert) the runtime refuses at registration.
 type CitusStore struct {
-	s     *Store
-	slots []int32 // the value of shard of each slot, by slot (citus_slots)
+	s      *Store   // the statements that name no shard, the lifecycle
+	placed []*Store // by slot: statements placed on its shard (placement.go)
 }
 
 // NewCitus returns a CitusStore on pool, whose connections must reach the
@@ -131,7 +133,18 @@ func NewCitus(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*CitusSt
 	if err := checkCitusVersion(ctx, pool, o.schema); err != nil {
 		return nil, err
 	}
-	return &CitusStore{s: newStore(pool, o), slots: slots}, nil
+	salt := make([]byte, 8)
+	if _, err := rand.Read(salt); err != nil {
+		return nil, fmt.Errorf("pgstore: NewCitus: %w", err)
+	}
+	c := &CitusStore{s: newStore(pool, o)}
+	for slot, value := range slots {
+		p := newStore(pool, o)
+		p.place = &placement{slot: slot, value: value, salt: hex.EncodeToString(salt)}
+		p.q = buildQueries(o.schema, p.place)
+		c.placed = append(c.placed, p)
+	}
+	return c, nil
 }
 
 // Schema returns the PostgreSQL schema holding the store's tables.
@@ -139,11 +152,16 @@ func (c *CitusStore) Schema() string { return c.s.schema }
 
 // Slots returns the number of slots jobs are placed in: one per Citus
 // shard of jobs.
-func (c *CitusStore) Slots() int { return len(c.slots) }
+func (c *CitusStore) Slots() int { return len(c.placed) }
 
 // Close makes later calls return store.ErrClosed. It does not close the
 // pool. It is safe to call more than once.
-func (c *CitusStore) Close() error { return c.s.Close() }
+func (c *CitusStore) Close() error {
+	for _, p := range c.placed {
+		p.Close()
+	}
+	return c.s.Close()
+}
 
 // checkCitus reports whether q reaches the coordinator of a Citus cluster
 // of MinCitusVersion or later; where names the caller and the connection

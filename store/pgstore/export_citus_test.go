@@ -15,25 +15,13 @@ var CitusVersionAtLeast = citusVersionAtLeast
 func (c *CitusStore) Store() *Store { return c.s }
 
 // SlotValue returns the value of shard of slot i.
-func (c *CitusStore) SlotValue(i int) int32 { return c.slots[i] }
+func (c *CitusStore) SlotValue(i int) int32 { return c.placed[i].place.value }
 
-// RenderedStore returns a Store on c's pool and schema whose statements
-// named by names (fields of queries: "claim", "extend") are render's
-// rendering of today's, for the experiments of citusrouted_test.go.
-func (c *CitusStore) RenderedStore(render func(string) string, names ...string) *Store {
-	s := newStore(c.s.pool, c.s.opts)
-	for _, n := range names {
-		switch n {
-		case "claim":
-			s.q.claim = render(s.q.claim)
-		case "extend":
-			s.q.extend = render(s.q.extend)
-		default:
-			panic("RenderedStore: unknown statement " + n)
-		}
-	}
-	return s
-}
+// SlotStore returns the Store whose statements are placed on slot i.
+func (c *CitusStore) SlotStore(i int) *Store { return c.placed[i] }
+
+// TokenSlot is tokenSlot.
+var TokenSlot = tokenSlot
 
 // GetSQL is the statement of Get: a job by ID, through jobs_all.
 func (s *Store) GetSQL() string { return s.q.get }

@@ -45,6 +45,8 @@ type Store struct {
 	history historyState // partitions and archive position (history.go)
 
 	leases *leaseConn // ExtendLeases' own connection, outside the pool (leaseconn.go)
+
+	place *placement // the slot the statements run on (Citus), or nil (placement.go)
 }
 
 var (
@@ -108,7 +110,7 @@ func newStore(pool *pgxpool.Pool, o *options) *Store {
 		pool:    pool,
 		schema:  o.schema,
 		channel: o.schema,
-		q:       buildQueries(o.schema),
+		q:       buildQueries(o.schema, nil),
 		opts:    o,
 		cursors: newClaimCursors(),
 		life:    life,

@@ -16,27 +16,47 @@ import (
 	"github.com/axsched/ax/store/pgstore"
 )
 
-// routed renders one of today's statements for one shard of a distributed
-// schema, mechanically: the equality shard = value joins the condition of
-// every reference to jobs and jobs_history (but an INSERT's target), and
-// the two volatile calls
-// that Citus refuses in a distributed UPDATE go (gen_random_uuid() becomes
-// a token derived from the row, clock_timestamp() becomes now()). It
-// reports how many references it could not name the shard in: a
-// statement it cannot render fully is not routed.
-//
-// It is the experiment behind the Citus dialect's design (docs/citus.md):
-// the Citus store's statements can be today's, rendered with a placement
-// predicate, instead of a second copy. The dialect itself would mark the
-// places in the statements rather than find them with regular expressions.
-func routed(sql, schema string, value int32) (string, int) {
+// unplaced returns the references to jobs and jobs_history in sql (but an
+// INSERT's target, whose rows carry their shard) whose condition does not
+// start with shard = value: where a statement rendered for one shard
+// would still read or lock every shard.
+func unplaced(sql, schema string, value int32) []string {
+	jobs := regexp.QuoteMeta(pgx.Identifier{schema, "jobs"}.Sanitize())
+	hist := regexp.QuoteMeta(pgx.Identifier{schema, "jobs_history"}.Sanitize())
+	ref := regexp.MustCompile(`(INSERT INTO )?(` + jobs + `|` + hist + `)( AS)?( \w+)?`)
+	var bad []string
+	for _, m := range ref.FindAllStringSubmatchIndex(sql, -1) {
+		if m[2] >= 0 { // INSERT INTO
+			continue
+		}
+		alias := ""
+		if m[8] >= 0 {
+			switch a := strings.TrimSpace(sql[m[8]:m[9]]); a {
+			case "WHERE", "SET", "USING", "SELECT", "RETURNING":
+				// not an alias: the reference has none
+			default:
+				alias = a + "."
+			}
+		}
+		rest := sql[m[5]:] // after the table's name
+		where := strings.Index(rest, "WHERE ")
+		if where < 0 || !strings.HasPrefix(rest[where+len("WHERE "):], fmt.Sprintf("%sshard = %d AND ", alias, value)) {
+			end := min(len(sql), m[1]+80)
+			bad = append(bad, sql[m[0]:end])
+		}
+	}
+	return bad
+}
+
+// routed renders a statement not yet placed (placement.go) as a placed one
+// would be, mechanically, to see what naming the shard does for it: the
+// equality joins the condition of every reference to jobs and
+// jobs_history, and gen_random_uuid() becomes a token derived from the
+// row.
+func routed(sql, schema string, value int32) string {
 	jobs := regexp.QuoteMeta(pgx.Identifier{schema, "jobs"}.Sanitize())
 	hist := regexp.QuoteMeta(pgx.Identifier{schema, "jobs_history"}.Sanitize())
 	v := fmt.Sprint(value)
-	// An INSERT's target needs no condition: its rows carry their shard.
-	refs := len(regexp.MustCompile(`(`+jobs+`|`+hist+`)`).FindAllStringIndex(sql, -1)) -
-		len(regexp.MustCompile(`INSERT INTO (`+jobs+`|`+hist+`)`).FindAllStringIndex(sql, -1))
-	named := 0
 	for _, r := range []struct{ re, with string }{
 		{`(FROM ` + jobs + ` (\w+)\s+WHERE )`, `${1}${2}.shard = ` + v + ` AND `},
 		{`(FROM ` + jobs + `\s+WHERE )`, `${1}shard = ` + v + ` AND `},
@@ -45,20 +65,18 @@ func routed(sql, schema string, value int32) (string, int) {
 		// line after its SET list.
 		{`(UPDATE ` + jobs + ` (\w+) SET(?s:.*?)\n\s*WHERE )`, `${1}${2}.shard = ` + v + ` AND `},
 	} {
-		re := regexp.MustCompile(r.re)
-		named += len(re.FindAllStringIndex(sql, -1))
-		sql = re.ReplaceAllString(sql, r.with)
+		sql = regexp.MustCompile(r.re).ReplaceAllString(sql, r.with)
 	}
-	sql = strings.ReplaceAll(sql, "gen_random_uuid()", "md5(j.id::text || j.fence::text)::uuid")
-	sql = strings.ReplaceAll(sql, "clock_timestamp()", "now()")
-	return sql, refs - named
+	return strings.ReplaceAll(sql, "gen_random_uuid()", "md5(j.id::text || j.fence::text)::uuid")
 }
 
-// TestCitusRouted plans today's hot statements rendered by routed for one
-// shard, custom and generic plans as in TestCitusProbe, and checks the
-// verdicts against the table (and docs/citus.md's): what naming the shard
-// is enough for, and what needs more of the dialect.
-func TestCitusRouted(t *testing.T) {
+// TestCitusPlacedStatements plans the statements of a Store placed on one
+// slot (NewCitus's), custom and generic plans as in TestCitusProbe, and
+// checks them against the table (and docs/citus.md's). The placed ones
+// must name the shard in every reference to jobs and run as one task; the
+// others, not placed yet, are rendered by routed, to record what naming
+// the shard is not enough for.
+func TestCitusPlacedStatements(t *testing.T) {
 	t.Parallel()
 	pool, schema := citusSchema(t)
 	ctx := ctxT(t)
@@ -67,8 +85,9 @@ func TestCitusRouted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	value := st.SlotValue(3)
-	sqls := st.Store().BatchSQL()
+	const slot = 3
+	value := st.SlotValue(slot)
+	sqls := st.SlotStore(slot).BatchSQL()
 	doc, err := os.ReadFile("../../docs/citus.md")
 	if err != nil {
 		t.Fatal(err)
@@ -86,21 +105,31 @@ func TestCitusRouted(t *testing.T) {
 	)
 	for _, c := range []struct {
 		name    string // a key of BatchSQL
+		placed  bool   // rendered by placement.go (else by routed)
 		custom  string
 		generic string
 		why     string // what else the dialect needs
 	}{
-		{"claim", one, one, "nothing more: today's claim, with Go-made tokens"},
-		{"extend", one, one, "nothing more"},
-		{"finish", "not rendered: 1 references", "not rendered: 1 references", "its move's DELETE ... USING, and as finishWait: now() in CASEs and jsonb_build_object (STABLE) over columns: $now, run_at and error entries made in Go; no move at finish"},
-		{"finishWait", immutable, generic, "as finish"},
-		{"rescue", stable, generic, "as finish: $now, error entries made in Go"},
-		{"archive", one, one, "nothing more"},
-		{"move", one, generic, "a custom plan: the co-located INSERT ... SELECT then runs on the worker"},
-		{"prune", one, one, "nothing more"},
+		{"claim", true, one, one, "nothing more"},
+		{"extend", true, one, one, "nothing more"},
+		{"archive", true, one, one, "nothing more"},
+		{"move", true, one, generic, "a custom plan: the co-located INSERT ... SELECT then runs on the worker"},
+		{"prune", true, one, one, "nothing more"},
+		{"finishWait", false, immutable, generic, "now() in CASEs and jsonb_build_object (STABLE) over columns: $now, run_at and error entries made in Go"},
+		{"rescue", false, stable, generic, "as finishWait"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sql, missed := routed(sqls[c.name], schema, value)
+			sql := sqls[c.name]
+			if !c.placed {
+				sql = routed(sql, schema, value)
+			}
+			// The checker bites: today's statement, not placed, fails it.
+			if len(unplaced(st.Store().BatchSQL()[c.name], schema, value)) == 0 {
+				t.Fatalf("unplaced finds nothing wrong with the statement of the whole schema:\n%s", st.Store().BatchSQL()[c.name])
+			}
+			if bad := unplaced(sql, schema, value); len(bad) > 0 {
+				t.Fatalf("references to jobs that do not name shard %d:\n%s", value, strings.Join(bad, "\n"))
+			}
 			row := fmt.Sprintf("| %s | %s | %s |", c.name, strings.TrimPrefix(c.custom, "refused: "), strings.TrimPrefix(c.generic, "refused: "))
 			if !strings.Contains(string(doc), row) {
 				t.Errorf("docs/citus.md lacks the row\n%s", row)
@@ -109,10 +138,7 @@ func TestCitusRouted(t *testing.T) {
 				if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_`+m.mode+`_plan`); err != nil {
 					t.Fatal(err)
 				}
-				got := fmt.Sprintf("not rendered: %d references", missed)
-				if missed == 0 {
-					got = probe(t, ctx, conn, c.name, sql)
-				}
+				got := probe(t, ctx, conn, c.name, sql)
 				t.Logf("%s, %s plan: %s", c.name, m.mode, got)
 				if got != m.want {
 					t.Errorf("%s, %s plan: got %q, want %q (%s)", c.name, m.mode, got, m.want, c.why)
@@ -122,11 +148,12 @@ func TestCitusRouted(t *testing.T) {
 	}
 }
 
-// TestCitusRoutedClaim runs today's Claim and ExtendLeases, through
-// pgstore's Go code, with their statements rendered by routed for one
-// shard: the claim takes the due jobs of that shard alone (3 of the 5),
-// and their leases extend; the jobs of another shard stay scheduled.
-func TestCitusRoutedClaim(t *testing.T) {
+// TestCitusPlacedClaim runs today's Claim and ExtendLeases, through
+// pgstore's Go code, on the Store NewCitus placed on one slot: the claim
+// takes the due jobs of that slot's shard alone (3 of the 5), their
+// tokens carry the slot, and their leases extend; the jobs of another
+// shard stay scheduled.
+func TestCitusPlacedClaim(t *testing.T) {
 	t.Parallel()
 	pool, schema := citusSchema(t)
 	ctx := ctxT(t)
@@ -135,15 +162,9 @@ func TestCitusRoutedClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	mine, other := st.SlotValue(1), st.SlotValue(2)
-	s := st.RenderedStore(func(sql string) string {
-		r, missed := routed(sql, schema, mine)
-		if missed != 0 {
-			t.Fatalf("%d references to jobs without the shard:\n%s", missed, r)
-		}
-		return r
-	}, "claim", "extend")
-	defer s.Close()
+	const slot = 1
+	mine, other := st.SlotValue(slot), st.SlotValue(slot+1)
+	s := st.SlotStore(slot)
 	for _, v := range []int32{mine, mine, mine, other, other} {
 		insertAt(t, pool, schema, v)
 	}
@@ -157,6 +178,9 @@ func TestCitusRoutedClaim(t *testing.T) {
 	leases := make([]store.Lease, len(res.Jobs))
 	for i, j := range res.Jobs {
 		leases[i] = store.Lease{ID: j.ID, Token: j.LeaseToken}
+		if got := pgstore.TokenSlot(j.LeaseToken); got != slot {
+			t.Errorf("token %s carries slot %d, want %d", j.LeaseToken, got, slot)
+		}
 	}
 	ext, err := s.ExtendLeases(ctx, &store.ExtendParams{Leases: leases, Duration: time.Hour})
 	if err != nil {
