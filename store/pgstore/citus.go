@@ -65,8 +65,10 @@ var minCitusVersion = MinCitusVersion
 // statement runs on one shard. Create it with NewCitus on a schema that
 // MigrateCitus prepared. It is safe for concurrent use.
 //
-// It implements fewer optional interfaces than Store: what it does not
-// implement (follow-ups, batches, flow control, sequences, early start,
+// It does not run jobs yet (issue 42): it has no store.Store methods, only
+// the construction, its refusals and the statements placed per slot. It
+// is to implement fewer optional interfaces than Store, so that what it
+// lacks (follow-ups, batches, flow control, sequences, early start,
 // claim-with-insert) the runtime refuses at registration.
 type CitusStore struct {
 	s      *Store   // the statements that name no shard, the lifecycle
@@ -76,7 +78,7 @@ type CitusStore struct {
 // NewCitus returns a CitusStore on pool, whose connections must reach the
 // coordinator of a Citus cluster (MinCitusVersion or later) where
 // MigrateCitus prepared the schema. NewCitus never migrates: distributing
-// is a deploy step (MigrateCitus, or ax migrate up -citus).
+// is a deploy step (MigrateCitus, or ax migrate up --citus).
 //
 // It writes nothing, and refuses with an error wrapping:
 //   - store.ErrInvalidParams, for a nil pool or a bad schema name;
