@@ -67,6 +67,14 @@ func routed(sql, schema string, value int32) string {
 	} {
 		sql = regexp.MustCompile(r.re).ReplaceAllString(sql, r.with)
 	}
+	// An insert names the shard as a column, and the unique index (which
+	// leads with it) in ON CONFLICT.
+	sql = strings.NewReplacer(
+		"AS j (id, kind,", "AS j (shard, id, kind,",
+		"SELECT $1, $2,", "SELECT "+v+", $1, $2,",
+		"SELECT id, kind, payload,", "SELECT "+v+", id, kind, payload,",
+		"ON CONFLICT ((CASE", "ON CONFLICT (shard, (CASE",
+	).Replace(sql)
 	return strings.ReplaceAll(sql, "gen_random_uuid()", "md5(j.id::text || j.fence::text)::uuid")
 }
 
@@ -88,6 +96,7 @@ func TestCitusPlacedStatements(t *testing.T) {
 	const slot = 3
 	value := st.SlotValue(slot)
 	sqls := st.SlotStore(slot).BatchSQL()
+	sqls["insertOne"] = st.SlotStore(slot).InsertOneSQL()
 	doc, err := os.ReadFile("../../docs/citus.md")
 	if err != nil {
 		t.Fatal(err)
@@ -102,9 +111,13 @@ func TestCitusPlacedStatements(t *testing.T) {
 		generic   = "refused: could not create distributed plan: Possibly this is caused by the use of parameters in SQL functions, which is not supported in Citus."
 		stable    = "refused: STABLE functions used in UPDATE queries cannot be called with column references"
 		immutable = "refused: non-IMMUTABLE functions are not allowed in CASE or COALESCE statements"
+		// Citus runs the INSERT CTE as a subplan even under EXPLAIN,
+		// through a connection of its own, where it fails.
+		aborted = "refused: current transaction is aborted, commands ignored until end of transaction block"
+		pulled  = "pulled to the coordinator"
 	)
 	for _, c := range []struct {
-		name    string // a key of BatchSQL
+		name    string // a key of BatchSQL, or insertOne
 		placed  bool   // rendered by placement.go (else by routed)
 		custom  string
 		generic string
@@ -113,10 +126,12 @@ func TestCitusPlacedStatements(t *testing.T) {
 		{"claim", true, one, one, "nothing more"},
 		{"extend", true, one, one, "nothing more"},
 		{"archive", true, one, one, "nothing more"},
-		{"move", true, one, generic, "a custom plan: the co-located INSERT ... SELECT then runs on the worker"},
+		{"move", true, pulled + ", " + one, generic, "the DELETE CTE runs on the shard, but its rows come back through the coordinator for the INSERT: INSERT INTO jobs_history SELECT ... FROM jobs WHERE shard = v (co-located: pushed down), then the DELETE, in one transaction on the shard"},
 		{"prune", true, one, one, "nothing more"},
 		{"finishWait", false, immutable, generic, "now() in CASEs and jsonb_build_object (STABLE) over columns: $now, run_at and error entries made in Go"},
 		{"rescue", false, stable, generic, "as finishWait"},
+		{"insertOne", false, aborted, generic, "its INSERT in a CTE is planned apart, through the coordinator: two router statements on the job's shard, INSERT ... ON CONFLICT DO NOTHING, then the holder lookup"},
+		{"insertMany", false, pulled, generic, "INSERT ... SELECT FROM unnest passes the rows through the coordinator: a multi-row INSERT ... VALUES per shard"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sql := sqls[c.name]
@@ -124,7 +139,7 @@ func TestCitusPlacedStatements(t *testing.T) {
 				sql = routed(sql, schema, value)
 			}
 			// The checker bites: today's statement, not placed, fails it.
-			if len(unplaced(st.Store().BatchSQL()[c.name], schema, value)) == 0 {
+			if c.placed && len(unplaced(st.Store().BatchSQL()[c.name], schema, value)) == 0 {
 				t.Fatalf("unplaced finds nothing wrong with the statement of the whole schema:\n%s", st.Store().BatchSQL()[c.name])
 			}
 			if bad := unplaced(sql, schema, value); len(bad) > 0 {

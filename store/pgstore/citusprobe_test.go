@@ -143,6 +143,9 @@ func probe(t *testing.T, ctx context.Context, conn *pgx.Conn, name, sql string) 
 	plan := strings.Join(lines, "\n")
 	t.Logf("%s plan:\n%s", name, plan)
 	var verdict []string
+	if strings.Contains(plan, "INSERT/SELECT method: pull to coordinator") {
+		verdict = append(verdict, "pulled to the coordinator")
+	}
 	if strings.Contains(plan, "Distributed Subplan") {
 		verdict = append(verdict, "subplans")
 	}
