@@ -321,8 +321,9 @@ func readSlots(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int32,
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: NewCitus: read the slots of schema %q: %w", schema, err)
 	}
-	if len(slots) == 0 {
-		return nil, fmt.Errorf("%w: schema %q has no slots", ErrNotDistributed, schema)
+	if len(slots) == 0 || len(slots) > 1<<16 {
+		// A lease token names its slot in 16 bits (placement.go).
+		return nil, fmt.Errorf("%w: schema %q has %d slots, want 1 to 65536", ErrNotDistributed, schema, len(slots))
 	}
 	return slots, nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -298,6 +299,35 @@ func TestCitusVersionAtLeast(t *testing.T) {
 	} {
 		if got := pgstore.CitusVersionAtLeast(c.version, c.min); got != c.want {
 			t.Errorf("CitusVersionAtLeast(%q, %q) = %v, want %v", c.version, c.min, got, c.want)
+		}
+	}
+}
+
+// TestTokenCarriesSlot: the token a placed claim gives (placement.go's
+// tokenSQL, evaluated by PostgreSQL over a job's ID and fence) carries its
+// slot for tokenSlot, and differs by fence and by salt.
+func TestTokenCarriesSlot(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	for _, slot := range []int{0, 1, 31, 1000, 65535} {
+		tokens := map[string]bool{}
+		for _, c := range []struct {
+			fence int
+			salt  string
+		}{{1, "aa"}, {2, "aa"}, {1, "bb"}} {
+			var token uuid.UUID
+			err := pool.QueryRow(ctxT(t), `SELECT `+pgstore.TokenSQL(slot, c.salt)+`
+				FROM (SELECT '0190d7a4-9d36-7000-8000-000000000001'::uuid AS id, $1::bigint AS fence) j`, c.fence).Scan(&token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pgstore.TokenSlot(token); got != slot {
+				t.Errorf("token %s carries slot %d, want %d", token, got, slot)
+			}
+			tokens[token.String()] = true
+		}
+		if len(tokens) != 3 {
+			t.Errorf("slot %d: %d distinct tokens for 3 fences and salts, want 3", slot, len(tokens))
 		}
 	}
 }

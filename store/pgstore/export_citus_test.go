@@ -25,3 +25,8 @@ var TokenSlot = tokenSlot
 
 // GetSQL is the statement of Get: a job by ID, through jobs_all.
 func (s *Store) GetSQL() string { return s.q.get }
+
+// TokenSQL is the lease token expression of a claim placed on slot.
+func TokenSQL(slot int, salt string) string {
+	return (&placement{slot: slot, salt: salt}).tokenSQL()
+}
