@@ -7,7 +7,7 @@
 //
 //	ax [--database-url URL] [--schema ax] [--json] COMMAND [flags] [args]
 //
-//	ax migrate up|status
+//	ax migrate up [--citus] | status
 //	ax jobs list [filters] [--order newest|oldest] [--limit N] [--cursor C] [--preview N]
 //	ax jobs count [filters]
 //	ax jobs show ID
@@ -19,6 +19,11 @@
 //	ax stats
 //	ax serve --keys-file FILE [--addr 127.0.0.1:8080] [--prefix /ax] [--read-only] [--log-format auto|text|json]
 //	ax sessions revoke KEY_ID
+//
+// migrate up --citus, against a Citus coordinator, migrates the schema and
+// then distributes it over the cluster (pgstore.MigrateCitus), for
+// programs that open it with pgstore.NewCitus. It is one-way; plain
+// migrate up then refuses the schema, as the other commands do for now.
 //
 // A job ID may be given whole or as its first digits (at least 4
 // hexadecimal digits, dashes optional, as a table or the dashboard shows
@@ -247,6 +252,11 @@ type pgMigrator struct {
 
 func (m pgMigrator) Up(ctx context.Context) error {
 	return pgstore.Migrate(ctx, m.pool, pgstore.WithSchema(m.schema))
+}
+
+// UpCitus migrates and distributes the schema with pgstore.MigrateCitus.
+func (m pgMigrator) UpCitus(ctx context.Context) error {
+	return pgstore.MigrateCitus(ctx, m.pool, pgstore.WithSchema(m.schema))
 }
 
 // Versions reads the schema's version from its schema_version table (0

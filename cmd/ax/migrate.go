@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
+
+	"github.com/axsched/ax/store/pgstore"
 )
 
 // migrateResult is the JSON of the migrate commands.
@@ -56,7 +60,14 @@ func migrateStatus(fs *flag.FlagSet) func(*env, []string) error {
 	}
 }
 
+// citusMigrator is a migrator that can also distribute the schema over a
+// Citus cluster (migrate up --citus): the PostgreSQL one.
+type citusMigrator interface {
+	UpCitus(ctx context.Context) error
+}
+
 func migrateUp(fs *flag.FlagSet) func(*env, []string) error {
+	citus := fs.Bool("citus", false, "migrate, then distribute the schema over the Citus cluster whose coordinator the URL names, for pgstore.NewCitus (one-way; an empty schema only)")
 	return func(e *env, args []string) error {
 		if len(args) > 0 {
 			return usageErrorf("unexpected argument %q", args[0])
@@ -66,11 +77,23 @@ func migrateUp(fs *flag.FlagSet) func(*env, []string) error {
 			return err
 		}
 		defer release()
+		cm, ok := m.(citusMigrator)
+		if *citus && !ok {
+			return usageErrorf("--citus needs the URL of a Citus coordinator (postgres://...)")
+		}
 		before, _, err := m.Versions(e.ctx)
 		if err != nil {
 			return err
 		}
-		if err := m.Up(e.ctx); err != nil {
+		if *citus {
+			err = cm.UpCitus(e.ctx)
+		} else {
+			err = m.Up(e.ctx)
+		}
+		if errors.Is(err, pgstore.ErrDistributed) {
+			return hintError{msg: fmt.Sprintf("schema %s is distributed by Citus: run `ax migrate up --citus`", e.global.schema), err: err}
+		}
+		if err != nil {
 			return err
 		}
 		db, bin, err := m.Versions(e.ctx)

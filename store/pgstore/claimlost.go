@@ -56,7 +56,7 @@ const claimLostSQL = `WITH RECURSIVE cand AS MATERIALIZED (
 	CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
 	CROSS JOIN LATERAL (
 		SELECT j.id, j.run_at FROM {jobs} j
-		WHERE j.kind = k.kind AND j.priority = p.priority
+		WHERE {onshard:j}j.kind = k.kind AND j.priority = p.priority
 		  AND j.state IN ` + claimableSQL + ` AND j.run_at <= $9::timestamptz + $8::bigint * interval '1 microsecond'
 		  AND j.run_at >= coalesce(($7::timestamptz[])[(k.ord::int - 1) * 3 + p.priority], '-infinity')
 		ORDER BY j.run_at
@@ -82,7 +82,7 @@ const claimLostSQL = `WITH RECURSIVE cand AS MATERIALIZED (
 	CROSS JOIN list x
 	LEFT JOIN LATERAL (
 		SELECT j.id FROM {jobs} j
-		WHERE j.id = x.ids[w.i + 1] AND w.counts[x.ords[w.i + 1]] < ($2::int[])[x.ords[w.i + 1]]
+		WHERE {onshard:j}j.id = x.ids[w.i + 1] AND w.counts[x.ords[w.i + 1]] < ($2::int[])[x.ords[w.i + 1]]
 		  AND (j.state IN ` + claimableSQL + `) IS TRUE
 		  AND j.run_at <= $9::timestamptz + $8::bigint * interval '1 microsecond'
 		FOR UPDATE SKIP LOCKED
@@ -93,12 +93,12 @@ const claimLostSQL = `WITH RECURSIVE cand AS MATERIALIZED (
 	UPDATE {jobs} j SET
 		state = 'running',
 		owner = $4,
-		lease_token = gen_random_uuid(),
+		lease_token = {token},
 		attempt = j.attempt + 1,
 		fence = j.fence + 1,
 		lease_expires_at = now() + $5::bigint * interval '1 microsecond',
 		attempted_at = greatest(now(), j.run_at)
-	WHERE j.id = ANY (ARRAY(SELECT id FROM walk WHERE id IS NOT NULL))
+	WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM walk WHERE id IS NOT NULL))
 	RETURNING {jcols}
 )
 SELECT clock_timestamp(),

@@ -676,12 +676,13 @@
 //     WithEarlyDirectStart), enable_bitmapscan, enable_seqscan,
 //     plan_cache_mode and jit (RescueExpired, in its batch's implicit
 //     transaction), lock_timeout (history partitions' DDL),
-//     search_path (Migrate). A custom setting a session has seen reads as
+//     search_path (Migrate, MigrateCitus), citus.multi_shard_modify_mode
+//     (MigrateCitus). A custom setting a session has seen reads as
 //     the empty string after the transaction that set it, not NULL; every
 //     reader takes the empty string as unset. The functions' SET
 //     search_path FROM CURRENT holds for the call.
 //   - Advisory locks: transaction-level only (pg_advisory_xact_lock for
-//     Migrate, history partitions and Bulk against Archive;
+//     Migrate and MigrateCitus, history partitions and Bulk against Archive;
 //     pg_try_advisory_xact_lock_shared for Archive), released at commit.
 //   - Temporary tables: none. batch_ends is an ordinary unlogged table
 //     whose rows live within the statement that writes them.

@@ -94,7 +94,7 @@ type historyState struct {
 // until the period has passed since it finished: its window began before
 // it was inserted, so it has ended by then (see migration 0008).
 const archiveSQL = `SELECT id, finished_at FROM {jobs}
-WHERE (` + archivableSQL + `) AND finished_at >= $1
+WHERE {onshard}(` + archivableSQL + `) AND finished_at >= $1
   AND (unique_period = 0 OR unique_key IS NULL OR state = 'cancelled'
        OR finished_at < now() - unique_period * interval '1 second')
 ORDER BY finished_at
@@ -104,7 +104,7 @@ FOR UPDATE SKIP LOCKED`
 // moveSQL moves the locked jobs $1 from jobs to jobs_history in one
 // statement, so that a reader sees each of them in exactly one table.
 const moveSQL = `WITH moved AS (
-	DELETE FROM {jobs} WHERE id = ANY($1::uuid[]) RETURNING *
+	DELETE FROM {jobs} WHERE {onshard}id = ANY($1::uuid[]) RETURNING *
 )
 INSERT INTO {history} SELECT * FROM moved`
 

@@ -103,7 +103,9 @@ func SchemaVersion() int {
 // run from many hosts at once: everything happens in one transaction that
 // first takes a transaction-level advisory lock keyed by the schema name, so
 // concurrent callers wait for the first and then find nothing to do. Applied
-// versions are recorded in the schema's schema_version table.
+// versions are recorded in the schema's schema_version table. A schema
+// that MigrateCitus distributed is refused, unchanged, with an error
+// wrapping ErrDistributed.
 //
 // Applied to a database in use, the migrations' locks can deadlock with
 // hosts' transactions (a host of an older release holding one table and
@@ -136,6 +138,9 @@ func migrateTx(ctx context.Context, tx pgx.Tx, schema string, ms []migration) er
 	latest := ms[len(ms)-1].version
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "ax.migrate."+schema); err != nil {
 		return fmt.Errorf("pgstore: migrate: lock: %w", err)
+	}
+	if err := refuseDistributed(ctx, tx, schema); err != nil {
+		return err
 	}
 	s := pgx.Identifier{schema}.Sanitize()
 	var current int
@@ -223,6 +228,9 @@ func newerSchema(ctx context.Context, q querier, schema string, current, latest 
 // checkVersion reports whether the schema is at exactly SchemaVersion
 // (for WithoutMigrate).
 func checkVersion(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	if err := refuseDistributed(ctx, pool, schema); err != nil {
+		return err
+	}
 	s := pgx.Identifier{schema}.Sanitize()
 	var current int
 	err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+s+`.schema_version`).Scan(&current)

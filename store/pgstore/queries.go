@@ -95,11 +95,13 @@ func errorEntrySQL(msg string) string {
 		'node', j.owner, 'started_at', j.attempted_at))`
 }
 
-func buildQueries(schema string) queries {
-	r := strings.NewReplacer("{jobs}", pgx.Identifier{schema, "jobs"}.Sanitize(),
+// buildQueries renders the statements for schema, placed by p (nil: on
+// PostgreSQL, see placement).
+func buildQueries(schema string, p *placement) queries {
+	r := strings.NewReplacer(append([]string{"{jobs}", pgx.Identifier{schema, "jobs"}.Sanitize(),
 		"{history}", pgx.Identifier{schema, "jobs_history"}.Sanitize(),
 		"{alljobs}", pgx.Identifier{schema, "jobs_all"}.Sanitize(),
-		"{cols}", jobColumns, "{jcols}", prefixed("j"))
+		"{cols}", jobColumns, "{jcols}", prefixed("j")}, p.pairs()...)...)
 	q := queries{
 		get: `SELECT {cols} FROM {alljobs} WHERE id = $1`,
 
@@ -225,14 +227,14 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 	CROSS JOIN LATERAL (
 		SELECT * FROM (
 			(SELECT j.id, j.run_at FROM {jobs} j
-			WHERE j.kind = k.kind AND j.priority = p.priority
+			WHERE {onshard:j}j.kind = k.kind AND j.priority = p.priority
 			  AND j.state IN ` + claimableSQL + ` AND j.run_at <= now() + $8::bigint * interval '1 microsecond'
 			  AND j.run_at >= coalesce(($7::timestamptz[])[(k.ord::int - 1) * 3 + p.priority], '-infinity')
 			ORDER BY j.run_at
 			LIMIT least(k.lim, $3) + 1)
 			UNION ALL
 			(SELECT j.id, j.run_at FROM {jobs} j
-			WHERE j.kind = k.kind AND j.priority = p.priority
+			WHERE {onshard:j}j.kind = k.kind AND j.priority = p.priority
 			  AND j.state IN ` + claimableSQL + ` AND j.run_at > now() + $8::bigint * interval '1 microsecond'
 			ORDER BY j.run_at
 			LIMIT 1)
@@ -251,7 +253,7 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 	FROM ranked r
 	CROSS JOIN LATERAL (
 		SELECT 1 FROM {jobs} j
-		WHERE j.id = r.id AND (j.state IN ` + claimableSQL + `) IS TRUE AND j.run_at <= now() + $8::bigint * interval '1 microsecond'
+		WHERE {onshard:j}j.id = r.id AND (j.state IN ` + claimableSQL + `) IS TRUE AND j.run_at <= now() + $8::bigint * interval '1 microsecond'
 		FOR UPDATE SKIP LOCKED
 	) l
 	WHERE r.first
@@ -260,12 +262,12 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 	UPDATE {jobs} j SET
 		state = 'running',
 		owner = $4,
-		lease_token = gen_random_uuid(),
+		lease_token = {token},
 		attempt = j.attempt + 1,
 		fence = j.fence + 1,
 		lease_expires_at = now() + $5::bigint * interval '1 microsecond',
 		attempted_at = greatest(now(), j.run_at)
-	WHERE j.id = ANY (ARRAY(SELECT id FROM locked1))
+	WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM locked1))
 	RETURNING {jcols}
 ), next AS (
 	SELECT min(run_at) AS run_at FROM cand
@@ -370,13 +372,13 @@ SELECT id, token FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 	FROM input l
 	CROSS JOIN LATERAL (
 		SELECT j.id FROM {jobs} j
-		WHERE j.id = l.id AND j.lease_token = l.token AND (j.state = 'running') IS TRUE
+		WHERE {onshard:j}j.id = l.id AND j.lease_token = l.token AND (j.state = 'running') IS TRUE
 		FOR UPDATE SKIP LOCKED
 	) j
 ), extended AS (
 	UPDATE {jobs} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond'
 	FROM locked
-	WHERE j.id = locked.id -- locked checked state and token on the rows it holds
+	WHERE {onshard:j}j.id = locked.id -- locked checked state and token on the rows it holds
 	RETURNING j.id, j.lease_token, j.cancel_requested
 )
 SELECT id, lease_token, cancel_requested, 0 FROM extended
@@ -384,9 +386,9 @@ UNION ALL
 SELECT l.id, l.token, j.cancel_requested, CASE WHEN (j.state = 'running') IS TRUE THEN 1 ELSE 2 END
 FROM input l
 CROSS JOIN LATERAL (
-	SELECT j.state, j.cancel_requested FROM {jobs} j WHERE j.id = l.id AND j.lease_token = l.token
+	SELECT j.state, j.cancel_requested FROM {jobs} j WHERE {onshard:j}j.id = l.id AND j.lease_token = l.token
 	UNION ALL
-	SELECT h.state, false FROM {history} h WHERE h.id = l.id AND h.lease_token = l.token
+	SELECT h.state, false FROM {history} h WHERE {onshard:h}h.id = l.id AND h.lease_token = l.token
 ) j
 WHERE l.id NOT IN (SELECT id FROM locked) -- a hashed subplan`,
 
@@ -428,18 +430,18 @@ SELECT id, kind, owner, attempt, state FROM changed WHERE (SELECT count(*) FROM 
 		// hash-join against a sequential scan of the whole table).
 		prune: `WITH movable AS (
 	SELECT id FROM {jobs}
-	WHERE (` + archivableSQL + `) AND finished_at < now() - $1::bigint * interval '1 microsecond'
+	WHERE {onshard}(` + archivableSQL + `) AND finished_at < now() - $1::bigint * interval '1 microsecond'
 	ORDER BY finished_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 ), kept AS (
 	SELECT id FROM {jobs}
-	WHERE (` + keptSQL + `) AND finished_at < now() - $1::bigint * interval '1 microsecond'
+	WHERE {onshard}(` + keptSQL + `) AND finished_at < now() - $1::bigint * interval '1 microsecond'
 	ORDER BY finished_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 )
-DELETE FROM {jobs} WHERE id = ANY (ARRAY(
+DELETE FROM {jobs} WHERE {onshard}id = ANY (ARRAY(
 	SELECT id FROM (SELECT id FROM movable UNION ALL SELECT id FROM kept) c LIMIT $2
 ))`,
 

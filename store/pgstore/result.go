@@ -138,14 +138,14 @@ func decodeFollowUps(b []byte) ([]store.FollowUp, error) {
 // followUpColumns. Names come from the validated schema name through
 // pgx.Identifier.Sanitize.
 func (s *Store) sql(q string) string {
-	return strings.NewReplacer(
+	return strings.NewReplacer(append([]string{
 		"{jobs}", pgx.Identifier{s.schema, "jobs"}.Sanitize(),
 		"{history}", s.historyTable(),
 		"{alljobs}", s.allJobsTable(),
 		"{batches}", pgx.Identifier{s.schema, "batches"}.Sanitize(),
 		"{schema}", pgx.Identifier{s.schema}.Sanitize(),
 		"{cols}", jobColumns,
-	).Replace(q)
+	}, s.place.pairs()...)...).Replace(q)
 }
 
 // FollowUps returns the jobs whose Parent is id — its follow-ups, its Then

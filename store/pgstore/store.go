@@ -45,6 +45,8 @@ type Store struct {
 	history historyState // partitions and archive position (history.go)
 
 	leases *leaseConn // ExtendLeases' own connection, outside the pool (leaseconn.go)
+
+	place *placement // the slot the statements run on (Citus), or nil (placement.go)
 }
 
 var (
@@ -59,7 +61,9 @@ var (
 // New returns a Store on pool. It pings the database (an unreachable one is
 // an error naming its host and port) and, unless WithoutMigrate is given,
 // runs Migrate with the same options; with WithoutMigrate it checks that the
-// schema is at SchemaVersion. New starts no goroutine and opens no
+// schema is at SchemaVersion. A schema that MigrateCitus distributed is
+// refused, before anything is written, with an error wrapping
+// ErrDistributed: use NewCitus on it. New starts no goroutine and opens no
 // connection of its own: the listener starts with the first Subscribe, and
 // only while it listens do claims audit their cursors beside them
 // (cursor.go); the lease connection opens with the first ExtendLeases
@@ -95,12 +99,18 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 			return nil, err
 		}
 	}
+	return newStore(pool, o), nil
+}
+
+// newStore returns a Store on pool with options o, checked by its caller
+// (New, NewCitus). It starts nothing and opens no connection.
+func newStore(pool *pgxpool.Pool, o *options) *Store {
 	life, endLife := context.WithCancel(context.Background())
 	s := &Store{
 		pool:    pool,
 		schema:  o.schema,
 		channel: o.schema,
-		q:       buildQueries(o.schema),
+		q:       buildQueries(o.schema, nil),
 		opts:    o,
 		cursors: newClaimCursors(),
 		life:    life,
@@ -109,7 +119,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		listenerProbe: defaultListenerProbe,
 	}
 	s.leases = newLeaseConn(s.dialLeaseConn, pool.Config().MaxConnLifetime, time.Now)
-	return s, nil
+	return s
 }
 
 // Schema returns the PostgreSQL schema holding the Store's tables.
