@@ -207,11 +207,22 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		}()
 		b.opt.db, kind = pc.url, "private"
 	}
+	serverAddr := hostPort(b.opt.db)
+	if opt.rtt > 0 {
+		proxy, err := b.distance(opt.rtt)
+		if err != nil {
+			fmt.Fprintln(stderr, "axbench:", err)
+			return 1
+		}
+		defer proxy.Close()
+	}
 	b.machine, err = describeMachine(ctx, b.opt.db, kind)
 	if err != nil {
 		fmt.Fprintln(stderr, "axbench:", err)
 		return 1
 	}
+	b.machine.Server.Addr = serverAddr
+	b.machine.Server.RTT = opt.rtt.String()
 	if !opt.json {
 		b.machine.print(stdout)
 	}
@@ -243,6 +254,28 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return code
+}
+
+// distance starts a delay proxy adding rtt to every round trip to the
+// server and points b.opt.db, from which every connection string of the
+// run derives (worker processes' included), at it.
+func (b *bench) distance(rtt time.Duration) (*delayProxy, error) {
+	target, err := serverHostPort(b.opt.db)
+	if err != nil {
+		return nil, err
+	}
+	p, err := startDelayProxy(target, rtt)
+	if err != nil {
+		return nil, err
+	}
+	dsn, err := withHostPort(b.opt.db, p.Addr())
+	if err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	b.progressf("delay proxy %s → %s adds a %v round trip", p.Addr(), target, rtt)
+	b.opt.db = dsn
+	return p, nil
 }
 
 // runOne runs a scenario and stamps its load and duration.
