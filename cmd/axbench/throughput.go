@@ -49,7 +49,7 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		}
 		defer sess.close()
 		calls := newTimedStore(sess.store) // jobs per claim and per finish
-		s, err := newScheduler(calls, w)
+		s, err := d.schedulerOn(calls, w)  // -outcomes-with-claims, -no-direct-start
 		if err != nil {
 			return nil, err
 		}
