@@ -79,6 +79,13 @@
 // autovacuum off, a CI setting no production server has, which changes
 // every figure that depends on the table's history.
 //
+// Distance: -rtt D (e.g. 1ms) runs every scenario with the server a round
+// trip D away: an in-process TCP proxy (delayproxy.go) forwards each
+// direction D/2 after reading it, in order, and every connection of the
+// run goes through it, worker processes' included (their connection
+// strings derive from -db, which then names the proxy). The report's
+// server line says the added round trip. Not with -via-pgbouncer.
+//
 // The report starts with the machine and every non-default setting of the
 // server; each scenario names its server and the load average before and
 // after it: on a shared machine figures are only as good as that load.
