@@ -183,7 +183,8 @@ func hasMetric(r result, name string) bool {
 
 func TestBadArguments(t *testing.T) {
 	for _, args := range [][]string{{}, {"nosuch"}, {"-n", "0", "insert"}, {"-lag-min", "3s", "-lag-max", "2s", "lag"},
-		{"-bigtable-sizes", "10,5", "bigtable"}, {"-heldxmin-hold", "0s", "heldxmin"}, {"-private-port", "70000", "insert"}} {
+		{"-bigtable-sizes", "10,5", "bigtable"}, {"-heldxmin-hold", "0s", "heldxmin"}, {"-private-port", "70000", "insert"},
+		{"-rtt", "-1ms", "insert"}, {"-rtt", "1ms", "-via-pgbouncer", "127.0.0.1:6432", "insert"}} {
 		if code := benchMain(args, io.Discard, io.Discard); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}
