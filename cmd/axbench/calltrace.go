@@ -12,14 +12,16 @@ import (
 // callTracer splits a store call into the time it waited for a pool
 // connection and the time its statements took from pgx (the round trip:
 // sending, the server's work and commit, the reply, and the wake-up of
-// the goroutine that reads it). It is a pgx.QueryTracer and a
-// pgxpool.AcquireTracer; it times only calls whose context carries a
+// the goroutine that reads it). It is a pgx.QueryTracer, a
+// pgx.BatchTracer (a batch counts as one statement, from its send to its
+// close) and a pgxpool.AcquireTracer; it times only calls whose context carries a
 // *callTimes (withCallTimes), so the scheduler's other statements cost
 // it nothing.
 type callTracer struct{}
 
 var (
 	_ pgx.QueryTracer       = callTracer{}
+	_ pgx.BatchTracer       = callTracer{}
 	_ pgxpool.AcquireTracer = callTracer{}
 )
 
@@ -67,6 +69,22 @@ func (callTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQ
 }
 
 func (callTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if ct := callTimesOf(ctx); ct != nil && !ct.queryAt.IsZero() {
+		ct.query += time.Since(ct.queryAt)
+		ct.queries++
+	}
+}
+
+func (callTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	if ct := callTimesOf(ctx); ct != nil {
+		ct.queryAt = time.Now()
+	}
+	return ctx
+}
+
+func (callTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (callTracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
 	if ct := callTimesOf(ctx); ct != nil && !ct.queryAt.IsZero() {
 		ct.query += time.Since(ct.queryAt)
 		ct.queries++

@@ -153,7 +153,12 @@ func (d *benchDB) close() {
 // scheduler returns a Scheduler on the database with the default Config
 // but for Workers (0: the default) and what edit changes.
 func (d *benchDB) scheduler(workers int, edit ...func(*ax.Config)) (*ax.Scheduler, error) {
-	cfg := ax.Config{Store: d.store, Workers: workers, DisableDirectStart: d.noDirect, OutcomesWithClaims: d.ride}
+	return d.schedulerOn(d.store, workers, edit...)
+}
+
+// schedulerOn is scheduler on st (a session's store, or a wrapper of it).
+func (d *benchDB) schedulerOn(st store.Store, workers int, edit ...func(*ax.Config)) (*ax.Scheduler, error) {
+	cfg := ax.Config{Store: st, Workers: workers, DisableDirectStart: d.noDirect, OutcomesWithClaims: d.ride}
 	for _, e := range edit {
 		e(&cfg)
 	}

@@ -79,6 +79,13 @@
 // autovacuum off, a CI setting no production server has, which changes
 // every figure that depends on the table's history.
 //
+// Distance: -rtt D (e.g. 1ms) runs every scenario with the server a round
+// trip D away: an in-process TCP proxy (delayproxy.go) forwards each
+// direction D/2 after reading it, in order, and every connection of the
+// run goes through it, worker processes' included (their connection
+// strings derive from -db, which then names the proxy). The report's
+// server line says the added round trip. Not with -via-pgbouncer.
+//
 // The report starts with the machine and every non-default setting of the
 // server; each scenario names its server and the load average before and
 // after it: on a shared machine figures are only as good as that load.
@@ -207,11 +214,22 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		}()
 		b.opt.db, kind = pc.url, "private"
 	}
+	serverAddr := hostPort(b.opt.db)
+	if opt.rtt > 0 {
+		proxy, err := b.distance(opt.rtt)
+		if err != nil {
+			fmt.Fprintln(stderr, "axbench:", err)
+			return 1
+		}
+		defer proxy.Close()
+	}
 	b.machine, err = describeMachine(ctx, b.opt.db, kind)
 	if err != nil {
 		fmt.Fprintln(stderr, "axbench:", err)
 		return 1
 	}
+	b.machine.Server.Addr = serverAddr
+	b.machine.Server.RTT = opt.rtt.String()
 	if !opt.json {
 		b.machine.print(stdout)
 	}
@@ -243,6 +261,28 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return code
+}
+
+// distance starts a delay proxy adding rtt to every round trip to the
+// server and points b.opt.db, from which every connection string of the
+// run derives (worker processes' included), at it.
+func (b *bench) distance(rtt time.Duration) (*delayProxy, error) {
+	target, err := serverHostPort(b.opt.db)
+	if err != nil {
+		return nil, err
+	}
+	p, err := startDelayProxy(target, rtt)
+	if err != nil {
+		return nil, err
+	}
+	dsn, err := withHostPort(b.opt.db, p.Addr())
+	if err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	b.progressf("delay proxy %s → %s adds a %v round trip", p.Addr(), target, rtt)
+	b.opt.db = dsn
+	return p, nil
 }
 
 // runOne runs a scenario and stamps its load and duration.

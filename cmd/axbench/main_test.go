@@ -56,23 +56,26 @@ func TestQuick(t *testing.T) {
 		args     []string
 		metric   string // one metric the scenario must print
 		positive bool   // metric must be above 0
+		rtt      string // the added round trip the server's label must name
 	}{
-		{"throughput", []string{"-n", "1000"}, "W=100: WAL per job", false},
+		{"throughput", []string{"-n", "1000"}, "W=100: WAL per job", false, "0s"},
 		{"throughput", []string{"-n", "300", "-workers", "100", "-encrypt", "-encrypt-reps", "1", "-encrypt-bytes", "3072"},
-			"W=100: backends' CPU per job (insert and run), encrypted minus plain (medians)", false},
-		{"insert", nil, "Schedule call p99", false},
-		{"lag", []string{"-lag-jobs", "100", "-lag-min", "500ms", "-lag-max", "1500ms"}, "started early (store clock)", false},
-		{"immediate", []string{"-immediate-for", "500ms"}, "start lag, store clock, p99", false},
-		{"immediate", []string{"-immediate-for", "300ms", "-immediate-floor", "300ms"}, "commit floor: one-row INSERT round trip p99", false},
+			"W=100: backends' CPU per job (insert and run), encrypted minus plain (medians)", false, "0s"},
+		{"insert", nil, "Schedule call p99", false, "0s"},
+		{"lag", []string{"-lag-jobs", "100", "-lag-min", "500ms", "-lag-max", "1500ms"}, "started early (store clock)", false, "0s"},
+		{"immediate", []string{"-immediate-for", "500ms"}, "start lag, store clock, p99", false, "0s"},
+		{"immediate", []string{"-immediate-for", "300ms", "-immediate-floor", "300ms"}, "commit floor: one-row INSERT round trip p99", false, "0s"},
 		// With pgstore.WithEarlyDirectStart handlers start before their
 		// Schedule calls return, through the Scheduler on PostgreSQL.
-		{"immediate", []string{"-immediate-for", "300ms", "-immediate-floor", "0", "-early-start"}, "handler started before Schedule returned", true},
+		{"immediate", []string{"-immediate-for", "300ms", "-immediate-floor", "0", "-early-start"}, "handler started before Schedule returned", true, "0s"},
 		{"bigtable", []string{"-bigtable-sizes", "2000", "-bigtable-workers", "100", "-bigtable-for", "300ms", "-bigtable-warmup", "100ms", "-feed-batch", "500"},
-			"W=100: 2k finished / empty", false},
+			"W=100: 2k finished / empty", false, "0s"},
 		{"heldxmin", []string{"-heldxmin-clean", "1s", "-heldxmin-hold", "1s", "-heldxmin-recovery", "1s", "-heldxmin-window", "500ms"},
-			"held / clean completion rate", false},
-		{"wide", []string{"-wide-for", "600ms", "-wide-interval", "300ms", "-feed-batch", "500"}, "W=1000 / W=100 jobs/s", false},
-		{"noisy", []string{"-noisy-for", "1s", "-noisy-hang", "500ms"}, "sqlite, 3 partitions, 1 bad: healthy p99 added by the bad", false},
+			"held / clean completion rate", false, "0s"},
+		{"wide", []string{"-wide-for", "600ms", "-wide-interval", "300ms", "-feed-batch", "500"}, "W=1000 / W=100 jobs/s", false, "0s"},
+		{"noisy", []string{"-noisy-for", "1s", "-noisy-hang", "500ms"}, "sqlite, 3 partitions, 1 bad: healthy p99 added by the bad", false, "0s"},
+		// Through the delay proxy, worker processes included.
+		{"multiprocess", []string{"-n", "300", "-procs", "2", "-mp-workers", "10", "-rtt", "1ms"}, "jobs succeeded", false, "1ms"},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			t.Parallel()
@@ -91,6 +94,9 @@ func TestQuick(t *testing.T) {
 			}
 			if !strings.HasPrefix(r.Server, "shared server") {
 				t.Errorf("server %q, want the shared server named", r.Server)
+			}
+			if want := "added round trip " + tc.rtt + ","; !strings.Contains(r.Server, want) {
+				t.Errorf("server %q, want %q in it", r.Server, want)
 			}
 			for _, m := range r.Metrics {
 				if m.Name == "started early (store clock)" && m.Value != 0 {
@@ -177,7 +183,8 @@ func hasMetric(r result, name string) bool {
 
 func TestBadArguments(t *testing.T) {
 	for _, args := range [][]string{{}, {"nosuch"}, {"-n", "0", "insert"}, {"-lag-min", "3s", "-lag-max", "2s", "lag"},
-		{"-bigtable-sizes", "10,5", "bigtable"}, {"-heldxmin-hold", "0s", "heldxmin"}, {"-private-port", "70000", "insert"}} {
+		{"-bigtable-sizes", "10,5", "bigtable"}, {"-heldxmin-hold", "0s", "heldxmin"}, {"-private-port", "70000", "insert"},
+		{"-rtt", "-1ms", "insert"}, {"-rtt", "1ms", "-via-pgbouncer", "127.0.0.1:6432", "insert"}} {
 		if code := benchMain(args, io.Discard, io.Discard); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -61,6 +62,9 @@ type options struct {
 	earlyStart bool
 	// viaPgBouncer: run each scenario again through this PgBouncer (pooler.go).
 	viaPgBouncer string
+	// rtt is the round trip a delay proxy adds to every connection to the
+	// server (delayproxy.go; 0: none).
+	rtt time.Duration
 
 	rate       int
 	susFor     time.Duration
@@ -133,6 +137,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.db, "db", envOr("TEST_DATABASE_URL", defaultDB), "PostgreSQL server URL (default TEST_DATABASE_URL); each scenario creates and drops a database on it")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per scenario instead of tables")
 	fs.BoolVar(&o.quick, "quick", false, "small sizes for a smoke test (flags given explicitly win)")
+	fs.DurationVar(&o.rtt, "rtt", 0, "every scenario: add this round trip to every connection to the server (worker processes' too) through an in-process TCP proxy delaying each direction by half of it, e.g. 1ms (0 = connect directly)")
 	fs.IntVar(&o.conns, "conns", 0, "pool size (pgxpool.Config.MaxConns); 0 = pgxpool's default, max(4, NumCPU)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process to `file` (worker processes write file.workerN)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile to `file` at exit")
@@ -245,6 +250,12 @@ func (o *options) applyQuick(fs *flag.FlagSet) {
 // parseLists parses the comma-separated flags and checks the sizes.
 func (o *options) parseLists() error {
 	var err error
+	if o.rtt < 0 {
+		return fmt.Errorf("-rtt %v: want 0 or more", o.rtt)
+	}
+	if o.rtt > 0 && o.viaPgBouncer != "" {
+		return errors.New("-rtt and -via-pgbouncer: the PgBouncer's connections would not go through the delay proxy; use one")
+	}
 	if o.workerList, err = intList("workers", o.workers); err != nil {
 		return err
 	}

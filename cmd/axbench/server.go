@@ -17,8 +17,9 @@ type serverInfo struct {
 	Kind     string          `json:"kind"` // "shared" (-db) or "private" (-private)
 	Addr     string          `json:"addr"`
 	Version  string          `json:"version"`
-	Settings []serverSetting `json:"settings"` // every setting not at its built-in default
-	Key      string          `json:"key"`      // the settings that matter most here, default or not
+	Settings []serverSetting `json:"settings"`  // every setting not at its built-in default
+	Key      string          `json:"key"`       // the settings that matter most here, default or not
+	RTT      string          `json:"added_rtt"` // the round trip -rtt adds to every connection ("0s": none)
 }
 
 type serverSetting struct {
@@ -55,11 +56,11 @@ func describeServer(ctx context.Context, conn *pgx.Conn, kind, dsn string) (serv
 
 // label is how a scenario's header names the server.
 func (si serverInfo) label() string {
-	return fmt.Sprintf("%s server %s, %s (all non-default settings at the top)", si.Kind, si.Addr, si.Key)
+	return fmt.Sprintf("%s server %s, added round trip %s, %s (all non-default settings at the top)", si.Kind, si.Addr, si.RTT, si.Key)
 }
 
 func (si serverInfo) print(w io.Writer) {
-	fmt.Fprintf(w, "axbench: %s server at %s, PostgreSQL %s; non-default settings:\n", si.Kind, si.Addr, si.Version)
+	fmt.Fprintf(w, "axbench: %s server at %s, PostgreSQL %s; added round trip %s (-rtt); non-default settings:\n", si.Kind, si.Addr, si.Version, si.RTT)
 	for _, s := range si.Settings {
 		fmt.Fprintf(w, "   %s = %s  (%s)\n", s.Name, s.Value, s.Source)
 	}

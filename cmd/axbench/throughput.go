@@ -43,13 +43,13 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		if err != nil {
 			return nil, err
 		}
-		sess, err := d.openSession(ctx, o.conns, "axbench-run")
+		sess, err := d.openSession(ctx, o.conns, "axbench-run", traced)
 		if err != nil {
 			return nil, err
 		}
 		defer sess.close()
 		calls := newTimedStore(sess.store) // jobs per claim and per finish
-		s, err := newScheduler(calls, w)
+		s, err := d.schedulerOn(calls, w)  // -outcomes-with-claims, -no-direct-start
 		if err != nil {
 			return nil, err
 		}
@@ -117,6 +117,7 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		}{{opClaim, "claim"}, {opFinish, "finish"}} {
 			if cs := summarize(all, c.op, 0, 1<<62); cs.n > 0 {
 				r.add(fmt.Sprintf("jobs per %s, W=%d", c.name, w), float64(cs.jobs)/float64(cs.n), "jobs")
+				callParts(r, all, c.op, fmt.Sprintf("%s, W=%d", c.name, w))
 			}
 		}
 		srvPer1k := "-"
@@ -140,6 +141,28 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 	}
 	r.note("jobs/s: N / (Start → Stop returned, every outcome written); starts/s: N / (Start → last handler start); CPU: user+sys of this process from Start to Stop (pgx client included); server CPU: user+sys of the PostgreSQL server's processes over the same time (postmaster, backends, autovacuum, WAL writer; on a shared server, other clients' work too)")
 	return r, nil
+}
+
+// callParts adds to r how long the calls of op took from the client, p50
+// and p99, and the parts of that: waiting for a pool connection, and the
+// statements (round trip, server time and commit). Whatever is left is
+// the store's Go code.
+func callParts(r *result, calls []storeCall, op storeOp, what string) {
+	var took, acquire, query durations
+	for _, c := range calls {
+		if c.op == op {
+			took = append(took, c.took)
+			acquire = append(acquire, c.parts.acquire)
+			query = append(query, c.parts.query)
+		}
+	}
+	for _, p := range []struct {
+		name string
+		d    durations
+	}{{"", took}, {" pool acquire", acquire}, {" statements", query}} {
+		r.add(fmt.Sprintf("%s%s p50", what, p.name), ms(p.d.pct(50)), "ms")
+		r.add(fmt.Sprintf("%s%s p99", what, p.name), ms(p.d.pct(99)), "ms")
+	}
 }
 
 func connsParam(n int) any {

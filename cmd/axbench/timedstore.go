@@ -64,11 +64,14 @@ func (s *timedStore) recordParts(op storeOp, t0 time.Time, jobs int, parts callT
 	s.mu.Unlock()
 }
 
+// Claim is timed, and on a traced pool (callTracer) split into pool
+// acquire and statement time.
 func (s *timedStore) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
+	var parts callTimes
 	t0 := time.Now()
-	res, err := s.Store.Claim(ctx, p)
+	res, err := s.Store.Claim(withCallTimes(ctx, &parts), p)
 	if err == nil {
-		s.record(opClaim, t0, len(res.Jobs))
+		s.recordParts(opClaim, t0, len(res.Jobs), parts)
 	}
 	return res, err
 }
@@ -91,10 +94,11 @@ func (s *timedStore) InsertClaimed(ctx context.Context, p *store.InsertParams, c
 }
 
 func (s *timedStore) Finish(ctx context.Context, p []store.FinishParams) ([]bool, error) {
+	var parts callTimes
 	t0 := time.Now()
-	ok, err := s.Store.Finish(ctx, p)
+	ok, err := s.Store.Finish(withCallTimes(ctx, &parts), p)
 	if err == nil {
-		s.record(opFinish, t0, len(p))
+		s.recordParts(opFinish, t0, len(p), parts)
 	}
 	return ok, err
 }
@@ -102,10 +106,11 @@ func (s *timedStore) Finish(ctx context.Context, p []store.FinishParams) ([]bool
 // FinishFlow is what the scheduler calls on a store with flow control
 // (pgstore), so it is timed as Finish.
 func (s *timedStore) FinishFlow(ctx context.Context, p []store.FinishParams) (*store.FinishResult, error) {
+	var parts callTimes
 	t0 := time.Now()
-	res, err := s.Store.FinishFlow(ctx, p)
+	res, err := s.Store.FinishFlow(withCallTimes(ctx, &parts), p)
 	if err == nil {
-		s.record(opFinish, t0, len(p))
+		s.recordParts(opFinish, t0, len(p), parts)
 	}
 	return res, err
 }
