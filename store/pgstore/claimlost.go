@@ -47,6 +47,17 @@ import (
 // before it locks any, and one that locks first and picks after would hold
 // locks on rows it does not take, which a claim beside it would skip
 // (TestClaimStepsOverAHeldClaim).
+// plainClaimSetSQL starts the jobs j a plain claim took (both rounds:
+// claimSQL's and claimLostSQL's) for owner $4, leased for $5 µs.
+const plainClaimSetSQL = `UPDATE {jobs} j SET
+		state = 'running',
+		owner = $4,
+		lease_token = {token},
+		attempt = j.attempt + 1,
+		fence = j.fence + 1,
+		lease_expires_at = now() + $5::bigint * interval '1 microsecond',
+		attempted_at = greatest(now(), j.run_at)`
+
 const claimLostSQL = `WITH RECURSIVE cand AS MATERIALIZED (
 	SELECT c.id, k.ord, p.priority, c.run_at,
 	       ($6::bigint > 0 AND c.run_at <= $9::timestamptz - $6::bigint * interval '1 microsecond') AS aged,
@@ -90,14 +101,7 @@ const claimLostSQL = `WITH RECURSIVE cand AS MATERIALIZED (
 	WHERE w.i < cardinality(x.ids) AND w.taken < $3
 ), claimed AS (
 	-- No state test: the walk checked it on the rows it holds.
-	UPDATE {jobs} j SET
-		state = 'running',
-		owner = $4,
-		lease_token = {token},
-		attempt = j.attempt + 1,
-		fence = j.fence + 1,
-		lease_expires_at = now() + $5::bigint * interval '1 microsecond',
-		attempted_at = greatest(now(), j.run_at)
+	` + plainClaimSetSQL + `
 	WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM walk WHERE id IS NOT NULL))
 	RETURNING {jcols}
 )

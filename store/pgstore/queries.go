@@ -259,14 +259,7 @@ JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 	WHERE r.first
 ), claimed AS (
 	-- No state test: locked1 checked it on the rows it holds.
-	UPDATE {jobs} j SET
-		state = 'running',
-		owner = $4,
-		lease_token = {token},
-		attempt = j.attempt + 1,
-		fence = j.fence + 1,
-		lease_expires_at = now() + $5::bigint * interval '1 microsecond',
-		attempted_at = greatest(now(), j.run_at)
+	` + plainClaimSetSQL + `
 	WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM locked1))
 	RETURNING {jcols}
 ), next AS (
