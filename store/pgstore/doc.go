@@ -631,8 +631,9 @@
 // (TestFlowClaimReadsNoHeldBacklog, BenchmarkFlowClaimBesideHeldBacklog).
 // A job written without the mark (by older code during a rolling
 // deploy, or before its kind got a source) is marked by the flow claim's
-// sweep at a Store's first claim of the kind and then every 5 seconds,
-// so it starts at most that late (unkeyed.go).
+// sweep at a Store's first claim of the kind and then every 5 seconds to
+// a minute (less often while sweeps find none), so it starts at most a
+// minute late (unkeyed.go).
 //
 // Partition keys are derived at insert from the kind's PartitionSource as
 // the Store last read it (store.PartitionKeyOf) and written with the row,

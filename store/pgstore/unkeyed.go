@@ -21,14 +21,20 @@ import (
 // deploy, before its kind got a partition source, or by a host whose view
 // of the kinds' settings (flowCacheTTL) was not yet current. The flow
 // claim sweeps them: at a Store's first claim of a partitioned kind, and
-// then at most every unkeyedSweepEvery, it marks the kind's claimable
-// jobs in the partition "" that lack the mark, so such a job waits at
-// most that long beyond its due time. The sweep reads the kind's
-// claimable jobs once (jobs_claim_idx), the cost every claim paid before.
+// then again after unkeyedSweepEvery, an interval that doubles after
+// every sweep that found nothing, up to unkeyedSweepMax, and drops back
+// when one finds some. So such a job waits at most unkeyedSweepMax
+// beyond its due time (while the older hosts that wrote it still run,
+// their own claims take it too), and a kind whose jobs all have the mark
+// pays one sweep a minute per host. A sweep reads the kind's claimable
+// jobs once (jobs_claim_idx), the cost every claim paid before.
 
-// unkeyedSweepEvery is how often a Store sweeps each partitioned kind it
-// claims.
-const unkeyedSweepEvery = 5 * time.Second
+// unkeyedSweepEvery is the shortest interval between a Store's sweeps of
+// one kind, and unkeyedSweepMax the longest.
+const (
+	unkeyedSweepEvery = 5 * time.Second
+	unkeyedSweepMax   = time.Minute
+)
 
 // sweepUnkeyedSQL marks the claimable jobs without a key of the kinds $1
 // that lack the unkeyed mark. Rows another transaction holds are skipped
@@ -37,13 +43,19 @@ const unkeyedSweepEvery = 5 * time.Second
 const sweepUnkeyedSQL = `UPDATE {jobs} SET unkeyed = true WHERE id IN (
 	SELECT id FROM {jobs}
 	WHERE kind = ANY($1::text[]) AND state IN ('scheduled', 'retrying') AND partition_key = '' AND NOT unkeyed
-	FOR UPDATE SKIP LOCKED)`
+	FOR UPDATE SKIP LOCKED)
+RETURNING kind`
 
-// unkeyedSweeps remembers when a Store last swept each kind (host clock:
-// only the interval matters).
+// unkeyedSweeps remembers, per kind, when a Store last swept it and how
+// long until the next sweep (host clock: only the intervals matter).
 type unkeyedSweeps struct {
-	mu   sync.Mutex
-	last map[string]time.Time
+	mu    sync.Mutex
+	kinds map[string]*unkeyedSweep
+}
+
+type unkeyedSweep struct {
+	at    time.Time
+	every time.Duration
 }
 
 // due returns which of kinds are due for a sweep at now.
@@ -52,22 +64,32 @@ func (u *unkeyedSweeps) due(kinds []string, now time.Time) []string {
 	defer u.mu.Unlock()
 	var out []string
 	for _, k := range kinds {
-		if at, ok := u.last[k]; !ok || now.Sub(at) >= unkeyedSweepEvery || now.Before(at) {
+		if w := u.kinds[k]; w == nil || now.Sub(w.at) >= w.every || now.Before(w.at) {
 			out = append(out, k)
 		}
 	}
 	return out
 }
 
-// swept records kinds as swept at now.
-func (u *unkeyedSweeps) swept(kinds []string, now time.Time) {
+// swept records kinds as swept at now, marked[k] of kind k's jobs marked:
+// a kind whose sweep marked nothing is swept half as often, down to once
+// per unkeyedSweepMax; one that had some, every unkeyedSweepEvery again.
+func (u *unkeyedSweeps) swept(kinds []string, marked map[string]int, now time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.last == nil {
-		u.last = map[string]time.Time{}
+	if u.kinds == nil {
+		u.kinds = map[string]*unkeyedSweep{}
 	}
 	for _, k := range kinds {
-		u.last[k] = now
+		w := u.kinds[k]
+		switch {
+		case w == nil || marked[k] > 0:
+			w = &unkeyedSweep{every: unkeyedSweepEvery}
+		default:
+			w.every = min(2*w.every, unkeyedSweepMax)
+		}
+		w.at = now
+		u.kinds[k] = w
 	}
 }
 
@@ -90,9 +112,15 @@ func (s *Store) sweepUnkeyed(ctx context.Context, conn *pgx.Conn, q *flowQueries
 	if len(due) == 0 {
 		return nil
 	}
-	if _, err := conn.Exec(ctx, q.sweepUnkeyed, due); err != nil {
+	rows, _ := conn.Query(ctx, q.sweepUnkeyed, due)
+	marked := map[string]int{}
+	var kind string
+	if _, err := pgx.ForEachRow(rows, []any{&kind}, func() error {
+		marked[kind]++
+		return nil
+	}); err != nil {
 		return err
 	}
-	s.flow.sweeps.swept(due, now)
+	s.flow.sweeps.swept(due, marked, now)
 	return nil
 }

@@ -17,7 +17,7 @@
 -- ones, which are few. Jobs written without the mark (by older code
 -- during a rolling deploy, or before their kind got a partition source)
 -- are marked by the flow claim's sweep (unkeyed.go), at a host's first
--- claim of the kind and then every few seconds.
+-- claim of the kind and then every 5 seconds to a minute.
 --
 -- ax_insert_template also writes the template's sequence key, which it
 -- dropped: a sequence's follow-ups, Then jobs and batch completions ran
