@@ -100,6 +100,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -142,6 +143,18 @@ type bench struct {
 	stderr  io.Writer
 	machine machine
 	via     string // the PgBouncer of the scenario running now, if any (pooler.go)
+}
+
+// lockedWriter serializes the writes of several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // progressf writes a progress line to stderr.
@@ -196,7 +209,9 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	b := &bench{opt: opt, stdout: stdout, stderr: stderr}
+	// Worker processes' stderr is copied into it by one goroutine each
+	// (os/exec), beside the progress lines: one lock serializes them.
+	b := &bench{opt: opt, stdout: stdout, stderr: &lockedWriter{w: stderr}}
 	kind := "shared"
 	if opt.private {
 		pc, err := startPrivateCluster(ctx, privateConfig{bin: opt.pgBin, parent: opt.privateDir, port: opt.privatePort,

@@ -69,9 +69,16 @@ var historyGuardSQL = `guard AS MATERIALIZED (
 
 // historyIDsSQL reads the transaction's start and the store clock (as
 // insertMany needs them) and finds, among the IDs $1, one of a job in the
-// history that finished at $2 or later: one round trip for both.
+// history that finished at $2 or later: one round trip for both. Each ID
+// is looked up on its own (a lateral probe by id): as one = ANY over the
+// history, the planner could read a young partition without statistics
+// (autovacuum off, or not yet run) by finished_at, every row of it, and
+// an insert of many jobs beside a fast-growing history slowed with the
+// history's size (axbench's TestQuick/wide stalled for minutes).
 const historyIDsSQL = `SELECT now(), statement_timestamp(),
-	(SELECT id FROM {history} WHERE id = ANY($1::uuid[]) AND finished_at >= $2 LIMIT 1)`
+	(SELECT h.id FROM unnest($1::uuid[]) AS u(id)
+	 CROSS JOIN LATERAL (SELECT id FROM {history} h WHERE h.id = u.id AND h.finished_at >= $2 LIMIT 1) h
+	 LIMIT 1)`
 
 // refuseHistoryIDs fails with store.ErrInvalidParams when one of the jobs
 // params would insert has the ID of a job in the history; see above for
