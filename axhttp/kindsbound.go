@@ -66,15 +66,21 @@ func kindsLimit(q url.Values) (int, error) {
 	return n, nil
 }
 
+// pageLimit refuses a parameter of q not in allowed and returns the page
+// size its limit asks for (kindsLimit): the start of every paged kinds
+// answer.
+func pageLimit(q url.Values, allowed []string) (int, error) {
+	if err := checkParams(q, allowed); err != nil {
+		return 0, err
+	}
+	return kindsLimit(q)
+}
+
 // kinds answers GET /api/v1/kinds: the kinds whose name starts with
 // prefix, in name order, a page at a time (writePage).
 func (h *Handler) kinds(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if err := checkParams(q, kindsParams); err != nil {
-		writeProblem(w, r, problemFor(r, err))
-		return
-	}
-	limit, err := kindsLimit(q)
+	limit, err := pageLimit(q, kindsParams)
 	if err != nil {
 		writeProblem(w, r, problemFor(r, err))
 		return
@@ -306,11 +312,7 @@ func copyKind(to, from *ax.Stats, kind string) {
 // stats answers GET /api/v1/stats, bounded by boundStats.
 func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if err := checkParams(q, statsParams); err != nil {
-		writeProblem(w, r, problemFor(r, err))
-		return
-	}
-	limit, err := kindsLimit(q)
+	limit, err := pageLimit(q, statsParams)
 	if err != nil {
 		writeProblem(w, r, problemFor(r, err))
 		return

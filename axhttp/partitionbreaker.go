@@ -19,11 +19,7 @@ import (
 // for a kind without a partition breaker.
 func (h *Handler) partitionBreakers(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if err := checkParams(q, partsParams); err != nil {
-		writeProblem(w, r, problemFor(r, err))
-		return
-	}
-	limit, err := kindsLimit(q)
+	limit, err := pageLimit(q, partsParams)
 	if err != nil {
 		writeProblem(w, r, problemFor(r, err))
 		return
