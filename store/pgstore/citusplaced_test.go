@@ -145,20 +145,7 @@ func TestCitusPlacedStatements(t *testing.T) {
 			if bad := unplaced(sql, schema, value); len(bad) > 0 {
 				t.Fatalf("references to jobs that do not name shard %d:\n%s", value, strings.Join(bad, "\n"))
 			}
-			row := fmt.Sprintf("| %s | %s | %s |", c.name, strings.TrimPrefix(c.custom, "refused: "), strings.TrimPrefix(c.generic, "refused: "))
-			if !strings.Contains(string(doc), row) {
-				t.Errorf("docs/citus.md lacks the row\n%s", row)
-			}
-			for _, m := range []struct{ mode, want string }{{"custom", c.custom}, {"generic", c.generic}} {
-				if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_`+m.mode+`_plan`); err != nil {
-					t.Fatal(err)
-				}
-				got := probe(t, ctx, conn, c.name, sql)
-				t.Logf("%s, %s plan: %s", c.name, m.mode, got)
-				if got != m.want {
-					t.Errorf("%s, %s plan: got %q, want %q (%s)", c.name, m.mode, got, m.want, c.why)
-				}
-			}
+			checkProbe(t, ctx, conn, doc, c.name, sql, c.custom, c.generic, c.why)
 		})
 	}
 }

@@ -96,20 +96,7 @@ func TestCitusProbe(t *testing.T) {
 			if !ok {
 				t.Fatalf("no statement %s", c.name)
 			}
-			row := fmt.Sprintf("| %s | %s | %s |", c.name, strings.TrimPrefix(c.custom, "refused: "), strings.TrimPrefix(c.generic, "refused: "))
-			if !strings.Contains(string(doc), row) {
-				t.Errorf("docs/citus.md lacks the row\n%s", row)
-			}
-			for _, m := range []struct{ mode, want string }{{"custom", c.custom}, {"generic", c.generic}} {
-				if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_`+m.mode+`_plan`); err != nil {
-					t.Fatal(err)
-				}
-				got := probe(t, ctx, conn, c.name, sql)
-				t.Logf("%s, %s plan: %s", c.name, m.mode, got)
-				if got != m.want {
-					t.Errorf("%s, %s plan: got %q, want %q (%s)", c.name, m.mode, got, m.want, c.why)
-				}
-			}
+			checkProbe(t, ctx, conn, doc, c.name, sql, c.custom, c.generic, c.why)
 		})
 	}
 }
@@ -198,4 +185,25 @@ func firstLine(err error) string {
 	}
 	msg, _, _ := strings.Cut(err.Error(), "\n")
 	return msg
+}
+
+// checkProbe requires that docs/citus.md (doc) has the probe's row for
+// statement name, and that Citus does with sql what custom and generic
+// say on a custom and on a generic plan (why, when it does not).
+func checkProbe(t *testing.T, ctx context.Context, conn *pgx.Conn, doc []byte, name, sql, custom, generic, why string) {
+	t.Helper()
+	row := fmt.Sprintf("| %s | %s | %s |", name, strings.TrimPrefix(custom, "refused: "), strings.TrimPrefix(generic, "refused: "))
+	if !strings.Contains(string(doc), row) {
+		t.Errorf("docs/citus.md lacks the row\n%s", row)
+	}
+	for _, m := range []struct{ mode, want string }{{"custom", custom}, {"generic", generic}} {
+		if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_`+m.mode+`_plan`); err != nil {
+			t.Fatal(err)
+		}
+		got := probe(t, ctx, conn, name, sql)
+		t.Logf("%s, %s plan: %s", name, m.mode, got)
+		if got != m.want {
+			t.Errorf("%s, %s plan: got %q, want %q (%s)", name, m.mode, got, m.want, why)
+		}
+	}
 }
