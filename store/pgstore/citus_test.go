@@ -18,6 +18,19 @@ import (
 
 // citusSchema returns a pool on the Citus coordinator and a schema of it
 // that MigrateCitus distributed, dropped when t ends.
+// citusStore returns a CitusStore on a fresh distributed schema
+// (citusSchema), closed when t ends, with its pool and schema.
+func citusStore(t testing.TB) (*pgxpool.Pool, string, *pgstore.CitusStore) {
+	t.Helper()
+	pool, schema := citusSchema(t)
+	st, err := pgstore.NewCitus(ctxT(t), pool, pgstore.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return pool, schema, st
+}
+
 func citusSchema(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	pool, name := citustest.Schema(t)

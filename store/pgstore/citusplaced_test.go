@@ -86,13 +86,8 @@ func routed(sql, schema string, value int32) string {
 // the shard is not enough for.
 func TestCitusPlacedStatements(t *testing.T) {
 	t.Parallel()
-	pool, schema := citusSchema(t)
+	_, schema, st := citusStore(t)
 	ctx := ctxT(t)
-	st, err := pgstore.NewCitus(ctx, pool, pgstore.WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	const slot = 3
 	value := st.SlotValue(slot)
 	sqls := st.SlotStore(slot).BatchSQL()
@@ -157,13 +152,8 @@ func TestCitusPlacedStatements(t *testing.T) {
 // shard stay scheduled.
 func TestCitusPlacedClaim(t *testing.T) {
 	t.Parallel()
-	pool, schema := citusSchema(t)
+	pool, schema, st := citusStore(t)
 	ctx := ctxT(t)
-	st, err := pgstore.NewCitus(ctx, pool, pgstore.WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	const slot = 1
 	mine, other := st.SlotValue(slot), st.SlotValue(slot+1)
 	s := st.SlotStore(slot)

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/axsched/ax/internal/citustest"
-	"github.com/axsched/ax/store/pgstore"
 )
 
 // TestCitusProbe plans today's pgstore hot statements, unchanged, against
@@ -37,13 +36,8 @@ import (
 // ON CONFLICT of today's inserts before Citus's planner is reached.
 func TestCitusProbe(t *testing.T) {
 	t.Parallel()
-	pool, schema := citusSchema(t)
+	_, _, st := citusStore(t)
 	ctx := ctxT(t)
-	st, err := pgstore.NewCitus(ctx, pool, pgstore.WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	sqls := st.Store().BatchSQL()
 	sqls["insertOne"] = st.Store().InsertOneSQL()
 	sqls["holders"] = st.Store().HoldersSQL()
