@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -73,6 +74,10 @@ var minCitusVersion = MinCitusVersion
 type CitusStore struct {
 	s      *Store   // the statements that name no shard, the lifecycle
 	placed []*Store // by slot: statements placed on its shard (placement.go)
+
+	slotByValue map[int32]int // a value of shard → its slot
+
+	turn atomic.Uint64 // turns the shard a claim starts at
 }
 
 // NewCitus returns a CitusStore on pool, whose connections must reach the
@@ -139,8 +144,9 @@ func NewCitus(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*CitusSt
 	if _, err := rand.Read(salt); err != nil {
 		return nil, fmt.Errorf("pgstore: NewCitus: %w", err)
 	}
-	c := &CitusStore{s: newStore(pool, o)}
+	c := &CitusStore{s: newStore(pool, o), slotByValue: map[int32]int{}}
 	for slot, value := range slots {
+		c.slotByValue[value] = slot
 		p := newStore(pool, o)
 		p.place = &placement{slot: slot, value: value, salt: hex.EncodeToString(salt)}
 		p.q = buildQueries(o.schema, p.place)

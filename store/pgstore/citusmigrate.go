@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axsched/ax/store"
 )
 
 // distributeSQL is the Citus step: see the file's comments.
@@ -49,6 +51,9 @@ func MigrateCitus(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error
 	if err != nil {
 		return err
 	}
+	if o.citusShards < 0 || o.citusShards > 1<<16 {
+		return fmt.Errorf("pgstore: MigrateCitus: %d shards, want 1 to 65536: %w", o.citusShards, store.ErrInvalidParams)
+	}
 	ms, err := migrations()
 	if err != nil {
 		return err
@@ -58,9 +63,23 @@ func MigrateCitus(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error
 	}
 	return deadlockRetry(ctx, migrateAttempts, migrateRetryBackoff, func() error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if o.citusShards > 0 {
+				if _, err := tx.Exec(ctx, `SELECT set_config('citus.shard_count', $1, true)`, fmt.Sprint(o.citusShards)); err != nil {
+					return fmt.Errorf("pgstore: migrate for Citus: shard count: %w", err)
+				}
+			}
 			return migrateCitusTx(ctx, tx, o.schema, ms)
 		})
 	})
+}
+
+// WithCitusShards makes MigrateCitus distribute jobs and their history
+// over n shards (Citus's citus.shard_count; without it, the cluster's
+// setting, 32 by default). Each shard is a slot of the Citus store, the
+// unit that hosts claim from; a schema's shard count stays as it was
+// distributed. n must be 1 to 65,536. Other functions ignore it.
+func WithCitusShards(n int) Option {
+	return optionFunc(func(o *options) { o.citusShards = n })
 }
 
 func migrateCitusTx(ctx context.Context, tx pgx.Tx, schema string, ms []migration) error {

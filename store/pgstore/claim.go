@@ -97,7 +97,7 @@ func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]p
 	kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz) error {
 	b := &pgx.Batch{}
 	s.queueClaim(b, kinds, limits, params, from)
-	br := s.pool.SendBatch(ctx, b)
+	br := s.conn(ctx).SendBatch(ctx, b) // the pool, or a Citus claim's transaction (citusclaim.go)
 	defer br.Close()
 	var lost int64
 	if err := readClaim(br, res, held, &lost); err != nil {

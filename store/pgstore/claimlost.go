@@ -166,7 +166,7 @@ func (s *Store) claimLost(ctx context.Context, res *store.ClaimResult, kinds []s
 		}
 		b.Queue(s.q.claimLost, kinds, left, total, params.Owner, micros(params.LeaseDuration),
 			micros(params.AgeAfter), from, micros(params.Ahead), res.Now, extra)
-		jobs, clock, more, err := readClaimLost(s.pool.SendBatch(ctx, b))
+		jobs, clock, more, err := readClaimLost(s.conn(ctx).SendBatch(ctx, b))
 		if err != nil {
 			return
 		}

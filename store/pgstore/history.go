@@ -298,13 +298,17 @@ func (s *Store) ensurePartition(ctx context.Context, tx pgx.Tx, day time.Time) e
 		}
 		// The timeout stays for the rest of the transaction: the move
 		// after this waits for no lock either (its rows are locked).
-		_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d;
-CREATE TABLE %s (LIKE %s %s);
-ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`,
-			ddlLockTimeout.Milliseconds(), name, s.historyTable(), like, s.historyTable(), name,
-			day.Format(time.RFC3339), day.Add(historyDay).Format(time.RFC3339)))
-		if err != nil {
-			return fmt.Errorf("create history partition %s: %w", partitionName(day), err)
+		// One statement each: Citus runs DDL of a distributed table
+		// through the extended protocol, one command per statement.
+		for _, ddl := range []string{
+			fmt.Sprintf(`SET LOCAL lock_timeout = %d`, ddlLockTimeout.Milliseconds()),
+			fmt.Sprintf(`CREATE TABLE %s (LIKE %s %s)`, name, s.historyTable(), like),
+			fmt.Sprintf(`ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`, s.historyTable(), name,
+				day.Format(time.RFC3339), day.Add(historyDay).Format(time.RFC3339)),
+		} {
+			if _, err := tx.Exec(ctx, ddl); err != nil {
+				return fmt.Errorf("create history partition %s: %w", partitionName(day), err)
+			}
 		}
 	}
 	return nil // remembered by archived, once tx has committed

@@ -36,6 +36,7 @@ type options struct {
 	txPooler     bool // WithTransactionPooler (pooler.go)
 	asyncCommits bool // WithAsyncClaimsAndOutcomes (asynccommit.go)
 	earlyStart   bool // WithEarlyDirectStart (earlystart.go)
+	citusShards  int  // WithCitusShards (citusmigrate.go)
 }
 
 func buildOptions(opts []Option) (*options, error) {

@@ -147,7 +147,7 @@ RETURNING id`,
 		// jobs_unique_scope_idx.
 		holders: `SELECT u.i, j.id
 FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[]) WITH ORDINALITY AS u(space, period, win, key, i)
-JOIN {jobs} j ON (CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
+JOIN {jobs} j ON {onshard:j}(CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
 	AND j.unique_period = u.period AND j.unique_window = u.win AND j.unique_key = u.key
 	AND ` + uniqueHeldSQL("j.") + ``,
 

@@ -1,0 +1,56 @@
+package pgstore_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/internal/citustest"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/pgstore"
+	"github.com/axsched/ax/store/storetest"
+)
+
+// citusStores returns a storetest factory of CitusStores on one schema
+// distributed over shards shards, emptied before each store: distributing
+// a fresh schema per subtest would take most of the run.
+func citusStores(t *testing.T, shards int) storetest.NewStoreFunc {
+	pool, schema := citustest.Schema(t)
+	if err := pgstore.MigrateCitus(ctxT(t), pool, pgstore.WithSchema(schema), pgstore.WithCitusShards(shards)); err != nil {
+		t.Fatalf("MigrateCitus: %v", err)
+	}
+	// Every table but the schema's records of itself.
+	rows, _ := pool.Query(ctxT(t), `SELECT string_agg(format('%I.%I', schemaname, tablename), ', ')
+		FROM pg_tables WHERE schemaname = $1 AND tablename NOT IN ('schema_version', 'citus_slots', 'citus_steps')
+		  AND tablename NOT LIKE 'jobs_history_%'`, schema)
+	tables, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(t *testing.T) store.Store {
+		t.Helper()
+		if _, err := pool.Exec(ctxT(t), `TRUNCATE `+tables); err != nil {
+			t.Fatalf("empty the schema: %v", err)
+		}
+		st, err := pgstore.NewCitus(ctxT(t), pool, pgstore.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Slots() != shards {
+			t.Fatalf("the store has %d slots, want %d", st.Slots(), shards)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+}
+
+// TestCitusConformance runs the conformance suite on the Citus store with
+// one shard, where every order holds as on PostgreSQL, and with eight.
+func TestCitusConformance(t *testing.T) {
+	for _, shards := range []int{1, 8} {
+		t.Run(fmt.Sprintf("Shards%d", shards), func(t *testing.T) {
+			storetest.Run(t, citusStores(t, shards))
+		})
+	}
+}

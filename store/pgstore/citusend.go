@@ -1,0 +1,384 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+// The Citus store changes a job's state in three steps on its shard, in
+// one transaction: it locks the rows (a SELECT … FOR UPDATE naming the
+// shard), computes their new columns in Go, and writes them (an UPDATE …
+// FROM unnest naming the shard). pgstore's one-statement forms compute
+// the columns in SQL with now() in CASEs and jsonb_build_object over
+// the row's columns, which Citus refuses in a distributed UPDATE (a
+// STABLE function with column references; docs/citus.md). Here every
+// time is the coordinator's clock, read once per transaction.
+
+// citusLockSQL locks the running jobs $1 of the shard, in id order.
+const citusLockSQL = `SELECT {cols}, lease_token FROM {jobs}
+WHERE {onshard}id = ANY($1::uuid[]) AND state = 'running'
+ORDER BY id
+FOR UPDATE`
+
+// citusExpiredSQL locks up to $2 running jobs of the shard whose lease
+// expired before $1, oldest expiry first, skipping rows others hold.
+const citusExpiredSQL = `SELECT {cols}, lease_token FROM {jobs}
+WHERE {onshard}state = 'running' AND lease_expires_at < $1
+ORDER BY lease_expires_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED`
+
+// citusWriteSQL writes the columns the Go code computed for each job $1.
+// No function is called on a column: Citus runs it on the shard as it is.
+const citusWriteSQL = `UPDATE {jobs} j SET
+	state = u.state, run_at = u.run_at, attempt = u.attempt, max_attempts = u.max_attempts,
+	errors = j.errors || u.entry, snoozes = u.snoozes, snoozed_at = u.snoozed_at,
+	lease_token = CASE WHEN u.keep_token THEN j.lease_token END, lease_expires_at = u.lease_expires_at,
+	cancel_requested = u.cancel_requested, pause_requested = u.pause_requested, finished_at = u.finished_at
+FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::int[], $5::int[], $6::jsonb[], $7::int[], $8::timestamptz[],
+	$9::boolean[], $10::timestamptz[], $11::boolean[], $12::boolean[], $13::timestamptz[])
+	AS u(id, state, run_at, attempt, max_attempts, entry, snoozes, snoozed_at,
+		keep_token, lease_expires_at, cancel_requested, pause_requested, finished_at)
+WHERE {onshard:j}j.id = u.id
+RETURNING {jcols}`
+
+// citusChange is the new columns of one job, computed in Go.
+type citusChange struct {
+	j         *store.JobRecord // the job as it will be (its columns below)
+	entry     []attemptErrorJSON
+	keepToken bool
+}
+
+// citusWrites gathers the changes of one shard as citusWriteSQL's arrays.
+type citusWrites struct {
+	ids                      [][16]byte
+	states                   []string
+	runAts, snoozedAts       []*time.Time
+	leaseExps, finishedAts   []*time.Time
+	attempts, maxes, snoozes []int32
+	entries                  [][]byte
+	keep, cancels, pauses    []bool
+}
+
+func (w *citusWrites) add(ch citusChange) error {
+	j := ch.j
+	entry := []byte("[]")
+	if len(ch.entry) > 0 {
+		b, err := json.Marshal(ch.entry)
+		if err != nil {
+			return err
+		}
+		entry = b
+	}
+	w.ids = append(w.ids, j.ID)
+	w.states = append(w.states, string(j.State))
+	w.runAts = append(w.runAts, &j.RunAt)
+	w.attempts = append(w.attempts, int32(j.Attempt))
+	w.maxes = append(w.maxes, int32(j.MaxAttempts))
+	w.entries = append(w.entries, entry)
+	w.snoozes = append(w.snoozes, int32(j.Snoozes))
+	w.snoozedAts = append(w.snoozedAts, timeOrNil(j.SnoozedAt))
+	w.keep = append(w.keep, ch.keepToken)
+	w.leaseExps = append(w.leaseExps, timeOrNil(j.LeaseExpiresAt))
+	w.cancels = append(w.cancels, j.CancelRequested)
+	w.pauses = append(w.pauses, j.PauseRequested)
+	w.finishedAts = append(w.finishedAts, timeOrNil(j.FinishedAt))
+	return nil
+}
+
+// timeOrNil returns nil for the zero time (NULL), else &t.
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// write runs citusWriteSQL for w on slot's shard and returns the jobs as
+// written.
+func (c *CitusStore) write(ctx context.Context, tx pgx.Tx, slot int, w *citusWrites) ([]*store.JobRecord, error) {
+	if len(w.ids) == 0 {
+		return nil, nil
+	}
+	p := c.placed[slot]
+	rows, _ := tx.Query(ctx, p.sql(citusPrefixed(citusWriteSQL)), w.ids, w.states, w.runAts, w.attempts, w.maxes, w.entries,
+		w.snoozes, w.snoozedAts, w.keep, w.leaseExps, w.cancels, w.pauses, w.finishedAts)
+	return collectJobs(rows)
+}
+
+// citusPrefixed substitutes {jcols}, which Store.sql leaves alone.
+func citusPrefixed(sql string) string {
+	return strings.ReplaceAll(sql, "{jcols}", prefixed("j"))
+}
+
+// lockRows runs a locking statement of slot's shard and returns the jobs
+// with their lease tokens (whatever their state).
+func lockRows(rows pgx.Rows) ([]*store.JobRecord, []uuid.UUID, error) {
+	defer rows.Close()
+	var (
+		jobs   []*store.JobRecord
+		tokens []uuid.UUID
+	)
+	for rows.Next() {
+		var (
+			js    jobScan
+			token *uuid.UUID
+		)
+		if err := rows.Scan(append(js.dest(), &token)...); err != nil {
+			return nil, nil, err
+		}
+		j, err := js.record()
+		if err != nil {
+			return nil, nil, err
+		}
+		var t uuid.UUID
+		if token != nil {
+			t = *token
+		}
+		jobs, tokens = append(jobs, j), append(tokens, t)
+	}
+	return jobs, tokens, rows.Err()
+}
+
+// Finish records attempt outcomes as store.Store requires, in one
+// transaction of the coordinator: per shard (a lease's token names it),
+// the jobs are locked, their outcomes computed (as Store.Finish's
+// finishSets: cancel and pause requests win over retry, snooze and
+// release) and written, each step one statement on the shard. Jobs that
+// become claimable notify listeners through the coordinator. Finished
+// jobs stay in jobs until Archive moves them. Results and Then jobs are
+// features the Citus store does not have (it is no store.FollowUpStore):
+// a row with either fails the call with ErrCitusUnsupported and
+// store.ErrInvalidParams.
+func (c *CitusStore) Finish(ctx context.Context, params []store.FinishParams) ([]bool, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	for i := range params {
+		if err := params[i].Validate(); err != nil {
+			return nil, fmt.Errorf("pgstore: finish row %d: %w", i, err)
+		}
+		if len(params[i].Result) > 0 || len(params[i].Then) > 0 {
+			return nil, fmt.Errorf("pgstore: finish row %d: results and Then jobs: %w (%w)", i, ErrCitusUnsupported, store.ErrInvalidParams)
+		}
+	}
+	ok := make([]bool, len(params))
+	if len(params) == 0 {
+		return ok, nil
+	}
+	first := map[store.Lease]int{} // a lease listed twice applies its first row
+	bySlot := map[int][]uuid.UUID{}
+	for i, p := range params {
+		if _, seen := first[p.Lease]; seen {
+			continue
+		}
+		first[p.Lease] = i
+		if slot := tokenSlot(p.Lease.Token); slot < len(c.placed) {
+			bySlot[slot] = append(bySlot[slot], p.Lease.ID)
+		}
+	}
+	applied := map[store.Lease]bool{}
+	err := pgx.BeginFunc(ctx, c.s.pool, func(tx pgx.Tx) error {
+		clear(applied)
+		now, err := txNow(ctx, tx)
+		if err != nil {
+			return err
+		}
+		earliest := map[string]time.Time{}
+		for _, slot := range sortedSlots(bySlot) {
+			jobs, tokens, err := lockRows(mustQuery(ctx, tx, c.placed[slot].sql(citusLockSQL), bySlot[slot]))
+			if err != nil {
+				return fmt.Errorf("lock jobs: %w", err)
+			}
+			var w citusWrites
+			for k, j := range jobs {
+				i, held := first[store.Lease{ID: j.ID, Token: tokens[k]}]
+				if !held {
+					continue // another lease's row: stale
+				}
+				ch := finishChange(j, &params[i], now)
+				if err := w.add(ch); err != nil {
+					return err
+				}
+				applied[params[i].Lease] = true
+				if ch.j.State.Claimable() {
+					noteEarliest(earliest, ch.j.Kind, ch.j.RunAt)
+				}
+			}
+			if _, err := c.write(ctx, tx, slot, &w); err != nil {
+				return fmt.Errorf("write outcomes: %w", err)
+			}
+		}
+		return c.notify(ctx, tx, earliest)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
+	}
+	reportApplied(ok, params, applied)
+	return ok, nil
+}
+
+// txNow reads the coordinator's clock at tx's start (now()): every time
+// the transaction writes.
+func txNow(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+	var now time.Time
+	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("read the clock: %w", err)
+	}
+	return now, nil
+}
+
+// sortedSlots returns the slots of m in order: transactions lock shards
+// in one order.
+func sortedSlots[V any](m map[int]V) []int {
+	slots := make([]int, 0, len(m))
+	for s := range m {
+		slots = append(slots, s)
+	}
+	sort.Ints(slots)
+	return slots
+}
+
+// noteEarliest records t as kind's earliest run_at when it is.
+func noteEarliest(earliest map[string]time.Time, kind string, t time.Time) {
+	if e, seen := earliest[kind]; !seen || t.Before(e) {
+		earliest[kind] = t
+	}
+}
+
+// finishChange is the outcome p applied at now to the running job j: the
+// Go form of finishSets.
+func finishChange(j *store.JobRecord, p *store.FinishParams, now time.Time) citusChange {
+	n := *j
+	switch {
+	case p.Outcome == store.OutcomeSucceeded:
+		n.State = store.StateSucceeded
+	case p.Outcome == store.OutcomeDead:
+		n.State = store.StateDead
+	case p.Outcome == store.OutcomeCancelled || j.CancelRequested:
+		n.State = store.StateCancelled
+	case j.PauseRequested:
+		n.State = store.StatePaused
+	case p.Outcome == store.OutcomeRetry:
+		n.State = store.StateRetrying
+	default:
+		n.State = store.StateScheduled
+	}
+	if n.State == store.StateScheduled || n.State == store.StateRetrying || n.State == store.StatePaused {
+		var delay time.Duration
+		if p.Outcome == store.OutcomeRetry || p.Outcome == store.OutcomeSnooze {
+			delay = p.Delay
+		}
+		n.RunAt = now.Add(delay.Truncate(time.Microsecond))
+	}
+	if (p.Outcome == store.OutcomeSnooze || p.Outcome == store.OutcomeRelease) &&
+		(n.State == store.StateScheduled || n.State == store.StatePaused) {
+		n.Attempt = max(j.Attempt-1, 0)
+	}
+	ch := citusChange{j: &n, keepToken: true}
+	if p.Outcome == store.OutcomeRetry || p.Outcome == store.OutcomeDead || p.Outcome == store.OutcomeCancelled {
+		ch.entry = []attemptErrorJSON{{Attempt: j.Attempt, At: now, Error: p.Error, Node: j.Owner, StartedAt: j.AttemptedAt}}
+	}
+	if p.Outcome == store.OutcomeSnooze {
+		n.Snoozes = j.Snoozes + 1
+		n.SnoozedAt = now
+	}
+	n.LeaseExpiresAt = time.Time{}
+	n.CancelRequested, n.PauseRequested = false, false
+	n.FinishedAt = time.Time{}
+	if n.State.Final() {
+		n.FinishedAt = now
+	}
+	return ch
+}
+
+// RescueExpired takes back expired leases as store.Store requires, shard
+// by shard until limit jobs are rescued: per shard, one transaction locks
+// the expired jobs (SKIP LOCKED, so every host may rescue at once),
+// computes their ends (rescueStateSQL's rules) and writes them, each one
+// statement on the shard.
+func (c *CitusStore) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("pgstore: rescue: limit %d < 1: %w", limit, store.ErrInvalidParams)
+	}
+	var out []store.Rescued
+	for slot := range c.placed {
+		if len(out) >= limit {
+			break
+		}
+		err := pgx.BeginFunc(ctx, c.s.pool, func(tx pgx.Tx) error {
+			now, err := txNow(ctx, tx)
+			if err != nil {
+				return err
+			}
+			jobs, _, err := lockRows(mustQuery(ctx, tx, c.placed[slot].sql(citusExpiredSQL), now, limit-len(out)))
+			if err != nil {
+				return fmt.Errorf("lock expired jobs: %w", err)
+			}
+			var (
+				w        citusWrites
+				rescued  []store.Rescued
+				earliest = map[string]time.Time{}
+			)
+			for _, j := range jobs {
+				ch := rescueChange(j, now)
+				if err := w.add(ch); err != nil {
+					return err
+				}
+				rescued = append(rescued, store.Rescued{ID: j.ID, Kind: j.Kind, Owner: j.Owner, Attempt: j.Attempt, State: ch.j.State})
+				if ch.j.State.Claimable() {
+					noteEarliest(earliest, j.Kind, ch.j.RunAt)
+				}
+			}
+			if _, err := c.write(ctx, tx, slot, &w); err != nil {
+				return err
+			}
+			if err := c.notify(ctx, tx, earliest); err != nil {
+				return err
+			}
+			out = append(out, rescued...)
+			return nil
+		})
+		if err != nil {
+			return out, fmt.Errorf("pgstore: rescue expired leases: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// rescueChange is the end of the expired running job j at now: the Go
+// form of the rescue statement.
+func rescueChange(j *store.JobRecord, now time.Time) citusChange {
+	n := *j
+	switch {
+	case j.CancelRequested:
+		n.State = store.StateCancelled
+	case j.Attempt >= j.MaxAttempts:
+		n.State = store.StateDead
+	case j.PauseRequested:
+		n.State = store.StatePaused
+	default:
+		n.State = store.StateRetrying
+	}
+	n.FinishedAt = now
+	if n.State == store.StateRetrying || n.State == store.StatePaused {
+		n.RunAt = now
+		n.FinishedAt = time.Time{}
+	}
+	n.LeaseExpiresAt = time.Time{}
+	n.CancelRequested, n.PauseRequested = false, false
+	return citusChange{j: &n, keepToken: false, entry: []attemptErrorJSON{{Attempt: j.Attempt, At: now,
+		Error: "lease expired (owner " + j.Owner + " stopped extending it)", Node: j.Owner, StartedAt: j.AttemptedAt}}}
+}

@@ -1,0 +1,353 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axsched/ax/store"
+)
+
+// citusInsertChunk bounds the rows of one multi-row INSERT (14 parameters
+// a row, under PostgreSQL's 65,535).
+const citusInsertChunk = 1000
+
+// Insert inserts jobs as store.Store requires, in one transaction of the
+// coordinator: each job is placed on a shard (slotOfKey for a job with a
+// unique key, slotOfID otherwise) and each shard's rows go in one
+// multi-row INSERT naming the shard, a statement Citus runs on that shard
+// alone. A row whose key is held gets the holder's ID from a lookup on
+// the key's shard. Listeners are notified through the coordinator when
+// the transaction commits (a notification sent on a worker would reach
+// only that worker's listeners). A transaction that writes to two worker
+// nodes commits through Citus's two-phase commit.
+//
+// An ID is refused when a job of its shard has it (in jobs or the
+// history), and, for a job with a unique key placed off its ID's shard,
+// when a job of the ID's shard has it too. A job with a unique key whose
+// ID repeats that of a job with another unique key, on a third shard, is
+// not refused: AX makes every ID a fresh UUIDv7, so that takes a caller
+// that chooses IDs and repeats one (docs/citus.md).
+//
+// Follow-ups, sequences and pending bounds (FollowUps, SequenceKey,
+// PendingLimit) are features the Citus store does not have: such a row
+// fails the call with an error wrapping ErrCitusUnsupported and
+// store.ErrInvalidParams.
+func (c *CitusStore) Insert(ctx context.Context, params []store.InsertParams) ([]store.InsertResult, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if err := validateInserts(params); err != nil {
+		return nil, err
+	}
+	for i := range params {
+		p := &params[i]
+		var what string
+		switch {
+		case len(p.FollowUps) > 0:
+			what = "follow-ups"
+		case p.SequenceKey != "":
+			what = "a sequence key"
+		case p.PendingLimit > 0:
+			what = "a pending limit"
+		default:
+			continue
+		}
+		return nil, fmt.Errorf("pgstore: insert job %d: %s: %w (%w)", i, what, ErrCitusUnsupported, store.ErrInvalidParams)
+	}
+	if len(params) == 0 {
+		return []store.InsertResult{}, nil
+	}
+	seen := make(map[uuid.UUID]bool, len(params))
+	for i := range params {
+		if seen[params[i].ID] {
+			return nil, fmt.Errorf("pgstore: insert job %d: job ID %s twice in one call: %w", i, params[i].ID, store.ErrInvalidParams)
+		}
+		seen[params[i].ID] = true
+	}
+	// The kinds' cursors stay down until the rows commit (cursor.go).
+	for _, p := range c.placed {
+		defer p.cursors.hold(params)()
+	}
+	for i := range params {
+		if p := &params[i]; !p.RunAt.IsZero() {
+			for _, s := range c.placed {
+				s.cursors.lower(p.Kind, p.RunAt) // a past run_at: claimable at once
+			}
+		}
+	}
+	for range maxInsertRetries {
+		var res []store.InsertResult
+		err := pgx.BeginFunc(ctx, c.s.pool, func(tx pgx.Tx) error {
+			var err error
+			res, err = c.insertRows(ctx, tx, params)
+			return err
+		})
+		if errors.Is(err, errHolderVanished) {
+			continue // a key's holder gave it up meanwhile: again, whole
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: insert: %w", invalidData(err))
+		}
+		return res, nil
+	}
+	return nil, fmt.Errorf("pgstore: insert: %w", errHolderVanished)
+}
+
+// citusRow is one row of a Citus insert, with what insertRows derived.
+type citusRow struct {
+	i     int // index into params
+	slot  int
+	key   scopedKey
+	runAt time.Time
+	meta  []byte
+}
+
+func (c *CitusStore) insertRows(ctx context.Context, tx pgx.Tx, params []store.InsertParams) ([]store.InsertResult, error) {
+	// now() is the transaction's start, from which delays count; clock,
+	// the store clock now, places Period keys in their windows.
+	var now, clock time.Time
+	if err := tx.QueryRow(ctx, `SELECT now(), statement_timestamp()`).Scan(&now, &clock); err != nil {
+		return nil, fmt.Errorf("read the clock: %w", err)
+	}
+	res := make([]store.InsertResult, len(params))
+	rows := make([]citusRow, 0, len(params))
+	firstOf := map[scopedKey]int{} // a key in its scope → the index of its first row
+	dupOf := map[int]int{}
+	for i := range params {
+		p := &params[i]
+		r := citusRow{i: i, runAt: p.RunAt}
+		if p.RunAt.IsZero() {
+			r.runAt = now.Add(p.Delay)
+		}
+		m, err := metadataJSON(p.Metadata)
+		if err != nil {
+			return nil, err
+		}
+		r.meta = m
+		res[i].ID = p.ID
+		if p.UniqueKey != "" {
+			r.key = scopedKeyOf(p, clock)
+			if first, seen := firstOf[r.key]; seen {
+				dupOf[i] = first
+				continue
+			}
+			firstOf[r.key] = i
+			r.slot = c.slotOfKey(r.key)
+		} else {
+			r.slot = c.slotOfID(p.ID)
+		}
+		rows = append(rows, r)
+	}
+	if err := c.refuseTakenIDs(ctx, tx, params, rows); err != nil {
+		return nil, err
+	}
+	// Shard by shard, keys in order within each: concurrent inserts wait
+	// on each other's keys in one order and cannot deadlock.
+	sort.SliceStable(rows, func(a, b int) bool {
+		ra, rb := &rows[a], &rows[b]
+		if ra.slot != rb.slot {
+			return ra.slot < rb.slot
+		}
+		return ra.key.less(rb.key)
+	})
+	inserted := make([]bool, len(params))
+	for start := 0; start < len(rows); {
+		end := start
+		for end < len(rows) && rows[end].slot == rows[start].slot && end-start < citusInsertChunk {
+			end++
+		}
+		if err := c.insertOnShard(ctx, tx, params, rows[start:end], res, inserted); err != nil {
+			return nil, err
+		}
+		start = end
+	}
+	for i, first := range dupOf {
+		res[i] = store.InsertResult{ID: res[first].ID, Duplicate: true}
+	}
+	return res, c.notifyInserted(ctx, tx, params, rows, inserted)
+}
+
+// refuseTakenIDs fails the insert, wrapping store.ErrInvalidParams, when
+// a row's ID is taken on the shards Insert looks at (see Insert): one
+// statement per shard, each on that shard.
+func (c *CitusStore) refuseTakenIDs(ctx context.Context, tx pgx.Tx, params []store.InsertParams, rows []citusRow) error {
+	bySlot := map[int][]uuid.UUID{}
+	for _, r := range rows {
+		id := params[r.i].ID
+		bySlot[r.slot] = append(bySlot[r.slot], id)
+		if own := c.slotOfID(id); own != r.slot {
+			bySlot[own] = append(bySlot[own], id)
+		}
+	}
+	b := &pgx.Batch{}
+	slots := make([]int, 0, len(bySlot))
+	for slot := range bySlot {
+		slots = append(slots, slot)
+	}
+	sort.Ints(slots)
+	for _, slot := range slots {
+		b.Queue(c.placed[slot].sql(citusTakenIDsSQL), bySlot[slot])
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	for range slots {
+		rows, _ := br.Query()
+		taken, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return fmt.Errorf("look for the IDs: %w", err)
+		}
+		if len(taken) > 0 {
+			return fmt.Errorf("%w: job ID %s exists", store.ErrInvalidParams, taken[0])
+		}
+	}
+	return br.Close()
+}
+
+// citusTakenIDsSQL returns one of the IDs $1 that a job of the shard has,
+// in jobs or the history, or no row.
+const citusTakenIDsSQL = `SELECT id FROM {jobs} WHERE {onshard}id = ANY($1::uuid[])
+UNION ALL
+SELECT id FROM {history} WHERE {onshard}id = ANY($1::uuid[])
+LIMIT 1`
+
+// citusInsertCols are the columns a Citus insert writes, shard last
+// (written as the slot's literal value, not a parameter).
+const citusInsertCols = `id, kind, payload, metadata, priority, run_at, scheduled_at, max_attempts, unique_key,
+	unique_global, unique_finished, unique_period, unique_window, partition_key, unkeyed, shard`
+
+// citusConflictSQL is the unique index of a distributed schema
+// (jobs_unique_scope_idx with shard first: MigrateCitus) as an ON CONFLICT
+// target.
+var citusConflictSQL = `(shard, ` + uniqueSpaceSQL + `, unique_period, unique_window, unique_key) WHERE ` + uniqueHeldSQL("")
+
+// insertOnShard inserts rows, all of one slot, in one statement on its
+// shard, and records their results: a row the unique index refused gets
+// its key's holder, looked up on the same shard.
+func (c *CitusStore) insertOnShard(ctx context.Context, tx pgx.Tx, params []store.InsertParams, rows []citusRow,
+	res []store.InsertResult, inserted []bool) error {
+	p := c.placed[rows[0].slot]
+	var sb strings.Builder
+	sb.WriteString(`INSERT INTO ` + p.jobsTable() + ` (` + citusInsertCols + `) VALUES `)
+	args := make([]any, 0, 14*len(rows))
+	value := strconv.Itoa(int(p.place.value))
+	for k, r := range rows {
+		q := &params[r.i]
+		if k > 0 {
+			sb.WriteString(", ")
+		}
+		n := len(args)
+		fmt.Fprintf(&sb, "($%d::uuid, $%d::text, $%d::json, $%d::jsonb, $%d::smallint, $%d::timestamptz, $%d::timestamptz, $%d::int, "+
+			"$%d::text, $%d::boolean, $%d::boolean, $%d::int, $%d::bigint, $%d::text, false, %s)",
+			n+1, n+2, n+3, n+4, n+5, n+6, n+6, n+7, n+8, n+9, n+10, n+11, n+12, n+13, value)
+		u := scopeOf(q)
+		args = append(args, q.ID, q.Kind, payloadJSON(q.Payload), r.meta, int16(q.Priority), r.runAt, int32(q.MaxAttempts),
+			nullable(q.UniqueKey), u.Global, u.Finished, r.key.period, r.key.window, "")
+	}
+	sb.WriteString(` ON CONFLICT ` + citusConflictSQL + ` DO NOTHING RETURNING id`)
+	got, err := pgx.CollectRows(mustQuery(ctx, tx, sb.String(), args...), pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	done := make(map[uuid.UUID]bool, len(got))
+	for _, id := range got {
+		done[id] = true
+	}
+	var (
+		pending              []int
+		spaces, keys         []string
+		periods              []int32
+		windows              []int64
+	)
+	for _, r := range rows {
+		if done[params[r.i].ID] {
+			inserted[r.i] = true
+			continue
+		}
+		if params[r.i].UniqueKey == "" {
+			// No key, no conflict target: a row the INSERT did not return
+			// can only be missing if the statement failed.
+			return fmt.Errorf("insert jobs: job %s was not inserted", params[r.i].ID)
+		}
+		pending = append(pending, r.i)
+		spaces, periods, windows, keys = append(spaces, r.key.space), append(periods, r.key.period),
+			append(windows, r.key.window), append(keys, r.key.key)
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	holder := map[int]uuid.UUID{}
+	var (
+		pos int64
+		id  uuid.UUID
+	)
+	_, err = pgx.ForEachRow(mustQuery(ctx, tx, p.q.holders, spaces, periods, windows, keys), []any{&pos, &id}, func() error {
+		holder[int(pos-1)] = id
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("find unique key holders: %w", err)
+	}
+	for k, i := range pending {
+		h, ok := holder[k]
+		if !ok {
+			// The holder gave the key up between the conflict and the
+			// lookup: the whole insert runs again (Insert's caller
+			// sees a transient failure only after maxInsertRetries).
+			return fmt.Errorf("%w (job %d)", errHolderVanished, i)
+		}
+		res[i] = store.InsertResult{ID: h, Duplicate: true}
+	}
+	return nil
+}
+
+// mustQuery runs a query whose error surfaces when its rows are read.
+func mustQuery(ctx context.Context, q querier, sql string, args ...any) pgx.Rows {
+	rows, _ := q.Query(ctx, sql, args...)
+	return rows
+}
+
+// notifyInserted sends, through the coordinator, one notification per kind
+// with the earliest run_at inserted: delivered when tx commits.
+func (c *CitusStore) notifyInserted(ctx context.Context, tx pgx.Tx, params []store.InsertParams, rows []citusRow, inserted []bool) error {
+	earliest := map[string]time.Time{}
+	for _, r := range rows {
+		if !inserted[r.i] {
+			continue
+		}
+		k := params[r.i].Kind
+		if t, seen := earliest[k]; !seen || r.runAt.Before(t) {
+			earliest[k] = r.runAt
+		}
+	}
+	return c.notify(ctx, tx, earliest)
+}
+
+// notify sends one notification per kind in earliest (the kind's earliest
+// run_at) on the coordinator, within q's transaction.
+func (c *CitusStore) notify(ctx context.Context, q querier, earliest map[string]time.Time) error {
+	if len(earliest) == 0 {
+		return nil
+	}
+	msgs := make([]string, 0, len(earliest))
+	for k, t := range earliest {
+		b, err := json.Marshal(notification{Kind: k, RunAt: t})
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, string(b))
+	}
+	sort.Strings(msgs)
+	if _, err := q.Exec(ctx, c.s.q.notify, c.s.channel, msgs); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}
