@@ -262,10 +262,10 @@ func (c *CitusStore) insertOnShard(ctx context.Context, tx pgx.Tx, params []stor
 		done[id] = true
 	}
 	var (
-		pending              []int
-		spaces, keys         []string
-		periods              []int32
-		windows              []int64
+		pending      []int
+		spaces, keys []string
+		periods      []int32
+		windows      []int64
 	)
 	for _, r := range rows {
 		if done[params[r.i].ID] {
