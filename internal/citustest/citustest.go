@@ -19,6 +19,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -181,8 +183,20 @@ func drop(t testing.TB, name string) {
 		return
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE"); err != nil {
-		t.Errorf("citustest: drop schema %s: %v", name, err)
+	// Two drops at once can deadlock on Citus's metadata (a schema's
+	// Citus local table, citus_2pc, takes its locks in another order):
+	// the loser tries again.
+	for try := 1; ; try++ {
+		_, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE")
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "40P01" && try < 10 {
+			time.Sleep(time.Duration(try) * 50 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Errorf("citustest: drop schema %s: %v", name, err)
+		}
+		return
 	}
 }
 

@@ -163,18 +163,66 @@ func (c *CitusStore) Finish(ctx context.Context, params []store.FinishParams) ([
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	for i := range params {
-		if err := params[i].Validate(); err != nil {
-			return nil, fmt.Errorf("pgstore: finish row %d: %w", i, err)
-		}
-		if len(params[i].Result) > 0 || len(params[i].Then) > 0 {
-			return nil, fmt.Errorf("pgstore: finish row %d: results and Then jobs: %w (%w)", i, ErrCitusUnsupported, store.ErrInvalidParams)
-		}
+	if err := checkCitusFinishes(params); err != nil {
+		return nil, err
 	}
 	ok := make([]bool, len(params))
 	if len(params) == 0 {
 		return ok, nil
 	}
+	err := pgx.BeginFunc(ctx, c.s.pool, func(tx pgx.Tx) error {
+		return c.finishIn(ctx, tx, params, ok)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
+	}
+	return ok, nil
+}
+
+// CompleteTx records the outcome of an attempt inside the caller's
+// transaction tx, a transaction of the coordinator, with Finish's steps:
+// the outcome applies only if tx commits, with the caller's other writes
+// (Citus commits a transaction that wrote to two nodes through its
+// two-phase commit, and recovers one the coordinator did not finish).
+// It reports whether the lease was still held. On error, tx is left for
+// the caller to roll back.
+func (c *CitusStore) CompleteTx(ctx context.Context, tx pgx.Tx, params store.FinishParams) (bool, error) {
+	if err := c.check(); err != nil {
+		return false, err
+	}
+	if tx == nil {
+		return false, fmt.Errorf("pgstore: complete job %s in tx: nil transaction: %w", params.Lease.ID, store.ErrInvalidParams)
+	}
+	if err := checkCitusFinishes([]store.FinishParams{params}); err != nil {
+		return false, err
+	}
+	if err := c.twoPhase(ctx, tx); err != nil {
+		return false, err
+	}
+	ok := make([]bool, 1)
+	if err := c.finishIn(ctx, tx, []store.FinishParams{params}, ok); err != nil {
+		return false, fmt.Errorf("pgstore: complete job %s in tx: %w", params.Lease.ID, invalidData(err))
+	}
+	return ok[0], nil
+}
+
+// checkCitusFinishes validates every row, and refuses results and Then
+// jobs, before anything is sent.
+func checkCitusFinishes(params []store.FinishParams) error {
+	for i := range params {
+		if err := params[i].Validate(); err != nil {
+			return fmt.Errorf("pgstore: finish row %d: %w", i, err)
+		}
+		if len(params[i].Result) > 0 || len(params[i].Then) > 0 {
+			return fmt.Errorf("pgstore: finish row %d: results and Then jobs: %w (%w)", i, ErrCitusUnsupported, store.ErrInvalidParams)
+		}
+	}
+	return nil
+}
+
+// finishIn applies params in tx and sets ok[i] to whether params[i]
+// applied.
+func (c *CitusStore) finishIn(ctx context.Context, tx pgx.Tx, params []store.FinishParams, ok []bool) error {
 	first := map[store.Lease]int{} // a lease listed twice applies its first row
 	bySlot := map[int][]uuid.UUID{}
 	for i, p := range params {
@@ -187,8 +235,7 @@ func (c *CitusStore) Finish(ctx context.Context, params []store.FinishParams) ([
 		}
 	}
 	applied := map[store.Lease]bool{}
-	err := pgx.BeginFunc(ctx, c.s.pool, func(tx pgx.Tx) error {
-		clear(applied)
+	err := func() error {
 		now, err := txNow(ctx, tx)
 		if err != nil {
 			return err
@@ -219,12 +266,12 @@ func (c *CitusStore) Finish(ctx context.Context, params []store.FinishParams) ([
 			}
 		}
 		return c.notify(ctx, tx, earliest)
-	})
+	}()
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: finish: %w", invalidData(err))
+		return err
 	}
 	reportApplied(ok, params, applied)
-	return ok, nil
+	return nil
 }
 
 // txNow reads the coordinator's clock at tx's start (now()): every time

@@ -45,45 +45,17 @@ func (c *CitusStore) Insert(ctx context.Context, params []store.InsertParams) ([
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	if err := validateInserts(params); err != nil {
+	if err := c.checkInserts(params); err != nil {
 		return nil, err
-	}
-	for i := range params {
-		p := &params[i]
-		var what string
-		switch {
-		case len(p.FollowUps) > 0:
-			what = "follow-ups"
-		case p.SequenceKey != "":
-			what = "a sequence key"
-		case p.PendingLimit > 0:
-			what = "a pending limit"
-		default:
-			continue
-		}
-		return nil, fmt.Errorf("pgstore: insert job %d: %s: %w (%w)", i, what, ErrCitusUnsupported, store.ErrInvalidParams)
 	}
 	if len(params) == 0 {
 		return []store.InsertResult{}, nil
-	}
-	seen := make(map[uuid.UUID]bool, len(params))
-	for i := range params {
-		if seen[params[i].ID] {
-			return nil, fmt.Errorf("pgstore: insert job %d: job ID %s twice in one call: %w", i, params[i].ID, store.ErrInvalidParams)
-		}
-		seen[params[i].ID] = true
 	}
 	// The kinds' cursors stay down until the rows commit (cursor.go).
 	for _, p := range c.placed {
 		defer p.cursors.hold(params)()
 	}
-	for i := range params {
-		if p := &params[i]; !p.RunAt.IsZero() {
-			for _, s := range c.placed {
-				s.cursors.lower(p.Kind, p.RunAt) // a past run_at: claimable at once
-			}
-		}
-	}
+	c.lowerCursors(params)
 	for range maxInsertRetries {
 		var res []store.InsertResult
 		err := pgx.BeginFunc(ctx, c.s.pool, func(tx pgx.Tx) error {
@@ -100,6 +72,92 @@ func (c *CitusStore) Insert(ctx context.Context, params []store.InsertParams) ([
 		return res, nil
 	}
 	return nil, fmt.Errorf("pgstore: insert: %w", errHolderVanished)
+}
+
+// InsertTx inserts jobs inside the caller's transaction tx, a transaction
+// of the coordinator, with Insert's rules: the jobs exist only if tx
+// commits, and listeners are notified only then. A transaction that also
+// wrote to another node commits through Citus's two-phase commit. On
+// error, tx is left for the caller to roll back.
+func (c *CitusStore) InsertTx(ctx context.Context, tx pgx.Tx, params []store.InsertParams) ([]store.InsertResult, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if tx == nil {
+		return nil, fmt.Errorf("pgstore: insert: nil transaction: %w", store.ErrInvalidParams)
+	}
+	if err := c.checkInserts(params); err != nil {
+		return nil, err
+	}
+	if len(params) == 0 {
+		return []store.InsertResult{}, nil
+	}
+	for _, p := range c.placed {
+		defer p.cursors.hold(params)()
+	}
+	c.lowerCursors(params)
+	if err := c.twoPhase(ctx, tx); err != nil {
+		return nil, err
+	}
+	res, err := c.insertRows(ctx, tx, params)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: insert: %w", invalidData(err))
+	}
+	return res, nil
+}
+
+// checkInserts validates every row and refuses, before anything is sent,
+// what the Citus store does not do: follow-ups, sequences, pending bounds,
+// and an ID twice in one call (Insert's rows meet the primary key of
+// their shards only).
+func (c *CitusStore) checkInserts(params []store.InsertParams) error {
+	if err := validateInserts(params); err != nil {
+		return err
+	}
+	seen := make(map[uuid.UUID]bool, len(params))
+	for i := range params {
+		p := &params[i]
+		var what string
+		switch {
+		case len(p.FollowUps) > 0:
+			what = "follow-ups"
+		case p.SequenceKey != "":
+			what = "a sequence key"
+		case p.PendingLimit > 0:
+			what = "a pending limit"
+		case seen[p.ID]:
+			return fmt.Errorf("pgstore: insert job %d: job ID %s twice in one call: %w", i, p.ID, store.ErrInvalidParams)
+		default:
+			seen[p.ID] = true
+			continue
+		}
+		return fmt.Errorf("pgstore: insert job %d: %s: %w (%w)", i, what, ErrCitusUnsupported, store.ErrInvalidParams)
+	}
+	return nil
+}
+
+// lowerCursors lowers the claim cursors of every slot for rows with a
+// run_at, which may be past: claimable at once (cursor.go).
+func (c *CitusStore) lowerCursors(params []store.InsertParams) {
+	for i := range params {
+		if p := &params[i]; !p.RunAt.IsZero() {
+			for _, s := range c.placed {
+				s.cursors.lower(p.Kind, p.RunAt)
+			}
+		}
+	}
+}
+
+// twoPhase makes Citus commit tx, a caller's transaction, through its
+// two-phase commit, whatever else tx writes (citus_2pc, distribute.sql):
+// the caller's writes and the store's are then committed together or
+// not at all, a coordinator that fails between the two phases included
+// (Citus's recovery completes or rolls back what the workers prepared).
+func (c *CitusStore) twoPhase(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, c.s.sql(`UPDATE {schema}.citus_2pc SET n = n WHERE n = -1`)); err != nil {
+		return fmt.Errorf("pgstore: ask Citus for a two-phase commit: %w", err)
+	}
+	return nil
 }
 
 // citusRow is one row of a Citus insert, with what insertRows derived.

@@ -108,6 +108,17 @@ $slots$;
 
 -- The Citus steps applied, as schema_version records the numbered
 -- migrations: NewCitus refuses a schema without this step.
+-- citus_2pc: a Citus local table (on the coordinator, in Citus's
+-- metadata), always empty. InsertTx and CompleteTx update no row of it in
+-- the caller's transaction: a modification Citus executes locally makes
+-- it commit the transaction through its two-phase commit, which it would
+-- not do for a caller that writes plain tables of the coordinator and one
+-- worker (it commits the worker first, then the coordinator: a crash in
+-- between would keep the job and lose the caller's writes). Adding it
+-- needs the coordinator in Citus's metadata (citus_set_coordinator_host).
+CREATE TABLE citus_2pc (n integer);
+SELECT citus_add_local_table_to_metadata('citus_2pc');
+
 CREATE TABLE citus_steps (
     step       integer     PRIMARY KEY,
     name       text        NOT NULL,

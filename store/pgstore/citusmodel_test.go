@@ -1,0 +1,39 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/axsched/ax/store/pgstore"
+	"github.com/axsched/ax/store/storetest"
+)
+
+// TestCitusModel runs the model-based test on the Citus store with one
+// shard and with eight, the second with a drained archive pass after
+// every step, so that reads, run-now and unique keys meet archived jobs.
+func TestCitusModel(t *testing.T) {
+	for _, c := range []struct {
+		shards  int
+		archive bool
+	}{{1, false}, {8, true}} {
+		t.Run(fmt.Sprintf("Shards%d", c.shards), func(t *testing.T) {
+			stores := citusStores(t, c.shards)
+			storetest.RunModel(t, func(t *testing.T) *storetest.ModelStore {
+				st := stores(t).(*pgstore.CitusStore)
+				ms := &storetest.ModelStore{Store: st}
+				if c.archive {
+					ms.AfterStep = func(ctx context.Context) error {
+						for {
+							n, err := st.Archive(ctx, 1000)
+							if err != nil || n < 1000 {
+								return err
+							}
+						}
+					}
+				}
+				return ms
+			}, storetest.ModelOptions{Seeds: 1, Steps: 200})
+		})
+	}
+}
