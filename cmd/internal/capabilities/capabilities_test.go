@@ -20,6 +20,7 @@ var stores = []struct {
 	{"memstore", (*memstore.Store)(nil)},
 	{"sqlitestore", (*sqlitestore.Store)(nil)},
 	{"pgstore", (*pgstore.Store)(nil)},
+	{"pgstore on Citus", (*pgstore.CitusStore)(nil)},
 }
 
 // is reports whether st implements all of ts ("yes"/"no").
