@@ -16,8 +16,8 @@ import (
 	"github.com/axsched/ax/store"
 )
 
-// citusInsertChunk bounds the rows of one multi-row INSERT (14 parameters
-// a row, under PostgreSQL's 65,535).
+// citusInsertChunk bounds the rows of one multi-row INSERT
+// (citusInsertParams a row, under PostgreSQL's 65,535).
 const citusInsertChunk = 1000
 
 // Insert inserts jobs as store.Store requires, in one transaction of the
@@ -287,31 +287,46 @@ const citusInsertCols = `id, kind, payload, metadata, priority, run_at, schedule
 // target.
 var citusConflictSQL = `(shard, ` + uniqueSpaceSQL + `, unique_period, unique_window, unique_key) WHERE ` + uniqueHeldSQL("")
 
+// citusInsertParams is the number of parameters of a row of
+// citusInsertSQL.
+const citusInsertParams = 13
+
+// citusInsertSQL is the statement inserting n rows on the Store's shard:
+// a multi-row INSERT … VALUES whose shard is the slot's literal value, a
+// statement Citus routes to the shard (an INSERT … SELECT FROM unnest
+// would bring the rows through the coordinator), taking the unique index
+// (shard first) as its ON CONFLICT target.
+func (s *Store) citusInsertSQL(n int) string {
+	var sb strings.Builder
+	sb.WriteString(`INSERT INTO ` + s.jobsTable() + ` (` + citusInsertCols + `) VALUES `)
+	value := strconv.Itoa(int(s.place.value))
+	for k := range n {
+		if k > 0 {
+			sb.WriteString(", ")
+		}
+		b := k * citusInsertParams
+		fmt.Fprintf(&sb, "($%d::uuid, $%d::text, $%d::json, $%d::jsonb, $%d::smallint, $%d::timestamptz, $%d::timestamptz, $%d::int, "+
+			"$%d::text, $%d::boolean, $%d::boolean, $%d::int, $%d::bigint, $%d::text, false, %s)",
+			b+1, b+2, b+3, b+4, b+5, b+6, b+6, b+7, b+8, b+9, b+10, b+11, b+12, b+13, value)
+	}
+	sb.WriteString(` ON CONFLICT ` + citusConflictSQL + ` DO NOTHING RETURNING id`)
+	return sb.String()
+}
+
 // insertOnShard inserts rows, all of one slot, in one statement on its
 // shard, and records their results: a row the unique index refused gets
 // its key's holder, looked up on the same shard.
 func (c *CitusStore) insertOnShard(ctx context.Context, tx pgx.Tx, params []store.InsertParams, rows []citusRow,
 	res []store.InsertResult, inserted []bool) error {
 	p := c.placed[rows[0].slot]
-	var sb strings.Builder
-	sb.WriteString(`INSERT INTO ` + p.jobsTable() + ` (` + citusInsertCols + `) VALUES `)
-	args := make([]any, 0, 14*len(rows))
-	value := strconv.Itoa(int(p.place.value))
-	for k, r := range rows {
+	args := make([]any, 0, citusInsertParams*len(rows))
+	for _, r := range rows {
 		q := &params[r.i]
-		if k > 0 {
-			sb.WriteString(", ")
-		}
-		n := len(args)
-		fmt.Fprintf(&sb, "($%d::uuid, $%d::text, $%d::json, $%d::jsonb, $%d::smallint, $%d::timestamptz, $%d::timestamptz, $%d::int, "+
-			"$%d::text, $%d::boolean, $%d::boolean, $%d::int, $%d::bigint, $%d::text, false, %s)",
-			n+1, n+2, n+3, n+4, n+5, n+6, n+6, n+7, n+8, n+9, n+10, n+11, n+12, n+13, value)
 		u := scopeOf(q)
 		args = append(args, q.ID, q.Kind, payloadJSON(q.Payload), r.meta, int16(q.Priority), r.runAt, int32(q.MaxAttempts),
 			nullable(q.UniqueKey), u.Global, u.Finished, r.key.period, r.key.window, "")
 	}
-	sb.WriteString(` ON CONFLICT ` + citusConflictSQL + ` DO NOTHING RETURNING id`)
-	got, err := pgx.CollectRows(mustQuery(ctx, tx, sb.String(), args...), pgx.RowTo[uuid.UUID])
+	got, err := pgx.CollectRows(mustQuery(ctx, tx, p.citusInsertSQL(len(rows)), args...), pgx.RowTo[uuid.UUID])
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", err)
 	}

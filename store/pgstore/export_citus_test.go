@@ -30,3 +30,31 @@ func (s *Store) GetSQL() string { return s.q.get }
 func TokenSQL(slot int, salt string) string {
 	return (&placement{slot: slot, salt: salt}).tokenSQL()
 }
+
+// CitusHotSQL returns the statements the Citus store runs on slot's
+// shard, by name, as it renders them (an insert of two rows).
+func (c *CitusStore) CitusHotSQL(slot int) map[string]string {
+	p := c.placed[slot]
+	q := p.BatchSQL()
+	return map[string]string{
+		"insert":        p.citusInsertSQL(2),
+		"holders":       p.q.holders,
+		"takenIDs":      p.sql(citusTakenIDsSQL),
+		"peek":          p.sql(citusPeekSQL),
+		"claim":         q["claim"],
+		"claimLost":     p.q.claimLost,
+		"extend":        q["extend"],
+		"lock":          p.sql(citusLockSQL),
+		"write":         p.sql(citusPrefixed(citusWriteSQL)),
+		"expired":       p.sql(citusExpiredSQL),
+		"archive":       p.sql(citusArchiveSQL),
+		"move":          p.sql(citusMoveSQL),
+		"moved":         p.sql(citusMovedSQL),
+		"prune":         q["prune"],
+		"pruneHistory":  p.sql(citusPruneHistorySQL),
+		"controlLock":   p.sql(citusControlLockSQL),
+		"restore":       p.sql(citusRestoreSQL),
+		"unarchive":     p.sql(citusUnarchiveSQL),
+		"heldInHistory": p.sql(citusHeldInHistorySQL),
+	}
+}
