@@ -223,7 +223,7 @@ func (o pgOpener) Store(ctx context.Context, c connection) (store.Store, func(),
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := pgstore.New(ctx, pool, pgstore.WithSchema(c.schema), pgstore.WithoutMigrate())
+	st, err := openPG(ctx, pool, c.schema)
 	if errors.Is(err, pgstore.ErrNoSchema) {
 		pool.Close()
 		return nil, nil, noSchema(fmt.Sprintf("schema %q", c.schema), err)
@@ -233,6 +233,28 @@ func (o pgOpener) Store(ctx context.Context, c connection) (store.Store, func(),
 		return nil, nil, fmt.Errorf("%w (see: ax migrate status)", err)
 	}
 	return st, func() { _ = st.Close(); pool.Close() }, nil
+}
+
+// pgStore is what the CLI's commands need of either PostgreSQL store.
+type pgStore interface {
+	store.Store
+	Close() error
+}
+
+// openPG opens the schema with pgstore.New, or with pgstore.NewCitus when
+// MigrateCitus distributed it over a Citus cluster (pgstore.New refuses
+// such a schema with ErrDistributed): an operator's commands then read
+// and change the jobs of every shard through the coordinator, as far as
+// the Citus store implements them.
+func openPG(ctx context.Context, pool *pgxpool.Pool, schema string) (pgStore, error) {
+	st, err := pgstore.New(ctx, pool, pgstore.WithSchema(schema), pgstore.WithoutMigrate())
+	switch {
+	case errors.Is(err, pgstore.ErrDistributed):
+		return pgstore.NewCitus(ctx, pool, pgstore.WithSchema(schema))
+	case err != nil:
+		return nil, err
+	}
+	return st, nil
 }
 
 // Migrator opens the schema's migrations.

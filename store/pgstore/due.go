@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -21,10 +20,10 @@ var _ store.DueInspector = (*Store)(nil)
 // so metrics collectors can call it at every scrape. Paused, running and
 // final jobs are not in the index.
 const oldestDueSQL = `WITH RECURSIVE kinds(kind) AS (
-	(SELECT kind FROM {jobs} WHERE state IN ` + claimableSQL + ` ORDER BY kind LIMIT 1)
+	(SELECT kind FROM {jobs} WHERE {onshard}state IN ` + claimableSQL + ` ORDER BY kind LIMIT 1)
 	UNION ALL
 	SELECT (SELECT j.kind FROM {jobs} j
-	        WHERE j.state IN ` + claimableSQL + ` AND j.kind > k.kind
+	        WHERE {onshard:j}j.state IN ` + claimableSQL + ` AND j.kind > k.kind
 	        ORDER BY j.kind LIMIT 1)
 	FROM kinds k WHERE k.kind IS NOT NULL
 )
@@ -36,7 +35,7 @@ LEFT JOIN LATERAL (
 	FROM unnest('{1,2,3}'::smallint[]) AS p(priority)
 	CROSS JOIN LATERAL (
 		SELECT j.run_at FROM {jobs} j
-		WHERE j.kind = k.kind AND j.priority = p.priority AND j.state IN ` + claimableSQL + `
+		WHERE {onshard:j}j.kind = k.kind AND j.priority = p.priority AND j.state IN ` + claimableSQL + `
 		ORDER BY j.run_at LIMIT 1
 	) e
 ) o ON true
@@ -50,7 +49,7 @@ func (s *Store) OldestDue(ctx context.Context) (*store.DueReport, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, _ := s.pool.Query(ctx, strings.ReplaceAll(oldestDueSQL, "{jobs}", s.jobsTable()))
+	rows, _ := s.pool.Query(ctx, s.sql(oldestDueSQL))
 	rep := &store.DueReport{Kinds: []store.KindDue{}}
 	var (
 		kind  *string

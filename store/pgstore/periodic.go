@@ -103,7 +103,7 @@ func (s *Store) FirePeriodic(ctx context.Context, params *store.FirePeriodicPara
 	var res *store.FirePeriodicResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		res, err = s.firePeriodic(ctx, tx, params)
+		res, err = s.firePeriodic(ctx, tx, params, s.insertTicks)
 		return err
 	})
 	if errors.Is(err, errNothingApplied) {
@@ -118,7 +118,13 @@ func (s *Store) FirePeriodic(ctx context.Context, params *store.FirePeriodicPara
 // errNothingApplied rolls back a fire that applied no tick.
 var errNothingApplied = errors.New("pgstore: no tick applied")
 
-func (s *Store) firePeriodic(ctx context.Context, tx pgx.Tx, params *store.FirePeriodicParams) (*store.FirePeriodicResult, error) {
+// tickInserter inserts the jobs of a fire's ticks in its transaction:
+// Store.insertTicks, or the Citus store's insert.
+type tickInserter func(ctx context.Context, tx pgx.Tx, jobs []store.InsertParams) ([]store.InsertResult, error)
+
+// firePeriodic is FirePeriodic's transaction, the ticks' jobs inserted by
+// insert.
+func (s *Store) firePeriodic(ctx context.Context, tx pgx.Tx, params *store.FirePeriodicParams, insert tickInserter) (*store.FirePeriodicResult, error) {
 	const (
 		lock   = `SELECT last_tick, now(), paused FROM {periodic} WHERE name = $1 FOR UPDATE`
 		create = `INSERT INTO {periodic} (name, spec) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`
@@ -174,7 +180,7 @@ func (s *Store) firePeriodic(ctx context.Context, tx pgx.Tx, params *store.FireP
 		return nil, err
 	}
 	if len(jobs) > 0 {
-		inserted, err := s.insertTicks(ctx, tx, jobs)
+		inserted, err := insert(ctx, tx, jobs)
 		if err != nil {
 			return nil, err
 		}
