@@ -1,13 +1,18 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axsched/ax/internal/citustest"
 	"github.com/axsched/ax/internal/pgtest"
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/pgstore"
 )
 
 // TestMigrateUpCitus: migrate up --citus distributes a schema of the
@@ -38,6 +43,52 @@ func TestMigrateUpCitus(t *testing.T) {
 			require.Equal(t, s.code, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 			require.True(t, strings.Contains(out, s.out), "stdout %q lacks %q", out, s.out)
 			require.True(t, strings.Contains(errOut, s.err), "stderr %q lacks %q", errOut, s.err)
+		})
+	}
+}
+
+// TestCLIOnCitus: the operator's commands work on a distributed schema,
+// through the coordinator: they list, count, show, cancel, retry and
+// delete jobs of every shard, and list nodes and kinds.
+func TestCLIOnCitus(t *testing.T) {
+	noEnv := storeOpener{getenv: func(string) string { return "" }}
+	pool, schema := citustest.Schema(t)
+	ctx := t.Context()
+	require.NoError(t, pgstore.MigrateCitus(ctx, pool, pgstore.WithSchema(schema), pgstore.WithCitusShards(4)))
+	st, err := pgstore.NewCitus(ctx, pool, pgstore.WithSchema(schema))
+	require.NoError(t, err)
+	defer st.Close()
+	var params []store.InsertParams
+	for i := range 12 {
+		id, err := uuid.NewV7()
+		require.NoError(t, err)
+		params = append(params, store.InsertParams{ID: id, Kind: "mail", Payload: []byte(fmt.Sprintf(`{"i":%d}`, i)),
+			Priority: store.PriorityNormal, MaxAttempts: 3, Delay: time.Hour})
+	}
+	_, err = st.Insert(ctx, params)
+	require.NoError(t, err)
+	cli := inProcess(noEnv, "--database-url", citustest.URL(), "--schema", schema)
+	for _, s := range []struct {
+		name string
+		args []string
+		out  string
+	}{
+		{"Count", []string{"jobs", "count", "--kind", "mail"}, "12"},
+		{"List", []string{"jobs", "list", "--kind", "mail"}, params[0].ID.String()},
+		{"Show", []string{"jobs", "show", params[5].ID.String()}, "mail"},
+		{"Cancel", []string{"jobs", "cancel", "--kind", "mail", "--state", "scheduled", "--yes"}, "12"},
+		{"Retry", []string{"jobs", "retry", "--kind", "mail", "--state", "cancelled", "--yes"}, "12"},
+		{"CancelAgain", []string{"jobs", "cancel", "--kind", "mail", "--yes"}, "12"},
+		{"Delete", []string{"jobs", "delete", "--kind", "mail", "--state", "cancelled", "--yes"}, "12"},
+		{"CountAfter", []string{"jobs", "count", "--kind", "mail"}, "0"},
+		{"Nodes", []string{"nodes"}, ""},
+		{"Kinds", []string{"kinds", "list"}, ""},
+		{"Stats", []string{"stats"}, ""},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			out, errOut, code := cli(t, s.args...)
+			require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+			require.Contains(t, out, s.out)
 		})
 	}
 }
