@@ -63,8 +63,17 @@ func Available() (bool, string) {
 
 // Require skips t when no Citus coordinator answers (failing it instead
 // under AX_REQUIRE_CITUS=1), and fails t when AX_CITUS_URL names a server
-// that is not a Citus coordinator.
+// that is not a Citus coordinator. Then t holds the Citus tests' shared
+// lock until it ends, so that a test that stops or crashes a node
+// (Exclusive) waits for it.
 func Require(t testing.TB) {
+	t.Helper()
+	available(t)
+	lockShared(t)
+}
+
+// available is Require without the lock.
+func available(t testing.TB) {
 	t.Helper()
 	setupOnce.Do(setup)
 	if skipMsg != "" {
