@@ -133,6 +133,7 @@ var scenarios = []scenario{
 	{"heldxmin", "completion rate, start lag and claim latency before, while and after a transaction holds back vacuum", runHeldXmin},
 	{"wide", "jobs/s per minute of a long W=1000 run, and against W=100", runWide},
 	{"flow", "overhead of a global limit and a rate limit that do not bind, and the start lag of jobs a rate limit or a closing breaker releases", runFlow},
+	{"citus", "no-op jobs/s on a Citus cluster (-citus), with coordinator and worker node CPU per 1k jobs, for 1 and 2 worker nodes", runCitus},
 	{"noisy", "noisy neighbour: healthy partitions' start lag while other partitions' jobs hang, against none hanging", runNoisy},
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
+	"github.com/axsched/ax/internal/citustest"
 	"github.com/axsched/ax/internal/pgtest"
 )
 
@@ -188,5 +190,27 @@ func TestBadArguments(t *testing.T) {
 		if code := benchMain(args, io.Discard, io.Discard); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestQuickCitus runs the citus scenario at a tiny size on the Citus test
+// cluster, with one worker node holding the shards and with two. It holds
+// the Citus tests' lock exclusively: the scenario keeps a node from
+// taking shards while it distributes its schema.
+func TestQuickCitus(t *testing.T) {
+	citustest.Exclusive(t)
+	got := runJSON(t, []string{"-quick", "-json", "-citus", citustest.URL(), "-n", "300", "-workers", "50", "-citus-nodes", "1,2", "citus"})
+	r, ok := got["citus"]
+	if !ok {
+		t.Fatal("citus printed nothing")
+	}
+	for _, k := range []int{1, 2} {
+		if name := fmt.Sprintf("%d nodes, W=50: jobs/s", k); !hasMetric(r, name) {
+			t.Errorf("no metric %q", name)
+		}
+	}
+	rows := r.Tables[0].Rows
+	if len(rows) != 2 || strings.Count(rows[0][7], ":") != 1 || strings.Count(rows[1][7], ":") != 2 {
+		t.Errorf("jobs per node: %v, want one node then two", rows)
 	}
 }

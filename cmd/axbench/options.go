@@ -32,6 +32,11 @@ type options struct {
 	n          int    // throughput, multiprocess
 	workers    string // throughput: comma-separated worker counts
 	workerList []int
+
+	citus         string // citus: the coordinator's URL
+	citusShards   int
+	citusNodes    string
+	citusNodeList []int
 	procs      int // multiprocess
 	mpWorkers  int
 
@@ -150,7 +155,10 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.privateUser, "private-user", "postgres", "private: OS user running the cluster when axbench runs as root")
 	fs.Var(&o.privateSet, "private-set", "private: one more postgresql.conf `name=value` (repeatable), e.g. -private-set autovacuum=off")
 
-	fs.IntVar(&o.n, "n", 100_000, "throughput, multiprocess: no-op jobs")
+	fs.IntVar(&o.n, "n", 100_000, "throughput, multiprocess, citus: no-op jobs")
+	fs.StringVar(&o.citus, "citus", os.Getenv("AX_CITUS_URL"), "citus: the URL of the Citus coordinator (default AX_CITUS_URL); the cluster must run on this machine")
+	fs.IntVar(&o.citusShards, "citus-shards", 8, "citus: shards of the scenario's schema")
+	fs.StringVar(&o.citusNodes, "citus-nodes", "1,2", "citus: worker node counts holding the shards, comma-separated")
 	fs.StringVar(&o.workers, "workers", "100,1000", "throughput: Config.Workers values, comma-separated")
 	fs.IntVar(&o.procs, "procs", 3, "multiprocess, flow: worker processes")
 	fs.IntVar(&o.flowReps, "flow-reps", 3, "flow: runs of each configuration (the median counts)")
@@ -255,6 +263,9 @@ func (o *options) parseLists() error {
 	}
 	if o.rtt > 0 && o.viaPgBouncer != "" {
 		return errors.New("-rtt and -via-pgbouncer: the PgBouncer's connections would not go through the delay proxy; use one")
+	}
+	if o.citusNodeList, err = intList("citus-nodes", o.citusNodes); err != nil {
+		return err
 	}
 	if o.workerList, err = intList("workers", o.workers); err != nil {
 		return err

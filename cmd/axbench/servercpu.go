@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // serverClock reads the CPU time a PostgreSQL server on this machine has
@@ -27,8 +29,13 @@ const clockTicks = 100
 // parent process. It fails when the server is not on this machine (or its
 // processes cannot be read).
 func newServerClock(ctx context.Context, d *benchDB) (*serverClock, error) {
+	return newServerClockOf(ctx, d.pool)
+}
+
+// newServerClockOf is newServerClock for the server pool connects to.
+func newServerClockOf(ctx context.Context, pool *pgxpool.Pool) (*serverClock, error) {
 	var backend int
-	if err := d.pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
 		return nil, err
 	}
 	f, err := procStat(backend)

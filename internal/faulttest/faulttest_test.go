@@ -66,18 +66,18 @@ func TestSteadyState(t *testing.T) {
 // lease, 1s rescue interval), at most 12s.
 func TestKill(t *testing.T) {
 	t.Run("FastLease", func(t *testing.T) {
-		testKill(t, []string{"-lease", "2s", "-rescue", "500ms"}, 3*time.Second)
+		testKill(t, newCluster(t), []string{"-lease", "2s", "-rescue", "500ms"}, 3*time.Second)
 	})
 	t.Run("Defaults", func(t *testing.T) {
 		if !soak() {
 			t.Skip("the kill with default lease and leader TTL runs with AX_SOAK=1")
 		}
-		testKill(t, nil, 12*time.Second)
+		testKill(t, newCluster(t), nil, 12*time.Second)
 	})
 }
 
-func testKill(t *testing.T, flags []string, bound time.Duration) {
-	c := newCluster(t)
+// testKill kills one of three hosts of c while it runs jobs: see TestKill.
+func testKill(t *testing.T, c *cluster, flags []string, bound time.Duration) {
 	var procs []*proc
 	for i := range 3 {
 		procs = append(procs, c.start(fmt.Sprintf("kill-%d", i), "", append([]string{"-workers", "40"}, flags...)...))
@@ -265,8 +265,11 @@ func outcome(t *testing.T, c *cluster, id uuid.UUID, node string) string {
 // with the default 10s lease: short jobs finish, long ones are handed back
 // and start elsewhere at once, not after the lease; the node is listed as
 // stopped and a leader remains.
-func TestGraceful(t *testing.T) {
-	c := newCluster(t)
+func TestGraceful(t *testing.T) { testGraceful(t, newCluster(t)) }
+
+// testGraceful stops one of three hosts of c with SIGTERM while it runs
+// jobs: see TestGraceful.
+func testGraceful(t *testing.T, c *cluster) {
 	var procs []*proc
 	for i := range 3 {
 		procs = append(procs, c.start(fmt.Sprintf("graceful-%d", i), "", "-workers", "20", "-stop-timeout", "1s"))

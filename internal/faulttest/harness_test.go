@@ -43,6 +43,7 @@ type cluster struct {
 	ax    *ax.Scheduler // never started: schedules jobs only
 	dir   string        // worker logs; removed after cleanup prints them
 	procs []*proc
+	args  []string // every worker's flags first (the Citus cluster's -citus)
 }
 
 // newCluster returns a fresh database with the AX schema and an executions
@@ -52,7 +53,20 @@ func newCluster(t *testing.T) *cluster {
 	dsn := pgtest.DSN(t)
 	pool := pgtest.PoolFor(t, dsn)
 	ctx := context.Background()
-	_, err := pool.Exec(ctx, `CREATE TABLE executions (
+	createLedger(t, pool)
+	st, err := pgstore.New(ctx, pool)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	client, err := ax.New(ax.Config{Store: st})
+	require.NoError(t, err)
+	c := &cluster{t: t, dsn: dsn, pool: pool, ax: client, dir: t.TempDir()}
+	t.Cleanup(c.cleanup)
+	return c
+}
+
+// ledgerSQL creates the executions table the workers record every
+// execution in, and the downstream table -downstream reads.
+const ledgerSQL = `CREATE TABLE executions (
 	job_id          uuid        NOT NULL,
 	node            text        NOT NULL,
 	attempt         integer     NOT NULL,
@@ -65,18 +79,15 @@ func newCluster(t *testing.T) *cluster {
 	outcome         text,
 	fence           bigint,
 	PRIMARY KEY (job_id, attempt, node)
-)`)
+);
+CREATE TABLE downstream (up boolean NOT NULL);
+INSERT INTO downstream VALUES (true)`
+
+// createLedger creates ledgerSQL's tables in pool's database.
+func createLedger(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), ledgerSQL)
 	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `CREATE TABLE downstream (up boolean NOT NULL); INSERT INTO downstream VALUES (true)`)
-	require.NoError(t, err)
-	st, err := pgstore.New(ctx, pool)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	client, err := ax.New(ax.Config{Store: st})
-	require.NoError(t, err)
-	c := &cluster{t: t, dsn: dsn, pool: pool, ax: client, dir: t.TempDir()}
-	t.Cleanup(c.cleanup)
-	return c
 }
 
 // proc is one worker process.
@@ -102,7 +113,7 @@ func (c *cluster) start(name, dsn string, args ...string) *proc {
 	p.stderr = filepath.Join(c.dir, name+".log")
 	errf, err := os.Create(p.stderr)
 	require.NoError(c.t, err)
-	p.cmd = exec.Command(worker(c.t), append([]string{"-dsn", dsn, "-node", name}, args...)...)
+	p.cmd = exec.Command(worker(c.t), append(append([]string{"-dsn", dsn, "-node", name}, c.args...), args...)...)
 	p.cmd.Stderr = errf
 	out, err := p.cmd.StdoutPipe()
 	require.NoError(c.t, err)

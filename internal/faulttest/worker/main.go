@@ -54,6 +54,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 )
 
@@ -96,6 +97,7 @@ func main() {
 		keys         = flag.String("keys", "", "key ring file (Config.Keys; empty: no encryption)")
 		keyMissing   = flag.Duration("key-missing-delay", 0, "Config.KeyMissingDelay (0: default)")
 		noDirect     = flag.Bool("no-direct-start", false, "Config.DisableDirectStart")
+		citus        = flag.String("citus", "", "open this distributed schema of the Citus coordinator -dsn names with pgstore.NewCitus")
 	)
 	flag.Parse()
 	if err := run(config{
@@ -106,7 +108,7 @@ func main() {
 		brMax: *brMax, downstream: *downstream, retryBase: *retryBase, txhold: *txhold,
 		ledger: *ledger, sayFinished: *sayFinished, asyncCommits: *asyncCommits, earlyStart: *earlyStart,
 		schedRate: *schedRate, schedFor: *schedFor, schedMS: *schedMS,
-		keys: *keys, keyMissing: *keyMissing, noDirect: *noDirect,
+		keys: *keys, keyMissing: *keyMissing, noDirect: *noDirect, citus: *citus,
 	}); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
@@ -133,6 +135,7 @@ type config struct {
 	keys                           string // key ring file
 	keyMissing                     time.Duration
 	noDirect                       bool
+	citus                          string // a distributed schema: pgstore.NewCitus
 }
 
 // workOptions returns the handler options of "work" the flags ask for.
@@ -151,6 +154,25 @@ func (c config) workOptions() []ax.HandlerOption {
 		opts = append(opts, ax.Retry(ax.ExponentialBackoff{Base: c.retryBase, Max: 4 * c.retryBase}))
 	}
 	return opts
+}
+
+// jobStore is what the worker needs of either PostgreSQL store.
+type jobStore interface {
+	store.Store
+	Close() error
+}
+
+// openStore opens pgstore, or the Citus store on the schema -citus
+// names.
+func openStore(ctx context.Context, pool *pgxpool.Pool, c config, opts []pgstore.Option) (jobStore, error) {
+	if c.citus != "" {
+		return pgstore.NewCitus(ctx, pool, pgstore.WithSchema(c.citus))
+	}
+	st, err := pgstore.New(ctx, pool, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // out serializes stdout lines.
@@ -190,7 +212,7 @@ func run(c config) error {
 	if c.earlyStart {
 		storeOpts = append(storeOpts, pgstore.WithEarlyDirectStart())
 	}
-	st, err := pgstore.New(ctx, pool, storeOpts...)
+	st, err := openStore(ctx, pool, c, storeOpts)
 	if err != nil {
 		return err
 	}
@@ -232,8 +254,12 @@ func run(c config) error {
 	}, c.workOptions()...); err != nil {
 		return err
 	}
-	if err := registerResults(s, pool, node); err != nil { // results.go
-		return err
+	// The results scenarios' kinds need results and batches, which the
+	// Citus store does not keep (it would refuse them here).
+	if _, ok := st.(store.FollowUpStore); ok {
+		if err := registerResults(s, pool, node); err != nil { // results.go
+			return err
+		}
 	}
 	if c.txhold {
 		if err := registerTxHold(s, pool, node); err != nil { // txhold.go
