@@ -37,8 +37,8 @@ type options struct {
 	citusShards   int
 	citusNodes    string
 	citusNodeList []int
-	procs      int // multiprocess
-	mpWorkers  int
+	procs         int // multiprocess
+	mpWorkers     int
 
 	lagJobs int
 	lagMin  time.Duration
