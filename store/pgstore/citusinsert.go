@@ -30,12 +30,9 @@ const citusInsertChunk = 1000
 // only that worker's listeners). A transaction that writes to two worker
 // nodes commits through Citus's two-phase commit.
 //
-// An ID is refused when a job of its shard has it (in jobs or the
-// history), and, for a job with a unique key placed off its ID's shard,
-// when a job of the ID's shard has it too. A job with a unique key whose
-// ID repeats that of a job with another unique key, on a third shard, is
-// not refused: AX makes every ID a fresh UUIDv7, so that takes a caller
-// that chooses IDs and repeats one (docs/citus.md).
+// An ID that exists anywhere in the cluster is refused, each looked for on
+// its own shard (refuseTakenIDs): a job with a unique key placed on
+// another shard leaves a row in job_ids there.
 //
 // Follow-ups, sequences and pending bounds (FollowUps, SequenceKey,
 // PendingLimit) are features the Citus store does not have: such a row
@@ -231,12 +228,19 @@ func (c *CitusStore) insertRows(ctx context.Context, tx pgx.Tx, params []store.I
 	for i, first := range dupOf {
 		res[i] = store.InsertResult{ID: res[first].ID, Duplicate: true}
 	}
+	if err := c.markIDs(ctx, tx, params, rows, inserted); err != nil {
+		return nil, err
+	}
 	return res, c.notifyInserted(ctx, tx, params, rows, inserted)
 }
 
 // refuseTakenIDs fails the insert, wrapping store.ErrInvalidParams, when
-// a row's ID is taken on the shards Insert looks at (see Insert): one
-// statement per shard, each on that shard.
+// a row's ID is taken. Every ID is looked for on its own shard
+// (slotOfID): in jobs, the history, and job_ids, which points to a job
+// with a unique key that lives on its key's shard; a job with a unique
+// key is also looked for on its key's shard. One statement per shard,
+// each on that shard. A job_ids row whose job is gone (pruned) is
+// deleted.
 func (c *CitusStore) refuseTakenIDs(ctx context.Context, tx pgx.Tx, params []store.InsertParams, rows []citusRow) error {
 	bySlot := map[int][]uuid.UUID{}
 	for _, r := range rows {
@@ -246,36 +250,102 @@ func (c *CitusStore) refuseTakenIDs(ctx context.Context, tx pgx.Tx, params []sto
 			bySlot[own] = append(bySlot[own], id)
 		}
 	}
+	slots := sortedSlots(bySlot)
 	b := &pgx.Batch{}
-	slots := make([]int, 0, len(bySlot))
-	for slot := range bySlot {
-		slots = append(slots, slot)
-	}
-	sort.Ints(slots)
 	for _, slot := range slots {
 		b.Queue(c.placed[slot].sql(citusTakenIDsSQL), bySlot[slot])
 	}
+	type marker struct {
+		slot  int
+		id    uuid.UUID
+		value int32
+	}
+	var markers []marker
 	br := tx.SendBatch(ctx, b)
-	defer br.Close()
-	for range slots {
+	for _, slot := range slots {
 		rows, _ := br.Query()
-		taken, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		var (
+			id     uuid.UUID
+			value  int32
+			marked bool
+			taken  *uuid.UUID
+		)
+		_, err := pgx.ForEachRow(rows, []any{&id, &value, &marked}, func() error {
+			if marked {
+				markers = append(markers, marker{slot, id, value})
+			} else if taken == nil {
+				taken = &id
+			}
+			return nil
+		})
 		if err != nil {
+			br.Close()
 			return fmt.Errorf("look for the IDs: %w", err)
 		}
-		if len(taken) > 0 {
-			return fmt.Errorf("%w: job ID %s exists", store.ErrInvalidParams, taken[0])
+		if taken != nil {
+			br.Close()
+			return fmt.Errorf("%w: job ID %s exists", store.ErrInvalidParams, *taken)
 		}
 	}
-	return br.Close()
+	if err := br.Close(); err != nil {
+		return err
+	}
+	for _, m := range markers {
+		js, ok := c.slotByValue[m.value]
+		if !ok {
+			return fmt.Errorf("job ID %s points to shard %d, no slot of this store", m.id, m.value)
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, c.placed[js].sql(citusJobExistsSQL), m.id).Scan(&exists); err != nil {
+			return fmt.Errorf("look for the IDs: %w", err)
+		}
+		if exists {
+			return fmt.Errorf("%w: job ID %s exists", store.ErrInvalidParams, m.id)
+		}
+		if _, err := tx.Exec(ctx, c.placed[m.slot].sql(citusUnmarkSQL), m.id); err != nil {
+			return fmt.Errorf("forget the ID of a pruned job: %w", err)
+		}
+	}
+	return nil
 }
 
-// citusTakenIDsSQL returns one of the IDs $1 that a job of the shard has,
-// in jobs or the history, or no row.
-const citusTakenIDsSQL = `SELECT id FROM {jobs} WHERE {onshard}id = ANY($1::uuid[])
+// citusTakenIDsSQL returns the IDs $1 that a job of the shard has, in
+// jobs or the history, and those job_ids points elsewhere for (with the
+// job's shard, marked true).
+const citusTakenIDsSQL = `SELECT id, 0, false FROM {jobs} WHERE {onshard}id = ANY($1::uuid[])
 UNION ALL
-SELECT id FROM {history} WHERE {onshard}id = ANY($1::uuid[])
-LIMIT 1`
+SELECT id, 0, false FROM {history} WHERE {onshard}id = ANY($1::uuid[])
+UNION ALL
+SELECT id, job_shard, true FROM {schema}.job_ids WHERE {onshard}id = ANY($1::uuid[])`
+
+// citusJobExistsSQL reports whether the shard has the job $1, in jobs or
+// the history; citusUnmarkSQL forgets a job_ids row of the shard, and
+// citusMarkSQL writes one ($1 the ID, $2 the job's shard).
+const (
+	citusJobExistsSQL = `SELECT EXISTS (SELECT 1 FROM {jobs} WHERE {onshard}id = $1)
+	OR EXISTS (SELECT 1 FROM {history} WHERE {onshard}id = $1)`
+	citusUnmarkSQL = `DELETE FROM {schema}.job_ids WHERE {onshard}id = $1`
+	citusMarkSQL   = `INSERT INTO {schema}.job_ids (shard, id, job_shard) VALUES ({shard}, $1, $2)`
+)
+
+// markIDs writes a job_ids row on its ID's shard for every inserted job
+// that lives elsewhere (placed by its unique key), in tx.
+func (c *CitusStore) markIDs(ctx context.Context, tx pgx.Tx, params []store.InsertParams, rows []citusRow, inserted []bool) error {
+	b := &pgx.Batch{}
+	for _, r := range rows {
+		id := params[r.i].ID
+		if own := c.slotOfID(id); inserted[r.i] && own != r.slot {
+			b.Queue(c.placed[own].sql(citusMarkSQL), id, c.placed[r.slot].place.value)
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("mark job IDs: %w", invalidData(err))
+	}
+	return nil
+}
 
 // citusInsertCols are the columns a Citus insert writes, shard last
 // (written as the slot's literal value, not a parameter).
@@ -328,7 +398,7 @@ func (c *CitusStore) insertOnShard(ctx context.Context, tx pgx.Tx, params []stor
 	}
 	got, err := pgx.CollectRows(mustQuery(ctx, tx, p.citusInsertSQL(len(rows)), args...), pgx.RowTo[uuid.UUID])
 	if err != nil {
-		return fmt.Errorf("insert jobs: %w", err)
+		return fmt.Errorf("insert jobs: %w", invalidData(err))
 	}
 	done := make(map[uuid.UUID]bool, len(got))
 	for _, id := range got {

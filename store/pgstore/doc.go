@@ -678,7 +678,7 @@
 //     plan_cache_mode and jit (RescueExpired, in its batch's implicit
 //     transaction), lock_timeout (history partitions' DDL),
 //     search_path (Migrate, MigrateCitus), citus.multi_shard_modify_mode
-//     (MigrateCitus). A custom setting a session has seen reads as
+//     and citus.shard_count (MigrateCitus). A custom setting a session has seen reads as
 //     the empty string after the transaction that set it, not NULL; every
 //     reader takes the empty string as unset. The functions' SET
 //     search_path FROM CURRENT holds for the call.

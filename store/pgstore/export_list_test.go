@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"strings"
 
 	"github.com/axsched/ax/store"
 )
@@ -15,7 +14,7 @@ func (s *Store) ListSQL(params *store.ListJobsParams) (string, []any, error) {
 
 // OldestDueSQL returns OldestDue's statement, for the plan test.
 func (s *Store) OldestDueSQL() string {
-	return strings.ReplaceAll(oldestDueSQL, "{jobs}", s.jobsTable())
+	return s.sql(oldestDueSQL)
 }
 
 // BulkPickSQL returns the statement picking Bulk's candidates, its limit

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,12 +23,17 @@ import (
 // violation of the jobs' or batches' primary key (an explicit ID reused;
 // the store.Store contract makes it ErrInvalidParams). Other errors, nil
 // included, are returned as they are.
+// idConstraint matches the constraints that keep job and batch IDs
+// unique: the primary keys of jobs and batches, and on Citus the shards'
+// copies of jobs' and of job_ids' (named with the shard's ID after them).
+var idConstraint = regexp.MustCompile(`^(jobs_pkey|batches_pkey|job_ids_pkey)(_[0-9]+)?$`)
+
 func invalidData(err error) error {
 	var pe *pgconn.PgError
 	switch {
 	case !errors.As(err, &pe):
 		return err
-	case pe.Code == "23505" && (pe.ConstraintName == "jobs_pkey" || pe.ConstraintName == "batches_pkey"):
+	case pe.Code == "23505" && idConstraint.MatchString(pe.ConstraintName):
 		return fmt.Errorf("%w: an ID already exists: %w", store.ErrInvalidParams, err)
 	case strings.HasPrefix(pe.Code, "22") || pe.Code == "23514":
 		return fmt.Errorf("%w: %w", store.ErrInvalidParams, err)

@@ -21,6 +21,8 @@ import (
 //	{onshard}    the same without an alias
 //	{token}      a new lease token: gen_random_uuid() on PostgreSQL, a
 //	             token carrying the slot on Citus (tokenSQL)
+//	{shard}      the slot's value of shard (NULL on PostgreSQL, where no
+//	             statement uses it)
 //
 // The value is written into the statement, not passed as a parameter: a
 // literal keeps the statement a router one on any plan, where Citus 13.2's
@@ -38,7 +40,7 @@ type placement struct {
 // pairs returns the replacer pairs rendering the placement markers.
 func (p *placement) pairs() []string {
 	if p == nil {
-		return []string{"{onshard:j}", "", "{onshard:h}", "", "{onshard}", "", "{token}", "gen_random_uuid()"}
+		return []string{"{onshard:j}", "", "{onshard:h}", "", "{onshard}", "", "{token}", "gen_random_uuid()", "{shard}", "NULL"}
 	}
 	v := fmt.Sprint(p.value)
 	return []string{
@@ -46,6 +48,7 @@ func (p *placement) pairs() []string {
 		"{onshard:h}", "h.shard = " + v + " AND ",
 		"{onshard}", "shard = " + v + " AND ",
 		"{token}", p.tokenSQL(),
+		"{shard}", v,
 	}
 }
 

@@ -86,6 +86,20 @@ SELECT create_distributed_table('jobs_history', 'shard', colocate_with => 'jobs'
 -- refuses to update the distribution column), so a slot must stay
 -- claimable for as long as jobs hold its value. A shard move changes
 -- nothing here; a later shard split would add slots.
+-- job_ids: where a job with a unique key lives when that is not its ID's
+-- shard (a unique key places its job by the key). An insert looks for
+-- its IDs on their own shards only, in jobs, the history and here, so
+-- that an ID cannot be taken twice across the cluster. A row outlives its
+-- job (pruned): an insert that finds one checks the job's shard and
+-- deletes it when the job is gone.
+CREATE TABLE job_ids (
+    shard     integer NOT NULL,
+    id        uuid    NOT NULL,
+    job_shard integer NOT NULL,
+    PRIMARY KEY (shard, id)
+);
+SELECT create_distributed_table('job_ids', 'shard', colocate_with => 'jobs');
+
 CREATE TABLE citus_slots (
     slot  integer PRIMARY KEY CHECK (slot >= 0),
     value integer NOT NULL UNIQUE
