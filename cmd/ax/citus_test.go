@@ -20,7 +20,7 @@ import (
 // --citus is refused on a PostgreSQL without Citus and on SQLite.
 func TestMigrateUpCitus(t *testing.T) {
 	noEnv := storeOpener{getenv: func(string) string { return "" }}
-	_, schema := citustest.Schema(t)
+	pool, schema := citustest.Schema(t)
 	citus := inProcess(noEnv, "--database-url", citustest.URL(), "--schema", schema)
 	plain := inProcess(noEnv, "--database-url", pgtest.DSN(t))
 	sqlite := inProcess(noEnv, "--database-url", "sqlite:"+t.TempDir()+"/app.db")
@@ -31,7 +31,8 @@ func TestMigrateUpCitus(t *testing.T) {
 		code     int
 		out, err string
 	}{
-		{"Distribute", citus, []string{"migrate", "up", "--citus"}, exitOK, "schema " + schema + " migrated from version 0 to", ""},
+		{"ShardsWithoutCitus", citus, []string{"migrate", "up", "--shards", "4"}, exitUsage, "", "--shards needs --citus"},
+		{"Distribute", citus, []string{"migrate", "up", "--citus", "--shards", "4"}, exitOK, "schema " + schema + " migrated from version 0 to", ""},
 		{"Again", citus, []string{"migrate", "up", "--citus"}, exitOK, "already at version", ""},
 		{"PlainRefused", citus, []string{"migrate", "up"}, exitError, "", "is distributed by Citus: run `ax migrate up --citus`"},
 		{"Status", citus, []string{"migrate", "status"}, exitOK, "up to date", ""},
@@ -45,6 +46,9 @@ func TestMigrateUpCitus(t *testing.T) {
 			require.True(t, strings.Contains(errOut, s.err), "stderr %q lacks %q", errOut, s.err)
 		})
 	}
+	var slots int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM `+schema+`.citus_slots`).Scan(&slots))
+	require.Equal(t, 4, slots, "--shards 4")
 }
 
 // TestCLIOnCitus: the operator's commands work on a distributed schema,

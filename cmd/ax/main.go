@@ -277,8 +277,8 @@ func (m pgMigrator) Up(ctx context.Context) error {
 }
 
 // UpCitus migrates and distributes the schema with pgstore.MigrateCitus.
-func (m pgMigrator) UpCitus(ctx context.Context) error {
-	return pgstore.MigrateCitus(ctx, m.pool, pgstore.WithSchema(m.schema))
+func (m pgMigrator) UpCitus(ctx context.Context, shards int) error {
+	return pgstore.MigrateCitus(ctx, m.pool, pgstore.WithSchema(m.schema), pgstore.WithCitusShards(shards))
 }
 
 // Versions reads the schema's version from its schema_version table (0

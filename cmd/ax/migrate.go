@@ -63,14 +63,21 @@ func migrateStatus(fs *flag.FlagSet) func(*env, []string) error {
 // citusMigrator is a migrator that can also distribute the schema over a
 // Citus cluster (migrate up --citus): the PostgreSQL one.
 type citusMigrator interface {
-	UpCitus(ctx context.Context) error
+	UpCitus(ctx context.Context, shards int) error
 }
 
 func migrateUp(fs *flag.FlagSet) func(*env, []string) error {
 	citus := fs.Bool("citus", false, "migrate, then distribute the schema over the Citus cluster whose coordinator the URL names, for pgstore.NewCitus (one-way; an empty schema only)")
+	shards := fs.Int("shards", 0, "with --citus: the schema's shard count, fixed once distributed (0: the cluster's citus.shard_count)")
 	return func(e *env, args []string) error {
 		if len(args) > 0 {
 			return usageErrorf("unexpected argument %q", args[0])
+		}
+		if *shards != 0 && !*citus {
+			return usageErrorf("--shards needs --citus")
+		}
+		if *shards < 0 || *shards > 1<<16 {
+			return usageErrorf("--shards %d: want 1 to 65536", *shards)
 		}
 		m, release, err := e.open.Migrator(e.ctx, connection{url: e.global.url, schema: e.global.schema})
 		if err != nil {
@@ -86,7 +93,7 @@ func migrateUp(fs *flag.FlagSet) func(*env, []string) error {
 			return err
 		}
 		if *citus {
-			err = cm.UpCitus(e.ctx)
+			err = cm.UpCitus(e.ctx, *shards)
 		} else {
 			err = m.Up(e.ctx)
 		}
