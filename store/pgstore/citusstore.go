@@ -80,7 +80,9 @@ func later(a, b time.Time) time.Time {
 }
 
 // ExtendLeases extends the leases shard by shard: a lease's token names
-// its slot (tokenSlot), so each shard's leases go in one statement on it.
+// its slot (tokenSlot), so each shard's leases go in one statement on it,
+// all on the store's one lease connection (a connection per shard would
+// cost every host one per shard).
 func (c *CitusStore) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*store.ExtendResult, error) {
 	if err := c.check(); err != nil {
 		return nil, err
@@ -88,25 +90,25 @@ func (c *CitusStore) ExtendLeases(ctx context.Context, params *store.ExtendParam
 	if params == nil || params.Duration <= 0 {
 		return nil, fmt.Errorf("pgstore: extend leases: duration must be > 0: %w", store.ErrInvalidParams)
 	}
-	res := &store.ExtendResult{}
 	bySlot := map[int][]store.Lease{}
+	var stray []store.Lease
 	for _, l := range params.Leases {
 		slot := tokenSlot(l.Token)
 		if slot >= len(c.placed) {
-			res.Lost = append(res.Lost, l) // no claim of this store gave it
+			stray = append(stray, l) // no claim of this store gave it
 			continue
 		}
 		bySlot[slot] = append(bySlot[slot], l)
 	}
-	for slot, leases := range bySlot {
-		r, err := c.placed[slot].ExtendLeases(ctx, &store.ExtendParams{Leases: leases, Duration: params.Duration})
-		if err != nil {
-			return nil, err
-		}
-		res.Lost = append(res.Lost, r.Lost...)
-		res.Finished = append(res.Finished, r.Finished...)
-		res.CancelRequested = append(res.CancelRequested, r.CancelRequested...)
+	parts := make([]extendPart, 0, len(bySlot))
+	for _, slot := range sortedSlots(bySlot) {
+		parts = append(parts, extendPart{sql: c.placed[slot].q.extend, leases: bySlot[slot]})
 	}
+	res, err := c.s.extendParts(ctx, parts, params.Duration)
+	if err != nil {
+		return nil, err
+	}
+	res.Lost = append(res.Lost, stray...)
 	return res, nil
 }
 

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -156,15 +157,24 @@ func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*
 	if params == nil || params.Duration <= 0 {
 		return nil, fmt.Errorf("pgstore: extend leases: duration must be > 0: %w", store.ErrInvalidParams)
 	}
+	res, err := s.extendParts(ctx, []extendPart{{sql: s.q.extend, leases: params.Leases}}, params.Duration)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// extendPart is one extend statement and the leases it extends: the whole
+// schema's on PostgreSQL, one shard's each on Citus.
+type extendPart struct {
+	sql    string
+	leases []store.Lease
+}
+
+// extendParts runs the extend statements of parts on the Store's lease
+// connection, in turns, and reports as ExtendLeases does.
+func (s *Store) extendParts(ctx context.Context, parts []extendPart, d time.Duration) (*store.ExtendResult, error) {
 	res := &store.ExtendResult{}
-	if len(params.Leases) == 0 {
-		return res, nil
-	}
-	ids := make([][16]byte, len(params.Leases))
-	tokens := make([][16]byte, len(params.Leases))
-	for i, l := range params.Leases {
-		ids[i], tokens[i] = l.ID, l.Token
-	}
 	const (
 		extended = iota // the extend statement's kinds
 		busy
@@ -173,34 +183,49 @@ func (s *Store) ExtendLeases(ctx context.Context, params *store.ExtendParams) (*
 	var found map[store.Lease]int32
 	err := s.onLeaseConn(ctx, func(q querier) error {
 		// Runs again when the lease connection died unseen: start afresh.
-		found = make(map[store.Lease]int32, len(ids))
+		found = make(map[store.Lease]int32)
 		res.CancelRequested = res.CancelRequested[:0]
-		rows, _ := q.Query(ctx, s.q.extend, ids, tokens, micros(params.Duration))
-		var (
-			l      store.Lease
-			cancel bool
-			kind   int32
-		)
-		_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &cancel, &kind}, func() error {
-			found[l] = kind
-			if cancel && kind != finished {
-				res.CancelRequested = append(res.CancelRequested, l)
+		for _, p := range parts {
+			if len(p.leases) == 0 {
+				continue
 			}
-			return nil
-		})
-		return err
+			ids := make([][16]byte, len(p.leases))
+			tokens := make([][16]byte, len(p.leases))
+			for i, l := range p.leases {
+				ids[i], tokens[i] = l.ID, l.Token
+			}
+			rows, _ := q.Query(ctx, p.sql, ids, tokens, micros(d))
+			var (
+				l      store.Lease
+				cancel bool
+				kind   int32
+			)
+			_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &cancel, &kind}, func() error {
+				found[l] = kind
+				if cancel && kind != finished {
+					res.CancelRequested = append(res.CancelRequested, l)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: extend leases: %w", err)
 	}
-	for _, l := range params.Leases {
-		k, ok := found[l]
-		switch {
-		case !ok:
-			res.Lost = append(res.Lost, l)
-		case k == finished:
-			res.Lost = append(res.Lost, l)
-			res.Finished = append(res.Finished, l)
+	for _, p := range parts {
+		for _, l := range p.leases {
+			k, ok := found[l]
+			switch {
+			case !ok:
+				res.Lost = append(res.Lost, l)
+			case k == finished:
+				res.Lost = append(res.Lost, l)
+				res.Finished = append(res.Finished, l)
+			}
 		}
 	}
 	return res, nil
