@@ -1,6 +1,7 @@
 package citustest
 
 import (
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,12 +29,20 @@ func lockShared(t testing.TB) {
 	holdLock(t, false)
 }
 
+// ExclusiveEnv names the variable that lets the tests that need the
+// cluster to themselves run (Exclusive): CI runs them in a step of their
+// own, after the other tests, so that none waits for the others.
+const ExclusiveEnv = "AX_CITUS_EXCLUSIVE"
+
 // Exclusive makes t the only test of any package using the cluster until
 // it ends: it waits for the others to end and keeps new ones waiting. A
 // test that stops, restarts or crashes a node calls it first, before
-// anything else of this package.
+// anything else of this package. It skips t unless AX_CITUS_EXCLUSIVE=1.
 func Exclusive(t testing.TB) {
 	t.Helper()
+	if os.Getenv(ExclusiveEnv) != "1" {
+		t.Skipf("citustest: this test stops Citus nodes or changes the cluster: it runs with %s=1 (CI runs it in a step of its own)", ExclusiveEnv)
+	}
 	available(t)
 	if _, held := locked.LoadOrStore(t, true); held {
 		t.Fatal("citustest: Exclusive must come before the test's first use of the cluster")
