@@ -330,7 +330,7 @@ func testGraceful(t *testing.T, c *cluster) {
 func nodeState(t *testing.T, c *cluster, name string) string {
 	t.Helper()
 	var s string
-	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT coalesce(metadata->>'state', '') FROM ax.nodes WHERE name = $1`, name).Scan(&s))
+	require.NoError(t, c.synced().QueryRow(context.Background(), `SELECT coalesce(metadata->>'state', '') FROM ax.nodes WHERE name = $1`, name).Scan(&s))
 	return s
 }
 

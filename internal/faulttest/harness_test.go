@@ -44,6 +44,18 @@ type cluster struct {
 	dir   string        // worker logs; removed after cleanup prints them
 	procs []*proc
 	args  []string // every worker's flags first (the Citus cluster's -citus)
+	// mirror, when set, copies the jobs and nodes into pool's ax schema
+	// before every check (the Citus cluster's: its checks join the
+	// ledger to the jobs, which Citus cannot across a local table).
+	mirror func()
+}
+
+// synced runs the cluster's mirror, if any, and returns its pool.
+func (c *cluster) synced() *pgxpool.Pool {
+	if c.mirror != nil {
+		c.mirror()
+	}
+	return c.pool
 }
 
 // newCluster returns a fresh database with the AX schema and an executions
@@ -264,7 +276,7 @@ func (c *cluster) dbNow() time.Time {
 func (c *cluster) count(sql string, args ...any) int {
 	c.t.Helper()
 	var n int
-	require.NoError(c.t, c.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	require.NoError(c.t, c.synced().QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
 }
 
@@ -298,7 +310,7 @@ func (c *cluster) logHosts() {
 		}
 		rows.Close()
 	}
-	rows, err = c.pool.Query(ctx, `SELECT state, count(*), coalesce(min(run_at)::text, '') FROM ax.jobs_all WHERE kind = 'work' GROUP BY state ORDER BY state`)
+	rows, err = c.synced().Query(ctx, `SELECT state, count(*), coalesce(min(run_at)::text, '') FROM ax.jobs_all WHERE kind = 'work' GROUP BY state ORDER BY state`)
 	if err == nil {
 		for rows.Next() {
 			var state, oldest string
@@ -332,7 +344,7 @@ type tally struct {
 func (c *cluster) tally() tally {
 	c.t.Helper()
 	var t tally
-	require.NoError(c.t, c.pool.QueryRow(context.Background(), `SELECT
+	require.NoError(c.t, c.synced().QueryRow(context.Background(), `SELECT
 	(SELECT count(*) FROM ax.jobs_all WHERE kind = 'work'),
 	(SELECT count(*) FROM executions),
 	(SELECT count(*) FROM ax.jobs_all j WHERE kind = 'work' AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.id)),
