@@ -76,7 +76,10 @@ CREATE OR REPLACE VIEW jobs_all AS
     UNION ALL
     SELECT * FROM jobs_history;
 
-SELECT create_distributed_table('jobs', 'shard');
+-- A co-location group of its own: the schema's shards are placed (and
+-- may be moved) apart from every other distributed table's, on the
+-- nodes that take shards now.
+SELECT create_distributed_table('jobs', 'shard', colocate_with => 'none');
 SELECT create_distributed_table('jobs_history', 'shard', colocate_with => 'jobs');
 
 -- A slot is a value of shard that AX places jobs with: one per Citus
