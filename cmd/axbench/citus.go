@@ -69,8 +69,18 @@ func runCitus(ctx context.Context, b *bench) (*result, error) {
 		}
 	}
 	r.Tables = append(r.Tables, t)
+	r.Server = fmt.Sprintf("Citus cluster: coordinator %s, %d worker nodes (%s)", redact(o.citus), len(nodes), citusAddrs(nodes))
 	r.note("the coordinator, %d worker nodes and this process share this machine's %d CPUs: figures for the record, not a target", len(nodes), b.machine.CPUs)
 	return r, nil
+}
+
+// citusAddrs lists the nodes' addresses.
+func citusAddrs(nodes []citusNode) string {
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.addr
+	}
+	return strings.Join(addrs, ", ")
 }
 
 // citusNode is a worker node of the cluster.

@@ -311,7 +311,9 @@ func runOne(ctx context.Context, b *bench, sc scenario) (*result, error) {
 		return nil, err
 	}
 	r.Scenario = sc.name
-	r.Server = b.machine.Server.label()
+	if r.Server == "" { // citus names its cluster itself
+		r.Server = b.machine.Server.label()
+	}
 	r.LoadBefore, r.LoadAfter = load, loadAvg()
 	r.Seconds = time.Since(start).Seconds()
 	b.progressf("%s: done in %.1fs", sc.name, r.Seconds)
