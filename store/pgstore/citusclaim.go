@@ -3,11 +3,14 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/axsched/ax/store"
 )
@@ -73,39 +76,17 @@ func (c *CitusStore) Claim(ctx context.Context, params *store.ClaimParams) (*sto
 	}
 	err := pgx.BeginFunc(ctx, c.s.pool, func(tx pgx.Tx) error {
 		res = &store.ClaimResult{Jobs: []*store.JobRecord{}}
-		now, err := txNow(ctx, tx)
+		now, due, future, err := c.peek(ctx, tx, kinds, limits, params)
 		if err != nil {
 			return err
 		}
 		res.Now = now
-		due, future, err := c.peek(ctx, tx, kinds, limits, params)
-		if err != nil {
-			return err
-		}
 		picks, left := pickCandidates(due, params, now, limits, kinds)
 		res.NextRunAt = left
 		for _, f := range future {
 			res.NextRunAt = earliest(res.NextRunAt, f.runAt)
 		}
-		tctx := withConn(ctx, tx)
-		for _, slot := range sortedSlots(picks) {
-			p := *params
-			p.Kinds, p.Limit = nil, 0
-			for kind, n := range picks[slot] {
-				p.Kinds = append(p.Kinds, store.KindLimit{Kind: kind, Limit: n})
-				p.Limit += n
-			}
-			sort.Slice(p.Kinds, func(a, b int) bool { return p.Kinds[a].Kind < p.Kinds[b].Kind })
-			r, err := c.placed[slot].Claim(tctx, &p)
-			if err != nil {
-				return err
-			}
-			res.Jobs = append(res.Jobs, r.Jobs...)
-			res.Clock = later(res.Clock, r.Clock)
-			res.Ahead = r.Ahead
-			res.NextRunAt = earliest(res.NextRunAt, r.NextRunAt)
-		}
-		return nil
+		return c.claimPicked(ctx, tx, res, picks, params)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", invalidData(err))
@@ -117,14 +98,74 @@ func (c *CitusStore) Claim(ctx context.Context, params *store.ClaimParams) (*sto
 	return res, nil
 }
 
-// peek reads the candidates of every shard, in one round trip.
-func (c *CitusStore) peek(ctx context.Context, tx pgx.Tx, kinds []string, limits []int32, params *store.ClaimParams) (due, future []citusCand, err error) {
+// claimPicked runs pgstore's claim placed on each shard of picks, for the
+// jobs of each kind picked there, all in one round trip, and adds what
+// they took to res. A shard whose claim lost rows to another claim runs
+// the claim's second round (claimlost.go), one round trip more.
+func (c *CitusStore) claimPicked(ctx context.Context, tx pgx.Tx, res *store.ClaimResult, picks map[int]map[string]int,
+	params *store.ClaimParams) error {
+	type slotClaim struct {
+		slot   int
+		kinds  []string
+		limits []int32
+		params store.ClaimParams
+		res    store.ClaimResult
+		lost   int64
+	}
+	slots := sortedSlots(picks)
+	claims := make([]slotClaim, len(slots))
 	b := &pgx.Batch{}
+	for i, slot := range slots {
+		sc := &claims[i]
+		sc.slot, sc.params = slot, *params
+		sc.params.Kinds, sc.params.Limit = nil, 0
+		for _, kind := range slices.Sorted(maps.Keys(picks[slot])) {
+			n := picks[slot][kind]
+			sc.kinds, sc.limits = append(sc.kinds, kind), append(sc.limits, int32(n))
+			sc.params.Kinds = append(sc.params.Kinds, store.KindLimit{Kind: kind, Limit: n})
+			sc.params.Limit += n
+		}
+		c.placed[slot].queueClaim(b, sc.kinds, sc.limits, &sc.params, nil)
+	}
+	br := tx.SendBatch(ctx, b)
+	for i := range claims {
+		var held []pgtype.Timestamptz
+		if err := readClaim(br, &claims[i].res, &held, &claims[i].lost); err != nil {
+			br.Close()
+			return err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+	tctx := withConn(ctx, tx)
+	for i := range claims {
+		sc := &claims[i]
+		if sc.lost > 0 {
+			c.placed[sc.slot].claimLost(tctx, &sc.res, sc.kinds, sc.limits, &sc.params, nil, sc.lost)
+		}
+		res.Jobs = append(res.Jobs, sc.res.Jobs...)
+		res.Clock = later(res.Clock, sc.res.Clock)
+		res.Ahead = params.Ahead
+		res.NextRunAt = earliest(res.NextRunAt, sc.res.NextRunAt)
+	}
+	return nil
+}
+
+// peek reads the coordinator's clock (the transaction's start) and the
+// candidates of every shard, in one round trip.
+func (c *CitusStore) peek(ctx context.Context, tx pgx.Tx, kinds []string, limits []int32,
+	params *store.ClaimParams) (now time.Time, due, future []citusCand, err error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT now()`)
 	for _, p := range c.placed {
 		b.Queue(p.sql(citusPeekSQL), kinds, limits, micros(params.Ahead))
 	}
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
+	if err := br.QueryRow().Scan(&now); err != nil {
+		return now, nil, nil, fmt.Errorf("read the clock: %w", err)
+	}
 	for slot := range c.placed {
 		rows, _ := br.Query()
 		var (
@@ -141,10 +182,10 @@ func (c *CitusStore) peek(ctx context.Context, tx pgx.Tx, kinds []string, limits
 			return nil
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("read the candidates of slot %d: %w", slot, err)
+			return now, nil, nil, fmt.Errorf("read the candidates of slot %d: %w", slot, err)
 		}
 	}
-	return due, future, br.Close()
+	return now, due, future, br.Close()
 }
 
 // pickCandidates chooses among the due candidates of every shard in claim

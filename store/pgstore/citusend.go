@@ -110,9 +110,14 @@ func (c *CitusStore) write(ctx context.Context, tx pgx.Tx, slot int, w *citusWri
 		return nil, nil
 	}
 	p := c.placed[slot]
-	rows, _ := tx.Query(ctx, p.sql(citusPrefixed(citusWriteSQL)), w.ids, w.states, w.runAts, w.attempts, w.maxes, w.entries,
-		w.snoozes, w.snoozedAts, w.keep, w.leaseExps, w.cancels, w.pauses, w.finishedAts)
+	rows, _ := tx.Query(ctx, p.sql(citusPrefixed(citusWriteSQL)), w.args()...)
 	return collectJobs(rows)
+}
+
+// args are citusWriteSQL's arguments.
+func (w *citusWrites) args() []any {
+	return []any{w.ids, w.states, w.runAts, w.attempts, w.maxes, w.entries,
+		w.snoozes, w.snoozedAts, w.keep, w.leaseExps, w.cancels, w.pauses, w.finishedAts}
 }
 
 // citusPrefixed substitutes {jcols}, which Store.sql leaves alone.
@@ -221,7 +226,9 @@ func checkCitusFinishes(params []store.FinishParams) error {
 }
 
 // finishIn applies params in tx and sets ok[i] to whether params[i]
-// applied.
+// applied. It takes two round trips whatever the number of shards: the
+// clock and every shard's lock in one batch, then every shard's write and
+// the notifications in another.
 func (c *CitusStore) finishIn(ctx context.Context, tx pgx.Tx, params []store.FinishParams, ok []bool) error {
 	first := map[store.Lease]int{} // a lease listed twice applies its first row
 	bySlot := map[int][]uuid.UUID{}
@@ -234,41 +241,60 @@ func (c *CitusStore) finishIn(ctx context.Context, tx pgx.Tx, params []store.Fin
 			bySlot[slot] = append(bySlot[slot], p.Lease.ID)
 		}
 	}
+	slots := sortedSlots(bySlot)
+	locks := &pgx.Batch{}
+	locks.Queue(`SELECT now()`)
+	for _, slot := range slots {
+		locks.Queue(c.placed[slot].sql(citusLockSQL), bySlot[slot])
+	}
+	br := tx.SendBatch(ctx, locks)
+	var now time.Time
+	if err := br.QueryRow().Scan(&now); err != nil {
+		br.Close()
+		return fmt.Errorf("read the clock: %w", err)
+	}
 	applied := map[store.Lease]bool{}
-	err := func() error {
-		now, err := txNow(ctx, tx)
+	earliest := map[string]time.Time{}
+	writes := make([]citusWrites, len(slots))
+	for k := range slots {
+		rows, _ := br.Query()
+		jobs, tokens, err := lockRows(rows)
 		if err != nil {
-			return err
+			br.Close()
+			return fmt.Errorf("lock jobs: %w", err)
 		}
-		earliest := map[string]time.Time{}
-		for _, slot := range sortedSlots(bySlot) {
-			jobs, tokens, err := lockRows(mustQuery(ctx, tx, c.placed[slot].sql(citusLockSQL), bySlot[slot]))
-			if err != nil {
-				return fmt.Errorf("lock jobs: %w", err)
+		for n, j := range jobs {
+			i, held := first[store.Lease{ID: j.ID, Token: tokens[n]}]
+			if !held {
+				continue // another lease's row: stale
 			}
-			var w citusWrites
-			for k, j := range jobs {
-				i, held := first[store.Lease{ID: j.ID, Token: tokens[k]}]
-				if !held {
-					continue // another lease's row: stale
-				}
-				ch := finishChange(j, &params[i], now)
-				if err := w.add(ch); err != nil {
-					return err
-				}
-				applied[params[i].Lease] = true
-				if ch.j.State.Claimable() {
-					noteEarliest(earliest, ch.j.Kind, ch.j.RunAt)
-				}
+			ch := finishChange(j, &params[i], now)
+			if err := writes[k].add(ch); err != nil {
+				br.Close()
+				return err
 			}
-			if _, err := c.write(ctx, tx, slot, &w); err != nil {
-				return fmt.Errorf("write outcomes: %w", err)
+			applied[params[i].Lease] = true
+			if ch.j.State.Claimable() {
+				noteEarliest(earliest, ch.j.Kind, ch.j.RunAt)
 			}
 		}
-		return c.notify(ctx, tx, earliest)
-	}()
-	if err != nil {
-		return err
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("lock jobs: %w", err)
+	}
+	b := &pgx.Batch{}
+	for k, slot := range slots {
+		if w := &writes[k]; len(w.ids) > 0 {
+			b.Queue(c.placed[slot].sql(citusPrefixed(citusWriteSQL)), w.args()...)
+		}
+	}
+	if msgs := notifications(earliest); len(msgs) > 0 {
+		b.Queue(c.s.q.notify, c.s.channel, msgs)
+	}
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("write outcomes: %w", err)
+		}
 	}
 	reportApplied(ok, params, applied)
 	return nil

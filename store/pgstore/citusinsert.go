@@ -477,20 +477,27 @@ func (c *CitusStore) notifyInserted(ctx context.Context, tx pgx.Tx, params []sto
 // notify sends one notification per kind in earliest (the kind's earliest
 // run_at) on the coordinator, within q's transaction.
 func (c *CitusStore) notify(ctx context.Context, q querier, earliest map[string]time.Time) error {
-	if len(earliest) == 0 {
+	msgs := notifications(earliest)
+	if len(msgs) == 0 {
 		return nil
 	}
-	msgs := make([]string, 0, len(earliest))
-	for k, t := range earliest {
-		b, err := json.Marshal(notification{Kind: k, RunAt: t})
-		if err != nil {
-			return err
-		}
-		msgs = append(msgs, string(b))
-	}
-	sort.Strings(msgs)
 	if _, err := q.Exec(ctx, c.s.q.notify, c.s.channel, msgs); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
+}
+
+// notifications are the messages of one notification per kind in
+// earliest, with the kind's earliest run_at, in kind order.
+func notifications(earliest map[string]time.Time) []string {
+	msgs := make([]string, 0, len(earliest))
+	for k, t := range earliest {
+		b, err := json.Marshal(notification{Kind: k, RunAt: t})
+		if err != nil {
+			continue // a string and a time always marshal
+		}
+		msgs = append(msgs, string(b))
+	}
+	sort.Strings(msgs)
+	return msgs
 }
