@@ -134,7 +134,11 @@ func (b *bench) citusRun(ctx context.Context, admin *pgxpool.Pool, nodes []citus
 	defer func() {
 		_, _ = admin.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
 	}()
-	pool, err := newPool(ctx, o.citus, o.conns, "axbench-citus")
+	pool, err := newPool(ctx, o.citus, o.conns, "axbench-citus", func(cfg *pgxpool.Config) {
+		if o.citusCachedConns > 0 {
+			cfg.ConnConfig.RuntimeParams["citus.max_cached_conns_per_worker"] = fmt.Sprint(o.citusCachedConns)
+		}
+	})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -33,12 +33,13 @@ type options struct {
 	workers    string // throughput: comma-separated worker counts
 	workerList []int
 
-	citus         string // citus: the coordinator's URL
-	citusShards   int
-	citusNodes    string
-	citusNodeList []int
-	procs         int // multiprocess
-	mpWorkers     int
+	citus            string // citus: the coordinator's URL
+	citusShards      int
+	citusNodes       string
+	citusNodeList    []int
+	citusCachedConns int
+	procs            int // multiprocess
+	mpWorkers        int
 
 	lagJobs int
 	lagMin  time.Duration
@@ -159,6 +160,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.citus, "citus", os.Getenv("AX_CITUS_URL"), "citus: the URL of the Citus coordinator (default AX_CITUS_URL); the cluster must run on this machine")
 	fs.IntVar(&o.citusShards, "citus-shards", 8, "citus: shards of the scenario's schema")
 	fs.StringVar(&o.citusNodes, "citus-nodes", "1,2", "citus: worker node counts holding the shards, comma-separated")
+	fs.IntVar(&o.citusCachedConns, "citus-cached-conns", 0, "citus: citus.max_cached_conns_per_worker of the scheduler's connections (0: the cluster's)")
 	fs.StringVar(&o.workers, "workers", "100,1000", "throughput: Config.Workers values, comma-separated")
 	fs.IntVar(&o.procs, "procs", 3, "multiprocess, flow: worker processes")
 	fs.IntVar(&o.flowReps, "flow-reps", 3, "flow: runs of each configuration (the median counts)")

@@ -6,19 +6,20 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/axsched/ax/store"
 )
 
 // citusPeekSQL reads, without locking, the claim's candidates on one
-// shard: per requested (kind, priority), up to the kind's limit of due
-// jobs in run_at order and the first job not yet due, through
-// jobs_claim_idx as the claim's cand does.
+// shard: per requested (kind, priority), up to one more than the kind's
+// limit of due jobs in run_at order (a spare the claim cannot take, whose
+// run_at then says more are due: NextRunAt) and the first job not yet
+// due, through jobs_claim_idx as the claim's cand does.
 const citusPeekSQL = `SELECT k.kind, p.priority, c.run_at, c.id, c.due
 FROM unnest($1::text[], $2::int[]) AS k(kind, lim)
 CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
@@ -27,7 +28,7 @@ CROSS JOIN LATERAL (
 	WHERE {onshard:j}j.kind = k.kind AND j.priority = p.priority
 	  AND j.state IN ` + claimableSQL + ` AND j.run_at <= now() + $3::bigint * interval '1 microsecond'
 	ORDER BY j.run_at
-	LIMIT k.lim)
+	LIMIT k.lim + 1)
 	UNION ALL
 	(SELECT j.run_at, j.id, false FROM {jobs} j
 	WHERE {onshard:j}j.kind = k.kind AND j.priority = p.priority
@@ -98,56 +99,80 @@ func (c *CitusStore) Claim(ctx context.Context, params *store.ClaimParams) (*sto
 	return res, nil
 }
 
-// claimPicked runs pgstore's claim placed on each shard of picks, for the
-// jobs of each kind picked there, all in one round trip, and adds what
-// they took to res. A shard whose claim lost rows to another claim runs
-// the claim's second round (claimlost.go), one round trip more.
-func (c *CitusStore) claimPicked(ctx context.Context, tx pgx.Tx, res *store.ClaimResult, picks map[int]map[string]int,
+// citusClaimIDsSQL claims the jobs $1 of the shard (the candidates a
+// Claim chose there) that are still claimable and due within $2
+// microseconds, skipping those another transaction holds: a statement
+// far simpler for the worker to plan than pgstore's claim, which the
+// shard's worker plans anew for every run (Citus sends it as text).
+var citusClaimIDsSQL = `WITH l AS MATERIALIZED (
+	SELECT id FROM {jobs}
+	WHERE {onshard}id = ANY($1::uuid[]) AND state IN ` + claimableSQL + `
+	  AND run_at <= now() + $2::bigint * interval '1 microsecond'
+	FOR UPDATE SKIP LOCKED
+)
+` + strings.NewReplacer("$4", "$3", "$5", "$4").Replace(plainClaimSetSQL) + `
+WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM l))
+RETURNING {jcols}`
+
+// claimPicked claims the candidates picks chose on each shard, every
+// shard's statement in one round trip, and adds what they took to res.
+// Candidates another claim took meanwhile are replaced by the shard's
+// next best: pgstore's claim placed on that shard, for as many jobs of
+// each kind as were lost there (one more round trip, rare).
+func (c *CitusStore) claimPicked(ctx context.Context, tx pgx.Tx, res *store.ClaimResult, picks map[int][]citusCand,
 	params *store.ClaimParams) error {
-	type slotClaim struct {
-		slot   int
-		kinds  []string
-		limits []int32
-		params store.ClaimParams
-		res    store.ClaimResult
-		lost   int64
-	}
 	slots := sortedSlots(picks)
-	claims := make([]slotClaim, len(slots))
 	b := &pgx.Batch{}
-	for i, slot := range slots {
-		sc := &claims[i]
-		sc.slot, sc.params = slot, *params
-		sc.params.Kinds, sc.params.Limit = nil, 0
-		for _, kind := range slices.Sorted(maps.Keys(picks[slot])) {
-			n := picks[slot][kind]
-			sc.kinds, sc.limits = append(sc.kinds, kind), append(sc.limits, int32(n))
-			sc.params.Kinds = append(sc.params.Kinds, store.KindLimit{Kind: kind, Limit: n})
-			sc.params.Limit += n
+	for _, slot := range slots {
+		ids := make([][16]byte, len(picks[slot]))
+		for i, cd := range picks[slot] {
+			ids[i] = cd.id
 		}
-		c.placed[slot].queueClaim(b, sc.kinds, sc.limits, &sc.params, nil)
+		b.Queue(c.placed[slot].sql(citusPrefixed(citusClaimIDsSQL)), ids, micros(params.Ahead), params.Owner,
+			micros(params.LeaseDuration))
 	}
 	br := tx.SendBatch(ctx, b)
-	for i := range claims {
-		var held []pgtype.Timestamptz
-		if err := readClaim(br, &claims[i].res, &held, &claims[i].lost); err != nil {
+	lost := map[int]map[string]int{}
+	for _, slot := range slots {
+		rows, _ := br.Query()
+		jobs, err := collectJobs(rows)
+		if err != nil {
 			br.Close()
 			return err
 		}
+		got := map[uuid.UUID]bool{}
+		for _, j := range jobs {
+			got[j.ID] = true
+		}
+		for _, cd := range picks[slot] {
+			if !got[cd.id] {
+				if lost[slot] == nil {
+					lost[slot] = map[string]int{}
+				}
+				lost[slot][cd.kind]++
+			}
+		}
+		res.Jobs = append(res.Jobs, jobs...)
 	}
 	if err := br.Close(); err != nil {
 		return err
 	}
+	res.Ahead = params.Ahead
 	tctx := withConn(ctx, tx)
-	for i := range claims {
-		sc := &claims[i]
-		if sc.lost > 0 {
-			c.placed[sc.slot].claimLost(tctx, &sc.res, sc.kinds, sc.limits, &sc.params, nil, sc.lost)
+	for _, slot := range sortedSlots(lost) {
+		p := *params
+		p.Kinds, p.Limit = nil, 0
+		for _, kind := range slices.Sorted(maps.Keys(lost[slot])) {
+			p.Kinds = append(p.Kinds, store.KindLimit{Kind: kind, Limit: lost[slot][kind]})
+			p.Limit += lost[slot][kind]
 		}
-		res.Jobs = append(res.Jobs, sc.res.Jobs...)
-		res.Clock = later(res.Clock, sc.res.Clock)
-		res.Ahead = params.Ahead
-		res.NextRunAt = earliest(res.NextRunAt, sc.res.NextRunAt)
+		r, err := c.placed[slot].Claim(tctx, &p)
+		if err != nil {
+			return err
+		}
+		res.Jobs = append(res.Jobs, r.Jobs...)
+		res.Clock = later(res.Clock, r.Clock)
+		res.NextRunAt = earliest(res.NextRunAt, r.NextRunAt)
 	}
 	return nil
 }
@@ -190,9 +215,9 @@ func (c *CitusStore) peek(ctx context.Context, tx pgx.Tx, kinds []string, limits
 
 // pickCandidates chooses among the due candidates of every shard in claim
 // order (plainClaimOrderSQL) within the per-kind and total limits, and
-// returns how many of each kind to claim on each slot, and the earliest
-// run_at of the candidates it left (zero: none).
-func pickCandidates(due []citusCand, params *store.ClaimParams, now time.Time, limits []int32, kinds []string) (map[int]map[string]int, time.Time) {
+// returns the chosen ones by slot, and the earliest run_at of the
+// candidates it left (zero: none).
+func pickCandidates(due []citusCand, params *store.ClaimParams, now time.Time, limits []int32, kinds []string) (map[int][]citusCand, time.Time) {
 	aged := func(cd *citusCand) bool {
 		return params.AgeAfter > 0 && !cd.runAt.After(now.Add(-params.AgeAfter))
 	}
@@ -218,7 +243,7 @@ func pickCandidates(due []citusCand, params *store.ClaimParams, now time.Time, l
 	for i, k := range kinds {
 		kindLimit[k] = int(limits[i])
 	}
-	picks := map[int]map[string]int{}
+	picks := map[int][]citusCand{}
 	var left time.Time
 	total := 0
 	for _, cd := range due {
@@ -226,10 +251,7 @@ func pickCandidates(due []citusCand, params *store.ClaimParams, now time.Time, l
 			left = earliest(left, cd.runAt)
 			continue
 		}
-		if picks[cd.slot] == nil {
-			picks[cd.slot] = map[string]int{}
-		}
-		picks[cd.slot][cd.kind]++
+		picks[cd.slot] = append(picks[cd.slot], cd)
 		kindLimit[cd.kind]--
 		total++
 	}
