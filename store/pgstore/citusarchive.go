@@ -78,20 +78,12 @@ func (c *CitusStore) archiveShard(ctx context.Context, slot, limit int) (int, er
 	for range 3 {
 		var (
 			moved int
-			days  = map[time.Time]bool{}
+			days  map[time.Time]bool
 		)
 		err := pgx.BeginFunc(ctx, c.s.pool, func(tx pgx.Tx) error {
-			rows, _ := tx.Query(ctx, p.sql(citusArchiveSQL), limit)
-			var (
-				ids []uuid.UUID
-				id  uuid.UUID
-				at  time.Time
-			)
-			_, err := pgx.ForEachRow(rows, []any{&id, &at}, func() error {
-				ids = append(ids, id)
-				days[dayOf(at)] = true
-				return nil
-			})
+			var ids []uuid.UUID
+			var err error
+			ids, days, err = archivable(tx.Query(ctx, p.sql(citusArchiveSQL), limit))
 			if err != nil || len(ids) == 0 {
 				return err
 			}

@@ -62,20 +62,12 @@ func (c *CitusStore) Claim(ctx context.Context, params *store.ClaimParams) (*sto
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	if params == nil {
-		return nil, fmt.Errorf("pgstore: claim: nil params: %w", store.ErrInvalidParams)
+	kinds, limits, err := checkedClaimKinds(params)
+	if err != nil || len(kinds) == 0 {
+		return c.s.claimNothing(ctx, err)
 	}
-	if err := params.Validate(); err != nil {
-		return nil, fmt.Errorf("pgstore: claim: %w", err)
-	}
-	kinds, limits := plainClaimKinds(params)
-	res := &store.ClaimResult{Jobs: []*store.JobRecord{}}
-	if len(kinds) == 0 {
-		now, err := c.Now(ctx)
-		res.Now = now
-		return res, err
-	}
-	err := pgx.BeginFunc(ctx, c.s.pool, func(tx pgx.Tx) error {
+	var res *store.ClaimResult
+	err = pgx.BeginFunc(ctx, c.s.pool, func(tx pgx.Tx) error {
 		res = &store.ClaimResult{Jobs: []*store.JobRecord{}}
 		now, due, future, err := c.peek(ctx, tx, kinds, limits, params)
 		if err != nil {

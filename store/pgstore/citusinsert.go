@@ -42,17 +42,10 @@ func (c *CitusStore) Insert(ctx context.Context, params []store.InsertParams) ([
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	if err := c.checkInserts(params); err != nil {
-		return nil, err
+	if err := c.checkInserts(params); err != nil || len(params) == 0 {
+		return []store.InsertResult{}, err
 	}
-	if len(params) == 0 {
-		return []store.InsertResult{}, nil
-	}
-	// The kinds' cursors stay down until the rows commit (cursor.go).
-	for _, p := range c.placed {
-		defer p.cursors.hold(params)()
-	}
-	c.lowerCursors(params)
+	defer c.holdCursors(params)()
 	for range maxInsertRetries {
 		var res []store.InsertResult
 		err := pgx.BeginFunc(ctx, c.s.pool, func(tx pgx.Tx) error {
@@ -83,16 +76,10 @@ func (c *CitusStore) InsertTx(ctx context.Context, tx pgx.Tx, params []store.Ins
 	if tx == nil {
 		return nil, fmt.Errorf("pgstore: insert: nil transaction: %w", store.ErrInvalidParams)
 	}
-	if err := c.checkInserts(params); err != nil {
-		return nil, err
+	if err := c.checkInserts(params); err != nil || len(params) == 0 {
+		return []store.InsertResult{}, err
 	}
-	if len(params) == 0 {
-		return []store.InsertResult{}, nil
-	}
-	for _, p := range c.placed {
-		defer p.cursors.hold(params)()
-	}
-	c.lowerCursors(params)
+	defer c.holdCursors(params)()
 	if err := c.twoPhase(ctx, tx); err != nil {
 		return nil, err
 	}
@@ -131,6 +118,22 @@ func (c *CitusStore) checkInserts(params []store.InsertParams) error {
 		return fmt.Errorf("pgstore: insert job %d: %s: %w (%w)", i, what, ErrCitusUnsupported, store.ErrInvalidParams)
 	}
 	return nil
+}
+
+// holdCursors keeps the kinds' claim cursors of every slot down until the
+// function it returns is called, when the rows have committed, and lowers
+// them for rows with a past run_at (cursor.go).
+func (c *CitusStore) holdCursors(params []store.InsertParams) (release func()) {
+	releases := make([]func(), len(c.placed))
+	for i, p := range c.placed {
+		releases[i] = p.cursors.hold(params)
+	}
+	c.lowerCursors(params)
+	return func() {
+		for _, r := range releases {
+			r()
+		}
+	}
 }
 
 // lowerCursors lowers the claim cursors of every slot for rows with a

@@ -2,8 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,28 +28,7 @@ func (c *CitusStore) DeclarePeriodic(ctx context.Context, params *store.DeclareP
 // their jobs, all or nothing; see store.PeriodicStore and
 // Store.FirePeriodic.
 func (c *CitusStore) FirePeriodic(ctx context.Context, params *store.FirePeriodicParams) (*store.FirePeriodicResult, error) {
-	if err := c.check(); err != nil {
-		return nil, err
-	}
-	if err := params.Validate(); err != nil {
-		return nil, fmt.Errorf("pgstore: fire periodic schedule %q: %w", params.Name, err)
-	}
-	var res *store.FirePeriodicResult
-	err := pgx.BeginFunc(ctx, c.s.pool, func(tx pgx.Tx) error {
-		if err := c.twoPhase(ctx, tx); err != nil {
-			return err
-		}
-		var err error
-		res, err = c.s.firePeriodic(ctx, tx, params, c.insertTicks)
-		return err
-	})
-	if errors.Is(err, errNothingApplied) {
-		return res, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: fire periodic schedule %q: %w", params.Name, invalidData(err))
-	}
-	return res, nil
+	return c.s.fireIn(ctx, params, c.twoPhase, c.insertTicks)
 }
 
 // insertTicks inserts the jobs of a fire's ticks in tx, as Insert would.

@@ -31,30 +31,45 @@ func (s *Store) Claim(ctx context.Context, params *store.ClaimParams) (*store.Cl
 	if s.flowActive(ctx, params) { // flow-controlled kinds, sequences or aging: claimflow.go
 		return s.claimFlow(ctx, params)
 	}
-	if params == nil {
-		return nil, fmt.Errorf("pgstore: claim: nil params: %w", store.ErrInvalidParams)
+	kinds, limits, err := checkedClaimKinds(params)
+	if err != nil || len(kinds) == 0 {
+		return s.claimNothing(ctx, err)
 	}
-	if err := params.Validate(); err != nil {
-		return nil, fmt.Errorf("pgstore: claim: %w", err)
-	}
-	kinds, limits := plainClaimKinds(params)
 	res := &store.ClaimResult{Jobs: []*store.JobRecord{}}
-	if len(kinds) == 0 {
-		now, err := s.Now(ctx)
-		res.Now = now
-		return res, err
-	}
 	from, cursor, audit := s.cursors.begin(kinds, time.Now())
 	if audit {
 		s.auditCursors(kinds, from)
 	}
 	var held []pgtype.Timestamptz
-	err := s.claimRows(ctx, res, &held, kinds, limits, params, from)
+	err = s.claimRows(ctx, res, &held, kinds, limits, params, from)
 	s.cursors.end(cursor, kinds, held, res.Now, err == nil)
 	if err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// checkedClaimKinds validates params and returns the claim's kinds and their
+// limits (plainClaimKinds); none means the claim takes nothing.
+func checkedClaimKinds(params *store.ClaimParams) ([]string, []int32, error) {
+	if params == nil {
+		return nil, nil, fmt.Errorf("pgstore: claim: nil params: %w", store.ErrInvalidParams)
+	}
+	if err := params.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	kinds, limits := plainClaimKinds(params)
+	return kinds, limits, nil
+}
+
+// claimNothing is the result of a claim that takes nothing (no kinds), or
+// err.
+func (s *Store) claimNothing(ctx context.Context, err error) (*store.ClaimResult, error) {
+	if err != nil {
+		return nil, err
+	}
+	now, err := s.Now(ctx)
+	return &store.ClaimResult{Jobs: []*store.JobRecord{}, Now: now}, err
 }
 
 // plainClaimKinds returns the claim's kinds, each once, and their limits (the

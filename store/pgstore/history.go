@@ -174,18 +174,7 @@ func (s *Store) Archive(ctx context.Context, limit int) (int, error) {
 			skipped = err == nil
 			return err
 		}
-		rows, _ := tx.Query(ctx, s.sql(archiveSQL), from, limit)
-		var (
-			ids  []uuid.UUID
-			days = map[time.Time]bool{}
-			id   uuid.UUID
-			at   time.Time
-		)
-		_, err := pgx.ForEachRow(rows, []any{&id, &at}, func() error {
-			ids = append(ids, id)
-			days[dayOf(at)] = true
-			return nil
-		})
+		ids, days, err := archivable(tx.Query(ctx, s.sql(archiveSQL), from, limit))
 		if err != nil || len(ids) == 0 {
 			return err
 		}
@@ -212,6 +201,26 @@ func (s *Store) Archive(ctx context.Context, limit int) (int, error) {
 	}
 	s.archived(dbNow, pass, moved < limit, needed)
 	return moved, nil
+}
+
+// archivable reads the rows of an archive pass's pick (ID, finished_at):
+// the jobs it locked, and the days of their history partitions.
+func archivable(rows pgx.Rows, err error) ([]uuid.UUID, map[time.Time]bool, error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		ids  []uuid.UUID
+		days = map[time.Time]bool{}
+		id   uuid.UUID
+		at   time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error {
+		ids = append(ids, id)
+		days[dayOf(at)] = true
+		return nil
+	})
+	return ids, days, err
 }
 
 // archiveLockKey names the advisory lock that keeps Archive from moving

@@ -93,6 +93,13 @@ const declarationTickSQL = `(CASE WHEN date_trunc('second', now()) = now() THEN 
 // committed. Invalid params, or data PostgreSQL refuses, fail with an error
 // wrapping store.ErrInvalidParams and change nothing.
 func (s *Store) FirePeriodic(ctx context.Context, params *store.FirePeriodicParams) (*store.FirePeriodicResult, error) {
+	return s.fireIn(ctx, params, nil, s.insertTicks)
+}
+
+// fireIn is FirePeriodic, its transaction begun by begin (when not nil)
+// and the ticks' jobs inserted by insert: the Citus store's way too.
+func (s *Store) fireIn(ctx context.Context, params *store.FirePeriodicParams, begin func(context.Context, pgx.Tx) error,
+	insert tickInserter) (*store.FirePeriodicResult, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -102,8 +109,13 @@ func (s *Store) FirePeriodic(ctx context.Context, params *store.FirePeriodicPara
 	}
 	var res *store.FirePeriodicResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if begin != nil {
+			if err := begin(ctx, tx); err != nil {
+				return err
+			}
+		}
 		var err error
-		res, err = s.firePeriodic(ctx, tx, params, s.insertTicks)
+		res, err = s.firePeriodic(ctx, tx, params, insert)
 		return err
 	})
 	if errors.Is(err, errNothingApplied) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -33,14 +32,7 @@ func TestCitusRefuses(t *testing.T) {
 	s, err := ax.New(ax.Config{Store: st, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	nop := ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })
-	for kind, opt := range map[string]ax.HandlerOption{
-		"concurrency": ax.GlobalConcurrency(2),
-		"rate":        ax.RateLimit(10, time.Second),
-		"pending":     ax.MaxPending(10),
-		"breaker":     ax.CircuitBreaker(ax.BreakerConfig{Failures: 3, CoolDown: time.Second, MaxCoolDown: time.Minute}),
-		"partition":   ax.PartitionBy(ax.PartitionByMetadata("tenant"), ax.PartitionLimit{Concurrency: 1}),
-		"partbreaker": ax.PartitionBreaker(ax.PartitionByMetadata("tenant"), ax.BreakerConfig{Failures: 3}),
-	} {
+	for kind, opt := range flowOptions() {
 		require.ErrorIs(t, s.Handle(kind, nop, opt), errors.ErrUnsupported, kind)
 	}
 	require.Error(t, ax.HandleResult(s, "result", func(context.Context, *ax.Job, struct{}) (int, error) { return 1, nil }),

@@ -50,14 +50,7 @@ func TestWhatStoresRefuse(t *testing.T) {
 			s, err := ax.New(ax.Config{Store: st, Logger: zap.NewNop(), MaxPending: 1000})
 			require.NoError(t, err, "Config.MaxPending needs flow control")
 			nop := ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })
-			for kind, opt := range map[string]ax.HandlerOption{
-				"concurrency": ax.GlobalConcurrency(2),
-				"rate":        ax.RateLimit(10, time.Second),
-				"pending":     ax.MaxPending(10),
-				"breaker":     ax.CircuitBreaker(ax.BreakerConfig{Failures: 3, CoolDown: time.Second, MaxCoolDown: time.Minute}),
-				"partition":   ax.PartitionBy(ax.PartitionByMetadata("tenant"), ax.PartitionLimit{Concurrency: 1}),
-				"partbreaker": ax.PartitionBreaker(ax.PartitionByMetadata("tenant"), ax.BreakerConfig{Failures: 3}),
-			} {
+			for kind, opt := range flowOptions() {
 				require.NoError(t, s.Handle(kind, nop, opt), kind)
 			}
 			require.NoError(t, ax.HandleResult(s, "result", func(context.Context, *ax.Job, struct{}) (int, error) { return 1, nil }))
@@ -99,6 +92,19 @@ func TestWhatStoresRefuse(t *testing.T) {
 				require.Zero(t, n)
 			}
 		})
+	}
+}
+
+// flowOptions are the handler options of flow control, by the kind the
+// tests register them for.
+func flowOptions() map[string]ax.HandlerOption {
+	return map[string]ax.HandlerOption{
+		"concurrency": ax.GlobalConcurrency(2),
+		"rate":        ax.RateLimit(10, time.Second),
+		"pending":     ax.MaxPending(10),
+		"breaker":     ax.CircuitBreaker(ax.BreakerConfig{Failures: 3, CoolDown: time.Second, MaxCoolDown: time.Minute}),
+		"partition":   ax.PartitionBy(ax.PartitionByMetadata("tenant"), ax.PartitionLimit{Concurrency: 1}),
+		"partbreaker": ax.PartitionBreaker(ax.PartitionByMetadata("tenant"), ax.BreakerConfig{Failures: 3}),
 	}
 }
 
