@@ -1,4 +1,4 @@
-package pgstore_test
+package citusconformance_test
 
 import (
 	"fmt"
@@ -17,23 +17,32 @@ import (
 // a fresh schema per subtest would take most of the run.
 func citusStores(t *testing.T, shards int) storetest.NewStoreFunc {
 	pool, schema := citustest.Schema(t)
-	if err := pgstore.MigrateCitus(ctxT(t), pool, pgstore.WithSchema(schema), pgstore.WithCitusShards(shards)); err != nil {
+	if err := pgstore.MigrateCitus(t.Context(), pool, pgstore.WithSchema(schema), pgstore.WithCitusShards(shards)); err != nil {
 		t.Fatalf("MigrateCitus: %v", err)
 	}
-	// Every table but the schema's records of itself.
-	rows, _ := pool.Query(ctxT(t), `SELECT string_agg(format('%I.%I', schemaname, tablename), ', ')
-		FROM pg_tables WHERE schemaname = $1 AND tablename NOT IN ('schema_version', 'citus_slots', 'citus_steps')
+	// Every table but the schema's records of itself: the plain ones
+	// truncated, the distributed ones emptied by DELETE (a TRUNCATE of a
+	// distributed table locks every shard in turn: 0.66 s against 0.38 s
+	// for the whole reset, for every one of the suite's stores).
+	rows, _ := pool.Query(t.Context(), `SELECT
+		coalesce(string_agg(format('%I.%I', schemaname, tablename), ', ') FILTER (WHERE p.logicalrelid IS NULL), ''),
+		coalesce(string_agg(format('DELETE FROM %I.%I', schemaname, tablename), '; ') FILTER (WHERE p.logicalrelid IS NOT NULL), '')
+		FROM pg_tables t
+		LEFT JOIN pg_dist_partition p ON p.logicalrelid = format('%I.%I', schemaname, tablename)::regclass AND p.partmethod = 'h'
+		WHERE schemaname = $1 AND tablename NOT IN ('schema_version', 'citus_slots', 'citus_steps')
 		  AND tablename NOT LIKE 'jobs_history_%'`, schema)
-	tables, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[string])
+	type reset struct{ Plain, Distributed string }
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[reset])
 	if err != nil {
 		t.Fatal(err)
 	}
+	tables := r.Plain
 	return func(t *testing.T) store.Store {
 		t.Helper()
-		if _, err := pool.Exec(ctxT(t), `TRUNCATE `+tables); err != nil {
+		if _, err := pool.Exec(t.Context(), `TRUNCATE `+tables+`; `+r.Distributed); err != nil {
 			t.Fatalf("empty the schema: %v", err)
 		}
-		st, err := pgstore.NewCitus(ctxT(t), pool, pgstore.WithSchema(schema))
+		st, err := pgstore.NewCitus(t.Context(), pool, pgstore.WithSchema(schema))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package pgstore_test
+package citusconformance_test
 
 import (
 	"context"
