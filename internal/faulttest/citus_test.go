@@ -98,7 +98,8 @@ func mirrorCitus(t *testing.T, citus, ledger *pgxpool.Pool) {
 // TestCitusFaults runs hosts on the Citus store through the fault suite's
 // black-box checks: a host killed (its jobs are rescued, none lost, and
 // only the jobs it ran run again), a host stopped gracefully (its jobs
-// handed back), a worker node stopped as if it crashed and started again
+// handed back), a periodic schedule on three hosts (one job per tick,
+// one host killed and one 30 s ahead), a worker node stopped as if it crashed and started again
 // mid-run, and the coordinator restarted mid-run (nothing lost, nothing
 // run twice, no transaction left prepared).
 func TestCitusFaults(t *testing.T) {
@@ -106,6 +107,7 @@ func TestCitusFaults(t *testing.T) {
 		testKill(t, newCitusCluster(t), []string{"-lease", "2s", "-rescue", "500ms"}, 3*time.Second)
 	})
 	t.Run("Graceful", func(t *testing.T) { testGraceful(t, newCitusCluster(t)) })
+	t.Run("Periodic", func(t *testing.T) { testPeriodic(t, newCitusCluster(t)) })
 	t.Run("WorkerNodeCrash", func(t *testing.T) {
 		c := newCitusCluster(t)
 		node := citustest.LocalNode(t, citustest.WorkerURLs(t)[1])

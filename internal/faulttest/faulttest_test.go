@@ -452,11 +452,16 @@ func TestPeriodic(t *testing.T) {
 	if _, ok := reflect.TypeFor[*ax.Scheduler]().MethodByName("Every"); !ok {
 		t.Skip("Scheduler.Every has not landed in this tree: the periodic scenario is written and skipped")
 	}
+	testPeriodic(t, newCluster(t))
+}
+
+// testPeriodic runs a periodic schedule on three hosts of c, one killed
+// and restarted, one 30 s ahead: see TestPeriodic.
+func testPeriodic(t *testing.T, c *cluster) {
 	ticks := 15
 	if soak() {
 		ticks = 65
 	}
-	c := newCluster(t)
 	args := []string{"-periodic-name", "tick", "-periodic-spec", "@every 1s"}
 	var procs []*proc
 	for i := range 3 {
@@ -477,14 +482,14 @@ func TestPeriodic(t *testing.T) {
 	// Ticks due within [start+1s, end-1s]: one job each (one unique key
 	// per tick).
 	var jobs, distinct, dupKeys int
-	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT unique_key),
+	require.NoError(t, c.synced().QueryRow(context.Background(), `SELECT count(*), count(DISTINCT unique_key),
 		(SELECT count(*) FROM (SELECT unique_key FROM ax.jobs_all WHERE kind = 'tick' GROUP BY unique_key HAVING count(*) > 1) d)
 		FROM ax.jobs_all WHERE kind = 'tick' AND run_at BETWEEN $1 AND $2`,
 		start.Add(time.Second), end.Add(-time.Second)).Scan(&jobs, &distinct, &dupKeys))
 	execDup := c.count(`SELECT count(*) FROM (SELECT job_id FROM executions e JOIN ax.jobs_all j ON j.id = e.job_id
 		WHERE j.kind = 'tick' GROUP BY job_id HAVING count(*) > 1) d`)
 	var maxGap float64
-	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT coalesce(max(g), 0) FROM (
+	require.NoError(t, c.synced().QueryRow(context.Background(), `SELECT coalesce(max(g), 0) FROM (
 		SELECT extract(epoch FROM run_at - lag(run_at) OVER (ORDER BY run_at)) AS g FROM ax.jobs_all
 		WHERE kind = 'tick' AND run_at BETWEEN $1 AND $2) x`, start.Add(time.Second), end.Add(-time.Second)).Scan(&maxGap))
 	figure(t, "%d ticks in %s: %d jobs, %d duplicate keys, %d executed twice, largest gap %.1fs (one process killed and restarted, one 30s ahead)",
