@@ -131,8 +131,9 @@ func openClaim(limits []int32, total int32) bool {
 	return true
 }
 
-// queueClaim queues the claim on b: its settings, then the statement, the
-// open claim when no kind's limit binds (openClaim), else the plain one.
+// queueClaim queues the claim on b: its settings, then the statement: the
+// claim of one kind (claimOneKindSQL) when it asks for one kind, the open
+// claim when no kind's limit binds (openClaim), else the plain one.
 // The claim runs on its generic plan (claimPlanSQL), in the same round
 // trip: the two statements share the batch's implicit transaction.
 func (s *Store) queueClaim(b *pgx.Batch, kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz) claimSent {
@@ -142,6 +143,11 @@ func (s *Store) queueClaim(b *pgx.Batch, kinds []string, limits []int32, params 
 		b.Queue(claimPlanSQL)
 	}
 	total := int32(min(params.Limit, 1<<30))
+	if len(kinds) == 1 && params.AgeAfter <= 0 {
+		b.Queue(s.q.claimOneKind, kinds[0], min(limits[0], total), from, params.Owner,
+			micros(params.LeaseDuration), micros(params.Ahead))
+		return claimSent{}
+	}
 	if openClaim(limits, total) {
 		spare := s.spare.get()
 		b.Queue(s.q.claimOpen, kinds, limits, total, params.Owner,

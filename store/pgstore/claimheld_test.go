@@ -40,17 +40,19 @@ func TestClaimStepsOverAHeldClaim(t *testing.T) {
 		{"kind limits", one(40), claim{[]string{"a", "b"}, []int32{5, 5}, 10}, map[string]int{"a": 5, "b": 5}},
 	}
 	// The second claim is made by the plain claim statement, and, in the
-	// cases where no kind's limit binds, also by the open claim
+	// cases of one kind whose limit does not bind, also by the open claim
 	// (claimopen.go), reading no spare row (it then loses its first
 	// choices and its second round steps over the held rows, as the
-	// plain claim's) or enough to step over them in the statement.
+	// plain claim's) or enough to step over them in the statement, and
+	// by the claim of one kind.
 	type variant struct {
 		name  string
 		open  bool
 		spare int64
+		one   bool
 	}
 	plain := []variant{{name: "plain"}}
-	open := append(plain, variant{"open", true, 0}, variant{"open spare", true, 64})
+	open := append(plain, variant{"open", true, 0, false}, variant{"open spare", true, 64, false}, variant{name: "one kind", one: true})
 	type run struct {
 		name          string
 		first, second claim
@@ -131,6 +133,9 @@ func TestClaimStepsOverAHeldClaim(t *testing.T) {
 				sql, col := s.ClaimSQL(), 5
 				if v.open {
 					sql, col, args = s.ClaimOpenSQL(), 6, append(args, v.spare)
+				}
+				if v.one {
+					sql, args = s.ClaimOneKindSQL(), []any{cl.kinds[0], cl.limit, nil, owner, int64(60e6), int64(0)}
 				}
 				rows, _ := tx.Query(ctx, sql, args...)
 				now, lost := read(rows, col)

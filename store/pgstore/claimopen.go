@@ -139,3 +139,64 @@ func claimSpareFor(spare, skipped, lost int64) int64 {
 	met := max(skipped, 0) + max(lost, 0)
 	return min(max(met+met/2, spare*3/4), maxClaimSpare)
 }
+
+// The claim of one kind: when a claim asks for one kind (and no priority
+// aging, which the flow claim applies), claim order is each priority's
+// range in run_at order, one range after the other, which is the order
+// jobs_claim_idx gives them in. The statement then needs no candidates
+// at all: under its LIMIT, a LockRows over each range's index scan locks
+// rows one at a time in that order, steps over those other claims hold
+// (and those other claims took since its snapshot, which no longer pass
+// its conditions), and stops at the limit, scanning the next range only
+// when the one before ran out. It never loses a row, so it never needs a
+// second round, and it reads what it takes plus the rows other claims
+// hold in front of it. What is left (NextRunAt, each range's cursor) is
+// each range's first row it did not take, one short index scan each.
+
+// claimOneKindSQL is the claim of one kind. $1 is the kind, $2 how many
+// jobs it may take (the smaller of its limit and the claim's), $3 the
+// ranges' lower bounds (claim cursors, cursor.go: priorities 1 to 3),
+// $4 the owner, $5 the lease in µs, $6 the claim window (ClaimParams.Ahead)
+// in µs. Its columns are the plain claim's (queries.go, claim), lost
+// always 0.
+var claimOneKindSQL = `WITH locked1 AS MATERIALIZED (
+	SELECT l.id FROM (` + claimOneRangeSQL("1") + `
+		UNION ALL` + claimOneRangeSQL("2") + `
+		UNION ALL` + claimOneRangeSQL("3") + `
+	) l
+	LIMIT $2
+), claimed AS (
+	-- No state test: locked1 checked it on the rows it holds.
+	` + plainClaimSetSQL + `
+	WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM locked1))
+	RETURNING {jcols}
+), left1 AS MATERIALIZED (
+	SELECT p.priority, n.run_at FROM unnest('{1,2,3}'::smallint[]) AS p(priority)
+	LEFT JOIN LATERAL (
+		SELECT j.run_at FROM {jobs} j
+		WHERE {onshard:j}j.kind = $1::text AND j.priority = p.priority AND j.state IN ` + claimableSQL + `
+		  AND j.run_at >= coalesce(($3::timestamptz[])[p.priority], '-infinity')
+		  AND j.id NOT IN (SELECT id FROM locked1) -- a hashed subplan
+		ORDER BY j.run_at
+		LIMIT 1
+	) n ON true
+)
+SELECT now(), clock_timestamp(), (SELECT min(run_at) FROM left1),
+	ARRAY(SELECT CASE WHEN run_at <= now() + $6::bigint * interval '1 microsecond' THEN run_at END
+		FROM left1 ORDER BY priority),
+	0::bigint,
+	c.*
+FROM (SELECT 1) AS one LEFT JOIN claimed c ON true`
+
+// claimOneRangeSQL is the locking scan of claimOneKindSQL's range of
+// priority p.
+func claimOneRangeSQL(p string) string {
+	return `
+		SELECT * FROM (SELECT j.id FROM {jobs} j
+			WHERE {onshard:j}j.kind = $1::text AND j.priority = ` + p + `
+			  AND j.state IN ` + claimableSQL + ` AND j.run_at <= now() + $6::bigint * interval '1 microsecond'
+			  AND j.run_at >= coalesce(($3::timestamptz[])[` + p + `], '-infinity')
+			ORDER BY j.run_at
+			LIMIT $2
+			FOR UPDATE OF j SKIP LOCKED) p` + p
+}

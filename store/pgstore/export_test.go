@@ -18,6 +18,9 @@ func (s *Store) ClaimSQL() string { return s.q.claim }
 // kinds' limits do not bind make.
 func (s *Store) ClaimOpenSQL() string { return s.q.claimOpen }
 
+// ClaimOneKindSQL returns the claim of one kind (claimOneKindSQL).
+func (s *Store) ClaimOneKindSQL() string { return s.q.claimOneKind }
+
 // ClaimSpare returns the spare rows the Store's next open claim reads.
 func (s *Store) ClaimSpare() int64 { return s.spare.get() }
 
