@@ -213,6 +213,7 @@ func TestJobTakenAheadEnds(t *testing.T) {
 				require.Len(t, r.waiting, 1)
 				waiter := r.waiting[0]
 				r.mu.Unlock()
+				require.Equal(t, map[string]int{"k": 1}, r.running(), "Running counts the handler, not the job that waits")
 
 				c.end(r, waiter)
 				synctest.Wait()
