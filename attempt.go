@@ -52,6 +52,13 @@ type attempt struct {
 	lastExtended time.Time // host time the lease was last known held
 	lost         bool      // the lease was lost: the result is discarded
 	released     bool      // handed back (Stop, or a pause before it started): the result is discarded
+	// A job taken ahead of the free slots (takeahead.go) waits for one:
+	// slot is closed when it gets one (nil: it had one at launch);
+	// waitsForSlot while it is in the runtime's waiting list; noSlot once
+	// it ended without one, so that its end frees none.
+	slot         chan struct{}
+	waitsForSlot bool
+	noSlot       bool
 }
 
 // extendable reports whether the heartbeat should extend a's lease: its

@@ -179,8 +179,8 @@ func (r *runtime) claimRound() error {
 	params := &store.ClaimParams{Owner: r.cfg.Node, LeaseDuration: r.cfg.LeaseDuration, AgeAfter: r.ageAfter,
 		Ahead: r.claimWindow()}
 	r.mu.Lock()
-	params.Limit = r.free
 	backlog := r.moreDue
+	params.Limit = r.free + aheadRoom(r.cfg.Workers, len(r.waiting), backlog, r.lastClaimTook, r.handlerMean)
 	clear(r.capped)
 	for _, k := range kinds {
 		if r.pauses.paused(k.kind) {
@@ -192,7 +192,13 @@ func (r *runtime) claimRound() error {
 			// write wakes the claimer (breaker.go).
 			continue
 		}
-		if n := min(k.settings.concurrency-r.busy[k.kind], params.Limit); n > 0 {
+		limit := k.settings.concurrency - r.busy[k.kind]
+		if k.settings.concurrency >= r.cfg.Workers {
+			// No cap of its own: the worker slots bound its handlers,
+			// and its jobs may be taken ahead of them (takeahead.go).
+			limit = params.Limit
+		}
+		if n := min(limit, params.Limit); n > 0 {
 			params.Kinds = append(params.Kinds, store.KindLimit{Kind: k.kind, Limit: n})
 		} else if r.free > 0 {
 			// Left out at its cap, so the claim cannot tell whether it
@@ -224,6 +230,7 @@ func (r *runtime) claimRound() error {
 	}
 	r.s.measureOffset(before, after, res.Now)
 	r.slowClaims.add(after, after.Sub(before))
+	r.lastClaimTook = after.Sub(before)
 	if lostRace(r.expectNext, res) {
 		r.slowClaims.add(after, maxClaimAhead/claimAheadTimes)
 	}

@@ -189,12 +189,17 @@ func (d *directStart) settleOnce() bool {
 }
 
 // returnSlot gives back a worker slot of kind (freeSlot's, or one
-// reserved for a direct start and not used), and wakes the claimer if
-// jobs were left waiting for one.
+// reserved for a direct start and not used) to the longest waiting job
+// taken ahead (takeahead.go), or else to the free slots, and then wakes
+// the claimer if jobs were left waiting for one.
 func (r *runtime) returnSlot(kind string) {
 	r.mu.Lock()
-	r.free++
 	r.busy[kind]--
+	if r.passSlot() {
+		r.mu.Unlock()
+		return
+	}
+	r.free++
 	wake := r.moreDue || r.capped[kind]
 	r.mu.Unlock()
 	if wake {

@@ -12,19 +12,30 @@ import (
 )
 
 // launch starts a claimed job on a worker goroutine, whose handler starts
-// at startAt (host clock; zero or past: at once) for a job claimed ahead.
+// at startAt (host clock; zero or past: at once) for a job claimed ahead,
+// in a free worker slot, or, with none free, in the next to free (a job
+// taken ahead of the free slots: takeahead.go).
 func (r *runtime) launch(rec *store.JobRecord, hostNow, startAt time.Time) {
 	r.mu.Lock()
-	r.free--
+	ahead := r.free < 1
+	if !ahead {
+		r.free--
+	}
 	r.busy[rec.Kind]++
 	r.mu.Unlock()
-	r.startAttempt(rec, hostNow, startAt)
+	r.startAttemptIn(rec, hostNow, startAt, ahead)
 }
 
 // startAttempt runs a claimed job on a worker slot already taken for it, and
 // reports false, doing nothing, once Stop no longer waits for handlers
 // (a direct start that outlived Stop's wait for it; claims end before).
 func (r *runtime) startAttempt(rec *store.JobRecord, hostNow, startAt time.Time) bool {
+	return r.startAttemptIn(rec, hostNow, startAt, false)
+}
+
+// startAttemptIn is startAttempt, for a job that waits for the next
+// worker slot to free when ahead is set.
+func (r *runtime) startAttemptIn(rec *store.JobRecord, hostNow, startAt time.Time, ahead bool) bool {
 	job := jobFromRecord(rec)
 	kh := r.s.handler(rec.Kind)
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -50,6 +61,10 @@ func (r *runtime) startAttempt(rec *store.JobRecord, hostNow, startAt time.Time)
 		return false
 	}
 	r.register(a)
+	if ahead {
+		a.slot, a.waitsForSlot = make(chan struct{}), true
+		r.waiting = append(r.waiting, a)
+	}
 	r.handlers.Add(1) // under mu: stop sets launchClosed before it waits
 	r.mu.Unlock()
 	if startAt.IsZero() {
@@ -71,12 +86,12 @@ func (r *runtime) execute(ctx context.Context, a *attempt) {
 	}
 	defer r.handlers.Done()
 	defer a.cancel(nil)
-	if !r.holdUntilStart(ctx, a) {
+	if !r.waitForSlot(ctx, a) || !r.holdUntilStart(ctx, a) {
 		cause := context.Cause(ctx)
 		r.finish(a, cause, cause, 0)
 		return
 	}
-	if !a.startAt.IsZero() && r.handBackHeld(a) {
+	if (!a.startAt.IsZero() || a.slot != nil) && r.handBackHeld(a) {
 		return // its kind was paused here while it waited (kindpause.go)
 	}
 	start := r.s.now()
@@ -179,6 +194,7 @@ func (r *runtime) finish(a *attempt, err, cause error, took time.Duration) {
 	defer r.freeSlot(a)
 	cp := completion{attempt: a, err: err, took: took, inTx: a.extras != nil && a.extras.txCompleted()}
 	r.mu.Lock()
+	r.addHandlerTime(took)
 	discard := a.lost || a.released
 	if discard {
 		r.unregister(a)
@@ -211,6 +227,19 @@ func (r *runtime) discard(a *attempt) {
 // due than slots, or this kind's when it was left out at its Concurrency
 // cap (the claim could not see whether it had due jobs).
 func (r *runtime) freeSlot(a *attempt) {
+	r.mu.Lock()
+	if a.noSlot {
+		// Taken ahead and ended while it waited: it held no slot,
+		// only its place in its kind's count.
+		r.busy[a.job.Kind]--
+		wake := r.capped[a.job.Kind]
+		r.mu.Unlock()
+		if wake {
+			r.wake()
+		}
+		return
+	}
+	r.mu.Unlock()
 	r.returnSlot(a.job.Kind)
 }
 

@@ -51,6 +51,11 @@ type runtime struct {
 	busy     map[string]int           // running handlers per kind
 	moreDue  bool                     // the last claim left claimable jobs behind
 	capped   map[string]bool          // kinds left out of the last claim at their Concurrency cap
+	// waiting are the jobs taken ahead of the free slots, in launch
+	// order, until a slot frees for each; handlerMean the recent mean
+	// duration of handlers (takeahead.go).
+	waiting     []*attempt
+	handlerMean time.Duration
 	// A claim in flight asked for claimLimit slots, claimKinds[kind] of
 	// a kind: direct starts take only slots beyond them (direct.go).
 	claimLimit int
@@ -93,6 +98,9 @@ type runtime struct {
 	slowClaims recentMax
 	storeAhead recentMax
 	expectNext time.Time
+	// lastClaimTook is how long the last claim call took (claim loop
+	// only), for how far ahead of its slots a claim takes (takeahead.go).
+	lastClaimTook time.Duration
 }
 
 func newRuntime(s *Scheduler) *runtime {

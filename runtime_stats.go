@@ -1,7 +1,8 @@
 package ax
 
 // running returns the handlers running on this host by kind, kinds with
-// none left out. It reads the runtime's busy counters under r.mu.
+// none left out. It reads the runtime's busy counters under r.mu, less
+// the jobs taken ahead that wait for a worker (takeahead.go).
 func (r *runtime) running() map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -9,6 +10,11 @@ func (r *runtime) running() map[string]int {
 	for kind, n := range r.busy {
 		if n > 0 {
 			out[kind] = n
+		}
+	}
+	for _, a := range r.waiting {
+		if out[a.job.Kind]--; out[a.job.Kind] <= 0 {
+			delete(out, a.job.Kind)
 		}
 	}
 	return out

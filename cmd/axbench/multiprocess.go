@@ -25,6 +25,17 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 	if _, err := scheduleNoops(ctx, s, o.n, o.n); err != nil {
 		return nil, err
 	}
+	srv, srvErr := newServerClock(ctx, d)
+	if srvErr != nil {
+		r.note("server CPU: not measured (%v)", srvErr)
+	}
+	if err := d.settle(ctx); err != nil {
+		return nil, err
+	}
+	before, err := d.readStats(ctx)
+	if err != nil {
+		return nil, err
+	}
 	workers := make([]*worker, 0, o.procs)
 	defer func() {
 		for _, w := range workers {
@@ -38,6 +49,7 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		}
 		workers = append(workers, w)
 	}
+	srv0 := serverCPU(srv)
 	start := time.Now()
 	for _, w := range workers {
 		if err := w.start(); err != nil {
@@ -64,9 +76,14 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		cpu         float64
 		perProc     []any
 		claims      []any
+		claimList   []claimCounts
 	)
-	for _, w := range workers {
+	var srvCPU time.Duration
+	for i, w := range workers {
 		res, err := w.stop()
+		if i == len(workers)-1 {
+			srvCPU = serverCPU(srv) - srv0 // every outcome written
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -75,6 +92,7 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		cpu += res.UserS + res.SysS
 		perProc = append(perProc, res.Count)
 		c := res.Claims
+		claimList = append(claimList, c)
 		claims = append(claims, fmt.Sprintf("calls %d empty %d short %d jobs/call %.1f mean %.1fms;", c.Calls, c.Empty, c.Short, float64(c.Jobs)/float64(max(c.Calls, 1)), float64(c.NS)/float64(max(c.Calls, 1))/1e6))
 	}
 	workers = nil
@@ -90,6 +108,20 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 	}
 	r.add(fmt.Sprintf("total no-op jobs/s, %d processes", o.procs), float64(o.n)/elapsed.Seconds(), "jobs/s")
 	r.add("CPU per 1k jobs (workers, summed)", cpu/(float64(o.n)/1000), "s")
+	if srv != nil {
+		r.add("server CPU per 1k jobs", srvCPU.Seconds()/(float64(o.n)/1000), "s")
+	}
+	var jobs, claimCalls int64
+	for _, c := range claimList {
+		jobs += c.Jobs
+		claimCalls += c.Calls
+	}
+	r.add("claim calls per job", float64(claimCalls)/float64(max(jobs, 1)), "calls/job")
+	cost, err := d.costSince(ctx, before, int64(o.n))
+	if err != nil {
+		return nil, err
+	}
+	r.add("commits per job", cost.perJob(cost.commits), "commits/job")
 	r.check("handler calls − jobs (duplicates)", float64(calls-int64(o.n)), "count", "= 0", calls == int64(o.n))
 	r.check("jobs not at attempt 1", float64(notFirst), "count", "= 0", notFirst == 0)
 	r.check("jobs succeeded", float64(succeeded), "count", fmt.Sprintf("= %d", o.n), succeeded == int64(o.n))

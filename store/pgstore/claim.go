@@ -111,38 +111,83 @@ const claimPlanAsyncSQL = claimPlanSQL + `, ` + syncOff
 func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]pgtype.Timestamptz,
 	kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz) error {
 	b := &pgx.Batch{}
-	s.queueClaim(b, kinds, limits, params, from)
+	sent := s.queueClaim(b, kinds, limits, params, from)
 	br := s.conn(ctx).SendBatch(ctx, b) // the pool, or a Citus claim's transaction (citusclaim.go)
 	defer br.Close()
-	var lost int64
-	if err := readClaim(br, res, held, &lost); err != nil {
+	var lost, skipped int64
+	if err := readClaim(br, res, held, &lost, sent.open, &skipped); err != nil {
 		return err
 	}
 	if err := commitClaim(br, res, params); err != nil {
 		return err
 	}
+	s.claimMet(sent, skipped, lost)
 	if lost > 0 {
 		s.claimLost(ctx, res, kinds, limits, params, from, lost)
 	}
 	return nil
 }
 
-// queueClaim queues the claim on b: its settings, then the statement. The
-// claim runs on its generic plan (claimPlanSQL), in the same round trip:
-// the two statements share the batch's implicit transaction.
-func (s *Store) queueClaim(b *pgx.Batch, kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz) {
+// claimSent is which claim statement queueClaim queued: the open claim
+// (claimopen.go), with the spare rows it reads, or the plain one.
+type claimSent struct {
+	open  bool
+	spare int64
+}
+
+// openClaim reports whether no kind's limit binds a claim of total jobs,
+// so that the open claim may make it.
+func openClaim(limits []int32, total int32) bool {
+	for _, l := range limits {
+		if l < total {
+			return false
+		}
+	}
+	return true
+}
+
+// queueClaim queues the claim on b: its settings, then the statement: the
+// claim of one kind (claimOneKindSQL) when it asks for one kind, the open
+// claim when no kind's limit binds (openClaim), else the plain one.
+// The claim runs on its generic plan (claimPlanSQL), in the same round
+// trip: the two statements share the batch's implicit transaction.
+func (s *Store) queueClaim(b *pgx.Batch, kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz) claimSent {
 	if s.opts.asyncCommits {
 		b.Queue(claimPlanAsyncSQL)
 	} else {
 		b.Queue(claimPlanSQL)
 	}
-	b.Queue(s.q.claim, kinds, limits, int32(min(params.Limit, 1<<30)), params.Owner,
+	total := int32(min(params.Limit, 1<<30))
+	if len(kinds) == 1 && params.AgeAfter <= 0 {
+		b.Queue(s.q.claimOneKind, kinds[0], min(limits[0], total), from, params.Owner,
+			micros(params.LeaseDuration), micros(params.Ahead))
+		return claimSent{}
+	}
+	if openClaim(limits, total) {
+		spare := s.spare.get()
+		b.Queue(s.q.claimOpen, kinds, limits, total, params.Owner,
+			micros(params.LeaseDuration), micros(params.AgeAfter), from, micros(params.Ahead), spare)
+		return claimSent{open: true, spare: spare}
+	}
+	b.Queue(s.q.claim, kinds, limits, total, params.Owner,
 		micros(params.LeaseDuration), micros(params.AgeAfter), from, micros(params.Ahead))
+	return claimSent{}
+}
+
+// claimMet records, after an open claim committed, what it stepped over
+// (skipped) and how far short it stopped (lost), for the spare rows of
+// the next one.
+func (s *Store) claimMet(sent claimSent, skipped, lost int64) {
+	if sent.open {
+		s.spare.observe(sent.spare, skipped, lost)
+	}
 }
 
 // readClaim reads the results of what queueClaim queued into res, held
-// and lost (how many of its first choices the claim did not get).
-func readClaim(br pgx.BatchResults, res *store.ClaimResult, held *[]pgtype.Timestamptz, lost *int64) error {
+// and lost (how many of its first choices the claim did not get), and,
+// for the open claim, skipped (the rows other claims held that it stepped
+// over).
+func readClaim(br pgx.BatchResults, res *store.ClaimResult, held *[]pgtype.Timestamptz, lost *int64, open bool, skipped *int64) error {
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("pgstore: claim: plan settings: %w", err)
 	}
@@ -156,16 +201,22 @@ func readClaim(br pgx.BatchResults, res *store.ClaimResult, held *[]pgtype.Times
 		clock time.Time
 		js    jobScan
 	)
-	// now, next, held and lost are the same on every row (now() and
-	// scalar subqueries): read from the first row only, the later rows
-	// skip them (nil) rather than scan held's array again for each job.
-	// clock (clock_timestamp()) is read on every row, and the latest kept.
-	const jobCol = 5
-	dest := append([]any{&res.Now, &clock, &next, held, lost}, js.dest()...)
+	// now, next, held, lost and skipped are the same on every row (now()
+	// and scalar subqueries): read from the first row only, the later
+	// rows skip them (nil) rather than scan held's array again for each
+	// job. clock (clock_timestamp()) is read on every row, and the latest
+	// kept.
+	head := []any{&res.Now, &clock, &next, held, lost}
+	if open {
+		head = append(head, skipped)
+	}
+	jobCol := len(head)
+	dest := append(head, js.dest()...)
 	jobDest := slices.Clone(dest[jobCol:])
 	for first := true; rows.Next(); first = false {
 		if !first {
-			dest[0], dest[2], dest[3], dest[4] = nil, nil, nil, nil
+			dest[0] = nil
+			clear(dest[2:jobCol])
 		}
 		js = jobScan{}
 		if rows.RawValues()[jobCol] == nil { // no job claimed: only now, clock, next, held and lost

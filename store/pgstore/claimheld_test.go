@@ -14,9 +14,10 @@ import (
 
 // TestClaimStepsOverAHeldClaim holds one claim open at the head of the
 // queue (another host's claim in flight) and makes a second claim beside
-// it (both rounds, claimLostSQL after the claim statement), also held
-// open: the second must take all it asked for, none of the held claim's
-// jobs, and lock no row it does not take. A claim used to retry only over
+// it (both rounds, claimLostSQL after the claim statement, or the open
+// claim and, when it needs one, its second round), also held open: the
+// second must take all it asked for, none of the held claim's jobs, and
+// lock no row it does not take. A claim used to retry only over
 // its candidates' spare quarter, so a small claim beside a larger one got
 // none (issue 24: half the claims of four hosts came back empty); this
 // fails on that code in every case.
@@ -38,7 +39,37 @@ func TestClaimStepsOverAHeldClaim(t *testing.T) {
 		{"larger beside small", one(10), one(30), map[string]int{"a": 30}},
 		{"kind limits", one(40), claim{[]string{"a", "b"}, []int32{5, 5}, 10}, map[string]int{"a": 5, "b": 5}},
 	}
+	// The second claim is made by the plain claim statement, and, in the
+	// cases of one kind whose limit does not bind, also by the open claim
+	// (claimopen.go), reading no spare row (it then loses its first
+	// choices and its second round steps over the held rows, as the
+	// plain claim's) or enough to step over them in the statement, and
+	// by the claim of one kind.
+	type variant struct {
+		name  string
+		open  bool
+		spare int64
+		one   bool
+	}
+	plain := []variant{{name: "plain"}}
+	open := append(plain, variant{"open", true, 0, false}, variant{"open spare", true, 64, false}, variant{name: "one kind", one: true})
+	type run struct {
+		name          string
+		first, second claim
+		want          map[string]int
+		v             variant
+	}
+	var runs []run
 	for _, c := range cases {
+		vs := plain
+		if c.second.limits[0] == c.second.limit && len(c.second.kinds) == 1 {
+			vs = open
+		}
+		for _, v := range vs {
+			runs = append(runs, run{c.name + "/" + v.name, c.first, c.second, c.want, v})
+		}
+	}
+	for _, c := range runs {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := ctxT(t)
@@ -60,7 +91,7 @@ func TestClaimStepsOverAHeldClaim(t *testing.T) {
 			// hold makes a claim as the Store does, its second round
 			// (for the first choices it lost) included, in a transaction
 			// left open.
-			hold := func(cl claim, owner string) (pgx.Tx, map[uuid.UUID]string) {
+			hold := func(cl claim, owner string, v variant) (pgx.Tx, map[uuid.UUID]string) {
 				tx, err := pool.Begin(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -78,7 +109,7 @@ func TestClaimStepsOverAHeldClaim(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						if col == 5 {
+						if col >= 5 {
 							now, _ = v[0].(time.Time)
 							lost, _ = v[4].(int64)
 						}
@@ -98,8 +129,16 @@ func TestClaimStepsOverAHeldClaim(t *testing.T) {
 					}
 					return now, lost
 				}
-				rows, _ := tx.Query(ctx, s.ClaimSQL(), cl.kinds, cl.limits, cl.limit, owner, int64(60e6), int64(0), nil, int64(0))
-				now, lost := read(rows, 5)
+				args := []any{cl.kinds, cl.limits, cl.limit, owner, int64(60e6), int64(0), nil, int64(0)}
+				sql, col := s.ClaimSQL(), 5
+				if v.open {
+					sql, col, args = s.ClaimOpenSQL(), 6, append(args, v.spare)
+				}
+				if v.one {
+					sql, args = s.ClaimOneKindSQL(), []any{cl.kinds[0], cl.limit, nil, owner, int64(60e6), int64(0)}
+				}
+				rows, _ := tx.Query(ctx, sql, args...)
+				now, lost := read(rows, col)
 				if lost == 0 {
 					return tx, got
 				}
@@ -114,11 +153,11 @@ func TestClaimStepsOverAHeldClaim(t *testing.T) {
 				read(rows, 2)
 				return tx, got
 			}
-			_, first := hold(c.first, "first")
+			_, first := hold(c.first, "first", plain[0])
 			if len(first) != int(c.first.limit) {
 				t.Fatalf("the first claim took %d jobs, want %d", len(first), c.first.limit)
 			}
-			_, second := hold(c.second, "second")
+			_, second := hold(c.second, "second", c.v)
 			perKind := map[string]int{}
 			for id, kind := range second {
 				perKind[kind]++

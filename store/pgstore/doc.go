@@ -211,6 +211,21 @@
 // second time from the start of each range, where the dead entries of
 // claimed rows gather while a long transaction holds back vacuum.
 //
+// Two claims need less (claimopen.go). A claim of one kind takes its jobs
+// in the order of its three ranges, one after the other: each range's
+// index scan runs under FOR UPDATE SKIP LOCKED and the claim's LIMIT, so
+// PostgreSQL locks rows one at a time in claim order, steps over those
+// other claims hold or took, and stops at the limit, with no candidates
+// and no second round; each range's first row not taken then gives
+// NextRunAt and the cursor. A claim of several kinds none of whose
+// limits binds (each may take the whole Limit) locks its candidates the
+// same way, in claim order under the LIMIT, cut at the first range that
+// may have more rows than it read; it reads spare rows per range, as many
+// as the claims beside it made it step over, and needs the second round
+// only when they were not enough. Hosts that claim the same kinds at once
+// otherwise meet on the same first rows: with four hosts, four claims in
+// five lost rows and ran the second round.
+//
 // "Due" there is run_at <= now() + ClaimParams.Ahead: the plain claim
 // takes jobs a few milliseconds before they fall due, with attempted_at =
 // run_at, and returns clock_timestamp() read as it produces its rows, so

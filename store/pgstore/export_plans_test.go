@@ -8,6 +8,8 @@ func (s *Store) BatchSQL() map[string]string {
 	return map[string]string{
 		"claim":      s.q.claim,
 		"claimLost":  s.q.claimLost,
+		"claimOpen":  s.q.claimOpen,
+		"claimOne":   s.q.claimOneKind,
 		"finish":     s.q.finish,
 		"finishWait": s.q.finishWait,
 		"extend":     s.q.extend,

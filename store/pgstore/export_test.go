@@ -14,6 +14,16 @@ import (
 // ClaimSQL returns the claim statement, for the EXPLAIN test.
 func (s *Store) ClaimSQL() string { return s.q.claim }
 
+// ClaimOpenSQL returns the open claim (claimOpenSQL), which claims whose
+// kinds' limits do not bind make.
+func (s *Store) ClaimOpenSQL() string { return s.q.claimOpen }
+
+// ClaimOneKindSQL returns the claim of one kind (claimOneKindSQL).
+func (s *Store) ClaimOneKindSQL() string { return s.q.claimOneKind }
+
+// ClaimSpare returns the spare rows the Store's next open claim reads.
+func (s *Store) ClaimSpare() int64 { return s.spare.get() }
+
 // ClaimLostSQL returns the claim's second round (claimLostSQL), for tests
 // that hold a claim open.
 func (s *Store) ClaimLostSQL() string { return s.q.claimLost }

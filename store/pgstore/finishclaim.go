@@ -81,22 +81,25 @@ func (s *Store) finishClaimOnce(ctx context.Context, finish []store.FinishParams
 	b := &pgx.Batch{}
 	b.Queue(jitOffSQL + s.endSettings(ctx))
 	b.Queue(s.q.finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, lo, hi)
-	s.queueClaim(b, kinds, limits, claim, from)
+	sent := s.queueClaim(b, kinds, limits, claim, from)
 
 	applied := make(map[store.Lease]bool, len(finish))
 	var (
-		wait []store.FinishParams
-		held []pgtype.Timestamptz
-		lost int64
+		wait          []store.FinishParams
+		held          []pgtype.Timestamptz
+		lost, skipped int64
 	)
 	res := &store.ClaimResult{Jobs: []*store.JobRecord{}}
 	br := s.pool.SendBatch(ctx, b)
 	err := readFinished(br, applied, &wait)
 	if err == nil {
-		err = readClaim(br, res, &held, &lost)
+		err = readClaim(br, res, &held, &lost, sent.open, &skipped)
 	}
 	if err == nil {
 		err = commitClaim(br, res, claim)
+		if err == nil {
+			s.claimMet(sent, skipped, lost)
+		}
 	} else {
 		_ = br.Close() // the first error says what failed; the transaction rolled back
 	}

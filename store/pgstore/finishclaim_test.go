@@ -110,7 +110,7 @@ func TestFinishClaimOneRoundTrip(t *testing.T) {
 			rec, err := s.Get(ctx, done.ID)
 			require.NoError(t, err)
 			require.Equal(t, store.StateSucceeded, rec.State)
-			n := tracer.together(s.FinishSQL(), s.ClaimSQL())
+			n := tracer.together(s.FinishSQL(), s.ClaimOneKindSQL())
 			if c.oneTrip {
 				require.Equal(t, 1, n, "finish and claim in one batch")
 			} else {

@@ -62,7 +62,7 @@ func TestHotPathRunsOnGenericPlans(t *testing.T) {
 			if way == "FinishFlow" {
 				finish = sqls["flowFinish"]
 			}
-			for name, sql := range map[string]string{"claim": sqls["claim"], way: finish} {
+			for name, sql := range map[string]string{"claim": sqls["claimOne"], way: finish} {
 				var generic, custom int64
 				err := pool.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
 					FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&generic, &custom)

@@ -201,6 +201,25 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 			holdClaim(ctx, t, n)
 			return claimArgs(n, "plans")
 		}},
+		// The open claim (a kind whose limit does not bind), reading no
+		// spare rows, and beside a claim of n jobs held open, reading n
+		// spare rows: it steps over the n held rows and locks n others.
+		{"claimOpen", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+			return append(claimArgs(n, "plans"), int64(0))
+		}},
+		{"claimOpenBesideHeld", "claimOpen", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			holdClaim(ctx, t, n)
+			return append(claimArgs(n, "plans"), int64(n))
+		}},
+		// The claim of one kind, alone and beside a claim of n jobs held
+		// open: it steps over the n held rows and locks n others.
+		{"claimOne", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+			return []any{"due", int32(n), nil, "plans", int64(60e6), int64(10e3)}
+		}},
+		{"claimOneBesideHeld", "claimOne", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			holdClaim(ctx, t, n)
+			return []any{"due", int32(n), nil, "plans", int64(60e6), int64(10e3)}
+		}},
 		// Its second round (claimLost): the walk steps over the n held
 		// rows, two probes each, and locks n others.
 		{"claimLostBesideHeld", "claimLost", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {

@@ -24,6 +24,8 @@ type queries struct {
 	notify        string
 	claim         string
 	claimLost     string
+	claimOpen     string
+	claimOneKind  string
 	finish        string
 	finishWait    string
 	extend        string
@@ -107,6 +109,8 @@ func buildQueries(schema string, p *placement) queries {
 
 		insertClaimed: insertClaimedSQL,
 		claimLost:     claimLostSQL,
+		claimOpen:     claimOpenSQL,
+		claimOneKind:  claimOneKindSQL,
 		cursorAudit:   cursorAuditSQL,
 
 		// One round trip for one job: insert, or find the holder of the
@@ -513,7 +517,7 @@ FROM pg_class c
 WHERE c.oid = '{jobs}'::regclass
    OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = '{history}'::regclass)`,
 	}
-	for _, p := range []*string{&q.get, &q.insertOne, &q.insertClaimed, &q.cursorAudit, &q.insertMany, &q.holders, &q.notify, &q.claim, &q.claimLost,
+	for _, p := range []*string{&q.get, &q.insertOne, &q.insertClaimed, &q.cursorAudit, &q.insertMany, &q.holders, &q.notify, &q.claim, &q.claimLost, &q.claimOpen, &q.claimOneKind,
 		&q.finish, &q.finishWait, &q.extend, &q.rescue, &q.prune, &q.list, &q.controlCur, &q.cancel, &q.pause,
 		&q.resume, &q.runNow, &q.countLive, &q.finalBound, &q.countFinal, &q.finalSample, &q.reltuples} {
 		*p = r.Replace(*p)

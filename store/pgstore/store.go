@@ -41,6 +41,7 @@ type Store struct {
 	flow flowCache // flow control (flow.go)
 
 	cursors *claimCursors // where the plain claim's range scans start (cursor.go)
+	spare   claimSpare    // rows the open claim reads beyond its limits (claimopen.go)
 
 	history historyState // partitions and archive position (history.go)
 

@@ -1,0 +1,111 @@
+package ax
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Taking ahead: a host with few workers and short handlers claims more
+// jobs than it has free slots, and the jobs beyond them wait on the host
+// for the next slot to free.
+//
+// A host runs one claim at a time, for the slots free when it begins, and
+// every claim and every finish costs the database a statement and a
+// commit whatever the jobs it carries. With short handlers, a host's
+// slots all free within a claim's time, so it claims as many jobs per
+// statement as it has workers: measured with axbench multiprocess on
+// PostgreSQL (docs/benchmarks/hosts-2026-12-06.txt), one host of 25
+// workers claimed 18 jobs a claim and ran 8,300 no-op jobs/s at 0.119 s
+// of server CPU per 1,000 jobs, one host of 100 claimed 99 and ran
+// 14,000-24,000 at 0.042-0.050 s; four hosts of 25 ran no more than one.
+// So a host with fewer than minClaimBatch workers takes up to
+// minClaimBatch − Workers jobs ahead, but only as many as its workers
+// start within one claim's time at the handlers' recent mean duration:
+// a job taken ahead then waits on this host about as long as it would
+// have waited for the host's next claim, and no longer. Hosts whose
+// handlers take longer than a claim take nothing ahead; a host of
+// minClaimBatch workers or more never does, so the default width is
+// unchanged. Only a claim that follows one that left due jobs behind
+// (a backlog) takes ahead: there is nothing due to take otherwise.
+//
+// A job taken ahead is launched as any other, registered (the heartbeat
+// extends its lease, Stop hands it back, a cancellation or a lost lease
+// ends it) and counted against its kind's Concurrency, but its goroutine
+// waits for a slot (waitForSlot) before its handler starts: a freed slot
+// goes to the longest waiting one (returnSlot) instead of back to the
+// claimer. A kind paused while it waited is handed back unstarted, as a
+// job claimed ahead of its run time is.
+
+// minClaimBatch is the claim size up to which a host with short handlers
+// takes jobs ahead of its free slots.
+const minClaimBatch = 100
+
+// handlerMeanWeight is the weight of the newest handler duration in the
+// runtime's mean (an exponentially weighted mean over about the last 16
+// handlers).
+const handlerMeanWeight = 16
+
+// aheadRoom returns how many jobs beyond its free slots a claim may take:
+// up to minClaimBatch − workers, and as many as workers slots start within
+// claimTook at handlers of mean duration, less the jobs that wait already
+// (waiting); none without a backlog or a measured mean and claim.
+func aheadRoom(workers, waiting int, backlog bool, claimTook, mean time.Duration) int {
+	if !backlog || claimTook <= 0 || mean <= 0 || workers >= minClaimBatch {
+		return 0
+	}
+	fit := int64(workers) * int64(claimTook) / int64(mean)
+	return int(max(0, min(int64(minClaimBatch-workers), fit)-int64(waiting)))
+}
+
+// addHandlerTime folds the duration of a handler that ran into the
+// runtime's mean. Called with r.mu held.
+func (r *runtime) addHandlerTime(took time.Duration) {
+	if took <= 0 {
+		return
+	}
+	if r.handlerMean == 0 {
+		r.handlerMean = took
+		return
+	}
+	r.handlerMean += (took - r.handlerMean) / handlerMeanWeight
+}
+
+// passSlot gives a freed slot to the longest waiting job taken ahead and
+// reports whether there was one. Called with r.mu held.
+func (r *runtime) passSlot() bool {
+	if len(r.waiting) == 0 {
+		return false
+	}
+	a := r.waiting[0]
+	r.waiting[0] = nil
+	r.waiting = r.waiting[1:]
+	a.waitsForSlot = false
+	close(a.slot)
+	return true
+}
+
+// waitForSlot waits until a job taken ahead (a.slot not nil) has a worker
+// slot, and reports false if ctx ended first: the attempt then never had
+// one (a.noSlot), and its end frees none.
+func (r *runtime) waitForSlot(ctx context.Context, a *attempt) bool {
+	if a.slot == nil {
+		return true
+	}
+	select {
+	case <-a.slot:
+		return true
+	case <-ctx.Done():
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !a.waitsForSlot {
+		return true // the slot came as ctx ended: it holds one
+	}
+	a.waitsForSlot = false
+	a.noSlot = true
+	if i := slices.Index(r.waiting, a); i >= 0 {
+		r.waiting = slices.Delete(r.waiting, i, i+1)
+	}
+	return false
+}

@@ -1,0 +1,235 @@
+package ax
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax/store"
+	"github.com/axsched/ax/store/memstore"
+)
+
+// TestAheadRoom: how many jobs a claim takes beyond its free slots.
+func TestAheadRoom(t *testing.T) {
+	cases := []struct {
+		name            string
+		workers, wait   int
+		backlog         bool
+		claim, handlers time.Duration
+		want            int
+	}{
+		{"short handlers", 25, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 75},
+		{"some wait already", 25, 30, true, 10 * time.Millisecond, 10 * time.Microsecond, 45},
+		{"more wait than the room", 25, 80, true, 10 * time.Millisecond, 10 * time.Microsecond, 0},
+		{"as many as start within a claim", 25, 0, true, 10 * time.Millisecond, 5 * time.Millisecond, 50},
+		{"less those that wait", 25, 20, true, 10 * time.Millisecond, 5 * time.Millisecond, 30},
+		{"handlers longer than a claim", 25, 0, true, 10 * time.Millisecond, 300 * time.Millisecond, 0},
+		{"no backlog", 25, 0, false, 10 * time.Millisecond, 10 * time.Microsecond, 0},
+		{"no claim measured", 25, 0, true, 0, 10 * time.Microsecond, 0},
+		{"no handler measured", 25, 0, true, 10 * time.Millisecond, 0, 0},
+		{"the default width", 100, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 0},
+		{"wider", 300, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, aheadRoom(c.workers, c.wait, c.backlog, c.claim, c.handlers))
+		})
+	}
+}
+
+// claimLimits records the Limit of each claim a FaultStore was asked for,
+// each claim taking claimTook.
+type claimLimits struct {
+	mu     sync.Mutex
+	limits []int
+	got    []int // jobs each claim took
+}
+
+func (c *claimLimits) store(st store.Store, claimTook time.Duration) *FaultStore {
+	f := NewFaultStore(st)
+	f.SetBeforeCall(func(_ context.Context, method string) error {
+		if method == "Claim" {
+			time.Sleep(claimTook)
+		}
+		return nil
+	})
+	return f
+}
+
+func (c *claimLimits) hook(st *FaultStore) *limitStore { return &limitStore{FaultStore: st, c: c} }
+
+// limitStore is a FaultStore that records claims' limits.
+type limitStore struct {
+	*FaultStore
+	c *claimLimits
+}
+
+func (l *limitStore) Claim(ctx context.Context, p *store.ClaimParams) (*store.ClaimResult, error) {
+	res, err := l.FaultStore.Claim(ctx, p)
+	l.c.mu.Lock()
+	l.c.limits = append(l.c.limits, p.Limit)
+	if res != nil {
+		l.c.got = append(l.c.got, len(res.Jobs))
+	}
+	l.c.mu.Unlock()
+	return res, err
+}
+
+// TestClaimerTakesAheadOfItsSlots: a host of 5 workers whose claims take
+// 10 ms and handlers 1 ms, with 300 jobs due: after its first claim, it
+// claims more jobs than it has free slots, up to 55 at once (5 slots and
+// as many as they start in 10 ms), never runs more than 5 handlers at
+// once, and runs every job once, in a third of the 60 claims it would
+// make without. With handlers of 100 ms it never takes more than its
+// free slots.
+func TestClaimerTakesAheadOfItsSlots(t *testing.T) {
+	cases := []struct {
+		name            string
+		handler         time.Duration
+		jobs            int
+		leastMost, most int // bounds of the largest claim limit
+		claims          int // at most this many claims
+	}{
+		{"short handlers", time.Millisecond, 300, 6, 55, 20},
+		{"long handlers", 100 * time.Millisecond, 30, 1, 5, 30},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := memstore.New()
+				cl := &claimLimits{}
+				ls := cl.hook(cl.store(st, 10*time.Millisecond))
+				r := testRuntime(t, ls, func(c *Config) { c.Workers = 5; c.PollInterval = time.Hour })
+				var (
+					mu            sync.Mutex
+					running, most int
+					ran           = map[uuid.UUID]int{}
+				)
+				require.NoError(t, r.s.Handle("k", HandlerFunc(func(_ context.Context, j *Job) error {
+					mu.Lock()
+					running++
+					most = max(most, running)
+					ran[j.ID]++
+					mu.Unlock()
+					time.Sleep(c.handler)
+					mu.Lock()
+					running--
+					mu.Unlock()
+					return nil
+				})))
+				for range c.jobs {
+					insertAt(t, st, "k", time.Time{})
+				}
+				startClaimer(t, r)
+				r.wake()
+				time.Sleep(time.Duration(c.jobs)*c.handler + 5*time.Second)
+				synctest.Wait()
+
+				mu.Lock()
+				defer mu.Unlock()
+				require.Len(t, ran, c.jobs)
+				for id, n := range ran {
+					require.Equal(t, 1, n, "job %s ran %d times", id, n)
+				}
+				require.LessOrEqual(t, most, 5, "handlers at once")
+				cl.mu.Lock()
+				defer cl.mu.Unlock()
+				t.Logf("claim limits: %v; jobs: %v", cl.limits, cl.got)
+				require.GreaterOrEqual(t, maxOf(cl.limits), c.leastMost, "the largest claim")
+				require.LessOrEqual(t, maxOf(cl.limits), c.most, "the largest claim")
+				require.LessOrEqual(t, len(cl.limits), c.claims, "claims")
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				require.Equal(t, 5, r.free, "free slots at the end")
+				require.Empty(t, r.waiting)
+			})
+		})
+	}
+}
+
+func maxOf(v []int) int {
+	m := 0
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+// TestJobTakenAheadEnds: a job waiting for a slot on a host of one
+// worker, whose handler blocks, ends without its handler when it is
+// cancelled or its lease is lost, and the slot count stays right; one
+// that gets the slot runs.
+func TestJobTakenAheadEnds(t *testing.T) {
+	cases := []struct {
+		name    string
+		end     func(r *runtime, a *attempt)
+		wantRan bool
+	}{
+		{"cancelled", func(r *runtime, a *attempt) { r.cancelLocal(a.job.ID, ErrJobCancelled) }, false},
+		{"lease lost", func(r *runtime, a *attempt) {
+			r.mu.Lock()
+			a.lost = true
+			r.mu.Unlock()
+			a.cancel(ErrLeaseLost)
+		}, false},
+		{"gets the slot", func(*runtime, *attempt) {}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := memstore.New()
+				r := testRuntime(t, st, func(c *Config) { c.Workers = 1 })
+				release := make(chan struct{})
+				ran := map[uuid.UUID]bool{}
+				var mu sync.Mutex
+				require.NoError(t, r.s.Handle("k", HandlerFunc(func(_ context.Context, j *Job) error {
+					mu.Lock()
+					ran[j.ID] = true
+					mu.Unlock()
+					<-release
+					return nil
+				})))
+				go r.completer.run()
+				defer r.completer.stop(context.Background(), context.Background())
+				for range 2 {
+					insertAt(t, st, "k", time.Time{})
+				}
+				res, err := st.Claim(context.Background(), &store.ClaimParams{Owner: "n", Limit: 2, LeaseDuration: time.Minute,
+					Kinds: []store.KindLimit{{Kind: "k", Limit: 2}}})
+				require.NoError(t, err)
+				require.Len(t, res.Jobs, 2)
+				for _, rec := range res.Jobs {
+					r.launch(rec, time.Now(), time.Time{})
+				}
+				synctest.Wait()
+				r.mu.Lock()
+				require.Equal(t, 0, r.free)
+				require.Equal(t, 2, r.busy["k"])
+				require.Len(t, r.waiting, 1)
+				waiter := r.waiting[0]
+				r.mu.Unlock()
+				require.Equal(t, map[string]int{"k": 1}, r.running(), "Running counts the handler, not the job that waits")
+
+				c.end(r, waiter)
+				synctest.Wait()
+				close(release)
+				r.handlers.Wait()
+
+				mu.Lock()
+				require.True(t, ran[res.Jobs[0].ID] || ran[res.Jobs[1].ID])
+				require.Equal(t, c.wantRan, ran[waiter.job.ID], "the waiting job's handler ran")
+				mu.Unlock()
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				require.Equal(t, 1, r.free, "free slots at the end")
+				require.Zero(t, r.busy["k"])
+				require.Empty(t, r.waiting)
+			})
+		})
+	}
+}
