@@ -85,19 +85,7 @@ const claimOpenSQL = `WITH cand AS MATERIALIZED (
 	ORDER BY u.pos
 	LIMIT $3
 	FOR UPDATE OF j SKIP LOCKED
-), claimed AS (
-	-- No state test: locked1 checked it on the rows it holds.
-	` + plainClaimSetSQL + `
-	WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM locked1))
-	RETURNING {jcols}
-), next AS (
-	SELECT min(run_at) AS run_at FROM cand
-	WHERE id NOT IN (SELECT id FROM locked1) -- a hashed subplan
-), held AS (
-	SELECT kind, priority, min(run_at) AS run_at FROM cand
-	WHERE due AND id NOT IN (SELECT id FROM locked1)
-	GROUP BY kind, priority
-), took AS (
+), ` + claimTailSQL + `, took AS (
 	SELECT count(*) AS n, max(pos) AS last FROM locked1
 )
 SELECT now(), clock_timestamp(), (SELECT run_at FROM next),

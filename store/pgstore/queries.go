@@ -57,6 +57,24 @@ const (
 	keptSQL = `state IN ('succeeded', 'dead') AND unique_key IS NOT NULL AND unique_finished`
 )
 
+// claimTailSQL are the last CTEs of the plain claim and the open claim
+// (claimopen.go): the UPDATE of the rows locked1 holds, and from the
+// candidates they left, the earliest run_at (NextRunAt) and each range's
+// earliest due one (the claim cursors).
+const claimTailSQL = `claimed AS (
+	-- No state test: locked1 checked it on the rows it holds.
+	` + plainClaimSetSQL + `
+	WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM locked1))
+	RETURNING {jcols}
+), next AS (
+	SELECT min(run_at) AS run_at FROM cand
+	WHERE id NOT IN (SELECT id FROM locked1) -- a hashed subplan
+), held AS (
+	SELECT kind, priority, min(run_at) AS run_at FROM cand
+	WHERE due AND id NOT IN (SELECT id FROM locked1)
+	GROUP BY kind, priority
+)`
+
 // plainClaimOrderSQL is the plain claim's order over its candidates: jobs
 // due for the priority aging bound first (aged, oldest first, whatever
 // their priority), then strict priority, then run_at.
@@ -261,19 +279,7 @@ JOIN {jobs} j ON {onshard:j}(CASE WHEN j.unique_global THEN '' ELSE j.kind END) 
 		FOR UPDATE SKIP LOCKED
 	) l
 	WHERE r.first
-), claimed AS (
-	-- No state test: locked1 checked it on the rows it holds.
-	` + plainClaimSetSQL + `
-	WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM locked1))
-	RETURNING {jcols}
-), next AS (
-	SELECT min(run_at) AS run_at FROM cand
-	WHERE id NOT IN (SELECT id FROM locked1) -- a hashed subplan
-), held AS (
-	SELECT kind, priority, min(run_at) AS run_at FROM cand
-	WHERE due AND id NOT IN (SELECT id FROM locked1)
-	GROUP BY kind, priority
-)
+), ` + claimTailSQL + `
 SELECT now(), clock_timestamp(), (SELECT run_at FROM next),
 	ARRAY(SELECT h.run_at FROM unnest($1::text[]) WITH ORDINALITY AS k(kind, ord)
 		CROSS JOIN unnest('{1,2,3}'::smallint[]) AS p(priority)
