@@ -79,9 +79,10 @@ func TestCitusTwoHostsRunEveryJobOnce(t *testing.T) {
 			require.NoError(t, err)
 			want++
 		}
-		// The same key from both hosts: one job.
+		// The same key from both hosts: one job, even when the first has
+		// already run to its end (the key is kept while it is finished).
 		for _, s := range scheds {
-			_, err := s.Schedule(ctx, "keyed", nil, ax.UniqueKey(fmt.Sprintf("k%d", i)))
+			_, err := s.Schedule(ctx, "keyed", nil, ax.UniqueKey(fmt.Sprintf("k%d", i)), ax.UniqueWhileFinished())
 			require.NoError(t, err)
 		}
 		want++
