@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axsched/ax/internal/citustest"
@@ -77,14 +76,7 @@ func TestOneTxCitusStore(t *testing.T) {
 	for _, name := range names {
 		c := onetxCitusCalls[name]
 		t.Run(name, func(t *testing.T) {
-			g := &acquireGuard{}
-			cfg, err := pgxpool.ParseConfig(citustest.URL())
-			require.NoError(t, err)
-			cfg.MaxConns, cfg.MinConns = 1, 0
-			cfg.ConnConfig.Tracer = g
-			pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
+			pool, g := guardedPool(t, citustest.URL())
 			open := func() *pgstore.CitusStore {
 				st, err := pgstore.NewCitus(t.Context(), pool, pgstore.WithSchema(schema))
 				require.NoError(t, err)
@@ -97,17 +89,7 @@ func TestOneTxCitusStore(t *testing.T) {
 				lease = c.prepare(t, st)
 				st = open() // cold again
 			}
-			ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), onCall{}, true), 20*time.Second)
-			defer cancel()
-			tx, err := pool.Begin(ctx)
-			require.NoError(t, err)
-			defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after Commit
-			g.setOpen(true)
-			err = c.call(ctx, st, tx, lease)
-			g.setOpen(false)
-			g.check(t)
-			require.NoError(t, err)
-			require.NoError(t, tx.Commit(ctx))
+			inGuardedTx(t, pool, g, func(ctx context.Context, tx pgx.Tx) error { return c.call(ctx, st, tx, lease) })
 		})
 	}
 }

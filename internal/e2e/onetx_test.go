@@ -134,6 +134,17 @@ func onetxDB(t *testing.T) string {
 // watched by a fresh guard.
 func guarded(t *testing.T, dsn string) (*pgstore.Store, *pgxpool.Pool, *acquireGuard) {
 	t.Helper()
+	pool, g := guardedPool(t, dsn)
+	st, err := pgstore.New(t.Context(), pool, pgstore.WithoutMigrate())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st, pool, g
+}
+
+// guardedPool returns a pool of one connection on dsn, watched by the
+// guard it returns.
+func guardedPool(t *testing.T, dsn string) (*pgxpool.Pool, *acquireGuard) {
+	t.Helper()
 	g := &acquireGuard{}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	require.NoError(t, err)
@@ -142,10 +153,24 @@ func guarded(t *testing.T, dsn string) (*pgstore.Store, *pgxpool.Pool, *acquireG
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	st, err := pgstore.New(t.Context(), pool, pgstore.WithoutMigrate())
+	return pool, g
+}
+
+// inGuardedTx runs call in a transaction of pool with g watching that no
+// second connection is acquired while it is open, then commits.
+func inGuardedTx(t *testing.T, pool *pgxpool.Pool, g *acquireGuard, call func(ctx context.Context, tx pgx.Tx) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), onCall{}, true), 20*time.Second)
+	defer cancel()
+	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	return st, pool, g
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after Commit
+	g.setOpen(true)
+	err = call(ctx, tx)
+	g.setOpen(false)
+	g.check(t)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
 }
 
 // onetxVariant is one configuration every API runs under.
@@ -539,17 +564,7 @@ func TestOneTxStore(t *testing.T) {
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = st.Close() })
 			}
-			ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), onCall{}, true), 20*time.Second)
-			defer cancel()
-			tx, err := pool.Begin(ctx)
-			require.NoError(t, err)
-			defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after Commit
-			g.setOpen(true)
-			err = c.call(ctx, st, tx, lease)
-			g.setOpen(false)
-			g.check(t)
-			require.NoError(t, err)
-			require.NoError(t, tx.Commit(ctx))
+			inGuardedTx(t, pool, g, func(ctx context.Context, tx pgx.Tx) error { return c.call(ctx, st, tx, lease) })
 		})
 	}
 }
