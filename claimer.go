@@ -273,11 +273,13 @@ func (r *runtime) claimRound() error {
 	moreDue := !res.NextRunAt.IsZero() && !res.NextRunAt.After(claimable)
 	r.mu.Lock()
 	r.moreDue = moreDue
-	free := r.free
+	room := r.free + aheadRoom(r.cfg.Workers, len(r.waiting), moreDue, r.lastClaimTook, r.handlerMean)
 	r.mu.Unlock()
 	switch {
-	case moreDue && free > 0 && len(jobs) > 0:
-		r.wake() // more is due and slots remain: claim again now
+	case moreDue && room > 0 && len(jobs) > 0:
+		// More is due and slots remain, or jobs may be taken ahead of
+		// them: claim again now.
+		r.wake()
 	case moreDue:
 		// Slots are full (a freed slot wakes us), or the due rows are
 		// locked by another host's claim: look again shortly.

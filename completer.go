@@ -62,8 +62,11 @@ func (cp completion) fields(extra ...zap.Field) []zap.Field {
 // runtime.outcome), so a refusal means a store with stricter limits than
 // the contract's.
 //
-// The queue is bounded (Config.Workers outcomes, plus the batches being
-// written): add blocks while it is full, which holds a worker slot, so the
+// The queue is bounded (as many outcomes as the jobs a claim may give the
+// host: Config.Workers, or maxAheadClaim where the host takes jobs ahead
+// of its workers, plus the batches being written; a smaller queue cut
+// the finishes of a host taking 300 ahead to batches of 88 and blocked
+// its workers): add blocks while it is full, which holds a worker slot, so the
 // claimer takes no more jobs while the store is slow to take outcomes. Stop closes the queue (blocked adds
 // return at once, their outcomes counted as not written), writes what is
 // queued until its deadline plus ReleaseTimeout, and reports what it could
@@ -87,10 +90,14 @@ type completer struct {
 	cancelFinal context.CancelFunc
 }
 
+// outcomeQueueCapacity returns how many outcomes a host of workers queues
+// before add blocks (see completer).
+func outcomeQueueCapacity(workers int) int { return max(workers, maxAheadClaim) }
+
 func newCompleter(r *runtime) *completer {
 	c := &completer{
 		r:        r,
-		capacity: max(r.cfg.Workers, 1),
+		capacity: outcomeQueueCapacity(r.cfg.Workers),
 		done:     make(chan struct{}),
 		ready:    make(chan struct{}, 1),
 	}

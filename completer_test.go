@@ -166,7 +166,7 @@ func TestCompleterRetriesTransientFailures(t *testing.T) {
 }
 
 // TestCompleterBoundedQueueAndStop: while the store hangs, the queue fills
-// (Workers outcomes) and add blocks, holding the worker; stop releases the
+// (its capacity, made 2 here) and add blocks, holding the worker; stop releases the
 // blocked add at once (its outcome not written), gives the hung write until
 // the grace deadline, and reports every outcome it could not write.
 func TestCompleterBoundedQueueAndStop(t *testing.T) {
@@ -177,6 +177,7 @@ func TestCompleterBoundedQueueAndStop(t *testing.T) {
 			return ctx.Err()
 		})
 		r := testRuntime(t, fs, func(c *Config) { c.Workers = 2 })
+		r.completer.capacity = 2
 		as := claimAttempts(t, r, fs, "k", 5, time.Minute)
 		go r.completer.run()
 		queueOutcomes(r, as[:1], nil) // taken by the write that hangs

@@ -296,9 +296,13 @@ func TestDefect4StopHangsWhileStoreDown(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			synctest.Wait()
 		}
-		schedule(2)  // their outcomes' write hangs
-		schedule(10) // a second write (hangs), then these fill the queue, then two workers wait to queue theirs
-		require.Equal(t, int64(8), finished.Load(), "two in each of the two writes in flight, two queued, two waiting for room")
+		queued := ax.OutcomeQueueCapacity(2)
+		schedule(2) // their outcomes' write hangs
+		// A second write takes a full queue (and hangs), then the queue
+		// fills again, then two workers wait to queue theirs and the
+		// last 8 jobs wait for them.
+		schedule(2*queued + 10)
+		require.Equal(t, int64(2+2*queued+2), finished.Load(), "two writes in flight, a full queue, two waiting for room")
 
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()

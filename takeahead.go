@@ -19,16 +19,24 @@ import (
 // workers claimed 18 jobs a claim and ran 8,300 no-op jobs/s at 0.119 s
 // of server CPU per 1,000 jobs, one host of 100 claimed 99 and ran
 // 14,000-24,000 at 0.042-0.050 s; four hosts of 25 ran no more than one.
-// So a host with fewer than minClaimBatch workers takes up to
-// minClaimBatch − Workers jobs ahead, but only as many as its workers
-// start within one claim's time at the handlers' recent mean duration:
-// a job taken ahead then waits on this host about as long as it would
-// have waited for the host's next claim, and no longer. Hosts whose
-// handlers take longer than a claim take nothing ahead; a host of
-// minClaimBatch workers or more never does, so the default width is
-// unchanged. Only a claim that follows one that left due jobs behind
-// (a backlog) takes ahead: there is nothing due to take otherwise.
+// So a host with fewer than maxAheadClaim workers takes jobs ahead, up to
+// maxAheadClaim in a claim, but only as many as its workers start within
+// one claim's time at the handlers' recent mean duration: a job taken
+// ahead then waits on this host about as long as it would have waited for
+// the host's next claim, and no longer. Hosts whose handlers take longer
+// than a claim take nothing ahead; a host of maxAheadClaim workers or
+// more never does. Only a claim that follows one that left due jobs
+// behind (a backlog) takes ahead: there is nothing due to take otherwise.
 //
+// The same holds at the default width, and more so with the database a
+// network hop away: a claim's round trip and commit are a fixed cost per
+// statement, so a host of 100 that claims 100 at a time spends most of
+// each claim waiting. Measured with axbench throughput on a private
+// PostgreSQL, 2026-12-06 (docs/benchmarks/ahead-2026-12-06.txt), claims
+// of 400 rather than 100 ran 1.37 times the jobs/s at 0 and 1.58 times
+// at 1 ms of added round trip, at a fifth less server CPU per job; claims
+// of 200, 1.24 and 1.36 times.
+
 // A job taken ahead is launched as any other, registered (the heartbeat
 // extends its lease, Stop hands it back, a cancellation or a lost lease
 // ends it) and counted against its kind's Concurrency, but its goroutine
@@ -37,9 +45,9 @@ import (
 // claimer. A kind paused while it waited is handed back unstarted, as a
 // job claimed ahead of its run time is.
 
-// minClaimBatch is the claim size up to which a host with short handlers
+// maxAheadClaim is the claim size up to which a host with short handlers
 // takes jobs ahead of its free slots.
-const minClaimBatch = 100
+const maxAheadClaim = 400
 
 // handlerMeanWeight is the weight of the newest handler duration in the
 // runtime's mean (an exponentially weighted mean over about the last 16
@@ -47,15 +55,19 @@ const minClaimBatch = 100
 const handlerMeanWeight = 16
 
 // aheadRoom returns how many jobs beyond its free slots a claim may take:
-// up to minClaimBatch − workers, and as many as workers slots start within
-// claimTook at handlers of mean duration, less the jobs that wait already
-// (waiting); none without a backlog or a measured mean and claim.
+// up to maxAheadClaim − workers (the claim's size), and as many as workers
+// slots start within claimTook at handlers of mean duration less the jobs
+// that wait already (waiting: how long a job taken ahead waits); none
+// without a backlog or a measured mean and claim. The jobs that wait do
+// not count against the claim's size: with short handlers they start
+// while the claim is in flight, so a claim may begin as soon as the last
+// one launched its jobs and the host always has one claim in flight.
 func aheadRoom(workers, waiting int, backlog bool, claimTook, mean time.Duration) int {
-	if !backlog || claimTook <= 0 || mean <= 0 || workers >= minClaimBatch {
+	if !backlog || claimTook <= 0 || mean <= 0 || workers >= maxAheadClaim {
 		return 0
 	}
 	fit := int64(workers) * int64(claimTook) / int64(mean)
-	return int(max(0, min(int64(minClaimBatch-workers), fit)-int64(waiting)))
+	return int(max(0, min(int64(maxAheadClaim-workers), fit-int64(waiting))))
 }
 
 // addHandlerTime folds the duration of a handler that ran into the

@@ -23,17 +23,20 @@ func TestAheadRoom(t *testing.T) {
 		claim, handlers time.Duration
 		want            int
 	}{
-		{"short handlers", 25, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 75},
-		{"some wait already", 25, 30, true, 10 * time.Millisecond, 10 * time.Microsecond, 45},
-		{"more wait than the room", 25, 80, true, 10 * time.Millisecond, 10 * time.Microsecond, 0},
+		{"short handlers", 25, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 375},
+		{"those that wait start while it is in flight", 25, 300, true, 10 * time.Millisecond, 10 * time.Microsecond, 375},
 		{"as many as start within a claim", 25, 0, true, 10 * time.Millisecond, 5 * time.Millisecond, 50},
 		{"less those that wait", 25, 20, true, 10 * time.Millisecond, 5 * time.Millisecond, 30},
+		{"more wait than start within a claim", 25, 80, true, 10 * time.Millisecond, 5 * time.Millisecond, 0},
 		{"handlers longer than a claim", 25, 0, true, 10 * time.Millisecond, 300 * time.Millisecond, 0},
 		{"no backlog", 25, 0, false, 10 * time.Millisecond, 10 * time.Microsecond, 0},
 		{"no claim measured", 25, 0, true, 0, 10 * time.Microsecond, 0},
 		{"no handler measured", 25, 0, true, 10 * time.Millisecond, 0, 0},
-		{"the default width", 100, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 0},
-		{"wider", 300, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 0},
+		{"the default width", 100, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 300},
+		{"the default width, handlers of a claim's time", 100, 40, true, 10 * time.Millisecond, 10 * time.Millisecond, 60},
+		{"wider", 300, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 100},
+		{"as wide as the largest claim", maxAheadClaim, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 0},
+		{"widest", 1000, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -86,17 +89,21 @@ func (l *limitStore) Claim(ctx context.Context, p *store.ClaimParams) (*store.Cl
 // as many as they start in 10 ms), never runs more than 5 handlers at
 // once, and runs every job once, in a third of the 60 claims it would
 // make without. With handlers of 100 ms it never takes more than its
-// free slots.
+// free slots. A host of the default 100 workers takes up to
+// maxAheadClaim at once, and runs 3,000 jobs in half the 30 claims it
+// would make without.
 func TestClaimerTakesAheadOfItsSlots(t *testing.T) {
 	cases := []struct {
 		name            string
+		workers         int
 		handler         time.Duration
 		jobs            int
 		leastMost, most int // bounds of the largest claim limit
 		claims          int // at most this many claims
 	}{
-		{"short handlers", time.Millisecond, 300, 6, 55, 20},
-		{"long handlers", 100 * time.Millisecond, 30, 1, 5, 30},
+		{"short handlers", 5, time.Millisecond, 300, 6, 55, 20},
+		{"long handlers", 5, 100 * time.Millisecond, 30, 1, 5, 30},
+		{"the default width", 100, time.Millisecond, 3000, 101, maxAheadClaim, 15},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -104,7 +111,7 @@ func TestClaimerTakesAheadOfItsSlots(t *testing.T) {
 				st := memstore.New()
 				cl := &claimLimits{}
 				ls := cl.hook(cl.store(st, 10*time.Millisecond))
-				r := testRuntime(t, ls, func(c *Config) { c.Workers = 5; c.PollInterval = time.Hour })
+				r := testRuntime(t, ls, func(cfg *Config) { cfg.Workers = c.workers; cfg.PollInterval = time.Hour })
 				var (
 					mu            sync.Mutex
 					running, most int
@@ -136,7 +143,7 @@ func TestClaimerTakesAheadOfItsSlots(t *testing.T) {
 				for id, n := range ran {
 					require.Equal(t, 1, n, "job %s ran %d times", id, n)
 				}
-				require.LessOrEqual(t, most, 5, "handlers at once")
+				require.LessOrEqual(t, most, c.workers, "handlers at once")
 				cl.mu.Lock()
 				defer cl.mu.Unlock()
 				t.Logf("claim limits: %v; jobs: %v", cl.limits, cl.got)
@@ -145,7 +152,7 @@ func TestClaimerTakesAheadOfItsSlots(t *testing.T) {
 				require.LessOrEqual(t, len(cl.limits), c.claims, "claims")
 				r.mu.Lock()
 				defer r.mu.Unlock()
-				require.Equal(t, 5, r.free, "free slots at the end")
+				require.Equal(t, c.workers, r.free, "free slots at the end")
 				require.Empty(t, r.waiting)
 			})
 		})
