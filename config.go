@@ -63,12 +63,13 @@ type Config struct {
 	// its pool with the store's claims and outcome writes: a pool smaller
 	// than the handlers holding it at once slows both (lease extension
 	// has pgstore's own connection, so it costs no lease); see pgstore's
-	// package doc, Connections. With fewer than 100 Workers and handlers
-	// shorter than a claim, a host with due jobs waiting claims up to 100
-	// jobs at a time and the ones beyond its free workers wait on it,
-	// leased, for the next worker to free, about as long as the host's
-	// next claim would have taken (takeahead.go); handlers still run at
-	// most Workers at once.
+	// package doc, Connections. With fewer than 400 Workers (the default
+	// included) and handlers shorter than a claim, a host with due jobs
+	// waiting claims up to 400 jobs at a time and the ones beyond its
+	// free workers wait on it, leased, for the next worker to free, about
+	// as long as the host's next claim would have taken, while that claim
+	// is in flight (takeahead.go); handlers still run at most Workers at
+	// once.
 	Workers int
 
 	// DisableDirectStart turns off direct starts: by default Schedule of
