@@ -30,12 +30,12 @@ import (
 //
 // The same holds at the default width, and more so with the database a
 // network hop away: a claim's round trip and commit are a fixed cost per
-// statement, so a host of 100 that claims 100 at a time spends most of
-// each claim waiting. Measured with axbench throughput on a private
-// PostgreSQL, 2026-12-06 (docs/benchmarks/ahead-2026-12-06.txt), claims
-// of 400 rather than 100 ran 1.37 times the jobs/s at 0 and 1.58 times
-// at 1 ms of added round trip, at a fifth less server CPU per job; claims
-// of 200, 1.24 and 1.36 times.
+// statement, so a host of 100 that claimed 100 at a time spent most of
+// each claim waiting. With claims of up to 400 and the next claim in
+// flight while the jobs taken ahead start, 100 workers ran 1.08-1.28
+// times the no-op jobs/s of the code before at 0 and 1.28-1.46 times at
+// 1 ms of added round trip, at a third of the commits per job
+// (axbench throughput -private, docs/benchmarks/ahead-2026-12-06.txt).
 
 // A job taken ahead is launched as any other, registered (the heartbeat
 // extends its lease, Stop hands it back, a cancellation or a lost lease
