@@ -69,7 +69,11 @@ type Config struct {
 	// free workers wait on it, leased, for the next worker to free, about
 	// as long as the host's next claim would have taken, while that claim
 	// is in flight (takeahead.go); handlers still run at most Workers at
-	// once.
+	// once. "Shorter than a claim" is judged by the mean of the recent
+	// handlers: if they turn slow at once, the jobs already taken ahead
+	// (at most 400 − Workers) start here as workers free, not on another
+	// host. Set Workers to 400 or more, or keep each host's kinds alike in
+	// duration, where that matters.
 	Workers int
 
 	// DisableDirectStart turns off direct starts: by default Schedule of

@@ -189,7 +189,8 @@ func callHandler(ctx context.Context, a *attempt) (err error) {
 // The worker slot is freed only once the outcome is queued: while the
 // store is slow to take outcomes the completer's queue fills, workers
 // wait here, and the claimer stops taking jobs, so the jobs in flight stay
-// bounded (Workers running plus a queue of Workers outcomes).
+// bounded (Workers running, the jobs taken ahead, and a queue of
+// outcomeQueueCapacity outcomes).
 func (r *runtime) finish(a *attempt, err, cause error, took time.Duration) {
 	defer r.freeSlot(a)
 	cp := completion{attempt: a, err: err, took: took, inTx: a.extras != nil && a.extras.txCompleted()}

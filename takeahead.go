@@ -37,6 +37,13 @@ import (
 // 1 ms of added round trip, at a third of the commits per job
 // (axbench throughput -private, docs/benchmarks/ahead-2026-12-06.txt).
 
+// The handlers' mean is recent (about the last 16), so a host whose
+// handlers turn slow at once keeps the jobs it took ahead while they were
+// short: up to maxAheadClaim − Workers of them start here as its workers
+// free, while other hosts may have free workers. Handing back a job that
+// waited longer than a few claims' time (in batches, through the
+// completer) would bound that; it is not built.
+
 // A job taken ahead is launched as any other, registered (the heartbeat
 // extends its lease, Stop hands it back, a cancellation or a lost lease
 // ends it) and counted against its kind's Concurrency, but its goroutine
