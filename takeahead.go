@@ -20,7 +20,7 @@ import (
 // of server CPU per 1,000 jobs, one host of 100 claimed 99 and ran
 // 14,000-24,000 at 0.042-0.050 s; four hosts of 25 ran no more than one.
 // So a host with fewer than maxAheadClaim workers takes jobs ahead, up to
-// maxAheadClaim in a claim, but only as many as its workers start within
+// aheadCap in all, but only as many as its workers start within
 // one claim's time at the handlers' recent mean duration: a job taken
 // ahead then waits on this host about as long as it would have waited for
 // the host's next claim, and no longer. Hosts whose handlers take longer
@@ -39,7 +39,7 @@ import (
 
 // The handlers' mean is recent (about the last 16), so a host whose
 // handlers turn slow at once keeps the jobs it took ahead while they were
-// short: up to maxAheadClaim − Workers of them start here as its workers
+// short: up to aheadCap − Workers of them start here as its workers
 // free, while other hosts may have free workers. Handing back a job that
 // waited longer than a few claims' time (in batches, through the
 // completer) would bound that; it is not built.
@@ -52,9 +52,22 @@ import (
 // claimer. A kind paused while it waited is handed back unstarted, as a
 // job claimed ahead of its run time is.
 
-// maxAheadClaim is the claim size up to which a host with short handlers
-// takes jobs ahead of its free slots.
-const maxAheadClaim = 400
+// A host with short handlers holds at most aheadTimes times its workers
+// in jobs, running and taken ahead (aheadCap), at least minAheadClaim and
+// at most maxAheadClaim: the jobs taken ahead are then at most three
+// batches of its workers, so a job that waits on the host waits for a
+// few handlers at most, whatever the handlers' mean says.
+const (
+	aheadTimes    = 4
+	minAheadClaim = 100
+	maxAheadClaim = 400
+)
+
+// aheadCap returns how many jobs a host of workers holds at most, running
+// and taken ahead.
+func aheadCap(workers int) int {
+	return min(maxAheadClaim, max(minAheadClaim, aheadTimes*workers))
+}
 
 // handlerMeanWeight is the weight of the newest handler duration in the
 // runtime's mean (an exponentially weighted mean over about the last 16
@@ -62,19 +75,16 @@ const maxAheadClaim = 400
 const handlerMeanWeight = 16
 
 // aheadRoom returns how many jobs beyond its free slots a claim may take:
-// up to maxAheadClaim − workers (the claim's size), and as many as workers
-// slots start within claimTook at handlers of mean duration less the jobs
-// that wait already (waiting: how long a job taken ahead waits); none
-// without a backlog or a measured mean and claim. The jobs that wait do
-// not count against the claim's size: with short handlers they start
-// while the claim is in flight, so a claim may begin as soon as the last
-// one launched its jobs and the host always has one claim in flight.
+// up to aheadCap(workers) − workers, and as many as workers slots start
+// within claimTook at handlers of mean duration, less the jobs that wait
+// already (waiting); none without a backlog or a measured mean and claim.
 func aheadRoom(workers, waiting int, backlog bool, claimTook, mean time.Duration) int {
-	if !backlog || claimTook <= 0 || mean <= 0 || workers >= maxAheadClaim {
+	room := aheadCap(workers) - workers
+	if !backlog || claimTook <= 0 || mean <= 0 || room <= 0 {
 		return 0
 	}
 	fit := int64(workers) * int64(claimTook) / int64(mean)
-	return int(max(0, min(int64(maxAheadClaim-workers), fit-int64(waiting))))
+	return int(max(0, min(int64(room), fit)-int64(waiting)))
 }
 
 // addHandlerTime folds the duration of a handler that ran into the

@@ -23,16 +23,19 @@ func TestAheadRoom(t *testing.T) {
 		claim, handlers time.Duration
 		want            int
 	}{
-		{"short handlers", 25, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 375},
-		{"those that wait start while it is in flight", 25, 300, true, 10 * time.Millisecond, 10 * time.Microsecond, 375},
+		{"short handlers", 25, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 75},
+		{"some wait already", 25, 30, true, 10 * time.Millisecond, 10 * time.Microsecond, 45},
+		{"more wait than the room", 25, 80, true, 10 * time.Millisecond, 10 * time.Microsecond, 0},
 		{"as many as start within a claim", 25, 0, true, 10 * time.Millisecond, 5 * time.Millisecond, 50},
 		{"less those that wait", 25, 20, true, 10 * time.Millisecond, 5 * time.Millisecond, 30},
-		{"more wait than start within a claim", 25, 80, true, 10 * time.Millisecond, 5 * time.Millisecond, 0},
 		{"handlers longer than a claim", 25, 0, true, 10 * time.Millisecond, 300 * time.Millisecond, 0},
 		{"no backlog", 25, 0, false, 10 * time.Millisecond, 10 * time.Microsecond, 0},
 		{"no claim measured", 25, 0, true, 0, 10 * time.Microsecond, 0},
 		{"no handler measured", 25, 0, true, 10 * time.Millisecond, 0, 0},
+		{"few workers", 5, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 95},
+		{"four times the workers", 50, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 150},
 		{"the default width", 100, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 300},
+		{"the default width, some wait", 100, 120, true, 10 * time.Millisecond, 10 * time.Microsecond, 180},
 		{"the default width, handlers of a claim's time", 100, 40, true, 10 * time.Millisecond, 10 * time.Millisecond, 60},
 		{"wider", 300, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 100},
 		{"as wide as the largest claim", maxAheadClaim, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 0},
@@ -90,8 +93,8 @@ func (l *limitStore) Claim(ctx context.Context, p *store.ClaimParams) (*store.Cl
 // once, and runs every job once, in a third of the 60 claims it would
 // make without. With handlers of 100 ms it never takes more than its
 // free slots. A host of the default 100 workers takes up to
-// maxAheadClaim at once, and runs 3,000 jobs in half the 30 claims it
-// would make without.
+// maxAheadClaim at once, and runs 3,000 jobs in two thirds of the 30
+// claims it would make without.
 func TestClaimerTakesAheadOfItsSlots(t *testing.T) {
 	cases := []struct {
 		name            string
@@ -103,7 +106,7 @@ func TestClaimerTakesAheadOfItsSlots(t *testing.T) {
 	}{
 		{"short handlers", 5, time.Millisecond, 300, 6, 55, 20},
 		{"long handlers", 5, 100 * time.Millisecond, 30, 1, 5, 30},
-		{"the default width", 100, time.Millisecond, 3000, 101, maxAheadClaim, 15},
+		{"the default width", 100, time.Millisecond, 3000, 101, maxAheadClaim, 20},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

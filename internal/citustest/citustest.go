@@ -68,8 +68,11 @@ func Available() (bool, string) {
 // (Exclusive) waits for it.
 func Require(t testing.TB) {
 	t.Helper()
-	available(t)
+	// The lock first: this process's first probe of the coordinator
+	// (setup) must not run while another package's Exclusive test has
+	// crashed or is restarting it.
 	lockShared(t)
+	available(t)
 }
 
 // available is Require without the lock.
@@ -218,7 +221,7 @@ func setup() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, URL())
+	conn, err := connectStarted(ctx)
 	if err != nil {
 		skipMsg = fmt.Sprintf("no Citus coordinator answers at %s (%v): start one (../shared/citus/cluster.sh start) or fix %s", redact(URL()), err, URLEnv)
 		return
@@ -248,6 +251,25 @@ func setup() {
 	}
 	if workers == 0 {
 		setupErr = fmt.Errorf("%s=%s: the coordinator has no worker nodes (citus_add_node)", URLEnv, redact(URL()))
+	}
+}
+
+// connectStarted connects to the coordinator, waiting until ctx ends
+// while it is starting up or recovering (SQLSTATE 57P03): a test that
+// crashed or restarted it ends once it answers, but its recovery can
+// restart it once more.
+func connectStarted(ctx context.Context) (*pgx.Conn, error) {
+	for {
+		conn, err := pgx.Connect(ctx, URL())
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) || pe.Code != "57P03" || ctx.Err() != nil {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 

@@ -43,7 +43,6 @@ func Exclusive(t testing.TB) {
 	if os.Getenv(ExclusiveEnv) != "1" {
 		t.Skipf("citustest: this test stops Citus nodes or changes the cluster: it runs with %s=1 (CI runs it in a step of its own)", ExclusiveEnv)
 	}
-	available(t)
 	if _, held := locked.LoadOrStore(t, true); held {
 		t.Fatal("citustest: Exclusive must come before the test's first use of the cluster")
 	}
@@ -51,4 +50,6 @@ func Exclusive(t testing.TB) {
 	holdLock(t, true)
 	exclusive.Store(true)
 	t.Cleanup(func() { exclusive.Store(false) })
+	// Probed under the lock, as in Require.
+	available(t)
 }

@@ -303,6 +303,10 @@ func testGraceful(t *testing.T, c *cluster) {
 		handedBackIDs = append(handedBackIDs, strings.TrimPrefix(l, "EVENT handed_back "))
 	}
 	handedBack := len(handedBackIDs)
+	// A job taken ahead of the victim's free workers (takeahead.go) and
+	// still waiting for one is handed back unstarted: it runs once, on
+	// another host. Only the handed-back jobs that started here run twice.
+	startedHere := c.count(`SELECT count(DISTINCT job_id) FROM executions WHERE node = $1 AND job_id = ANY($2::uuid[])`, victim.name, handedBackIDs)
 	cancelledStopping := c.count(`SELECT count(*) FROM executions WHERE node = $1 AND outcome LIKE 'cancelled:%stopping%'`, victim.name)
 	finishedInGrace := c.count(`SELECT count(*) FROM executions WHERE node = $1 AND outcome = 'ok' AND finished_at > $2`, victim.name, termAt)
 	var maxRestart float64
@@ -311,12 +315,12 @@ func testGraceful(t *testing.T, c *cluster) {
 		WHERE e.node <> $1 AND e.job_id = ANY($3::uuid[])
 		GROUP BY e.job_id) x`, victim.name, termAt, handedBackIDs).Scan(&maxRestart))
 	restart := time.Duration(maxRestart * float64(time.Second)).Round(time.Millisecond)
-	figure(t, "SIGTERM: %d jobs finished within the 1s grace, %d handed back (%d handlers cancelled by it); slowest re-run started %s after SIGTERM (lease %s); duplicates %d (the handed-back ones), lost %d",
-		finishedInGrace, handedBack, cancelledStopping, restart, ax.DefaultLeaseDuration, tl.duplicated, tl.lost)
+	figure(t, "SIGTERM: %d jobs finished within the 1s grace, %d handed back (%d of them started here, %d handlers cancelled by it); slowest re-run started %s after SIGTERM (lease %s); duplicates %d (the handed-back ones that started), lost %d",
+		finishedInGrace, handedBack, startedHere, cancelledStopping, restart, ax.DefaultLeaseDuration, tl.duplicated, tl.lost)
 	require.Zero(t, tl.lost)
 	require.Positive(t, cancelledStopping)
-	require.LessOrEqual(t, cancelledStopping, handedBack, "a handler cancelled by Stop whose job was not handed back")
-	require.Equal(t, handedBack, tl.duplicated, "only handed-back jobs ran twice")
+	require.LessOrEqual(t, cancelledStopping, startedHere, "a handler cancelled by Stop whose job was not handed back")
+	require.Equal(t, startedHere, tl.duplicated, "only handed-back jobs that started here ran twice")
 	require.Zero(t, c.count(`SELECT count(*) FROM executions WHERE node = $1 AND outcome IS NULL`, victim.name), "an execution was abandoned")
 	// At once means well before the lease (10 s) would have let another
 	// host take the job: the other hosts' slots are busy with the due
