@@ -31,11 +31,14 @@ import (
 // The same holds at the default width, and more so with the database a
 // network hop away: a claim's round trip and commit are a fixed cost per
 // statement, so a host of 100 that claimed 100 at a time spent most of
-// each claim waiting. With claims of up to 400 and the next claim in
-// flight while the jobs taken ahead start, 100 workers ran 1.08-1.28
-// times the no-op jobs/s of the code before at 0 and 1.28-1.46 times at
-// 1 ms of added round trip, at a third of the commits per job
-// (axbench throughput -private, docs/benchmarks/ahead-2026-12-06.txt).
+// each claim waiting. Holding up to 400, 100 workers ran 1.08 times the
+// no-op jobs/s of the code before at 0 and 1.49 times at 1 ms of added
+// round trip, at a third of the commits per job (axbench throughput
+// -private, docs/benchmarks/ahead-2026-12-06.txt). The claim loop claims
+// again at once only while a slot is free, not whenever a job could be
+// taken ahead: jobs handed back by a stopped host, and jobs that fall
+// due, would wait behind the ones topped up (the fault suite's graceful
+// stop on Citus: re-runs 5.3-5.7 s after the stop, against 2.3-2.4 s).
 
 // The handlers' mean is recent (about the last 16), so a host whose
 // handlers turn slow at once keeps the jobs it took ahead while they were
