@@ -33,7 +33,7 @@ func TestAheadRoom(t *testing.T) {
 		{"no claim measured", 25, 0, true, 0, 10 * time.Microsecond, 0},
 		{"no handler measured", 25, 0, true, 10 * time.Millisecond, 0, 0},
 		{"few workers", 5, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 95},
-		{"four times the workers", 50, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 150},
+		{"half the default", 50, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 50},
 		{"the default width", 100, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 300},
 		{"the default width, some wait", 100, 120, true, 10 * time.Millisecond, 10 * time.Microsecond, 180},
 		{"the default width, handlers of a claim's time", 100, 40, true, 10 * time.Millisecond, 10 * time.Millisecond, 60},
