@@ -65,14 +65,14 @@ type Config struct {
 	// has pgstore's own connection, so it costs no lease); see pgstore's
 	// package doc, Connections. With fewer than 400 Workers (the default
 	// included) and handlers shorter than a claim, a host with due jobs
-	// waiting holds up to four times its Workers in jobs (at least 100,
-	// at most 400) and the ones beyond its free workers wait on it,
+	// waiting holds up to 400 jobs (100 with fewer than 100 Workers) and
+	// the ones beyond its free workers wait on it,
 	// leased, for the next worker to free, about as long as the host's
 	// next claim would have taken (takeahead.go); handlers still run at
 	// most Workers at once. "Shorter than a claim" is judged by the mean
 	// of the recent handlers: if they turn slow at once, the jobs already
-	// taken ahead (at most three times Workers) start here as workers
-	// free, not on another host. Set Workers to 400 or more, or keep each
+	// taken ahead (at most 300 at the default width) start here as
+	// workers free, not on another host. Set Workers to 400 or more, or keep each
 	// host's kinds alike in duration, where that matters.
 	Workers int
 
