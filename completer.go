@@ -62,9 +62,9 @@ func (cp completion) fields(extra ...zap.Field) []zap.Field {
 // runtime.outcome), so a refusal means a store with stricter limits than
 // the contract's.
 //
-// The queue is bounded (as many outcomes as the jobs a claim may give the
-// host: Config.Workers, or maxAheadClaim where the host takes jobs ahead
-// of its workers, plus the batches being written; a smaller queue cut
+// The queue is bounded (outcomeQueueCapacity: Config.Workers, at least
+// maxAheadClaim, the most jobs a host taking ahead holds, plus the
+// batches being written; a smaller queue cut
 // the finishes of a host taking 300 ahead to batches of 88 and blocked
 // its workers): add blocks while it is full, which holds a worker slot, so the
 // claimer takes no more jobs while the store is slow to take outcomes. Stop closes the queue (blocked adds
