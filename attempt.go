@@ -54,11 +54,13 @@ type attempt struct {
 	released     bool      // handed back (Stop, or a pause before it started): the result is discarded
 	// A job taken ahead of the free slots (takeahead.go) waits for one:
 	// slot is closed when it gets one (nil: it had one at launch);
-	// waitsForSlot while it is in the runtime's waiting list; noSlot once
-	// it ended without one, so that its end frees none.
+	// waitsForSlot while it is in the runtime's waiting list, until
+	// waitUntil (host clock), when it is handed back; noSlot once it
+	// ended without one, so that its end frees none.
 	slot         chan struct{}
 	waitsForSlot bool
 	noSlot       bool
+	waitUntil    time.Time
 }
 
 // extendable reports whether the heartbeat should extend a's lease: its

@@ -158,7 +158,12 @@ func (r *runtime) claimLoop() {
 		}
 		next := r.cfg.PollInterval
 		r.letLaunchedRun(launched)
-		if err := r.claimRound(); err != nil {
+		err := r.claimRound()
+		// After the claim, so that the jobs it took ahead have their
+		// wake-up armed, and it took none ahead while the stale ones
+		// still counted as waiting (takeahead.go).
+		r.handBackStaleAhead()
+		if err != nil {
 			if r.work.Err() != nil {
 				return // Stop's deadline cut the claim short
 			}

@@ -70,10 +70,12 @@ type Config struct {
 	// leased, for the next worker to free, about as long as the host's
 	// next claim would have taken (takeahead.go); handlers still run at
 	// most Workers at once. "Shorter than a claim" is judged by the mean
-	// of the recent handlers: if they turn slow at once, the jobs already
-	// taken ahead (at most 300 at the default width) start here as
-	// workers free, not on another host. Set Workers to 400 or more, or keep each
-	// host's kinds alike in duration, where that matters.
+	// of the recent handlers: if they turn slow at once, a job taken
+	// ahead that has waited ten claims' time for a worker, and at least
+	// 250 ms, is handed back unstarted (attempt not counted) for any
+	// host, and the host takes nothing ahead until its handlers end short
+	// again. Set Workers to 400 or more, or keep each host's kinds alike
+	// in duration, where even that wait matters.
 	Workers int
 
 	// DisableDirectStart turns off direct starts: by default Schedule of

@@ -16,26 +16,29 @@ import (
 // in a free worker slot, or, with none free, in the next to free (a job
 // taken ahead of the free slots: takeahead.go).
 func (r *runtime) launch(rec *store.JobRecord, hostNow, startAt time.Time) {
+	var waitUntil time.Time
 	r.mu.Lock()
-	ahead := r.free < 1
-	if !ahead {
+	if r.free < 1 {
+		waitUntil = hostNow.Add(aheadWaitLimit(r.lastClaimTook))
+	} else {
 		r.free--
 	}
 	r.busy[rec.Kind]++
 	r.mu.Unlock()
-	r.startAttemptIn(rec, hostNow, startAt, ahead)
+	r.startAttemptIn(rec, hostNow, startAt, waitUntil)
 }
 
 // startAttempt runs a claimed job on a worker slot already taken for it, and
 // reports false, doing nothing, once Stop no longer waits for handlers
 // (a direct start that outlived Stop's wait for it; claims end before).
 func (r *runtime) startAttempt(rec *store.JobRecord, hostNow, startAt time.Time) bool {
-	return r.startAttemptIn(rec, hostNow, startAt, false)
+	return r.startAttemptIn(rec, hostNow, startAt, time.Time{})
 }
 
-// startAttemptIn is startAttempt, for a job that waits for the next
-// worker slot to free when ahead is set.
-func (r *runtime) startAttemptIn(rec *store.JobRecord, hostNow, startAt time.Time, ahead bool) bool {
+// startAttemptIn is startAttempt, for a job taken ahead that waits for the
+// next worker slot to free when waitUntil is set, and is handed back if
+// none frees by then (handBackStaleAhead).
+func (r *runtime) startAttemptIn(rec *store.JobRecord, hostNow, startAt, waitUntil time.Time) bool {
 	job := jobFromRecord(rec)
 	kh := r.s.handler(rec.Kind)
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -61,8 +64,8 @@ func (r *runtime) startAttemptIn(rec *store.JobRecord, hostNow, startAt time.Tim
 		return false
 	}
 	r.register(a)
-	if ahead {
-		a.slot, a.waitsForSlot = make(chan struct{}), true
+	if !waitUntil.IsZero() {
+		a.slot, a.waitsForSlot, a.waitUntil = make(chan struct{}), true, waitUntil
 		r.waiting = append(r.waiting, a)
 	}
 	r.handlers.Add(1) // under mu: stop sets launchClosed before it waits

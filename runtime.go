@@ -56,6 +56,9 @@ type runtime struct {
 	// duration of handlers (takeahead.go).
 	waiting     []*attempt
 	handlerMean time.Duration
+	// staleWake is the wake-up armed for the earliest waitUntil of the
+	// waiting jobs (zero: none), when they are handed back.
+	staleWake time.Time
 	// A claim in flight asked for claimLimit slots, claimKinds[kind] of
 	// a kind: direct starts take only slots beyond them (direct.go).
 	claimLimit int
@@ -321,8 +324,8 @@ func (r *runtime) handBack(ctx context.Context) {
 	)
 	r.mu.Lock()
 	for _, a := range r.attempts {
-		if a.state != attemptRunning || a.lost {
-			continue
+		if a.state != attemptRunning || a.lost || a.released {
+			continue // ended, or handed back already (a pause, a wait too long)
 		}
 		a.released = true
 		a.cancel(ErrStopping)

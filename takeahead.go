@@ -2,8 +2,11 @@ package ax
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Taking ahead: a host with few workers and short handlers claims more
@@ -41,11 +44,10 @@ import (
 // stop on Citus: re-runs 5.3-5.7 s after the stop, against 2.3-2.4 s).
 
 // The handlers' mean is recent (about the last 16), so a host whose
-// handlers turn slow at once keeps the jobs it took ahead while they were
-// short: up to aheadCap − Workers of them start here as its workers
-// free, while other hosts may have free workers. Handing back a job that
-// waited longer than a few claims' time (in batches, through the
-// completer) would bound that; it is not built.
+// handlers turn slow at once holds the jobs it took ahead while they were
+// short, up to aheadCap − Workers of them, while other hosts may have
+// free workers: those that wait too long are handed back
+// (handBackStaleAhead, below).
 
 // A job taken ahead is launched as any other, registered (the heartbeat
 // extends its lease, Stop hands it back, a cancellation or a lost lease
@@ -138,7 +140,9 @@ func (r *runtime) waitForSlot(ctx context.Context, a *attempt) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !a.waitsForSlot {
-		return true // the slot came as ctx ended: it holds one
+		// The slot came as ctx ended, and it holds one; or it waited too
+		// long and was handed back (handBackStaleAhead), and holds none.
+		return !a.noSlot
 	}
 	a.waitsForSlot = false
 	a.noSlot = true
@@ -146,4 +150,87 @@ func (r *runtime) waitForSlot(ctx context.Context, a *attempt) bool {
 		r.waiting = slices.Delete(r.waiting, i, i+1)
 	}
 	return false
+}
+
+// A job taken ahead waits about one claim's time for a slot, since a claim
+// takes ahead only as many jobs as the workers start within one at the
+// handlers' recent mean. When the handlers turn slow at once, the mean
+// learns of it only as they end, and the jobs taken ahead would wait for
+// them while other hosts' workers idle: up to aheadCap − Workers jobs, for
+// as long as several handlers take. So a job that has waited for a slot
+// aheadWaitClaims claims' time, and at least minAheadWait, is handed back
+// unstarted, with the others due then, in one store call, its attempt not
+// counted: it is due at once again, for any host. The host's handler mean
+// is raised to Workers times that wait, so that it takes nothing ahead
+// (and not these jobs straight back) until about a hundred handlers have
+// ended short again.
+const (
+	aheadWaitClaims = 10
+	minAheadWait    = 250 * time.Millisecond
+)
+
+// aheadWaitLimit returns how long a job taken ahead by a claim that took
+// claimTook may wait for a slot before it is handed back.
+func aheadWaitLimit(claimTook time.Duration) time.Duration {
+	return max(minAheadWait, aheadWaitClaims*claimTook)
+}
+
+// errWaitedTooLong ends an attempt taken ahead that was handed back
+// unstarted because no slot freed for it in time (never written: the
+// hand-back discards the result).
+var errWaitedTooLong = errors.New("ax: job taken ahead waited too long for a worker slot and was handed back")
+
+// handBackStaleAhead hands back, in one store call, the jobs taken ahead
+// whose waitUntil has passed, ends their attempts without their
+// handlers, and arms a wake-up of the claim loop for the earliest
+// waitUntil of those still waiting. Claim loop only.
+func (r *runtime) handBackStaleAhead() {
+	now := r.s.now()
+	var (
+		stale []*attempt
+		next  time.Time
+	)
+	r.mu.Lock()
+	r.waiting = slices.DeleteFunc(r.waiting, func(a *attempt) bool {
+		if a.waitUntil.After(now) {
+			if next.IsZero() || a.waitUntil.Before(next) {
+				next = a.waitUntil
+			}
+			return false
+		}
+		a.waitsForSlot, a.noSlot = false, true
+		if a.extendable() {
+			a.released = true
+			stale = append(stale, a)
+		}
+		return true
+	})
+	limit := aheadWaitLimit(r.lastClaimTook)
+	if len(stale) > 0 {
+		// Its Workers slots did not start this job within limit: the
+		// handlers take about Workers × limit or more. Until the mean of
+		// the handlers that end says otherwise, take nothing ahead.
+		r.handlerMean = max(r.handlerMean, time.Duration(r.cfg.Workers)*limit)
+	}
+	arm := !next.IsZero() && (r.staleWake.IsZero() || next.Before(r.staleWake) || !r.staleWake.After(now))
+	if arm {
+		r.staleWake = next
+	}
+	r.mu.Unlock()
+	if arm {
+		r.wakeAt(next)
+	}
+	if len(stale) == 0 {
+		return
+	}
+	jobs := make([]unstarted, len(stale))
+	for i, a := range stale {
+		jobs[i] = unstarted{lease: a.lease, kind: a.job.Kind}
+	}
+	r.log.Warn("jobs taken ahead waited too long for a worker slot: handed back for any host",
+		zap.Int("jobs", len(stale)), zap.Float64("waited_at_least_ms", ms(limit)))
+	r.handBackUnstarted(jobs, "it waited too long for a worker slot")
+	for _, a := range stale {
+		a.cancel(errWaitedTooLong)
+	}
 }

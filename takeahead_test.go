@@ -2,6 +2,7 @@ package ax
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -172,22 +173,32 @@ func maxOf(v []int) int {
 
 // TestJobTakenAheadEnds: a job waiting for a slot on a host of one
 // worker, whose handler blocks, ends without its handler when it is
-// cancelled or its lease is lost, and the slot count stays right; one
-// that gets the slot runs.
+// cancelled, its lease is lost, or it waits too long (handed back to the
+// store, due and its attempt not counted), and the slot count stays
+// right; one that gets the slot runs.
 func TestJobTakenAheadEnds(t *testing.T) {
 	cases := []struct {
-		name    string
-		end     func(r *runtime, a *attempt)
-		wantRan bool
+		name       string
+		end        func(r *runtime, a *attempt)
+		wantRan    bool
+		handedBack bool
 	}{
-		{"cancelled", func(r *runtime, a *attempt) { r.cancelLocal(a.job.ID, ErrJobCancelled) }, false},
+		{"cancelled", func(r *runtime, a *attempt) { r.cancelLocal(a.job.ID, ErrJobCancelled) }, false, false},
 		{"lease lost", func(r *runtime, a *attempt) {
 			r.mu.Lock()
 			a.lost = true
 			r.mu.Unlock()
 			a.cancel(ErrLeaseLost)
-		}, false},
-		{"gets the slot", func(*runtime, *attempt) {}, true},
+		}, false, false},
+		{"gets the slot", func(*runtime, *attempt) {}, true, false},
+		{"not yet too long", func(r *runtime, _ *attempt) {
+			time.Sleep(minAheadWait - time.Millisecond)
+			r.handBackStaleAhead()
+		}, true, false},
+		{"waited too long", func(r *runtime, _ *attempt) {
+			time.Sleep(minAheadWait)
+			r.handBackStaleAhead()
+		}, false, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -227,6 +238,14 @@ func TestJobTakenAheadEnds(t *testing.T) {
 
 				c.end(r, waiter)
 				synctest.Wait()
+				rec, err := st.Get(context.Background(), waiter.job.ID)
+				require.NoError(t, err)
+				if c.handedBack {
+					require.Equal(t, store.StateScheduled, rec.State, "handed back: due for any host")
+					require.Zero(t, rec.Attempt, "handed back unstarted: the attempt is not counted")
+				} else if c.wantRan {
+					require.Equal(t, store.StateRunning, rec.State)
+				}
 				close(release)
 				r.handlers.Wait()
 
@@ -242,4 +261,108 @@ func TestJobTakenAheadEnds(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestClaimerHandsBackJobsWhenHandlersTurnSlow: a host of 5 workers takes
+// jobs ahead while its handlers are short; then its handlers hang. The
+// jobs it took ahead are handed back within aheadWaitLimit of their
+// claim, unstarted and their attempts not counted, it takes no more
+// ahead, and a second host runs them while the first one's handlers
+// still hang. Every job runs once.
+func TestClaimerHandsBackJobsWhenHandlersTurnSlow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		cl := &claimLimits{}
+		a := testRuntime(t, cl.hook(cl.store(st, 10*time.Millisecond)), func(cfg *Config) {
+			cfg.Node, cfg.Workers, cfg.PollInterval = "a", 5, time.Hour
+		})
+		b := testRuntime(t, st, func(cfg *Config) { cfg.Node, cfg.Workers, cfg.PollInterval = "b", 20, time.Hour })
+		const fast, jobs = 100, 300
+		var (
+			mu      sync.Mutex
+			ran     = map[uuid.UUID]int{}
+			onA     int
+			release = make(chan struct{})
+		)
+		count := func(j *Job) int {
+			mu.Lock()
+			defer mu.Unlock()
+			ran[j.ID]++
+			return len(ran)
+		}
+		require.NoError(t, a.s.Handle("k", HandlerFunc(func(_ context.Context, j *Job) error {
+			count(j)
+			mu.Lock()
+			onA++
+			hang := onA > fast
+			mu.Unlock()
+			if hang {
+				<-release
+			} else {
+				time.Sleep(time.Millisecond)
+			}
+			return nil
+		})))
+		require.NoError(t, b.s.Handle("k", HandlerFunc(func(_ context.Context, j *Job) error {
+			count(j)
+			time.Sleep(time.Millisecond)
+			return nil
+		})))
+		for range jobs {
+			insertAt(t, st, "k", time.Time{})
+		}
+		defer close(release) // before the claimers stop (Cleanup)
+		startClaimer(t, a)
+		t.Cleanup(func() {
+			// Before the claimer stops (cleanups run last first): should
+			// a check fail with jobs still waiting on a, end them, as
+			// Stop would, so that the test fails rather than hangs.
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			for _, at := range a.waiting {
+				at.cancel(ErrStopping)
+			}
+		})
+		a.wake()
+		time.Sleep(time.Second)
+		synctest.Wait()
+
+		// Read under the locks, checked after (a failed check must not
+		// leave a lock held for the cleanups).
+		a.mu.Lock()
+		waiting, free := len(a.waiting), a.free
+		a.mu.Unlock()
+		mu.Lock()
+		started := onA
+		mu.Unlock()
+		cl.mu.Lock()
+		largest, claims := maxOf(cl.limits), len(cl.limits)
+		cl.mu.Unlock()
+		require.Zero(t, waiting, "the jobs taken ahead are handed back")
+		require.Zero(t, free)
+		require.Equal(t, fast+5, started, "host a started its short handlers and the 5 that hang, no more")
+		require.Greater(t, largest, 5, "host a took jobs ahead")
+		held, err := st.List(context.Background(), &store.ListParams{States: []store.State{store.StateRunning}, Limit: jobs})
+		require.NoError(t, err)
+		require.Len(t, held, 5, "host a holds only the jobs whose handlers hang")
+		for _, rec := range held {
+			require.Equal(t, "a", rec.Owner)
+		}
+
+		startClaimer(t, b)
+		b.wake()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		runs := maps.Clone(ran)
+		mu.Unlock()
+		cl.mu.Lock()
+		claimsAfter := len(cl.limits)
+		cl.mu.Unlock()
+		require.Len(t, runs, jobs, "host b ran what host a handed back while its handlers hang")
+		for id, n := range runs {
+			require.Equal(t, 1, n, "job %s ran %d times", id, n)
+		}
+		require.Equal(t, claims, claimsAfter, "host a, its slots full and its handlers slow, claims nothing more")
+	})
 }

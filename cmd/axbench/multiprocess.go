@@ -32,6 +32,12 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 	if err := d.settle(ctx); err != nil {
 		return nil, err
 	}
+	haveStatements := d.statStatements(ctx)
+	if haveStatements {
+		if err := d.resetStatements(ctx); err != nil {
+			return nil, err
+		}
+	}
 	before, err := d.readStats(ctx)
 	if err != nil {
 		return nil, err
@@ -122,6 +128,17 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		return nil, err
 	}
 	r.add("commits per job", cost.perJob(cost.commits), "commits/job")
+	if haveStatements {
+		// Which statements the split costs the server: the hosts' claims
+		// and finishes, side by side with one host's.
+		top, err := d.topStatements(ctx, 6)
+		if err != nil {
+			return nil, fmt.Errorf("read pg_stat_statements: %w", err)
+		}
+		label := fmt.Sprintf("%d×%d", o.procs, o.mpWorkers)
+		r.Tables = append(r.Tables, table{Title: "pg_stat_statements: the statements with the most server time",
+			Columns: statementColumns("run"), Rows: statementRows(label, top)})
+	}
 	r.check("handler calls − jobs (duplicates)", float64(calls-int64(o.n)), "count", "= 0", calls == int64(o.n))
 	r.check("jobs not at attempt 1", float64(notFirst), "count", "= 0", notFirst == 0)
 	r.check("jobs succeeded", float64(succeeded), "count", fmt.Sprintf("= %d", o.n), succeeded == int64(o.n))
