@@ -95,3 +95,86 @@ func TestPGDefaultHostTakesAhead(t *testing.T) {
 	require.Greater(t, slices.Max(st.took), 100, "no claim took more jobs than the host has workers")
 	require.Less(t, len(st.took), jobs/100, "claims")
 }
+
+// TestPGHandsBackJobsWhenHandlersTurnSlow: on PostgreSQL, a host of 5
+// workers takes jobs ahead while its handlers are short; then they hang.
+// Soon it holds only the 5 jobs whose handlers hang: those it took ahead
+// are handed back unstarted (takeahead.go, handBackStaleAhead), and a
+// second host started then runs them while the first one's handlers
+// still hang. Every job runs once, at attempt 1.
+func TestPGHandsBackJobsWhenHandlersTurnSlow(t *testing.T) {
+	const fast, jobs = 200, 400
+	pg, pool := newPG(t)
+	st := &claimSizes{Store: pg}
+	ctx := context.Background()
+	var (
+		mu      sync.Mutex
+		runs    = make(map[uuid.UUID]int, jobs)
+		onA     int
+		release = make(chan struct{})
+	)
+	defer close(release) // before the schedulers stop (Cleanup)
+	count := func(j *ax.Job) {
+		mu.Lock()
+		runs[j.ID]++
+		mu.Unlock()
+	}
+	a := newScheduler(t, st, func(c *ax.Config) { c.Node, c.Workers = "a", 5 })
+	require.NoError(t, a.Handle("turns", ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
+		count(j)
+		mu.Lock()
+		onA++
+		hang := onA > fast
+		mu.Unlock()
+		if hang {
+			<-release
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	})))
+	reqs := make([]ax.Request, jobs)
+	for i := range reqs {
+		reqs[i] = ax.Request{Kind: "turns"}
+	}
+	_, err := a.ScheduleMany(ctx, reqs)
+	require.NoError(t, err)
+	require.NoError(t, a.Start(ctx))
+
+	heldByA := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM ax.jobs WHERE state = 'running' AND owner = 'a'`).Scan(&n))
+		return n
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return onA == fast+5
+	}, time.Minute, 10*time.Millisecond, "host a's handlers hang")
+	require.Eventually(t, func() bool { return heldByA() == 5 }, 10*time.Second, 20*time.Millisecond,
+		"host a holds only the jobs whose handlers hang")
+	st.mu.Lock()
+	require.Greater(t, slices.Max(st.took), 5, "host a took jobs ahead")
+	st.mu.Unlock()
+
+	b := newScheduler(t, pg, func(c *ax.Config) { c.Node, c.Workers = "b", 20 })
+	require.NoError(t, b.Handle("turns", ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
+		count(j)
+		return nil
+	})))
+	require.NoError(t, b.Start(ctx))
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(runs) == jobs
+	}, time.Minute, 10*time.Millisecond, "host b runs what host a handed back while a's handlers hang")
+	require.Equal(t, 5, heldByA())
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range runs {
+		require.Equal(t, 1, n, "job %s ran %d times", id, n)
+	}
+	var notFirst int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM ax.jobs_all WHERE attempt > 1`).Scan(&notFirst))
+	require.Zero(t, notFirst, "a job handed back unstarted counts no attempt")
+}
