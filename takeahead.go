@@ -162,8 +162,9 @@ func (r *runtime) waitForSlot(ctx context.Context, a *attempt) bool {
 // unstarted, with the others due then, in one store call, its attempt not
 // counted: it is due at once again, for any host. The host's handler mean
 // is raised to Workers times that wait, so that it takes nothing ahead
-// (and not these jobs straight back) until about a hundred handlers have
-// ended short again.
+// (and not these jobs straight back) until some dozens of handlers have
+// ended short again (the mean falls by a sixteenth of the difference per
+// handler; it must fall tenfold or more).
 const (
 	aheadWaitClaims = 10
 	minAheadWait    = 250 * time.Millisecond
@@ -207,9 +208,10 @@ func (r *runtime) handBackStaleAhead() {
 	})
 	limit := aheadWaitLimit(r.lastClaimTook)
 	if len(stale) > 0 {
-		// Its Workers slots did not start this job within limit: the
-		// handlers take about Workers × limit or more. Until the mean of
-		// the handlers that end says otherwise, take nothing ahead.
+		// Its Workers slots did not start this job within limit. Take
+		// nothing ahead until the handlers that end say they are short
+		// again: at a mean of Workers × limit, aheadRoom's fit is
+		// claimTook / limit, less than one job.
 		r.handlerMean = max(r.handlerMean, time.Duration(r.cfg.Workers)*limit)
 	}
 	arm := !next.IsZero() && (r.staleWake.IsZero() || next.Before(r.staleWake) || !r.staleWake.After(now))
