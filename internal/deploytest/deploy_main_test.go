@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/axsched/ax/internal/raceflag"
 )
 
 // binDir holds the programs the scenarios build, for one test process.
@@ -31,7 +33,7 @@ func TestMain(m *testing.M) {
 // run under -race would only double the scenarios' minutes.
 func skipUnderRace(t *testing.T) {
 	t.Helper()
-	if raceEnabled {
+	if raceflag.Enabled {
 		t.Skip("deployment scenarios run without -race (go test ./internal/deploytest); their processes are built without it anyway")
 	}
 }

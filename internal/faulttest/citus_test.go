@@ -26,6 +26,7 @@ import (
 // there, and the scenarios stop nodes).
 func newCitusCluster(t *testing.T) *cluster {
 	t.Helper()
+	skipUnderRace(t)
 	citustest.Exclusive(t)
 	citus := citustest.Pool(t)
 	ctx := context.Background()

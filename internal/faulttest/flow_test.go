@@ -341,7 +341,7 @@ func TestFlowSequential(t *testing.T) {
 // race to schedule a kind with MaxPending(1000): the pending count never
 // passes 1,000 + 10, and each refusal is a *BackpressureError.
 func TestFlowBackpressure(t *testing.T) {
-	c := newCluster(t)
+	c := newLedgerCluster(t) // in-process producers: runs under -race too
 	requireFlow(t, c)
 	ctx := context.Background()
 	require.NoError(t, c.ax.Store().(store.FlowStore).SetFlows(ctx, &store.SetFlowsParams{Node: "test",
@@ -394,7 +394,7 @@ func TestFlowBackpressure(t *testing.T) {
 // store, not from the host's wall clock, which on a loaded machine says
 // more about the machine than about aging; the wait is printed.
 func TestFlowPriorityAging(t *testing.T) {
-	c := newCluster(t)
+	c := newLedgerCluster(t) // an in-process Scheduler: runs under -race too
 	requireFlow(t, c)
 	ctx := context.Background()
 	pool := pgPool(t, c.dsn, 8)

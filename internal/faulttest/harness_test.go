@@ -23,6 +23,7 @@ import (
 
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/internal/pgtest"
+	"github.com/axsched/ax/internal/raceflag"
 	"github.com/axsched/ax/store/pgstore"
 )
 
@@ -58,9 +59,28 @@ func (c *cluster) synced() *pgxpool.Pool {
 	return c.pool
 }
 
-// newCluster returns a fresh database with the AX schema and an executions
-// table, and a client Scheduler to schedule jobs.
+// newCluster is newLedgerCluster for a scenario whose system under test
+// is worker processes: those are built without -race (worker), so in a
+// test binary built with -race it skips; CI runs the package without
+// -race as well (go test ./...).
 func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	skipUnderRace(t)
+	return newLedgerCluster(t)
+}
+
+// skipUnderRace skips a scenario of worker processes in a test binary
+// built with -race: see newCluster.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceflag.Enabled {
+		t.Skip("fault scenarios run without -race (go test ./internal/faulttest); their worker processes are built without it anyway")
+	}
+}
+
+// newLedgerCluster returns a fresh database with the AX schema and an
+// executions table, and a client Scheduler to schedule jobs.
+func newLedgerCluster(t *testing.T) *cluster {
 	t.Helper()
 	dsn := pgtest.DSN(t)
 	pool := pgtest.PoolFor(t, dsn)

@@ -1,6 +1,0 @@
-//go:build !race
-
-package deploytest
-
-// raceEnabled: the test binary was built with -race.
-const raceEnabled = false

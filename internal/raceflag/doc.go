@@ -1,0 +1,6 @@
+// Package raceflag tells tests whether their binary was built with the
+// race detector, for the scenario packages whose system under test runs
+// in processes built without it (internal/deploytest,
+// internal/faulttest): a second run of those scenarios under -race only
+// doubles CI's minutes.
+package raceflag
