@@ -229,8 +229,10 @@ func (r *runtime) handBackStaleAhead() {
 	for i, a := range stale {
 		jobs[i] = unstarted{lease: a.lease, kind: a.job.Kind}
 	}
+	// The limit each job waited out was set at its launch, from the claim
+	// time then (at least minAheadWait); limit is the one now.
 	r.log.Warn("jobs taken ahead waited too long for a worker slot: handed back for any host",
-		zap.Int("jobs", len(stale)), zap.Float64("waited_at_least_ms", ms(limit)))
+		zap.Int("jobs", len(stale)), zap.Float64("wait_limit_now_ms", ms(limit)))
 	r.handBackUnstarted(jobs, "it waited too long for a worker slot")
 	for _, a := range stale {
 		a.cancel(errWaitedTooLong)

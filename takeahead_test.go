@@ -87,6 +87,26 @@ func (l *limitStore) Claim(ctx context.Context, p *store.ClaimParams) (*store.Cl
 	return res, err
 }
 
+// TestAheadWaitLimit: a job taken ahead waits ten claims' time for a
+// slot before it is handed back, and at least minAheadWait.
+func TestAheadWaitLimit(t *testing.T) {
+	cases := []struct {
+		name      string
+		claimTook time.Duration
+		want      time.Duration
+	}{
+		{"no claim measured", 0, minAheadWait},
+		{"short claims", 5 * time.Millisecond, minAheadWait},
+		{"at the floor", 25 * time.Millisecond, minAheadWait},
+		{"slow claims", 80 * time.Millisecond, 800 * time.Millisecond},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, aheadWaitLimit(c.claimTook))
+		})
+	}
+}
+
 // TestClaimerTakesAheadOfItsSlots: a host of 5 workers whose claims take
 // 10 ms and handlers 1 ms, with 300 jobs due: after its first claim, it
 // claims more jobs than it has free slots, up to 55 at once (5 slots and
