@@ -103,29 +103,48 @@ const claimPlanAsyncSQL = claimPlanSQL + `, ` + syncOff
 
 // claimRows runs the claim statement, from giving each range's lower
 // bound, and reads its rows into res and held (each range's earliest due
-// candidate left behind). When the statement lost some of its first
-// choices to other claims, its second round (claimLost) takes the
-// next-best rows in their place. held stays the first round's: the
-// second round only takes rows, so the earliest due row left in a range
-// is at or after it, and a cursor there skips nothing.
+// candidate left behind). When the claim of one kind found that priority
+// aging mixes its ranges (claimAgedMixed), the open or plain claim is made
+// in its place. When the statement lost some of its first choices to
+// other claims, its second round (claimLost) takes the next-best rows in
+// their place. held stays the first round's: the second round only takes
+// rows, so the earliest due row left in a range is at or after it, and a
+// cursor there skips nothing.
 func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]pgtype.Timestamptz,
 	kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz) error {
-	b := &pgx.Batch{}
-	sent := s.queueClaim(b, kinds, limits, params, from)
-	br := s.conn(ctx).SendBatch(ctx, b) // the pool, or a Citus claim's transaction (citusclaim.go)
-	defer br.Close()
-	var lost, skipped int64
-	if err := readClaim(br, res, held, &lost, sent.open, &skipped); err != nil {
+	lost, err := s.claimRound(ctx, res, held, kinds, limits, params, from, true)
+	if err == nil && lost == claimAgedMixed {
+		lost, err = s.claimRound(ctx, res, held, kinds, limits, params, from, false)
+	}
+	if err != nil {
 		return err
 	}
-	if err := commitClaim(br, res, params); err != nil {
-		return err
-	}
-	s.claimMet(sent, skipped, lost)
 	if lost > 0 {
 		s.claimLost(ctx, res, kinds, limits, params, from, lost)
 	}
 	return nil
+}
+
+// claimRound runs one claim statement (queueClaim; the claim of one kind
+// only when oneKind) in its own transaction, reading its rows into res
+// (whose Now, Clock and NextRunAt it sets anew) and held, and returns its
+// lost column: how many of its first choices it lost, or claimAgedMixed.
+func (s *Store) claimRound(ctx context.Context, res *store.ClaimResult, held *[]pgtype.Timestamptz,
+	kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz, oneKind bool) (int64, error) {
+	*res = store.ClaimResult{Jobs: res.Jobs[:0]}
+	b := &pgx.Batch{}
+	sent := s.queueClaim(b, kinds, limits, params, from, oneKind)
+	br := s.conn(ctx).SendBatch(ctx, b) // the pool, or a Citus claim's transaction (citusclaim.go)
+	defer br.Close()
+	var lost, skipped int64
+	if err := readClaim(br, res, held, &lost, sent.open, &skipped); err != nil {
+		return 0, err
+	}
+	if err := commitClaim(br, res, params); err != nil {
+		return 0, err
+	}
+	s.claimMet(sent, skipped, lost)
+	return lost, nil
 }
 
 // claimSent is which claim statement queueClaim queued: the open claim
@@ -147,20 +166,22 @@ func openClaim(limits []int32, total int32) bool {
 }
 
 // queueClaim queues the claim on b: its settings, then the statement: the
-// claim of one kind (claimOneKindSQL) when it asks for one kind, the open
-// claim when no kind's limit binds (openClaim), else the plain one.
+// claim of one kind (claimOneKindSQL) when it asks for one kind and
+// oneKind allows it, the open claim when no kind's limit binds
+// (openClaim), else the plain one.
 // The claim runs on its generic plan (claimPlanSQL), in the same round
 // trip: the two statements share the batch's implicit transaction.
-func (s *Store) queueClaim(b *pgx.Batch, kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz) claimSent {
+func (s *Store) queueClaim(b *pgx.Batch, kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz,
+	oneKind bool) claimSent {
 	if s.opts.asyncCommits {
 		b.Queue(claimPlanAsyncSQL)
 	} else {
 		b.Queue(claimPlanSQL)
 	}
 	total := int32(min(params.Limit, 1<<30))
-	if len(kinds) == 1 && params.AgeAfter <= 0 {
+	if len(kinds) == 1 && oneKind {
 		b.Queue(s.q.claimOneKind, kinds[0], min(limits[0], total), from, params.Owner,
-			micros(params.LeaseDuration), micros(params.Ahead))
+			micros(params.LeaseDuration), micros(params.Ahead), micros(params.AgeAfter))
 		return claimSent{}
 	}
 	if openClaim(limits, total) {

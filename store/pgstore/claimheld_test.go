@@ -50,9 +50,11 @@ func TestClaimStepsOverAHeldClaim(t *testing.T) {
 		open  bool
 		spare int64
 		one   bool
+		age   int64 // µs, the claim of one kind's $7
 	}
 	plain := []variant{{name: "plain"}}
-	open := append(plain, variant{"open", true, 0, false}, variant{"open spare", true, 64, false}, variant{name: "one kind", one: true})
+	open := append(plain, variant{name: "open", open: true}, variant{name: "open spare", open: true, spare: 64}, variant{name: "one kind", one: true},
+		variant{name: "one kind aging", one: true, age: int64(time.Hour / time.Microsecond)})
 	type run struct {
 		name          string
 		first, second claim
@@ -135,7 +137,7 @@ func TestClaimStepsOverAHeldClaim(t *testing.T) {
 					sql, col, args = s.ClaimOpenSQL(), 6, append(args, v.spare)
 				}
 				if v.one {
-					sql, args = s.ClaimOneKindSQL(), []any{cl.kinds[0], cl.limit, nil, owner, int64(60e6), int64(0)}
+					sql, args = s.ClaimOneKindSQL(), []any{cl.kinds[0], cl.limit, nil, owner, int64(60e6), int64(0), v.age}
 				}
 				rows, _ := tx.Query(ctx, sql, args...)
 				now, lost := read(rows, col)

@@ -1,6 +1,9 @@
 package pgstore
 
-import "sync/atomic"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // The open claim: the plain claim of a claim whose kinds' limits do not
 // bind (each kind may take the whole Limit, as every kind without a
@@ -128,26 +131,56 @@ func claimSpareFor(spare, skipped, lost int64) int64 {
 	return min(max(met+met/2, spare*3/4), maxClaimSpare)
 }
 
-// The claim of one kind: when a claim asks for one kind (and no priority
-// aging, which the flow claim applies), claim order is each priority's
-// range in run_at order, one range after the other, which is the order
-// jobs_claim_idx gives them in. The statement then needs no candidates
-// at all: under its LIMIT, a LockRows over each range's index scan locks
-// rows one at a time in that order, steps over those other claims hold
-// (and those other claims took since its snapshot, which no longer pass
-// its conditions), and stops at the limit, scanning the next range only
-// when the one before ran out. It never loses a row, so it never needs a
+// The claim of one kind: when a claim asks for one kind, claim order is
+// each priority's range in run_at order, one range after the other, which
+// is the order jobs_claim_idx gives them in, unless priority aging mixes
+// the ranges (below). The statement then needs no candidates at all:
+// under its LIMIT, a LockRows over each range's index scan locks rows one
+// at a time in that order, steps over those other claims hold (and those
+// other claims took since its snapshot, which no longer pass its
+// conditions), and stops at the limit, scanning the next range only when
+// the one before ran out. It never loses a row, so it never needs a
 // second round, and it reads what it takes plus the rows other claims
 // hold in front of it. What is left (NextRunAt, each range's cursor) is
 // each range's first row it did not take, one short index scan each.
+//
+// Aging (ClaimParams.AgeAfter) puts the jobs due for AgeAfter first,
+// oldest first whatever their priority. That reorders the ranges only
+// when an aged job waits in a range behind another range with due jobs:
+// an aged job of priority 2 while jobs of priority 1 are due, or one of
+// priority 3 while jobs of priority 1 or 2 are. Otherwise the aged jobs
+// are the oldest of the first range with due jobs, or of the only one,
+// and come first in the ranges' order as well. So the statement first
+// asks that (mixed: up to five one-row index probes, stopping at the
+// first that decides it). When aging mixes the ranges, it takes nothing
+// and says so (claimAgedMixed in its lost column), and the Store makes
+// the open claim instead, which sorts its candidates in claim order: one
+// more round trip, only while lower priorities' jobs have waited for
+// AgeAfter behind higher ones. (A statement that merged the ranges in
+// run_at order and locked as it went would need PostgreSQL to merge
+// LockRows outputs, which it does not: it sorts, reading every aged row.)
+// Measured with axbench multiprocess (docs/performance.md, "The claim
+// that aging costs"), the open claim every host made while aging was on
+// cost three hosts of 100 workers a quarter of their jobs/s.
+
+// claimAgedMixed is the lost column of a claim of one kind that took
+// nothing because priority aging mixes its priorities' ranges
+// (claimOneKindSQL); the Store then makes the open claim instead.
+const claimAgedMixed = -1
 
 // claimOneKindSQL is the claim of one kind. $1 is the kind, $2 how many
 // jobs it may take (the smaller of its limit and the claim's), $3 the
 // ranges' lower bounds (claim cursors, cursor.go: priorities 1 to 3),
 // $4 the owner, $5 the lease in µs, $6 the claim window (ClaimParams.Ahead)
-// in µs. Its columns are the plain claim's (queries.go, claim), lost
-// always 0.
-var claimOneKindSQL = `WITH locked1 AS MATERIALIZED (
+// in µs, $7 the priority aging bound (ClaimParams.AgeAfter) in µs, 0 for
+// none. Its columns are the plain claim's (queries.go, claim), lost 0,
+// or claimAgedMixed when aging mixes the ranges (it then takes nothing).
+var claimOneKindSQL = `WITH mixed AS MATERIALIZED (
+	SELECT $7::bigint > 0 AND (
+		(` + claimOneAgedSQL("2") + ` AND ` + claimOneDueSQL("1") + `)
+		OR (` + claimOneAgedSQL("3") + ` AND (` + claimOneDueSQL("1") + ` OR ` + claimOneDueSQL("2") + `))
+	) AS yes
+), locked1 AS MATERIALIZED (
 	SELECT l.id FROM (` + claimOneRangeSQL("1") + `
 		UNION ALL` + claimOneRangeSQL("2") + `
 		UNION ALL` + claimOneRangeSQL("3") + `
@@ -172,9 +205,30 @@ var claimOneKindSQL = `WITH locked1 AS MATERIALIZED (
 SELECT now(), clock_timestamp(), (SELECT min(run_at) FROM left1),
 	ARRAY(SELECT CASE WHEN run_at <= now() + $6::bigint * interval '1 microsecond' THEN run_at END
 		FROM left1 ORDER BY priority),
-	0::bigint,
+	CASE WHEN (SELECT yes FROM mixed) THEN ` + fmt.Sprint(claimAgedMixed) + ` ELSE 0 END::bigint,
 	c.*
 FROM (SELECT 1) AS one LEFT JOIN claimed c ON true`
+
+// claimOneAgedSQL is claimOneKindSQL's test for a job of priority p due
+// for the aging bound ($7) in its range.
+func claimOneAgedSQL(p string) string {
+	return claimOneProbeSQL(p, `now() - $7::bigint * interval '1 microsecond'`)
+}
+
+// claimOneDueSQL is claimOneKindSQL's test for a due job of priority p
+// in its range.
+func claimOneDueSQL(p string) string {
+	return claimOneProbeSQL(p, `now() + $6::bigint * interval '1 microsecond'`)
+}
+
+// claimOneProbeSQL tests for a claimable job of priority p in its range
+// with run_at at or before upTo.
+func claimOneProbeSQL(p, upTo string) string {
+	return `EXISTS (SELECT 1 FROM {jobs} j
+			WHERE {onshard:j}j.kind = $1::text AND j.priority = ` + p + `
+			  AND j.state IN ` + claimableSQL + ` AND j.run_at <= ` + upTo + `
+			  AND j.run_at >= coalesce(($3::timestamptz[])[` + p + `], '-infinity'))`
+}
 
 // claimOneRangeSQL is the locking scan of claimOneKindSQL's range of
 // priority p.
@@ -184,6 +238,7 @@ func claimOneRangeSQL(p string) string {
 			WHERE {onshard:j}j.kind = $1::text AND j.priority = ` + p + `
 			  AND j.state IN ` + claimableSQL + ` AND j.run_at <= now() + $6::bigint * interval '1 microsecond'
 			  AND j.run_at >= coalesce(($3::timestamptz[])[` + p + `], '-infinity')
+			  AND NOT (SELECT yes FROM mixed)
 			ORDER BY j.run_at
 			LIMIT $2
 			FOR UPDATE OF j SKIP LOCKED) p` + p

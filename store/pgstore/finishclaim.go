@@ -81,7 +81,7 @@ func (s *Store) finishClaimOnce(ctx context.Context, finish []store.FinishParams
 	b := &pgx.Batch{}
 	b.Queue(jitOffSQL + s.endSettings(ctx))
 	b.Queue(s.q.finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, lo, hi)
-	sent := s.queueClaim(b, kinds, limits, claim, from)
+	sent := s.queueClaim(b, kinds, limits, claim, from, true)
 
 	applied := make(map[store.Lease]bool, len(finish))
 	var (
@@ -102,6 +102,9 @@ func (s *Store) finishClaimOnce(ctx context.Context, finish []store.FinishParams
 		}
 	} else {
 		_ = br.Close() // the first error says what failed; the transaction rolled back
+	}
+	if err == nil && lost == claimAgedMixed { // as claimRows
+		lost, err = s.claimRound(ctx, res, &held, kinds, limits, claim, from, false)
 	}
 	if err == nil && lost > 0 {
 		s.claimLost(ctx, res, kinds, limits, claim, from, lost) // as claimRows

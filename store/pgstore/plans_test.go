@@ -214,11 +214,16 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 		// The claim of one kind, alone and beside a claim of n jobs held
 		// open: it steps over the n held rows and locks n others.
 		{"claimOne", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
-			return []any{"due", int32(n), nil, "plans", int64(60e6), int64(10e3)}
+			return []any{"due", int32(n), nil, "plans", int64(60e6), int64(10e3), int64(0)}
 		}},
 		{"claimOneBesideHeld", "claimOne", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			holdClaim(ctx, t, n)
-			return []any{"due", int32(n), nil, "plans", int64(60e6), int64(10e3)}
+			return []any{"due", int32(n), nil, "plans", int64(60e6), int64(10e3), int64(0)}
+		}},
+		// With priority aging, every due job aged: one priority, so
+		// aging does not mix the ranges and the statement claims.
+		{"claimOneAging", "claimOne", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
+			return []any{"due", int32(n), nil, "plans", int64(60e6), int64(10e3), int64(1)}
 		}},
 		// Its second round (claimLost): the walk steps over the n held
 		// rows, two probes each, and locks n others.

@@ -265,13 +265,41 @@ func (r *modelRun) due(j *mjob, now span) bool {
 	return false
 }
 
-// precedes reports whether a must be claimed before b (priority, then
-// run_at, strictly).
-func precedes(a, b *mjob) bool {
+// modelAgeAfter is the priority aging bound of the model's claims that
+// age (genClaim): the jobs due at modelPast's hour are aged, those the run
+// stamped with its own clock are not, whatever the store's clock did.
+const modelAgeAfter = 100 * time.Hour
+
+// precedes reports whether a must be claimed before b by a claim with
+// priority aging bound age (0 for none) at now: the jobs due for age
+// first, by run_at whatever their priority, then by priority and run_at,
+// strictly.
+func (r *modelRun) precedes(a, b *mjob, age time.Duration, now span) bool {
+	if age > 0 {
+		aa, ab := r.aged(a, age, now), r.aged(b, age, now)
+		switch {
+		case aa != ab:
+			return aa
+		case aa:
+			return a.runAt.hi.Before(b.runAt.lo)
+		}
+	}
 	if a.prio != b.prio {
 		return a.prio < b.prio
 	}
 	return a.runAt.hi.Before(b.runAt.lo)
+}
+
+// aged reports whether j has been due for at least age at now.
+func (r *modelRun) aged(j *mjob, age time.Duration, now span) bool {
+	switch {
+	case !j.runAt.hi.After(now.lo.Add(-age)):
+		return true
+	case j.runAt.lo.After(now.hi.Add(-age)):
+		return false
+	}
+	r.failf("job %s: run_at %s is undecided for aging by %s at %s", j.id, j.runAt, age, now)
+	return false
 }
 
 func (r *modelRun) opClaim() {
@@ -294,6 +322,15 @@ func (r *modelRun) genClaim() (*store.ClaimParams, bool) {
 	short := r.chance(1, 3)
 	if short {
 		p.LeaseDuration = r.shortLease
+	}
+	if r.aging && r.chance(1, 2) {
+		p.AgeAfter = modelAgeAfter
+	}
+	if r.chance(1, 3) {
+		// One kind: a store may claim it by another statement
+		// (pgstore's claim of one kind).
+		p.Kinds = append(p.Kinds, store.KindLimit{Kind: pick(r, modelAllKinds), Limit: 1 + r.rng.IntN(4)})
+		return p, short
 	}
 	for _, k := range modelAllKinds {
 		if r.chance(2, 3) {
@@ -338,7 +375,7 @@ func (r *modelRun) checkClaim(p *store.ClaimParams, short bool, res *store.Claim
 		}
 		got[rec.ID] = true
 		taken[j.kind]++
-		if i > 0 && precedes(j, r.m.jobs[res.Jobs[i-1].ID]) {
+		if i > 0 && r.precedes(j, r.m.jobs[res.Jobs[i-1].ID], p.AgeAfter, r.now) {
 			r.failf("claim: jobs not in claim order: %s after %s", j.id, res.Jobs[i-1].ID)
 		}
 	}
@@ -353,7 +390,7 @@ func (r *modelRun) checkClaim(p *store.ClaimParams, short bool, res *store.Claim
 		}
 		for _, rec := range res.Jobs {
 			j := r.m.jobs[rec.ID]
-			if precedes(c, j) && (c.kind == j.kind || taken[c.kind] < limits[c.kind]) {
+			if r.precedes(c, j, p.AgeAfter, r.now) && (c.kind == j.kind || taken[c.kind] < limits[c.kind]) {
 				r.failf("claim: left %s (prio %d, run_at %s) and took %s (prio %d, run_at %s)", c.id, c.prio, c.runAt, j.id, j.prio, j.runAt)
 			}
 		}

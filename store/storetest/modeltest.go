@@ -145,12 +145,15 @@ type modelRun struct {
 	step int
 	log  []string
 
-	insp     store.JobInspector
-	bulk     store.BulkController
-	pruner   store.Pruner
-	counter  store.Counter
-	batches  store.BatchStore
-	fus      store.FollowUpStore
+	insp    store.JobInspector
+	bulk    store.BulkController
+	pruner  store.Pruner
+	counter store.Counter
+	batches store.BatchStore
+	fus     store.FollowUpStore
+	// aging is whether claims may age priorities (ClaimParams.AgeAfter:
+	// FlowStores only).
+	aging    bool
 	archiver store.Archiver
 	riders   store.FinishClaimer
 	// dueAtOnce are the jobs a FinishClaim's outcomes made due at the
@@ -184,6 +187,7 @@ func newModelRun(t *testing.T, ms *ModelStore, seed uint64) *modelRun {
 	r.counter, _ = r.st.(store.Counter)
 	r.batches, _ = r.st.(store.BatchStore)
 	r.fus, _ = r.st.(store.FollowUpStore)
+	_, r.aging = r.st.(store.FlowStore)
 	r.archiver, _ = r.st.(store.Archiver)
 	r.riders, _ = r.st.(store.FinishClaimer)
 	r.longLease, r.far = 1000*time.Hour, 10000*time.Hour

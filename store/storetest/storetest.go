@@ -146,6 +146,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"FlowPending", testFlowPending},
 		{"FlowSequence", testFlowSequence},
 		{"FlowAging", testFlowAging},
+		{"AgingTakesInClaimOrder", testAgingTakesInClaimOrder},
 		{"InsertClaimed", testInsertClaimed},
 		{"FinishClaim", testFinishClaim},
 		{"Reseal", testReseal},

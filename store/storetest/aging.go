@@ -1,0 +1,107 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axsched/ax/store"
+)
+
+// testAgingTakesInClaimOrder checks which jobs claims with priority aging
+// (ClaimParams.AgeAfter) take when their limit leaves some behind: claim
+// after claim of one kind, the jobs taken are the next ones in claim order
+// (aged first, oldest first whatever their priority, then by priority and
+// run_at), whether or not aging puts a lower priority's job before a
+// higher one's. testFlowAging checks the order within one claim; a store
+// may choose the rows of a claim of one kind differently from a claim of
+// several (pgstore's claim of one kind reads each priority's range in
+// turn, and gives way to its open claim when aging mixes the ranges).
+func testAgingTakesInClaimOrder(t *testing.T, newStore NewStoreFunc) {
+	skipUnless[store.FlowStore](t, newStore)
+	type job struct {
+		name string
+		prio int
+		age  time.Duration // how long before the store's now it fell due
+	}
+	const ageAfter = 10 * time.Minute
+	cases := []struct {
+		name  string
+		jobs  []job
+		limit int
+		want  []string
+	}{
+		{
+			name: "aged low before fresh high",
+			jobs: []job{
+				{"oldLow", store.PriorityLow, 50 * time.Minute},
+				{"oldHigh", store.PriorityHigh, 40 * time.Minute},
+				{"oldNormal", store.PriorityNormal, 30 * time.Minute},
+				{"high", store.PriorityHigh, time.Minute},
+				{"normal", store.PriorityNormal, 2 * time.Minute},
+				{"low", store.PriorityLow, 3 * time.Minute},
+				{"newHigh", store.PriorityHigh, 5 * time.Second},
+			},
+			limit: 2,
+			want:  []string{"oldLow", "oldHigh", "oldNormal", "high", "newHigh", "normal", "low"},
+		},
+		{
+			name: "aged normal before due high",
+			jobs: []job{
+				{"high", store.PriorityHigh, time.Minute},
+				{"oldNormal", store.PriorityNormal, 20 * time.Minute},
+				{"normal", store.PriorityNormal, 2 * time.Minute},
+			},
+			limit: 1,
+			want:  []string{"oldNormal", "high", "normal"},
+		},
+		{
+			name: "aged jobs of the first priority due",
+			jobs: []job{
+				{"oldNormal", store.PriorityNormal, 30 * time.Minute},
+				{"normal", store.PriorityNormal, time.Minute},
+				{"low", store.PriorityLow, 2 * time.Minute},
+				{"lessOldNormal", store.PriorityNormal, 20 * time.Minute},
+			},
+			limit: 1,
+			want:  []string{"oldNormal", "lessOldNormal", "normal", "low"},
+		},
+		{
+			name: "nothing aged",
+			jobs: []job{
+				{"low", store.PriorityLow, 3 * time.Minute},
+				{"normal", store.PriorityNormal, 2 * time.Minute},
+				{"high", store.PriorityHigh, time.Minute},
+			},
+			limit: 2,
+			want:  []string{"high", "normal", "low"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := newStore(t)
+			now := storeNow(t, st)
+			names := map[uuid.UUID]string{}
+			for _, j := range c.jobs {
+				id := insertOne(t, st, "age", withPriority(j.prio), withRunAt(now.Add(-j.age)))
+				names[id] = j.name
+			}
+			p := claimParams(c.limit, longLease, "age")
+			p.AgeAfter = ageAfter
+			var got []string
+			for range len(c.jobs) {
+				res := claim(t, st, p)
+				if len(res.Jobs) == 0 {
+					break
+				}
+				require.LessOrEqual(t, len(res.Jobs), c.limit)
+				for _, id := range claimIDs(res) {
+					got = append(got, names[id])
+				}
+			}
+			require.Equal(t, c.want, got, "jobs in the order the claims took them")
+		})
+	}
+}
