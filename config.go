@@ -257,14 +257,13 @@ type Config struct {
 	// turns it off. It needs a store with flow control (store.FlowStore;
 	// other stores claim by strict priority). Defaults to 1 minute.
 	//
-	// Cost: on PostgreSQL a claim that applies aging ranks its candidates
-	// (pgstore's open claim); with NoPriorityAging, a host that claims
-	// one kind takes its rows with one locking range scan per priority
-	// (the claim of one kind). Measured with axbench multiprocess on one
-	// kind of no-op jobs, aging off ran 1.0-1.2 times the jobs/s of the
-	// default with one host of 100 workers, 1.3 times with three, and
-	// 1.6-1.75 times with four hosts of 25 (docs/performance.md, "The
-	// claim that aging costs").
+	// Cost: on PostgreSQL a host that claims one kind takes its rows with
+	// one locking range scan per priority (pgstore's claim of one kind),
+	// aging or not, unless aging puts a lower priority's job before a
+	// higher one's: while that lasts, each claim first finds so (a few
+	// one-row index probes) and then ranks candidates (the open claim),
+	// one more round trip per claim (docs/performance.md, "The claim of
+	// one kind applies aging").
 	PriorityAging time.Duration
 }
 

@@ -217,7 +217,11 @@
 // PostgreSQL locks rows one at a time in claim order, steps over those
 // other claims hold or took, and stops at the limit, with no candidates
 // and no second round; each range's first row not taken then gives
-// NextRunAt and the cursor. A claim of several kinds none of whose
+// NextRunAt and the cursor. With priority aging that order holds unless
+// an aged job waits in a range behind another with due jobs: the
+// statement checks that first (one-row index probes), and when it is so
+// takes nothing and says so, and the Store makes the open claim instead.
+// A claim of several kinds none of whose
 // limits binds (each may take the whole Limit) locks its candidates the
 // same way, in claim order under the LIMIT, cut at the first range that
 // may have more rows than it read; it reads spare rows per range, as many

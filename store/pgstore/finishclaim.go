@@ -103,8 +103,16 @@ func (s *Store) finishClaimOnce(ctx context.Context, finish []store.FinishParams
 	} else {
 		_ = br.Close() // the first error says what failed; the transaction rolled back
 	}
-	if err == nil && lost == claimAgedMixed { // as claimRows
-		lost, err = s.claimRound(ctx, res, &held, kinds, limits, claim, from, false)
+	if err == nil && lost == claimAgedMixed {
+		// As claimRows, but the outcomes are committed: a claim that
+		// fails now leaves res as the first statement made it (no jobs),
+		// as a failed second round does (claimLost).
+		again := &store.ClaimResult{Jobs: res.Jobs}
+		var againHeld []pgtype.Timestamptz
+		lost = 0
+		if l, cerr := s.claimRound(ctx, again, &againHeld, kinds, limits, claim, from, false); cerr == nil {
+			res, held, lost = again, againHeld, l
+		}
 	}
 	if err == nil && lost > 0 {
 		s.claimLost(ctx, res, kinds, limits, claim, from, lost) // as claimRows

@@ -79,29 +79,62 @@ func testAgingTakesInClaimOrder(t *testing.T, newStore NewStoreFunc) {
 			want:  []string{"high", "normal", "low"},
 		},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			st := newStore(t)
-			now := storeNow(t, st)
-			names := map[uuid.UUID]string{}
-			for _, j := range c.jobs {
-				id := insertOne(t, st, "age", withPriority(j.prio), withRunAt(now.Add(-j.age)))
-				names[id] = j.name
-			}
-			p := claimParams(c.limit, longLease, "age")
-			p.AgeAfter = ageAfter
-			var got []string
-			for range len(c.jobs) {
-				res := claim(t, st, p)
-				if len(res.Jobs) == 0 {
-					break
-				}
-				require.LessOrEqual(t, len(res.Jobs), c.limit)
-				for _, id := range claimIDs(res) {
-					got = append(got, names[id])
-				}
-			}
-			require.Equal(t, c.want, got, "jobs in the order the claims took them")
-		})
+	// Each case claims by Claim, and, where the store has FinishClaim,
+	// also by FinishClaim calls that end the jobs the call before took
+	// (pgstore makes that claim in the finish's round trip).
+	_, riders := newStore(t).(store.FinishClaimer)
+	ways := []string{"Claim"}
+	if riders {
+		ways = append(ways, "FinishClaim")
 	}
+	for _, c := range cases {
+		for _, way := range ways {
+			t.Run(c.name+"/"+way, func(t *testing.T) {
+				st := newStore(t)
+				now := storeNow(t, st)
+				names := map[uuid.UUID]string{}
+				for _, j := range c.jobs {
+					id := insertOne(t, st, "age", withPriority(j.prio), withRunAt(now.Add(-j.age)))
+					names[id] = j.name
+				}
+				p := claimParams(c.limit, longLease, "age")
+				p.AgeAfter = ageAfter
+				var (
+					got  []string
+					prev *store.ClaimResult
+				)
+				for range len(c.jobs) {
+					res := claimAged(t, st, way, p, prev)
+					if len(res.Jobs) == 0 {
+						break
+					}
+					require.LessOrEqual(t, len(res.Jobs), c.limit)
+					for _, id := range claimIDs(res) {
+						got = append(got, names[id])
+					}
+					prev = res
+				}
+				require.Equal(t, c.want, got, "jobs in the order the claims took them")
+			})
+		}
+	}
+}
+
+// claimAged claims with p by Claim, or by FinishClaim ending the jobs of
+// prev (the claim before, nil for none) as succeeded.
+func claimAged(t *testing.T, st store.Store, way string, p *store.ClaimParams, prev *store.ClaimResult) *store.ClaimResult {
+	t.Helper()
+	if way == "Claim" || prev == nil {
+		return claim(t, st, p)
+	}
+	var ends []store.FinishParams
+	for _, j := range prev.Jobs {
+		ends = append(ends, store.FinishParams{Lease: lease(j), Outcome: store.OutcomeSucceeded})
+	}
+	fr, res, err := st.(store.FinishClaimer).FinishClaim(t.Context(), ends, p)
+	require.NoError(t, err)
+	for i, ok := range fr.OK {
+		require.True(t, ok, "outcome %d not applied", i)
+	}
+	return res
 }

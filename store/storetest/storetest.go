@@ -37,7 +37,8 @@
 // random sequence of operations to a fresh store and to a small reference
 // model of the contract (model.go): inserts with every unique scope and
 // period, keys colliding on purpose (in one call too), inserts reusing a
-// live job's ID, claims with per-kind limits and short or long leases,
+// live job's ID, claims of one kind or several with per-kind limits,
+// short or long leases and, on a FlowStore, priority aging,
 // finishes with every outcome (with results and Then jobs), lease
 // extensions with held and stale leases, rescues, cancel, pause, resume
 // and run-now, Bulk run-now, cancel and delete by filter, prunes, archive
@@ -51,8 +52,9 @@
 // within the span of the store's clock around the operation that stamped
 // it), CountJobs, a random filter's CountMatching, every batch's counts,
 // and, through the results of inserts, which job holds each unique key.
-// Claims may pick any jobs the contract allows (priority, then run_at);
-// the model checks the pick and follows it.
+// Claims may pick any jobs the contract allows (jobs due at modelPast's
+// hour aged first by run_at when the claim ages, then priority, then
+// run_at); the model checks the pick and follows it.
 //
 // A store whose clock the test can move (ModelStore.Advance) has leases
 // lapse and unique windows turn when the model says; on a real clock the
