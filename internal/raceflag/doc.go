@@ -2,5 +2,7 @@
 // race detector, for the scenario packages whose system under test runs
 // in processes built without it (internal/deploytest,
 // internal/faulttest): a second run of those scenarios under -race only
-// doubles CI's minutes.
+// doubles CI's minutes. The Citus conformance and model tests
+// (store/pgstore/citusconformance) run one of their two shard counts
+// under it, for the same reason.
 package raceflag

@@ -10,13 +10,15 @@ import (
 )
 
 // TestCitusModel runs the model-based test on the Citus store with one
-// shard and with eight, the second with a drained archive pass after
-// every step, so that reads, run-now and unique keys meet archived jobs.
+// shard and with eight (only eight under -race: raceShards), the second
+// with a drained archive pass after every step, so that reads, run-now
+// and unique keys meet archived jobs.
 func TestCitusModel(t *testing.T) {
-	for _, c := range []struct {
-		shards  int
-		archive bool
-	}{{1, false}, {8, true}} {
+	for _, shards := range raceShards(1, 8) {
+		c := struct {
+			shards  int
+			archive bool
+		}{shards, shards > 1}
 		t.Run(fmt.Sprintf("Shards%d", c.shards), func(t *testing.T) {
 			stores := citusStores(t, c.shards)
 			storetest.RunModel(t, func(t *testing.T) *storetest.ModelStore {
