@@ -4,5 +4,6 @@
 // internal/faulttest): a second run of those scenarios under -race only
 // doubles CI's minutes. The Citus conformance and model tests
 // (store/pgstore/citusconformance) run one of their two shard counts
-// under it, for the same reason.
+// under it, and pgstore's archived conformance run skips, for the same
+// reason.
 package raceflag
