@@ -160,9 +160,10 @@ func claimSpareFor(spare, skipped, lost int64) int64 {
 // run_at order and locked as it went would need PostgreSQL to merge
 // LockRows outputs, which it does not: it sorts, reading every aged row.)
 // Measured with axbench multiprocess at the default aging, against the
-// open claim every claim was before: three hosts of 100 workers ran 1.56
-// and 1.69 times the jobs/s, four of 25 1.74 and 1.76 times
-// (docs/performance.md, "The claim of one kind applies aging").
+// open claim every claim was before: three hosts of 100 workers and four
+// of 25 each ran 1.36 times the jobs/s in runs of 1.5 million jobs
+// (1.56–1.76 times in short runs; docs/performance.md, "The claim of one
+// kind applies aging").
 
 // claimAgedMixed is the lost column of a claim of one kind that took
 // nothing because priority aging mixes its priorities' ranges
@@ -216,19 +217,30 @@ func claimOneAgedSQL(p string) string {
 	return claimOneProbeSQL(p, `now() - $7::bigint * interval '1 microsecond'`)
 }
 
+// claimOneDueBoundSQL is the latest run_at claimOneKindSQL takes: due
+// within the claim window ($6).
+const claimOneDueBoundSQL = `now() + $6::bigint * interval '1 microsecond'`
+
 // claimOneDueSQL is claimOneKindSQL's test for a due job of priority p
 // in its range.
 func claimOneDueSQL(p string) string {
-	return claimOneProbeSQL(p, `now() + $6::bigint * interval '1 microsecond'`)
+	return claimOneProbeSQL(p, claimOneDueBoundSQL)
 }
 
 // claimOneProbeSQL tests for a claimable job of priority p in its range
 // with run_at at or before upTo.
 func claimOneProbeSQL(p, upTo string) string {
 	return `EXISTS (SELECT 1 FROM {jobs} j
-			WHERE {onshard:j}j.kind = $1::text AND j.priority = ` + p + `
+			WHERE ` + claimOneRangeWhereSQL(p, upTo) + `)`
+}
+
+// claimOneRangeWhereSQL is the condition of claimOneKindSQL's range of
+// priority p (kind $1, from its cursor in $3) up to run_at upTo: the
+// probes and the locking scans read the same rows of jobs_claim_idx.
+func claimOneRangeWhereSQL(p, upTo string) string {
+	return `{onshard:j}j.kind = $1::text AND j.priority = ` + p + `
 			  AND j.state IN ` + claimableSQL + ` AND j.run_at <= ` + upTo + `
-			  AND j.run_at >= coalesce(($3::timestamptz[])[` + p + `], '-infinity'))`
+			  AND j.run_at >= coalesce(($3::timestamptz[])[` + p + `], '-infinity')`
 }
 
 // claimOneRangeSQL is the locking scan of claimOneKindSQL's range of
@@ -236,9 +248,7 @@ func claimOneProbeSQL(p, upTo string) string {
 func claimOneRangeSQL(p string) string {
 	return `
 		SELECT * FROM (SELECT j.id FROM {jobs} j
-			WHERE {onshard:j}j.kind = $1::text AND j.priority = ` + p + `
-			  AND j.state IN ` + claimableSQL + ` AND j.run_at <= now() + $6::bigint * interval '1 microsecond'
-			  AND j.run_at >= coalesce(($3::timestamptz[])[` + p + `], '-infinity')
+			WHERE ` + claimOneRangeWhereSQL(p, claimOneDueBoundSQL) + `
 			  AND NOT (SELECT yes FROM mixed)
 			ORDER BY j.run_at
 			LIMIT $2

@@ -20,7 +20,8 @@ import (
 // several (pgstore's claim of one kind reads each priority's range in
 // turn, and gives way to its open claim when aging mixes the ranges).
 func testAgingTakesInClaimOrder(t *testing.T, newStore NewStoreFunc) {
-	skipUnless[store.FlowStore](t, newStore)
+	probe := newStore(t)
+	as[store.FlowStore](t, probe)
 	type job struct {
 		name string
 		prio int
@@ -82,7 +83,7 @@ func testAgingTakesInClaimOrder(t *testing.T, newStore NewStoreFunc) {
 	// Each case claims by Claim, and, where the store has FinishClaim,
 	// also by FinishClaim calls that end the jobs the call before took
 	// (pgstore makes that claim in the finish's round trip).
-	_, riders := newStore(t).(store.FinishClaimer)
+	_, riders := probe.(store.FinishClaimer)
 	ways := []string{"Claim"}
 	if riders {
 		ways = append(ways, "FinishClaim")
