@@ -38,6 +38,18 @@ func skipUnderRace(t *testing.T) {
 	}
 }
 
+// sideBySide lets a scenario run beside another (t.Parallel; go test
+// runs two at a time by default, -parallel being GOMAXPROCS), after the
+// scenarios that do not call it have run one at a time. The failover and
+// upgrade scenarios mostly wait on the wall clock, each with servers,
+// databases and ports of its own, and bound no time tighter than a
+// minute. The PgBouncer scenarios do not call it: their leak checks
+// (noLeaks) would count another scenario's goroutines.
+func sideBySide(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // soak reports whether the long variants run (AX_SOAK=1).
 func soak() bool { return os.Getenv("AX_SOAK") == "1" }
 

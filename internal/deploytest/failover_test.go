@@ -107,6 +107,7 @@ func TestFailoverAsync(t *testing.T) {
 
 func runFailover(t *testing.T, c failoverCase) {
 	skipUnderRace(t)
+	sideBySide(t)
 	bins := currentBins(t)
 	ledgerDSN := pgtest.EmptyDSN(t)
 	ledger := pgtest.PoolFor(t, ledgerDSN)

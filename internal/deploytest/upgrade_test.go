@@ -24,6 +24,7 @@ import (
 // lost or run twice. An old host started after the migration must refuse
 // to start, naming the schema.
 func TestRollingUpgrade(t *testing.T) {
+	sideBySide(t)
 	skipUnderRace(t)
 	rs := releases(t)
 	if len(rs) == 0 || rs[0].commit == "" {

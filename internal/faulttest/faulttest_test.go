@@ -18,6 +18,7 @@ import (
 // TestSteadyState runs 10k jobs (100k in soak mode) with delays over 5s and
 // mixed priorities through 3 processes: each runs exactly once, none early.
 func TestSteadyState(t *testing.T) {
+	sideBySide(t)
 	n := 10_000
 	if soak() {
 		n = 100_000
@@ -204,6 +205,7 @@ func testKill(t *testing.T, c *cluster, flags []string, bound time.Duration) {
 // zombie's handlers are cancelled or their late results refused, and every
 // job ends as its new owner wrote it.
 func TestZombie(t *testing.T) {
+	sideBySide(t)
 	c := newCluster(t)
 	zombie := c.start("zombie", "", fastFailover...)
 	zombie.waitLine(t, "EVENT leader true", 10*time.Second)
@@ -353,6 +355,7 @@ func nodeState(t *testing.T, c *cluster, name string) string {
 // process's connections for 5s through a proxy: every process recovers by
 // itself and nothing is lost.
 func TestDatabaseFaults(t *testing.T) {
+	sideBySide(t)
 	t.Run("TerminateBackends", func(t *testing.T) {
 		c := newCluster(t)
 		var procs []*proc

@@ -83,6 +83,7 @@ func (c *cluster) jobState(job uuid.UUID) (string, int) {
 // expires, and the job runs again on the other process, whose row and
 // success commit together — one row in the end.
 func TestCompleteTxKilledBeforeCommit(t *testing.T) {
+	sideBySide(t)
 	c := newCluster(t)
 	c.resultsTables()
 	a := c.start("a", "", fastFailover...)
@@ -117,6 +118,7 @@ func TestCompleteTxKilledBeforeCommit(t *testing.T) {
 // its CompleteTx is refused by the lease fence (ErrLeaseLost), it rolls
 // back, and its row is never written.
 func TestCompleteTxZombieRefused(t *testing.T) {
+	sideBySide(t)
 	c := newCluster(t)
 	c.resultsTables()
 	a := c.start("a", "", fastFailover...)
@@ -148,6 +150,7 @@ func TestCompleteTxZombieRefused(t *testing.T) {
 // runs exactly once, after the last child ended, and sees every child
 // succeeded with its result.
 func TestBatchAcrossKill(t *testing.T) {
+	sideBySide(t)
 	const n = 10_000
 	c := newCluster(t)
 	c.resultsTables()

@@ -34,6 +34,7 @@ import (
 // After the rollout every job sealed with the old key is re-encrypted
 // (Admin.Reencrypt), and the old key can be removed.
 func TestRollingKeyRotation(t *testing.T) {
+	sideBySide(t)
 	cases := []struct {
 		name   string
 		phases []string // key ring files, rolled out in turn

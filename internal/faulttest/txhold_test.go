@@ -22,6 +22,7 @@ import (
 // its first attempt, and neither host reports a lease lost (no
 // EventLeaseLost, no "job lease lost" or refused-result ERROR).
 func TestCompleteTxHeldOpen(t *testing.T) {
+	sideBySide(t)
 	const (
 		holds = 4 // txhold jobs at once, each holding a connection of a
 		waves = 2

@@ -70,10 +70,13 @@ func citusStores(t *testing.T, shards int) storetest.NewStoreFunc {
 
 // TestCitusConformance runs the conformance suite on the Citus store with
 // one shard, where every order holds as on PostgreSQL, and with eight
-// (only eight under -race: raceShards).
+// (only eight under -race: raceShards). The shard counts run side by
+// side, each on a schema of its own, and beside TestCitusModel.
 func TestCitusConformance(t *testing.T) {
+	t.Parallel()
 	for _, shards := range raceShards(1, 8) {
 		t.Run(fmt.Sprintf("Shards%d", shards), func(t *testing.T) {
+			t.Parallel()
 			storetest.Run(t, citusStores(t, shards))
 		})
 	}

@@ -14,12 +14,14 @@ import (
 // with a drained archive pass after every step, so that reads, run-now
 // and unique keys meet archived jobs.
 func TestCitusModel(t *testing.T) {
+	t.Parallel()
 	for _, shards := range raceShards(1, 8) {
 		c := struct {
 			shards  int
 			archive bool
 		}{shards, shards > 1}
 		t.Run(fmt.Sprintf("Shards%d", c.shards), func(t *testing.T) {
+			t.Parallel()
 			stores := citusStores(t, c.shards)
 			storetest.RunModel(t, func(t *testing.T) *storetest.ModelStore {
 				st := stores(t).(*pgstore.CitusStore)
