@@ -7,8 +7,8 @@
 // schedule and run sealed jobs, in one phase and in the documented two.
 //
 // The default run takes about two and a half minutes (the scenarios
-// without tight time bounds run two at a time: sideBySide); AX_SOAK=1 adds longer variants
-// (the kill scenario with the default lease and leader TTL, 60+ periodic
-// ticks, a larger steady state). PostgreSQL comes from TEST_DATABASE_URL,
+// without tight time bounds run two at a time: sideBySide); AX_SOAK=1
+// adds longer variants (the kill scenario with the default lease and
+// leader TTL, 60+ periodic ticks, a larger steady state). PostgreSQL comes from TEST_DATABASE_URL,
 // as for internal/pgtest; without a server the tests skip.
 package faulttest
