@@ -260,9 +260,9 @@ type Config struct {
 	// Cost: on PostgreSQL a host that claims one kind takes its rows with
 	// one locking range scan per priority (pgstore's claim of one kind),
 	// aging or not, unless aging puts a lower priority's job before a
-	// higher one's: while that lasts, each claim first finds so (a few
-	// one-row index probes) and then ranks candidates (the open claim),
-	// one more round trip per claim (docs/performance.md, "The claim of
+	// higher one's: while that lasts, claims rank candidates (the open
+	// claim), and one claim a second first finds so (a few one-row index
+	// probes), one more round trip (docs/performance.md, "The claim of
 	// one kind applies aging").
 	PriorityAging time.Duration
 }

@@ -220,8 +220,9 @@
 // NextRunAt and the cursor. With priority aging that order holds unless
 // an aged job waits in a range behind another with due jobs: the
 // statement checks that first (one-row index probes), and when it is so
-// takes nothing and says so, and the Store makes the open claim instead.
-// A claim of several kinds none of whose
+// takes nothing and says so, and the Store makes the open claim instead,
+// and makes it at once for that kind's claims for the next second
+// (agedmixed.go). A claim of several kinds none of whose
 // limits binds (each may take the whole Limit) locks its candidates the
 // same way, in claim order under the LIMIT, cut at the first range that
 // may have more rows than it read; it reads spare rows per range, as many

@@ -168,3 +168,8 @@ func (s *Store) HistoryIDsSQL() string { return s.sql(historyIDsSQL) }
 func (s *Store) HistoryGuardSQL() string {
 	return s.sql("WITH " + historyGuardSQL + " SELECT 1 FROM guard")
 }
+
+// SetAgedMixedHold sets how long the Store makes the open claim directly
+// for a kind whose claim of one kind found aging mixing its ranges
+// (agedMixedHold); call it before the Store's first claim.
+func (s *Store) SetAgedMixedHold(d time.Duration) { s.agedMixed.hold = d }

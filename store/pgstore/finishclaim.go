@@ -81,7 +81,7 @@ func (s *Store) finishClaimOnce(ctx context.Context, finish []store.FinishParams
 	b := &pgx.Batch{}
 	b.Queue(jitOffSQL + s.endSettings(ctx))
 	b.Queue(s.q.finish, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel, lo, hi)
-	sent := s.queueClaim(b, kinds, limits, claim, from, true)
+	sent := s.queueClaim(b, kinds, limits, claim, from, s.agedMixed.tryOneKind(kinds, time.Now()))
 
 	applied := make(map[store.Lease]bool, len(finish))
 	var (
@@ -104,6 +104,7 @@ func (s *Store) finishClaimOnce(ctx context.Context, finish []store.FinishParams
 		_ = br.Close() // the first error says what failed; the transaction rolled back
 	}
 	if err == nil && lost == claimAgedMixed {
+		s.agedMixed.saw(kinds[0], time.Now())
 		// As claimRows, but the outcomes are committed: a claim that
 		// fails now leaves res as the first statement made it (no jobs),
 		// as a failed second round does (claimLost).

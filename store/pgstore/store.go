@@ -42,6 +42,9 @@ type Store struct {
 
 	cursors *claimCursors // where the plain claim's range scans start (cursor.go)
 	spare   claimSpare    // rows the open claim reads beyond its limits (claimopen.go)
+	// agedMixed: kinds whose claims make the open claim for a while
+	// (agedmixed.go).
+	agedMixed agedMixedKinds
 
 	history historyState // partitions and archive position (history.go)
 
