@@ -61,6 +61,8 @@ func TestQuick(t *testing.T) {
 		rtt      string // the added round trip the server's label must name
 	}{
 		{"throughput", []string{"-n", "1000"}, "W=100: WAL per job", false, "0s"},
+		// Half the jobs aged Normal, half High: aging mixes the ranges.
+		{"throughput", []string{"-n", "1000", "-aged-mix"}, "W=100: WAL per job", false, "0s"},
 		{"throughput", []string{"-n", "300", "-workers", "100", "-encrypt", "-encrypt-reps", "1", "-encrypt-bytes", "3072"},
 			"W=100: backends' CPU per job (insert and run), encrypted minus plain (medians)", false, "0s"},
 		{"insert", nil, "Schedule call p99", false, "0s"},

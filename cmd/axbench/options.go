@@ -66,6 +66,9 @@ type options struct {
 	asyncCommits bool
 	// earlyStart gives every scenario's store pgstore.WithEarlyDirectStart.
 	earlyStart bool
+	// agedMix makes throughput's jobs half Normal ones due agedMixAge ago
+	// and half High ones due at once (throughput.go, scheduleAgedMix).
+	agedMix bool
 	// viaPgBouncer: run each scenario again through this PgBouncer (pooler.go).
 	viaPgBouncer string
 	// rtt is the round trip a delay proxy adds to every connection to the
@@ -176,6 +179,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.immRate, "immediate-rate", 500, "immediate: Schedule calls per second")
 	registerPooler(fs, o)
 	fs.BoolVar(&o.asyncCommits, "async-commits", false, "every scenario: pgstore.WithAsyncClaimsAndOutcomes (claims and outcomes commit without waiting for the WAL flush)")
+	fs.BoolVar(&o.agedMix, "aged-mix", false, "throughput: half the jobs Normal and due 2 minutes ago (aged at the default PriorityAging), half High and due at once, so that aging mixes the priorities while both last")
 	fs.BoolVar(&o.earlyStart, "early-start", false, "every scenario: pgstore.WithEarlyDirectStart (a direct start's job starts while its insert is flushed)")
 	fs.BoolVar(&o.ride, "outcomes-with-claims", false, "every scenario: Config.OutcomesWithClaims (a backlog claim writes the queued outcomes in its transaction), worker processes included")
 	fs.BoolVar(&o.noDirect, "no-direct-start", false, "every scenario: Config.DisableDirectStart (Schedule never starts its job directly)")

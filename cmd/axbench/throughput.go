@@ -60,7 +60,7 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 		})); err != nil {
 			return nil, err
 		}
-		took, err := scheduleNoops(ctx, s, o.n, o.n)
+		took, err := scheduleThroughputJobs(ctx, s, o)
 		if err != nil {
 			return nil, err
 		}
@@ -170,4 +170,25 @@ func connsParam(n int) any {
 		return "pgxpool default"
 	}
 	return n
+}
+
+// agedMixAge is how long before the insert -aged-mix's Normal jobs fall
+// due: past the default PriorityAging (a minute), so that every one of
+// them is aged while High jobs are due, which mixes the priorities'
+// ranges for pgstore's claim of one kind (its open claim then decides).
+const agedMixAge = 2 * time.Minute
+
+// scheduleThroughputJobs schedules throughput's o.n no-op jobs in one
+// ScheduleMany (COPY): all due at once at the kind's default priority,
+// or with -aged-mix half Normal and aged, half High, in two.
+func scheduleThroughputJobs(ctx context.Context, s *ax.Scheduler, o options) (time.Duration, error) {
+	if !o.agedMix {
+		return scheduleNoops(ctx, s, o.n, o.n)
+	}
+	aged, err := scheduleNoops(ctx, s, o.n/2, o.n/2, ax.Priority(ax.Normal), ax.At(time.Now().Add(-agedMixAge)))
+	if err != nil {
+		return 0, err
+	}
+	high, err := scheduleNoops(ctx, s, o.n-o.n/2, o.n-o.n/2, ax.Priority(ax.High))
+	return aged + high, err
 }
