@@ -1,64 +1,30 @@
 package pgstore_test
 
 import (
-	"context"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
-	"github.com/axsched/ax/store/pgstore"
 )
-
-// oneKindClaims counts the claims of one kind a pool's connections run
-// (claimOneKindSQL, which starts with its mixed CTE), in batches or not.
-type oneKindClaims struct{ n atomic.Int64 }
-
-func (c *oneKindClaims) count(sql string) {
-	if strings.HasPrefix(strings.TrimSpace(sql), "WITH mixed AS") {
-		c.n.Add(1)
-	}
-}
-
-func (c *oneKindClaims) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.count(d.SQL)
-	return ctx
-}
-
-func (c *oneKindClaims) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (c *oneKindClaims) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-
-func (c *oneKindClaims) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	c.count(d.SQL)
-}
-
-func (c *oneKindClaims) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // TestAgedMixedKindClaimsOpen: while priority aging mixes a kind's ranges
 // (Normal jobs aged behind due High ones), a claim of one kind finds it,
 // takes nothing and gives way to the open claim; the kind's next claims
-// within the hold make the open claim at once (no claim of one kind runs),
-// and every claim, by Claim or by FinishClaim, takes the next job in claim
-// order. With a hold of a nanosecond every claim tries the claim of one
-// kind first, which runs FinishClaim's own fallback after its outcomes
-// committed.
+// within the hold make the open claim at once (no claim of one kind runs;
+// a batchTracer counts them), and every claim, by Claim or by FinishClaim,
+// takes the next job in claim order. With a hold of a nanosecond every
+// claim tries the claim of one kind first, which runs FinishClaim's own
+// fallback after its outcomes committed.
 func TestAgedMixedKindClaimsOpen(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name     string
 		hold     time.Duration
-		finish   bool  // claim by FinishClaim, ending the job the claim before took
-		oneKinds int64 // claims of one kind run by the 4 claims
+		finish   bool // claim by FinishClaim, ending the job the claim before took
+		oneKinds int  // claims of one kind run by the 4 claims
 	}{
 		{"Claim", 0, false, 1},
 		{"FinishClaim", 0, true, 1},
@@ -69,16 +35,7 @@ func TestAgedMixedKindClaimsOpen(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := ctxT(t)
-			cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
-			require.NoError(t, err)
-			tracer := &oneKindClaims{}
-			cfg.ConnConfig.Tracer = tracer
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
-			s, err := pgstore.New(ctx, pool)
-			require.NoError(t, err)
-			t.Cleanup(func() { s.Close() })
+			s, _, tracer := newTracedStore(t)
 			s.SetAgedMixedHold(c.hold)
 
 			now, err := s.Now(ctx)
@@ -122,7 +79,7 @@ func TestAgedMixedKindClaimsOpen(t *testing.T) {
 				prev = res.Jobs
 			}
 			require.Equal(t, []string{"oldNormal", "lessOldNormal", "high", "newHigh"}, got, "jobs in claim order")
-			require.Equal(t, c.oneKinds, tracer.n.Load(), "claims of one kind run")
+			require.Equal(t, c.oneKinds, tracer.together(s.ClaimOneKindSQL(), s.ClaimOneKindSQL()), "claims of one kind run")
 		})
 	}
 }

@@ -7,12 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
-	"github.com/axsched/ax/store/pgstore"
 )
 
 // TestClaimsStepOverHeldRows: beside another claim in flight that holds
@@ -41,16 +38,7 @@ func TestClaimsStepOverHeldRows(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := ctxT(t)
-			cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
-			require.NoError(t, err)
-			tracer := &batchTracer{}
-			cfg.ConnConfig.Tracer = tracer
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
-			s, err := pgstore.New(ctx, pool)
-			require.NoError(t, err)
-			t.Cleanup(func() { s.Close() })
+			s, pool, tracer := newTracedStore(t)
 
 			// 200 due jobs, each a millisecond older than the next:
 			// ids in claim order.
@@ -62,7 +50,7 @@ func TestClaimsStepOverHeldRows(t *testing.T) {
 				jobs[i].RunAt = base.Add(time.Duration(i) * time.Millisecond)
 				order[i] = jobs[i].ID
 			}
-			_, err = s.Insert(ctx, jobs)
+			_, err := s.Insert(ctx, jobs)
 			require.NoError(t, err)
 
 			held, err := pool.Begin(ctx)

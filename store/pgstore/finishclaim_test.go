@@ -43,6 +43,24 @@ func (b *batchTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatch
 
 func (b *batchTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
+// newTracedStore returns a Store on a fresh database, closed when t ends,
+// its pool (for statements a test runs beside it), and the batchTracer
+// that records the pool's batches.
+func newTracedStore(t *testing.T) (*pgstore.Store, *pgxpool.Pool, *batchTracer) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	require.NoError(t, err)
+	tracer := &batchTracer{}
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(ctxT(t), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s, err := pgstore.New(ctxT(t), pool)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s, pool, tracer
+}
+
 // together counts the batches that held both statements.
 func (b *batchTracer) together(a, c string) int {
 	b.mu.Lock()
@@ -75,22 +93,13 @@ func TestFinishClaimOneRoundTrip(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
-			require.NoError(t, err)
-			tracer := &batchTracer{}
-			cfg.ConnConfig.Tracer = tracer
-			pool, err := pgxpool.NewWithConfig(ctxT(t), cfg)
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
-			s, err := pgstore.New(ctxT(t), pool)
-			require.NoError(t, err)
-			t.Cleanup(func() { s.Close() })
+			s, _, tracer := newTracedStore(t)
 			if c.setup != nil {
 				c.setup(t, s)
 			}
 
 			ctx := ctxT(t)
-			_, err = s.Insert(ctx, []store.InsertParams{job("k"), job("k")})
+			_, err := s.Insert(ctx, []store.InsertParams{job("k"), job("k")})
 			require.NoError(t, err)
 			claimP := &store.ClaimParams{Owner: "n", Limit: 1, LeaseDuration: time.Minute, Kinds: []store.KindLimit{{Kind: "k", Limit: 1}}}
 			res, err := s.Claim(ctx, claimP)
