@@ -67,7 +67,7 @@ type options struct {
 	// earlyStart gives every scenario's store pgstore.WithEarlyDirectStart.
 	earlyStart bool
 	// agedMix makes throughput's jobs half Normal ones due agedMixAge ago
-	// and half High ones due at once (throughput.go, scheduleAgedMix).
+	// and half High ones due at once (throughput.go, scheduleThroughputJobs).
 	agedMix bool
 	// viaPgBouncer: run each scenario again through this PgBouncer (pooler.go).
 	viaPgBouncer string

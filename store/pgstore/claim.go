@@ -105,9 +105,9 @@ const claimPlanAsyncSQL = claimPlanSQL + `, ` + syncOff
 // bound, and reads its rows into res and held (each range's earliest due
 // candidate left behind). When the claim of one kind found that priority
 // aging mixes its ranges (claimAgedMixed), the open or plain claim is made
-// in its place, and for the kind's claims for a while (agedmixed.go). When the statement lost some of its first choices to
-// other claims, its second round (claimLost) takes the next-best rows in
-// their place. held stays the first round's: the second round only takes
+// in its place, and for the kind's claims for a while (agedmixed.go).
+// When the statement lost some of its first choices to other claims, its
+// second round (claimLost) takes the next-best rows in their place. held stays the first round's: the second round only takes
 // rows, so the earliest due row left in a range is at or after it, and a
 // cursor there skips nothing.
 func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]pgtype.Timestamptz,

@@ -157,9 +157,10 @@ func claimSpareFor(spare, skipped, lost int64) int64 {
 // the open claim instead, which sorts its candidates in claim order: one
 // more round trip, only while lower priorities' jobs have waited for
 // AgeAfter behind higher ones, and for one claim of the kind a second
-// (agedmixed.go: the claims between make the open claim at once). (A statement that merged the ranges in
-// run_at order and locked as it went would need PostgreSQL to merge
-// LockRows outputs, which it does not: it sorts, reading every aged row.)
+// (agedmixed.go: the claims between make the open claim at once). (A
+// statement that merged the ranges in run_at order and locked as it went
+// would need PostgreSQL to merge LockRows outputs, which it does not: it
+// sorts, reading every aged row.)
 // Measured with axbench multiprocess at the default aging, against the
 // open claim every claim was before: three hosts of 100 workers and four
 // of 25 each ran 1.36 times the jobs/s in runs of 1.5 million jobs

@@ -222,9 +222,8 @@
 // statement checks that first (one-row index probes), and when it is so
 // takes nothing and says so, and the Store makes the open claim instead,
 // and makes it at once for that kind's claims for the next second
-// (agedmixed.go). A claim of several kinds none of whose
-// limits binds (each may take the whole Limit) locks its candidates the
-// same way, in claim order under the LIMIT, cut at the first range that
+// (agedmixed.go). A claim of several kinds none of whose limits binds
+// (each may take the whole Limit) locks its candidates the same way, in claim order under the LIMIT, cut at the first range that
 // may have more rows than it read; it reads spare rows per range, as many
 // as the claims beside it made it step over, and needs the second round
 // only when they were not enough. Hosts that claim the same kinds at once
