@@ -223,10 +223,11 @@
 // takes nothing and says so, and the Store makes the open claim instead,
 // and makes it at once for that kind's claims for the next second
 // (agedmixed.go). A claim of several kinds none of whose limits binds
-// (each may take the whole Limit) locks its candidates the same way, in claim order under the LIMIT, cut at the first range that
-// may have more rows than it read; it reads spare rows per range, as many
-// as the claims beside it made it step over, and needs the second round
-// only when they were not enough. Hosts that claim the same kinds at once
+// (each may take the whole Limit) locks its candidates the same way, in
+// claim order under the LIMIT, cut at the first range that may have more
+// rows than it read; it reads spare rows per range, as many as the claims
+// beside it made it step over, and needs the second round only when they
+// were not enough. Hosts that claim the same kinds at once
 // otherwise meet on the same first rows: with four hosts, four claims in
 // five lost rows and ran the second round.
 //
