@@ -13,7 +13,8 @@ import (
 // for recent rows (insert-claimed's guard) scans an empty partition
 // sequentially, whatever its indexes: right after midnight UTC the new
 // day's partition is empty, and a check for "Seq Scan on jobs" failed on
-// "Seq Scan on jobs_history_p20261207" in CI's run at 00:07.
+// "Seq Scan on jobs_history_p20261207" in a local run of .ci/run at
+// 00:07 UTC on 2026-12-07.
 
 var (
 	seqScanRE    = regexp.MustCompile(`Seq Scan on (jobs\w*)`)
