@@ -159,6 +159,10 @@ var ErrDetachTimeout = errDetachTimeout
 // history ID probe's bound.
 var UUIDV7Time = uuidV7Time
 
+// HistorySpanRows is how many history rows the look at an insert's span
+// of UUIDv7s reads before it probes them one by one instead.
+const HistorySpanRows = historySpanRows
+
 // HistoryIDsSQL returns the look into the history for the IDs of a
 // several-row insert.
 func (s *Store) HistoryIDsSQL() string { return s.sql(historyIDsSQL) }

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -68,17 +69,35 @@ var historyGuardSQL = `guard AS MATERIALIZED (
 )`
 
 // historyIDsSQL reads the transaction's start and the store clock (as
-// insertMany needs them) and finds, among the IDs $1, one of a job in the
-// history that finished at $2 or later: one round trip for both. Each ID
-// is looked up on its own (a lateral probe by id): as one = ANY over the
-// history, the planner could read a young partition without statistics
-// (autovacuum off, or not yet run) by finished_at, every row of it, and
-// an insert of many jobs beside a fast-growing history slowed with the
-// history's size (axbench's TestQuick/wide stalled for minutes).
+// insertMany needs them) and looks in the history two ways, in one round
+// trip:
+//
+//   - probes: among the IDs $1, one of a job in the history that finished
+//     at $2 or later, each ID looked up on its own (a lateral probe by
+//     id). As one = ANY over the history, the planner could read a young
+//     partition without statistics (autovacuum off, or not yet run) by
+//     finished_at, every row of it, and an insert of many jobs beside a
+//     fast-growing history slowed with the history's size (axbench's
+//     TestQuick/wide stalled for minutes).
+//   - span: the IDs of the jobs in the history between $3 and $4 that
+//     finished at $5 or later, in ID order, at most historySpanRows of
+//     them. ORDER BY id with a LIMIT reads the (id) index of each
+//     partition left after pruning, in order, and stops: it reads the
+//     history's rows in that span, not one index descent per ID.
 const historyIDsSQL = `SELECT now(), statement_timestamp(),
 	(SELECT h.id FROM unnest($1::uuid[]) AS u(id)
 	 CROSS JOIN LATERAL (SELECT id FROM {history} h WHERE h.id = u.id AND h.finished_at >= $2 LIMIT 1) h
-	 LIMIT 1)`
+	 LIMIT 1),
+	ARRAY(SELECT h.id FROM {history} h WHERE h.id >= $3::uuid AND h.id <= $4::uuid AND h.finished_at >= $5
+	 ORDER BY h.id LIMIT ` + historySpanRowsText + `)`
+
+// historySpanRows bounds the span's rows: a span that holds more (IDs
+// spread over a long time, beside a busy history) is looked up by probes
+// instead, in a second statement.
+const (
+	historySpanRows     = 1024
+	historySpanRowsText = "1024"
+)
 
 // refuseHistoryIDs fails with store.ErrInvalidParams when one of the jobs
 // params would insert has the ID of a job in the history; see above for
@@ -87,29 +106,118 @@ const historyIDsSQL = `SELECT now(), statement_timestamp(),
 // job, and is not looked for. It returns now() (the transaction's start)
 // and statement_timestamp() (the store clock), read in the same
 // statement, which insertMany needs anyway.
+//
+// How: a UUIDv7 sorts by its time, so the UUIDv7s of one call (ax makes
+// them at the call, within milliseconds) lie in a narrow span of the
+// history's (id) index. The span's finished jobs are read in one range
+// scan and matched here; a job made in that span and finished already is
+// rare, so this reads a few index entries where a probe per ID made one
+// index descent per ID and partition: a third of a COPY insert's time
+// (axbench insert, 600,000 jobs). IDs of another version carry no time
+// and no order, and are probed one by one, as are the UUIDv7s when their
+// span holds historySpanRows jobs or more.
 func (s *Store) refuseHistoryIDs(ctx context.Context, q querier, params []store.InsertParams) (now, clock time.Time, err error) {
-	ids := make([]uuid.UUID, 0, len(params))
+	probe := make([]uuid.UUID, 0)
 	horizon := time.Now().Add(historyIDSkew)
-	from := horizon
+	var v7 historySpan
 	for i := range params {
-		t, ok := uuidV7Time(params[i].ID)
+		id := params[i].ID
+		t, ok := uuidV7Time(id)
 		if !ok {
-			from = store.MinTime
-		} else if t = t.Add(-historyIDSkew); t.After(horizon) {
-			continue // made in the future: not finished yet
-		} else if t.Before(from) {
-			from = t
+			probe = append(probe, id)
+			continue
 		}
-		ids = append(ids, params[i].ID)
+		if t = t.Add(-historyIDSkew); t.After(horizon) {
+			continue // made in the future: not finished yet
+		}
+		v7.add(id, t)
 	}
-	var id *uuid.UUID
-	if err := q.QueryRow(ctx, s.sql(historyIDsSQL), ids, from).Scan(&now, &clock, &id); err != nil {
+	var (
+		probed *uuid.UUID
+		inSpan []uuid.UUID
+	)
+	probeFrom := store.MinTime // an ID without a time: every partition
+	if len(probe) == 0 {
+		probeFrom = store.MaxTime // none: no partition
+	}
+	lo, hi, from := v7.bounds()
+	err = q.QueryRow(ctx, s.sql(historyIDsSQL), probe, probeFrom, lo, hi, from).Scan(&now, &clock, &probed, &inSpan)
+	if err != nil {
 		return now, clock, fmt.Errorf("look for the IDs in the history: %w", err)
 	}
-	if id != nil {
-		return now, clock, fmt.Errorf("%w: job ID %s is that of a finished job in the history", store.ErrInvalidParams, *id)
+	if probed != nil {
+		return now, clock, historyIDErr(*probed)
+	}
+	if len(inSpan) < historySpanRows {
+		if id, ok := v7.find(inSpan); ok {
+			return now, clock, historyIDErr(id)
+		}
+		return now, clock, nil
+	}
+	// A crowded span: probe the UUIDv7s one by one.
+	err = q.QueryRow(ctx, s.sql(historyIDsSQL), v7.ids, from, uuid.Max, uuid.Nil, store.MaxTime).Scan(&now, &clock, &probed, &inSpan)
+	if err != nil {
+		return now, clock, fmt.Errorf("look for the IDs in the history: %w", err)
+	}
+	if probed != nil {
+		return now, clock, historyIDErr(*probed)
 	}
 	return now, clock, nil
+}
+
+// historyIDErr is the error of an insert whose ID is that of a job in the
+// history.
+func historyIDErr(id uuid.UUID) error {
+	return fmt.Errorf("%w: job ID %s is that of a finished job in the history", store.ErrInvalidParams, id)
+}
+
+// historySpan gathers the UUIDv7s of an insert: their span in ID order and
+// the earliest finish time a job of one of them can have.
+type historySpan struct {
+	ids    []uuid.UUID
+	lo, hi uuid.UUID
+	from   time.Time
+}
+
+// add adds id, whose job finished at from or later if it finished.
+func (h *historySpan) add(id uuid.UUID, from time.Time) {
+	if len(h.ids) == 0 || bytes.Compare(id[:], h.lo[:]) < 0 {
+		h.lo = id
+	}
+	if len(h.ids) == 0 || bytes.Compare(id[:], h.hi[:]) > 0 {
+		h.hi = id
+	}
+	if len(h.ids) == 0 || from.Before(h.from) {
+		h.from = from
+	}
+	h.ids = append(h.ids, id)
+}
+
+// bounds returns the span to read, and the earliest finish: with no
+// UUIDv7, an empty span (lo above hi) that reads nothing.
+func (h *historySpan) bounds() (lo, hi uuid.UUID, from time.Time) {
+	if len(h.ids) == 0 {
+		return uuid.Max, uuid.Nil, store.MaxTime
+	}
+	return h.lo, h.hi, h.from
+}
+
+// find returns one of the span's IDs that is among found (the history's
+// jobs in the span).
+func (h *historySpan) find(found []uuid.UUID) (uuid.UUID, bool) {
+	if len(found) == 0 {
+		return uuid.UUID{}, false
+	}
+	in := make(map[uuid.UUID]struct{}, len(found))
+	for _, id := range found {
+		in[id] = struct{}{}
+	}
+	for _, id := range h.ids {
+		if _, ok := in[id]; ok {
+			return id, true
+		}
+	}
+	return uuid.UUID{}, false
 }
 
 // uuidV7Time returns the time a UUIDv7 carries (its first 48 bits, Unix

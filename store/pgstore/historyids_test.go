@@ -4,6 +4,7 @@ import (
 	"errors"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,7 +99,9 @@ func TestHistoryIDLookIsBounded(t *testing.T) {
 		}{
 			{"guard/v7", s.HistoryGuardSQL(), []any{v7}, recent},
 			{"guard/v4", s.HistoryGuardSQL(), []any{uuid.New()}, all},
-			{"several/v7", s.HistoryIDsSQL(), []any{[]uuid.UUID{v7}, at.Add(-time.Hour)}, recent},
+			{"several/v7", s.HistoryIDsSQL(), []any{[]uuid.UUID{}, store.MaxTime, v7, v7, at.Add(-time.Hour)}, recent},
+			{"several/v4", s.HistoryIDsSQL(), []any{[]uuid.UUID{uuid.New()}, store.MinTime, uuid.Max, uuid.Nil, store.MaxTime}, all},
+			{"several/crowded v7", s.HistoryIDsSQL(), []any{[]uuid.UUID{v7}, at.Add(-time.Hour), uuid.Max, uuid.Nil, store.MaxTime}, recent},
 		} {
 			if got := scanned(mode, c.sql, c.args...); !slices.Equal(got, c.want) {
 				t.Errorf("%s, %s: scans %v, want %v", mode, c.name, got, c.want)
@@ -164,3 +167,90 @@ func TestHistoryIDLookBound(t *testing.T) {
 }
 
 var errLeaveHistory = errors.New("rolled back")
+
+// TestHistoryIDSpan: an insert of several UUIDv7s reads the history's
+// jobs in their span of the (id) index, by an index scan, and matches
+// them; a span that holds HistorySpanRows jobs or more is probed ID by
+// ID. Either way a reused ID among many is refused and fresh IDs are not.
+func TestHistoryIDSpan(t *testing.T) {
+	t.Parallel()
+	s, pool := historyStore(t)
+	ctx := ctxT(t)
+	if _, err := pool.Exec(ctx, historyPartitionsSQL); err != nil { // days -3 to 0
+		t.Fatal(err)
+	}
+	// IDs made one after another, every other one a finished job's: the
+	// span of any two holds the history's jobs made between them.
+	ids := make([]uuid.UUID, 2*(pgstore.HistorySpanRows+50))
+	var finished []uuid.UUID
+	for i := range ids {
+		ids[i] = uuid.Must(uuid.NewV7())
+		if i%2 == 1 {
+			finished = append(finished, ids[i])
+		}
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO ax.jobs_history (id, kind, priority, run_at, scheduled_at, max_attempts, state, finished_at)
+		SELECT id, 'k', 2, now(), now(), 1, 'succeeded', now() FROM unnest($1::uuid[]) AS u(id)`, finished); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE ax.jobs_history`); err != nil {
+		t.Fatal(err)
+	}
+	n := len(ids)
+	for _, c := range []struct {
+		name    string
+		ids     []uuid.UUID
+		refused bool
+	}{
+		{"span of a few, none reused", []uuid.UUID{ids[0], ids[2], ids[4]}, false},
+		{"span of a few, one reused", []uuid.UUID{ids[0], ids[3], ids[4]}, true},
+		{"crowded span, none reused", []uuid.UUID{ids[0], ids[n-2]}, false},
+		{"crowded span, one reused", []uuid.UUID{ids[0], ids[n/2+1], ids[n-2]}, true},
+		{"crowded span, one reused past the rows read", []uuid.UUID{ids[0], ids[n-1]}, true},
+		{"a UUIDv4 beside a crowded span", []uuid.UUID{ids[0], uuid.New(), ids[n-2]}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ps := make([]store.InsertParams, len(c.ids))
+			for i, id := range c.ids {
+				ps[i] = job("span")
+				ps[i].ID = id
+			}
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, err := s.InsertTx(ctx, tx, ps)
+				if err == nil {
+					err = errLeaveHistory
+				}
+				return err
+			})
+			if refused := errors.Is(err, store.ErrInvalidParams); refused != c.refused || (!refused && !errors.Is(err, errLeaveHistory)) {
+				t.Fatalf("insert: %v; want refused %v", err, c.refused)
+			}
+		})
+	}
+	// The span's plan: the (id) index of each partition, never a
+	// sequential scan of a partition that holds jobs.
+	first, last := ids[0], ids[n-1]
+	at, _ := pgstore.UUIDV7Time(first)
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		var plan []string
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = `+mode); err != nil {
+				return err
+			}
+			if _, err := tx.Prepare(ctx, "span", `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) `+s.HistoryIDsSQL()); err != nil {
+				return err
+			}
+			rows, _ := tx.Query(ctx, "span", []uuid.UUID{}, store.MaxTime, first, last, at.Add(-time.Hour))
+			var err error
+			plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(plan, "\n")
+		if scans := seqScans(text); len(scans) > 0 || !strings.Contains(text, "Index") {
+			t.Errorf("%s: the span's plan scans %v sequentially:\n%s", mode, scans, text)
+		}
+	}
+}
