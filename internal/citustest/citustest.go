@@ -133,11 +133,21 @@ func Pool(t testing.TB) *pgxpool.Pool {
 // ends.
 func PoolFor(t testing.TB, dsn string) *pgxpool.Pool {
 	t.Helper()
+	return PoolWith(t, dsn, nil)
+}
+
+// PoolWith is PoolFor with the pool's configuration passed to configure
+// (if not nil) before the pool is made: a tracer, say.
+func PoolWith(t testing.TB, dsn string, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatalf("citustest: %v", err)
 	}
 	cfg.MaxConns = 4
+	if configure != nil {
+		configure(cfg)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

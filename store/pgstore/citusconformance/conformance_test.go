@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/internal/citustest"
 	"github.com/axsched/ax/internal/raceflag"
@@ -28,9 +29,14 @@ func raceShards(counts ...int) []int {
 
 // citusStores returns a storetest factory of CitusStores on one schema
 // distributed over shards shards, emptied before each store: distributing
-// a fresh schema per subtest would take most of the run.
-func citusStores(t *testing.T, shards int) storetest.NewStoreFunc {
+// a fresh schema per subtest would take most of the run. With a log, the
+// stores' pool records every statement they run in it.
+func citusStores(t *testing.T, shards int, log *statementLog) storetest.NewStoreFunc {
 	pool, schema := citustest.Schema(t)
+	storePool := pool
+	if log != nil {
+		storePool = citustest.PoolWith(t, citustest.URL(), func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = log })
+	}
 	if err := pgstore.MigrateCitus(t.Context(), pool, pgstore.WithSchema(schema), pgstore.WithCitusShards(shards)); err != nil {
 		t.Fatalf("MigrateCitus: %v", err)
 	}
@@ -56,7 +62,7 @@ func citusStores(t *testing.T, shards int) storetest.NewStoreFunc {
 		if _, err := pool.Exec(t.Context(), `TRUNCATE `+tables+`; `+r.Distributed); err != nil {
 			t.Fatalf("empty the schema: %v", err)
 		}
-		st, err := pgstore.NewCitus(t.Context(), pool, pgstore.WithSchema(schema))
+		st, err := pgstore.NewCitus(t.Context(), storePool, pgstore.WithSchema(schema))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,12 +78,27 @@ func citusStores(t *testing.T, shards int) storetest.NewStoreFunc {
 // one shard, where every order holds as on PostgreSQL, and with eight
 // (only eight under -race: raceShards). The shard counts run side by
 // side, each on a schema of its own, and beside TestCitusModel.
+//
+// The run with eight shards records every statement its stores send, and
+// when the suite is done checks that Citus runs each on one shard, but
+// those fansOut names (checkStatementsRoute): the check covers every
+// statement the store runs, not a list of them kept by hand.
 func TestCitusConformance(t *testing.T) {
 	t.Parallel()
 	for _, shards := range raceShards(1, 8) {
 		t.Run(fmt.Sprintf("Shards%d", shards), func(t *testing.T) {
 			t.Parallel()
-			storetest.Run(t, citusStores(t, shards))
+			var log *statementLog
+			if shards > 1 {
+				log = newStatementLog()
+			}
+			stores := citusStores(t, shards, log)
+			if log != nil {
+				// Cleanups run after the suite's parallel subtests end,
+				// and this one before the schema's (registered first).
+				t.Cleanup(func() { checkStatementsRoute(t, log, true) })
+			}
+			storetest.Run(t, stores)
 		})
 	}
 }

@@ -12,7 +12,9 @@ import (
 // TestCitusModel runs the model-based test on the Citus store with one
 // shard and with eight (only eight under -race: raceShards), the second
 // with a drained archive pass after every step, so that reads, run-now
-// and unique keys meet archived jobs.
+// and unique keys meet archived jobs. The run with eight shards checks
+// that every statement its stores ran routes to one shard, as
+// TestCitusConformance's does.
 func TestCitusModel(t *testing.T) {
 	t.Parallel()
 	for _, shards := range raceShards(1, 8) {
@@ -22,7 +24,14 @@ func TestCitusModel(t *testing.T) {
 		}{shards, shards > 1}
 		t.Run(fmt.Sprintf("Shards%d", c.shards), func(t *testing.T) {
 			t.Parallel()
-			stores := citusStores(t, c.shards)
+			var log *statementLog
+			if c.shards > 1 {
+				log = newStatementLog()
+			}
+			stores := citusStores(t, c.shards, log)
+			if log != nil {
+				t.Cleanup(func() { checkStatementsRoute(t, log, false) })
+			}
 			storetest.RunModel(t, func(t *testing.T) *storetest.ModelStore {
 				st := stores(t).(*pgstore.CitusStore)
 				ms := &storetest.ModelStore{Store: st}
