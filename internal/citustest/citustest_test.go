@@ -47,3 +47,28 @@ func TestSchema(t *testing.T) {
 		t.Fatalf("%d test schemas left after cleanup", left)
 	}
 }
+
+// TestReadRouting: the parts of a Citus EXPLAIN that say how a statement
+// runs, and their wording.
+func TestReadRouting(t *testing.T) {
+	for _, c := range []struct {
+		name, plan  string
+		all, others string
+	}{
+		{"router", "Custom Scan (Citus Adaptive)\n  Task Count: 1\n  Tasks Shown: All", "tasks: 1", ""},
+		{"every shard", "Custom Scan (Citus Adaptive)\n  Task Count: 8\n  Tasks Shown: One of 8", "tasks: 8", "tasks: 8"},
+		{"subplans", "Custom Scan (Citus Adaptive)\n  ->  Distributed Subplan 1_1\n  Task Count: 8\n  Task Count: 1", "subplans, tasks: 8, tasks: 1", "subplans, tasks: 8"},
+		{"pulled", "Custom Scan (Citus INSERT ... SELECT)\n  INSERT/SELECT method: pull to coordinator\n  Task Count: 2", "pulled to the coordinator, tasks: 2", "pulled to the coordinator, tasks: 2"},
+		{"coordinator only", "Seq Scan on t", "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := citustest.ReadRouting(c.plan)
+			if got := r.Verdict(true); got != c.all {
+				t.Errorf("Verdict(true) = %q, want %q", got, c.all)
+			}
+			if got := r.Verdict(false); got != c.others {
+				t.Errorf("Verdict(false) = %q, want %q", got, c.others)
+			}
+		})
+	}
+}

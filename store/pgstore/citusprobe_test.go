@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -95,8 +94,6 @@ func TestCitusProbe(t *testing.T) {
 	}
 }
 
-var taskCount = regexp.MustCompile(`Task Count: (\d+)`)
-
 // probe returns Citus's verdict on sql (see TestCitusProbe).
 func probe(t *testing.T, ctx context.Context, conn *pgx.Conn, name, sql string) string {
 	t.Helper()
@@ -123,20 +120,10 @@ func probe(t *testing.T, ctx context.Context, conn *pgx.Conn, name, sql string) 
 	}
 	plan := strings.Join(lines, "\n")
 	t.Logf("%s plan:\n%s", name, plan)
-	var verdict []string
-	if strings.Contains(plan, "INSERT/SELECT method: pull to coordinator") {
-		verdict = append(verdict, "pulled to the coordinator")
+	if v := citustest.ReadRouting(plan).Verdict(true); v != "" {
+		return v
 	}
-	if strings.Contains(plan, "Distributed Subplan") {
-		verdict = append(verdict, "subplans")
-	}
-	for _, m := range taskCount.FindAllStringSubmatch(plan, -1) {
-		verdict = append(verdict, "tasks: "+m[1])
-	}
-	if len(verdict) == 0 {
-		return "coordinator only"
-	}
-	return strings.Join(verdict, ", ")
+	return "coordinator only"
 }
 
 // probeValues are the parameter values of the probe's custom plans, by

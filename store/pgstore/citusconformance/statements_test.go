@@ -122,7 +122,6 @@ func (l *statementLog) statements() []loggedStatement {
 }
 
 var (
-	taskCountRE = regexp.MustCompile(`Task Count: (\d+)`)
 	// utilityRE matches the statements EXPLAIN cannot plan: transaction
 	// control, settings, notifications, and the DDL of maintenance (a
 	// history partition's CREATE and ATTACH, which Citus propagates to
@@ -132,8 +131,8 @@ var (
 
 // routing returns what Citus does with st run with args: "one task" for
 // a statement routed to one shard (or one that reads no distributed
-// table), else what it does instead ("3 tasks", "subplans", "pulled to
-// the coordinator"), or "utility" for a statement EXPLAIN cannot plan.
+// table), else what it does instead (citustest.Routing's Verdict: "tasks:
+// 8", "subplans", "pulled to the coordinator"), or "utility" for a statement EXPLAIN cannot plan.
 // EXPLAIN only, on the plan st ran on (generic, or custom for args):
 // nothing runs.
 func routing(ctx context.Context, conn *pgx.Conn, st loggedStatement, args []any) (string, error) {
@@ -169,23 +168,10 @@ func routing(ctx context.Context, conn *pgx.Conn, st loggedStatement, args []any
 	if err != nil {
 		return "", err
 	}
-	plan := strings.Join(lines, "\n")
-	var verdict []string
-	if strings.Contains(plan, "pull to coordinator") {
-		verdict = append(verdict, "pulled to the coordinator")
+	if v := citustest.ReadRouting(strings.Join(lines, "\n")).Verdict(false); v != "" {
+		return v, nil
 	}
-	if strings.Contains(plan, "Distributed Subplan") {
-		verdict = append(verdict, "subplans")
-	}
-	for _, m := range taskCountRE.FindAllStringSubmatch(plan, -1) {
-		if m[1] != "1" {
-			verdict = append(verdict, m[1]+" tasks")
-		}
-	}
-	if len(verdict) == 0 {
-		return "one task", nil
-	}
-	return strings.Join(verdict, ", "), nil
+	return "one task", nil
 }
 
 // fansOut names the statements of the Citus store that read or write
