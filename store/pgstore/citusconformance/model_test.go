@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/axsched/ax/internal/raceflag"
 	"github.com/axsched/ax/store/pgstore"
 	"github.com/axsched/ax/store/storetest"
 )
@@ -25,7 +26,7 @@ func TestCitusModel(t *testing.T) {
 		t.Run(fmt.Sprintf("Shards%d", c.shards), func(t *testing.T) {
 			t.Parallel()
 			var log *statementLog
-			if c.shards > 1 {
+			if c.shards > 1 && !raceflag.Enabled {
 				log = newStatementLog()
 			}
 			stores := citusStores(t, c.shards, log)
