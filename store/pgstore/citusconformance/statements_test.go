@@ -132,9 +132,9 @@ var (
 // routing returns what Citus does with st run with args: "one task" for
 // a statement routed to one shard (or one that reads no distributed
 // table), else what it does instead (citustest.Routing's Verdict: "tasks:
-// 8", "subplans", "pulled to the coordinator"), or "utility" for a statement EXPLAIN cannot plan.
-// EXPLAIN only, on the plan st ran on (generic, or custom for args):
-// nothing runs.
+// 8", "subplans", "pulled to the coordinator"), or "utility" for a
+// statement EXPLAIN cannot plan. EXPLAIN only, on the plan st ran on
+// (generic, or custom for args): nothing runs.
 func routing(ctx context.Context, conn *pgx.Conn, st loggedStatement, args []any) (string, error) {
 	sql := st.sql
 	if utilityRE.MatchString(sql) {
@@ -180,7 +180,7 @@ func routing(ctx context.Context, conn *pgx.Conn, st loggedStatement, args []any
 var fansOut = []struct{ fragment, why string }{
 	{`."jobs_all"`, "a read through jobs_all (Get, listings and their counts, dead-letter groups, finished jobs' stats): a job's shard cannot be told from its ID or from a listing's filters, so every shard's jobs and history are read, one task per shard (docs/citus.md)"},
 	{"SELECT kind, state, count(*) FROM", "Stats: every shard's live jobs counted by kind and state"},
-	{"SELECT shard, false FROM", "a job located by its ID alone (Cancel, Retry and the like without a lease token): its shard is found by reading every shard's jobs and history"},
+	{"SELECT shard, false FROM", "citusFindSQL: the operator's Control (and a lookup by ID) finds a job's shard by reading every shard's jobs and history, since an ID names its shard only without a unique key"},
 }
 
 // checkStatementsRoute fails for every statement in log, but those in
