@@ -113,9 +113,9 @@ const (
 // scan and matched here; a job made in that span and finished already is
 // rare, so this reads a few index entries where a probe per ID made one
 // index descent per ID and partition: about a quarter of a COPY insert's
-// time (axbench insert, docs/performance.md). IDs of another version carry no time
-// and no order, and are probed one by one, as are the UUIDv7s when their
-// span holds historySpanRows jobs or more.
+// time (axbench insert, docs/performance.md). IDs of another version
+// carry no time and no order, and are probed one by one, as are the
+// UUIDv7s when their span holds historySpanRows jobs or more.
 func (s *Store) refuseHistoryIDs(ctx context.Context, q querier, params []store.InsertParams) (now, clock time.Time, err error) {
 	probe := make([]uuid.UUID, 0)
 	horizon := time.Now().Add(historyIDSkew)
@@ -156,8 +156,8 @@ func (s *Store) refuseHistoryIDs(ctx context.Context, q querier, params []store.
 	}
 	// A crowded span: probe the UUIDv7s one by one. The clocks stay the
 	// first statement's.
-	var now2, clock2 time.Time
-	err = q.QueryRow(ctx, s.sql(historyIDsSQL), v7.ids, from, uuid.Max, uuid.Nil, store.MaxTime).Scan(&now2, &clock2, &probed, &inSpan)
+	err = q.QueryRow(ctx, s.sql(historyIDsSQL), v7.ids, from, uuid.Max, uuid.Nil, store.MaxTime).
+		Scan(new(time.Time), new(time.Time), &probed, &inSpan)
 	if err != nil {
 		return now, clock, fmt.Errorf("look for the IDs in the history: %w", err)
 	}
