@@ -107,9 +107,10 @@ const claimPlanAsyncSQL = claimPlanSQL + `, ` + syncOff
 // aging mixes its ranges (claimAgedMixed), the open or plain claim is made
 // in its place, and for the kind's claims for a while (agedmixed.go).
 // When the statement lost some of its first choices to other claims, its
-// second round (claimLost) takes the next-best rows in their place. held stays the first round's: the second round only takes
-// rows, so the earliest due row left in a range is at or after it, and a
-// cursor there skips nothing.
+// second round (claimLost) takes the next-best rows in their place. held
+// stays the first round's: the second round only takes rows, so the
+// earliest due row left in a range is at or after it, and a cursor there
+// skips nothing.
 func (s *Store) claimRows(ctx context.Context, res *store.ClaimResult, held *[]pgtype.Timestamptz,
 	kinds []string, limits []int32, params *store.ClaimParams, from []pgtype.Timestamptz) error {
 	lost, err := s.claimRound(ctx, res, held, kinds, limits, params, from, s.agedMixed.tryOneKind(kinds, time.Now()))

@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
@@ -60,36 +62,9 @@ func TestHistoryIDLookIsBounded(t *testing.T) {
 	partRe := regexp.MustCompile(`jobs_history_p\d{8}`)
 	scanned := func(mode, sql string, args ...any) []string {
 		t.Helper()
-		var out []string
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = `+mode); err != nil {
-				return err
-			}
-			// Prepared, so that the parameters stay parameters and the
-			// generic plan prunes at its start.
-			if _, err := tx.Prepare(ctx, "look", `EXPLAIN (COSTS OFF) `+sql); err != nil {
-				return err
-			}
-			rows, _ := tx.Query(ctx, "look", args...)
-			var line string
-			_, err := pgx.ForEachRow(rows, []any{&line}, func() error {
-				for _, m := range partRe.FindAllString(line, -1) {
-					if !slices.Contains(out, m) {
-						out = append(out, m)
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			return tx.Conn().Deallocate(ctx, "look")
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		out := partRe.FindAllString(explainAs(t, ctx, pool, mode, "COSTS OFF", sql, args...), -1)
 		slices.Sort(out)
-		return out
+		return slices.Compact(out)
 	}
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		for _, c := range []struct {
@@ -153,21 +128,36 @@ func TestHistoryIDLookBound(t *testing.T) {
 			if rows > 1 {
 				ps = []store.InsertParams{job("again"), p, job("again")}
 			}
-			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				_, err := s.InsertTx(ctx, tx, ps)
-				if err == nil {
-					err = errLeaveHistory // leave the history as it was for the next case
-				}
-				return err
-			})
-			if found := errors.Is(err, store.ErrInvalidParams); found != c.found || (!found && !errors.Is(err, errLeaveHistory)) {
-				t.Errorf("%s, %d rows: %v; want found %v", c.name, rows, err, c.found)
+			if found := refusedInHistory(t, ctx, s, pool, ps); found != c.found {
+				t.Errorf("%s, %d rows: refused %v; want found %v", c.name, rows, found, c.found)
 			}
 		}
 	}
 }
 
 var errLeaveHistory = errors.New("rolled back")
+
+// refusedInHistory inserts ps by InsertTx in a transaction it rolls back,
+// leaving the history as it was, and reports whether the insert was
+// refused with store.ErrInvalidParams; any other error fails t.
+func refusedInHistory(t *testing.T, ctx context.Context, s *pgstore.Store, pool *pgxpool.Pool, ps []store.InsertParams) bool {
+	t.Helper()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := s.InsertTx(ctx, tx, ps); err != nil {
+			return err
+		}
+		return errLeaveHistory
+	})
+	switch {
+	case errors.Is(err, store.ErrInvalidParams):
+		return true
+	case errors.Is(err, errLeaveHistory):
+		return false
+	default:
+		t.Fatalf("insert: %v", err)
+		return false
+	}
+}
 
 // TestHistoryIDSpan: an insert of several UUIDv7s reads the history's
 // jobs in their span of the (id) index, by an index scan, and matches
@@ -216,15 +206,8 @@ func TestHistoryIDSpan(t *testing.T) {
 				ps[i] = job("span")
 				ps[i].ID = id
 			}
-			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				_, err := s.InsertTx(ctx, tx, ps)
-				if err == nil {
-					err = errLeaveHistory
-				}
-				return err
-			})
-			if refused := errors.Is(err, store.ErrInvalidParams); refused != c.refused || (!refused && !errors.Is(err, errLeaveHistory)) {
-				t.Fatalf("insert: %v; want refused %v", err, c.refused)
+			if refused := refusedInHistory(t, ctx, s, pool, ps); refused != c.refused {
+				t.Fatalf("insert refused %v, want %v", refused, c.refused)
 			}
 		})
 	}
@@ -233,23 +216,8 @@ func TestHistoryIDSpan(t *testing.T) {
 	first, last := ids[0], ids[n-1]
 	at, _ := pgstore.UUIDV7Time(first)
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		var plan []string
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = `+mode); err != nil {
-				return err
-			}
-			if _, err := tx.Prepare(ctx, "span", `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) `+s.HistoryIDsSQL()); err != nil {
-				return err
-			}
-			rows, _ := tx.Query(ctx, "span", []uuid.UUID{}, store.MaxTime, first, last, at.Add(-time.Hour))
-			var err error
-			plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := strings.Join(plan, "\n")
+		text := explainAs(t, ctx, pool, mode, "ANALYZE, COSTS OFF, TIMING OFF", s.HistoryIDsSQL(),
+			[]uuid.UUID{}, store.MaxTime, first, last, at.Add(-time.Hour))
 		if scans := seqScans(text); len(scans) > 0 || !strings.Contains(text, "Index") {
 			t.Errorf("%s: the span's plan scans %v sequentially:\n%s", mode, scans, text)
 		}

@@ -274,10 +274,24 @@ func explain(t *testing.T, ctx context.Context, pool *pgxpool.Pool, q string, ar
 // transaction that is rolled back.
 func explainWith(t *testing.T, ctx context.Context, pool *pgxpool.Pool, options, q string, args ...any) string {
 	t.Helper()
+	return explainAs(t, ctx, pool, "", options, q, args...)
+}
+
+// explainAs is explainWith with plan_cache_mode set to planCache (unless
+// empty): pgx prepares the statement, so its parameters stay parameters
+// and force_generic_plan gives the generic plan, which prunes partitions
+// at its start.
+func explainAs(t *testing.T, ctx context.Context, pool *pgxpool.Pool, planCache, options, q string, args ...any) string {
+	t.Helper()
 	var b strings.Builder
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
 			return err
+		}
+		if planCache != "" {
+			if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = `+planCache); err != nil {
+				return err
+			}
 		}
 		rows, _ := tx.Query(ctx, "EXPLAIN ("+options+") "+q, args...)
 		var line string
