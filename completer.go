@@ -63,7 +63,7 @@ func (cp completion) fields(extra ...zap.Field) []zap.Field {
 // the contract's.
 //
 // The queue is bounded (outcomeQueueCapacity: Config.Workers, at least
-// aheadCap, the most jobs a host taking ahead holds, plus the batches
+// maxAheadClaim, the most jobs a host taking ahead holds, plus the batches
 // being written; a smaller queue cut the finishes of a host taking 300
 // ahead to batches of 88 and blocked its workers): add blocks while it is full, which holds a worker slot, so the
 // claimer takes no more jobs while the store is slow to take outcomes. Stop closes the queue (blocked adds
@@ -91,7 +91,7 @@ type completer struct {
 
 // outcomeQueueCapacity returns how many outcomes a host of workers queues
 // before add blocks (see completer).
-func outcomeQueueCapacity(workers int) int { return max(workers, aheadCap(workers)) }
+func outcomeQueueCapacity(workers int) int { return max(workers, maxAheadClaim) }
 
 func newCompleter(r *runtime) *completer {
 	c := &completer{

@@ -58,26 +58,38 @@ import (
 // job claimed ahead of its run time is.
 
 // A host with short handlers holds at most aheadCap jobs, running and
-// taken ahead: minAheadClaim below minAheadClaim workers, as since taking
-// ahead began, and maxAheadClaim from there (the default width), so a job
-// that waits on the host waits for three batches of its workers at most.
-// Hosts of 20 and 50 workers allowed four times their workers let jobs
-// wait behind others on one host while other hosts' workers freed: the
-// fault suite's graceful stop on Citus (re-runs 5.3-5.7 s after the stop,
-// limit 5 s) and flow breaker (held jobs started 1.9 s after the breaker
-// closed at p99, limit 1 s) failed.
+// taken ahead: maxAheadClaim from minAheadClaim workers up (the default
+// width), so a job that waits on the host waits for three batches of its
+// workers at most. A host of fewer workers holds minAheadClaim, and up
+// to maxAheadClaim only while its workers start the whole hold within
+// aheadDrain at the handlers' recent mean (handlers of tens of
+// microseconds, say: a host of 25 holds more than 100 only below 500 µs).
+// Hosts of 20 and 50 workers allowed four times their workers whatever
+// their handlers let jobs wait behind others on one host while other
+// hosts' workers freed: the fault suite's graceful stop on Citus (re-runs
+// 5.3-5.7 s after the stop, limit 5 s) and flow breaker (held jobs
+// started 1.9 s after the breaker closed at p99, limit 1 s) failed. With
+// a hold of 100, four hosts of 25 ran 0.75-0.85 times the no-op jobs/s of
+// one host of 100, each host claiming 95 jobs a statement against 330;
+// with the drained hold they claim about 300 (axbench multiprocess,
+// docs/benchmarks/hosts-drain-2026-12-07.txt).
 const (
 	minAheadClaim = 100
 	maxAheadClaim = 400
+	aheadDrain    = 2 * time.Millisecond
 )
 
 // aheadCap returns how many jobs a host of workers holds at most, running
-// and taken ahead.
-func aheadCap(workers int) int {
-	if workers < minAheadClaim {
+// and taken ahead, with handlers of mean duration (0: not measured yet).
+func aheadCap(workers int, mean time.Duration) int {
+	if workers >= minAheadClaim {
+		return maxAheadClaim
+	}
+	if mean <= 0 {
 		return minAheadClaim
 	}
-	return maxAheadClaim
+	drained := int64(workers) * int64(aheadDrain) / int64(mean)
+	return int(max(minAheadClaim, min(maxAheadClaim, drained)))
 }
 
 // handlerMeanWeight is the weight of the newest handler duration in the
@@ -86,11 +98,11 @@ func aheadCap(workers int) int {
 const handlerMeanWeight = 16
 
 // aheadRoom returns how many jobs beyond its free slots a claim may take:
-// up to aheadCap(workers) − workers, and as many as workers slots start
+// up to aheadCap(workers, mean) − workers, and as many as workers slots start
 // within claimTook at handlers of mean duration, less the jobs that wait
 // already (waiting); none without a backlog or a measured mean and claim.
 func aheadRoom(workers, waiting int, backlog bool, claimTook, mean time.Duration) int {
-	room := aheadCap(workers) - workers
+	room := aheadCap(workers, mean) - workers
 	if !backlog || claimTook <= 0 || mean <= 0 || room <= 0 {
 		return 0
 	}

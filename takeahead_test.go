@@ -24,17 +24,21 @@ func TestAheadRoom(t *testing.T) {
 		claim, handlers time.Duration
 		want            int
 	}{
-		{"short handlers", 25, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 75},
-		{"some wait already", 25, 30, true, 10 * time.Millisecond, 10 * time.Microsecond, 45},
-		{"more wait than the room", 25, 80, true, 10 * time.Millisecond, 10 * time.Microsecond, 0},
+		{"short handlers", 25, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 375},
+		{"some wait already", 25, 30, true, 10 * time.Millisecond, 10 * time.Microsecond, 345},
+		{"more wait than the room", 25, 380, true, 10 * time.Millisecond, 10 * time.Microsecond, 0},
+		{"handlers that drain a hold of 200", 25, 0, true, 10 * time.Millisecond, 250 * time.Microsecond, 175},
+		{"handlers too long to hold more than 100", 25, 0, true, 10 * time.Millisecond, time.Millisecond, 75},
 		{"as many as start within a claim", 25, 0, true, 10 * time.Millisecond, 5 * time.Millisecond, 50},
 		{"less those that wait", 25, 20, true, 10 * time.Millisecond, 5 * time.Millisecond, 30},
 		{"handlers longer than a claim", 25, 0, true, 10 * time.Millisecond, 300 * time.Millisecond, 0},
 		{"no backlog", 25, 0, false, 10 * time.Millisecond, 10 * time.Microsecond, 0},
 		{"no claim measured", 25, 0, true, 0, 10 * time.Microsecond, 0},
 		{"no handler measured", 25, 0, true, 10 * time.Millisecond, 0, 0},
-		{"few workers", 5, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 95},
-		{"half the default", 50, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 50},
+		{"few workers", 5, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 395},
+		{"few workers, handlers of 100 µs", 5, 0, true, 10 * time.Millisecond, 100 * time.Microsecond, 95},
+		{"half the default", 50, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 350},
+		{"half the default, handlers of 1 ms", 50, 0, true, 10 * time.Millisecond, time.Millisecond, 50},
 		{"the default width", 100, 0, true, 10 * time.Millisecond, 10 * time.Microsecond, 300},
 		{"the default width, some wait", 100, 120, true, 10 * time.Millisecond, 10 * time.Microsecond, 180},
 		{"the default width, handlers of a claim's time", 100, 40, true, 10 * time.Millisecond, 10 * time.Millisecond, 60},
@@ -45,6 +49,33 @@ func TestAheadRoom(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			require.Equal(t, c.want, aheadRoom(c.workers, c.wait, c.backlog, c.claim, c.handlers))
+		})
+	}
+}
+
+// TestAheadCap: a host of fewer than minAheadClaim workers holds more
+// than minAheadClaim jobs only while its workers start them all within
+// aheadDrain; from minAheadClaim workers up it holds maxAheadClaim.
+func TestAheadCap(t *testing.T) {
+	cases := []struct {
+		name     string
+		workers  int
+		handlers time.Duration
+		want     int
+	}{
+		{"no handler measured", 25, 0, minAheadClaim},
+		{"handlers of 1 ms", 25, time.Millisecond, minAheadClaim},
+		{"handlers of 500 µs: 25 start 100 in 2 ms", 25, 500 * time.Microsecond, minAheadClaim},
+		{"handlers of 250 µs: 25 start 200 in 2 ms", 25, 250 * time.Microsecond, 200},
+		{"handlers of 10 µs", 25, 10 * time.Microsecond, maxAheadClaim},
+		{"one worker, handlers of 5 µs", 1, 5 * time.Microsecond, maxAheadClaim},
+		{"one worker, handlers of 10 µs", 1, 10 * time.Microsecond, 200},
+		{"the default width, long handlers", 100, time.Second, maxAheadClaim},
+		{"wider", 1000, 0, maxAheadClaim},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, aheadCap(c.workers, c.handlers))
 		})
 	}
 }
@@ -127,6 +158,7 @@ func TestClaimerTakesAheadOfItsSlots(t *testing.T) {
 	}{
 		{"short handlers", 5, time.Millisecond, 300, 6, 55, 20},
 		{"long handlers", 5, 100 * time.Millisecond, 30, 1, 5, 30},
+		{"very short handlers", 25, 20 * time.Microsecond, 6000, minAheadClaim + 1, maxAheadClaim, 40},
 		{"the default width", 100, time.Millisecond, 3000, 101, maxAheadClaim, 20},
 	}
 	for _, c := range cases {
