@@ -65,8 +65,9 @@ type Config struct {
 	// has pgstore's own connection, so it costs no lease); see pgstore's
 	// package doc, Connections. With fewer than 400 Workers (the default
 	// included) and handlers shorter than a claim, a host with due jobs
-	// waiting holds up to 400 jobs (100 with fewer than 100 Workers) and
-	// the ones beyond its free workers wait on it,
+	// waiting holds up to 400 jobs (with fewer than 100 Workers, 100, or
+	// as many up to 400 as its workers start within 2 ms at the recent
+	// handlers' mean) and the ones beyond its free workers wait on it,
 	// leased, for the next worker to free, about as long as the host's
 	// next claim would have taken (takeahead.go); handlers still run at
 	// most Workers at once. "Shorter than a claim" is judged by the mean
