@@ -33,12 +33,28 @@ func (c *claimSizes) Claim(ctx context.Context, p *store.ClaimParams) (*store.Cl
 	return res, err
 }
 
-// TestPGDefaultHostTakesAhead: a host of the default 100 workers with a
-// backlog of 3,000 short jobs on PostgreSQL claims more jobs at a time
-// than it has workers (takeahead.go), in fewer than the 30 claims of 100
-// it would make without, never runs more than 100 handlers at once, and
-// runs every job once.
-func TestPGDefaultHostTakesAhead(t *testing.T) {
+// TestPGHostTakesAhead: a host with a backlog of 3,000 short jobs on
+// PostgreSQL claims more jobs at a time than its workers and than 100
+// (takeahead.go), in fewer than the 30 claims of 100 it would make
+// without, never runs more handlers at once than its workers, and runs
+// every job once: a host of the default 100 workers with handlers of
+// 50 µs, and a host of 25 whose handlers return at once (its workers
+// start the whole hold of 400 within aheadDrain).
+func TestPGHostTakesAhead(t *testing.T) {
+	cases := []struct {
+		name    string
+		workers int
+		handler time.Duration
+	}{
+		{"the default width", 100, 50 * time.Microsecond},
+		{"a small host with handlers that return at once", 25, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { testPGHostTakesAhead(t, c.workers, c.handler) })
+	}
+}
+
+func testPGHostTakesAhead(t *testing.T, workers int, handler time.Duration) {
 	const jobs = 3000
 	pg, _ := newPG(t)
 	st := &claimSizes{Store: pg}
@@ -49,7 +65,7 @@ func TestPGDefaultHostTakesAhead(t *testing.T) {
 		running, most int
 		done          = make(chan struct{})
 	)
-	s := newScheduler(t, st)
+	s := newScheduler(t, st, func(c *ax.Config) { c.Workers = workers })
 	require.NoError(t, s.Handle("short", ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
 		mu.Lock()
 		running++
@@ -59,7 +75,9 @@ func TestPGDefaultHostTakesAhead(t *testing.T) {
 			close(done)
 		}
 		mu.Unlock()
-		time.Sleep(50 * time.Microsecond)
+		if handler > 0 {
+			time.Sleep(handler)
+		}
 		mu.Lock()
 		running--
 		mu.Unlock()
@@ -87,12 +105,12 @@ func TestPGDefaultHostTakesAhead(t *testing.T) {
 	for id, n := range runs {
 		require.Equal(t, 1, n, "job %s ran %d times", id, n)
 	}
-	require.LessOrEqual(t, most, 100, "handlers at once")
+	require.LessOrEqual(t, most, workers, "handlers at once")
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	t.Logf("jobs per claim: %v", st.took)
 	require.NotEmpty(t, st.took)
-	require.Greater(t, slices.Max(st.took), 100, "no claim took more jobs than the host has workers")
+	require.Greater(t, slices.Max(st.took), max(workers, 100), "no claim took more jobs than the host has workers, or than 100")
 	require.Less(t, len(st.took), jobs/100, "claims")
 }
 
