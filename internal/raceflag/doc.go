@@ -4,7 +4,7 @@
 // internal/faulttest): a second run of those scenarios under -race only
 // doubles CI's minutes. The Citus conformance and model tests
 // (store/pgstore/citusconformance) run one of their two shard counts
-// under it, without the check of their statements' routing; pgstore's
-// archived conformance run and its listing plans on a large history
-// (TestListOnLargeHistory, the server's work) skip; for the same reason.
+// under it, without the check of their statements' routing, and
+// pgstore's archived conformance run and TestListOnLargeHistory (plans
+// on a large history: the server's work) skip, for the same reason.
 package raceflag
