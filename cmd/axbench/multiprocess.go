@@ -83,6 +83,9 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		perProc     []any
 		claims      []any
 		claimList   []claimCounts
+		waits       waitCounts
+		fewest      = int64(o.n)
+		most        int64
 	)
 	var srvCPU time.Duration
 	for i, w := range workers {
@@ -97,6 +100,8 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		last = max(last, res.StopNS)
 		cpu += res.UserS + res.SysS
 		perProc = append(perProc, res.Count)
+		fewest, most = min(fewest, res.Count), max(most, res.Count)
+		waits.add(res.ClaimToStart)
 		c := res.Claims
 		claimList = append(claimList, c)
 		claims = append(claims, fmt.Sprintf("calls %d empty %d short %d jobs/call %.1f mean %.1fms;", c.Calls, c.Empty, c.Short, float64(c.Jobs)/float64(max(c.Calls, 1)), float64(c.NS)/float64(max(c.Calls, 1))/1e6))
@@ -123,6 +128,11 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		claimCalls += c.Calls
 	}
 	r.add("claim calls per job", float64(claimCalls)/float64(max(jobs, 1)), "calls/job")
+	addClaimToStart(r, waits, "")
+	// Fairness: how far the hosts' shares stray from an even split.
+	even := float64(o.n) / float64(o.procs)
+	r.add("jobs of the host that ran fewest / an even share", float64(fewest)/even, "ratio")
+	r.add("jobs of the host that ran most / an even share", float64(most)/even, "ratio")
 	cost, err := d.costSince(ctx, before, int64(o.n))
 	if err != nil {
 		return nil, err
@@ -144,6 +154,7 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 	r.check("jobs succeeded", float64(succeeded), "count", fmt.Sprintf("= %d", o.n), succeeded == int64(o.n))
 	r.Params["calls_per_proc"] = fmt.Sprint(perProc...)
 	r.Params["claims_per_proc"] = fmt.Sprint(claims...)
+	r.note(claimToStartNote)
 	r.note("jobs/s: N / (the instant all processes were told to start → the last one's Stop returned, every outcome written; Stop is requested when the handler calls add up to N); processes set up (pool, migrate check, handlers) before that")
 	return r, nil
 }

@@ -54,7 +54,9 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 			return nil, err
 		}
 		c := newCounter(o.n)
-		if err := s.Handle(noopKind, ax.HandlerFunc(func(context.Context, *ax.Job) error {
+		var claimToStart waitHist
+		if err := s.Handle(noopKind, ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
+			claimToStart.record(time.Since(j.StartedAt))
 			c.inc()
 			return nil
 		})); err != nil {
@@ -120,6 +122,7 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 				callParts(r, all, c.op, fmt.Sprintf("%s, W=%d", c.name, w))
 			}
 		}
+		addClaimToStart(r, claimToStart.snapshot(), fmt.Sprintf("W=%d: ", w))
 		srvPer1k := "-"
 		if srv != nil {
 			per := srvCPU.Seconds() / (float64(o.n) / 1000)
@@ -139,6 +142,7 @@ func runThroughput(ctx context.Context, b *bench) (*result, error) {
 	if err := d.noteStorageParams(ctx, r); err != nil {
 		return nil, err
 	}
+	r.note(claimToStartNote)
 	r.note("jobs/s: N / (Start → Stop returned, every outcome written); starts/s: N / (Start → last handler start); CPU: user+sys of this process from Start to Stop (pgx client included); server CPU: user+sys of the PostgreSQL server's processes over the same time (postmaster, backends, autovacuum, WAL writer; on a shared server, other clients' work too)")
 	return r, nil
 }

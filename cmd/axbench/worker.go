@@ -45,6 +45,10 @@ type workerResult struct {
 	Starts []startRecord `json:"starts,omitempty"`
 	// Claims counts the worker's Claim calls.
 	Claims claimCounts `json:"claims"`
+	// ClaimToStart counts, per handler call, the claim's store time to
+	// the handler's start (host clock): the claim's statement and return,
+	// and the wait of a job taken ahead for a free slot.
+	ClaimToStart waitCounts `json:"claim_to_start"`
 }
 
 // workerMain is a worker process: a Scheduler on -dsn running no-op jobs.
@@ -148,14 +152,17 @@ func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile strin
 		mu                 sync.Mutex
 		lagsUS             []int64
 		starts             []startRecord
+		claimToStart       waitHist
 	)
 	if recordLags {
 		lagsUS = make([]int64, 0, 1<<16)
 	}
 	err = s.Handle(noopKind, ax.HandlerFunc(func(_ context.Context, j *ax.Job) error {
 		count.Add(1)
-		now := time.Now().UnixNano()
+		at := time.Now()
+		now := at.UnixNano()
 		last.Store(now)
+		claimToStart.record(at.Sub(j.StartedAt))
 		if fl.starts {
 			mu.Lock()
 			call := claims.of(j.ID)
@@ -230,7 +237,8 @@ loop:
 	_, hwm := memStatus()
 	mu.Lock()
 	res := workerResult{Count: count.Load(), LastNS: last.Load(), StopNS: stoppedAt, UserS: (u1 - u0).Seconds(), SysS: (s1 - s0).Seconds(),
-		RSSKB: rss, PeakKB: max(peak, rss), HWMKB: hwm, LagsUS: lagsUS, EarlyCnt: early.Load(), Starts: starts, Claims: counter.counts()}
+		RSSKB: rss, PeakKB: max(peak, rss), HWMKB: hwm, LagsUS: lagsUS, EarlyCnt: early.Load(), Starts: starts, Claims: counter.counts(),
+		ClaimToStart: claimToStart.snapshot()}
 	b, err := json.Marshal(res)
 	mu.Unlock()
 	if err != nil {
