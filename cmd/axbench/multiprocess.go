@@ -69,10 +69,29 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		}
 		return n
 	}
+	// Probes are scheduled while nine tenths of the backlog is worked, so
+	// that each meets a backlog; the run ends when every job and probe ran.
+	var probes *prober
+	if o.probeEvery > 0 {
+		probeCtx, stopProbes := context.WithCancel(ctx)
+		defer stopProbes()
+		probes = startProber(probeCtx, s, o.probeEvery, func() bool { return total() >= int64(o.n)*9/10 })
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for total() < int64(o.n) && ctx.Err() == nil {
+		for ctx.Err() == nil {
+			if probes != nil {
+				select {
+				case <-probes.done:
+				default:
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+			}
+			if total() >= int64(o.n)+probes.count() {
+				return
+			}
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
@@ -84,6 +103,7 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		claims      []any
 		claimList   []claimCounts
 		waits       waitCounts
+		highLags    waitCounts
 		fewest      = int64(o.n)
 		most        int64
 	)
@@ -102,6 +122,7 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		perProc = append(perProc, res.Count)
 		fewest, most = min(fewest, res.Count), max(most, res.Count)
 		waits.add(res.ClaimToStart)
+		highLags.add(res.HighLag)
 		c := res.Claims
 		claimList = append(claimList, c)
 		claims = append(claims, fmt.Sprintf("calls %d empty %d short %d jobs/call %.1f mean %.1fms;", c.Calls, c.Empty, c.Short, float64(c.Jobs)/float64(max(c.Calls, 1)), float64(c.NS)/float64(max(c.Calls, 1))/1e6))
@@ -111,16 +132,24 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		return nil, waitErr
 	}
 	elapsed := time.Unix(0, last).Sub(start)
+	ran := int64(o.n) // the backlog's jobs and the probes
+	if probes != nil {
+		n, err := probes.wait()
+		if err != nil {
+			return nil, fmt.Errorf("schedule a probe: %w", err)
+		}
+		ran += n
+	}
 	var succeeded, notFirst int64
 	err = d.pool.QueryRow(ctx, d.sub(`SELECT count(*) FILTER (WHERE state = 'succeeded'),
 		count(*) FILTER (WHERE attempt <> 1) FROM {alljobs}`)).Scan(&succeeded, &notFirst)
 	if err != nil {
 		return nil, err
 	}
-	r.add(fmt.Sprintf("total no-op jobs/s, %d processes", o.procs), float64(o.n)/elapsed.Seconds(), "jobs/s")
-	r.add("CPU per 1k jobs (workers, summed)", cpu/(float64(o.n)/1000), "s")
+	r.add(fmt.Sprintf("total no-op jobs/s, %d processes", o.procs), float64(ran)/elapsed.Seconds(), "jobs/s")
+	r.add("CPU per 1k jobs (workers, summed)", cpu/(float64(ran)/1000), "s")
 	if srv != nil {
-		r.add("server CPU per 1k jobs", srvCPU.Seconds()/(float64(o.n)/1000), "s")
+		r.add("server CPU per 1k jobs", srvCPU.Seconds()/(float64(ran)/1000), "s")
 	}
 	var jobs, claimCalls int64
 	for _, c := range claimList {
@@ -130,10 +159,14 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 	r.add("claim calls per job", float64(claimCalls)/float64(max(jobs, 1)), "calls/job")
 	addClaimToStart(r, waits, "")
 	// Fairness: how far the hosts' shares stray from an even split.
-	even := float64(o.n) / float64(o.procs)
+	even := float64(ran) / float64(o.procs)
 	r.add("jobs of the host that ran fewest / an even share", float64(fewest)/even, "ratio")
 	r.add("jobs of the host that ran most / an even share", float64(most)/even, "ratio")
-	cost, err := d.costSince(ctx, before, int64(o.n))
+	if n := highLags.total(); n > 0 {
+		r.add("High-priority probes run during the backlog", float64(n), "count")
+		addQuantiles(r, highLags, "High-priority probe: insert → handler start")
+	}
+	cost, err := d.costSince(ctx, before, ran)
 	if err != nil {
 		return nil, err
 	}
@@ -149,12 +182,15 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 		r.Tables = append(r.Tables, table{Title: "pg_stat_statements: the statements with the most server time",
 			Columns: statementColumns("run"), Rows: statementRows(label, top)})
 	}
-	r.check("handler calls − jobs (duplicates)", float64(calls-int64(o.n)), "count", "= 0", calls == int64(o.n))
+	r.check("handler calls − jobs (duplicates)", float64(calls-ran), "count", "= 0", calls == ran)
 	r.check("jobs not at attempt 1", float64(notFirst), "count", "= 0", notFirst == 0)
-	r.check("jobs succeeded", float64(succeeded), "count", fmt.Sprintf("= %d", o.n), succeeded == int64(o.n))
+	r.check("jobs succeeded", float64(succeeded), "count", fmt.Sprintf("= %d", ran), succeeded == ran)
 	r.Params["calls_per_proc"] = fmt.Sprint(perProc...)
 	r.Params["claims_per_proc"] = fmt.Sprint(claims...)
 	r.note(claimToStartNote)
+	if probes != nil {
+		r.note("High-priority probe: one High job scheduled every %s while the first nine tenths of the backlog of Normal jobs is worked (by a Scheduler that is not started, so none starts directly), from its insert (store clock) to its handler's start (host clock); every due High job is claimed before any Normal one, so this is how long a job that must start next waits behind the hosts' holds. The probes count among the jobs", o.probeEvery)
+	}
 	r.note("jobs/s: N / (the instant all processes were told to start → the last one's Stop returned, every outcome written; Stop is requested when the handler calls add up to N); processes set up (pool, migrate check, handlers) before that")
 	return r, nil
 }

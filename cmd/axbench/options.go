@@ -40,6 +40,7 @@ type options struct {
 	citusCachedConns int
 	procs            int // multiprocess
 	mpWorkers        int
+	probeEvery       time.Duration // multiprocess: High-priority probe jobs' interval (probe.go)
 
 	lagJobs int
 	lagMin  time.Duration
@@ -171,6 +172,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.flowLagJobs, "flow-lag-jobs", 3000, "flow: jobs drained through the rate limit")
 	fs.IntVar(&o.flowBreakerJobs, "flow-breaker-jobs", 300, "flow: jobs held by the open breaker")
 	fs.IntVar(&o.mpWorkers, "mp-workers", 100, "multiprocess: Config.Workers of each process")
+	fs.DurationVar(&o.probeEvery, "probe-every", 20*time.Millisecond, "multiprocess: while the backlog lasts, schedule one High-priority job this often and time it from its insert to its handler's start (0: none)")
 
 	fs.IntVar(&o.lagJobs, "lag-jobs", 30_000, "lag: jobs")
 	fs.DurationVar(&o.lagMin, "lag-min", 2*time.Second, "lag: earliest offset")

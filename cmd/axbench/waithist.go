@@ -120,6 +120,12 @@ const claimToStartNote = "claim → handler start: a job's claim time (store clo
 // addClaimToStart adds to r the percentiles of a run's claim → handler
 // start durations, each name prefixed with what.
 func addClaimToStart(r *result, c waitCounts, what string) {
+	addQuantiles(r, c, what+"claim → handler start")
+}
+
+// addQuantiles adds to r c's p50, p99, p99.9 and max in milliseconds,
+// each named what and the quantile; nothing when c counts nothing.
+func addQuantiles(r *result, c waitCounts, what string) {
 	if c.total() == 0 {
 		return
 	}
@@ -127,6 +133,6 @@ func addClaimToStart(r *result, c waitCounts, what string) {
 		name string
 		q    float64
 	}{{"p50", 0.5}, {"p99", 0.99}, {"p99.9", 0.999}, {"max", 1}} {
-		r.add(fmt.Sprintf("%sclaim → handler start %s", what, q.name), float64(c.quantile(q.q))/float64(time.Millisecond), "ms")
+		r.add(fmt.Sprintf("%s %s", what, q.name), float64(c.quantile(q.q))/float64(time.Millisecond), "ms")
 	}
 }

@@ -49,6 +49,9 @@ type workerResult struct {
 	// the handler's start (host clock): the claim's statement and return,
 	// and the wait of a job taken ahead for a free slot.
 	ClaimToStart waitCounts `json:"claim_to_start"`
+	// HighLag counts, per High-priority job (the multiprocess probes),
+	// its insert's store time to its handler's start (host clock).
+	HighLag waitCounts `json:"high_lag"`
 }
 
 // workerMain is a worker process: a Scheduler on -dsn running no-op jobs.
@@ -153,6 +156,7 @@ func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile strin
 		lagsUS             []int64
 		starts             []startRecord
 		claimToStart       waitHist
+		highLag            waitHist
 	)
 	if recordLags {
 		lagsUS = make([]int64, 0, 1<<16)
@@ -163,6 +167,9 @@ func runWorker(dsn string, workers, conns int, recordLags bool, cpuProfile strin
 		now := at.UnixNano()
 		last.Store(now)
 		claimToStart.record(at.Sub(j.StartedAt))
+		if j.Priority == ax.High { // a probe (probe.go)
+			highLag.record(at.Sub(j.RunAt))
+		}
 		if fl.starts {
 			mu.Lock()
 			call := claims.of(j.ID)
@@ -238,7 +245,7 @@ loop:
 	mu.Lock()
 	res := workerResult{Count: count.Load(), LastNS: last.Load(), StopNS: stoppedAt, UserS: (u1 - u0).Seconds(), SysS: (s1 - s0).Seconds(),
 		RSSKB: rss, PeakKB: max(peak, rss), HWMKB: hwm, LagsUS: lagsUS, EarlyCnt: early.Load(), Starts: starts, Claims: counter.counts(),
-		ClaimToStart: claimToStart.snapshot()}
+		ClaimToStart: claimToStart.snapshot(), HighLag: highLag.snapshot()}
 	b, err := json.Marshal(res)
 	mu.Unlock()
 	if err != nil {
