@@ -72,7 +72,14 @@ import (
 // a hold of 100, four hosts of 25 ran 0.75-0.85 times the no-op jobs/s of
 // one host of 100, each host claiming 95 jobs a statement against 330;
 // with the drained hold they claim about 300 (axbench multiprocess,
-// docs/benchmarks/hosts-drain-2026-12-07.txt).
+// docs/benchmarks/hosts-drain-2026-12-07.txt). aheadDrain bounds the
+// handlers' time, not the wait: a hold drains at the rate the host
+// starts jobs, which its own CPU per job also bounds. Four hosts of 25
+// sharing two cores with the server started about 7,000 jobs a second
+// each, so a job waited a median 45 ms between its claim and its start
+// (one host of 100: 11 ms; holds of 100: 14 ms), and a High job arriving
+// behind the holds 53 ms for the next claim to take it (holds of 100:
+// 21 ms), for 1.23–1.24 times the jobs/s (docs/benchmarks/hold-cost-2026-12-07.txt).
 const (
 	minAheadClaim = 100
 	maxAheadClaim = 400

@@ -80,6 +80,11 @@ func TestQuick(t *testing.T) {
 		{"noisy", []string{"-noisy-for", "1s", "-noisy-hang", "500ms"}, "sqlite, 3 partitions, 1 bad: healthy p99 added by the bad", false, "0s"},
 		// Through the delay proxy, worker processes included.
 		{"multiprocess", []string{"-n", "300", "-procs", "2", "-mp-workers", "10", "-rtt", "1ms"}, "jobs succeeded", false, "1ms"},
+		// High-priority probes while the backlog is worked: they run, once
+		// each (the duplicate and success checks count them), and are timed.
+		{"multiprocess", []string{"-n", "3000", "-procs", "2", "-mp-workers", "10", "-probe-every", "1ms"},
+			"High-priority probes run during the backlog", true, "0s"},
+		{"multiprocess", []string{"-n", "300", "-procs", "2", "-mp-workers", "10"}, "claim → handler start p99", true, "0s"},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			t.Parallel()
@@ -105,6 +110,12 @@ func TestQuick(t *testing.T) {
 			for _, m := range r.Metrics {
 				if m.Name == "started early (store clock)" && m.Value != 0 {
 					t.Errorf("%v jobs started early", m.Value)
+				}
+				switch m.Name { // what every job must have done, probes included
+				case "handler calls − jobs (duplicates)", "jobs not at attempt 1", "jobs succeeded":
+					if m.Met == nil || !*m.Met {
+						t.Errorf("%s: %v, want %s", m.Name, m.Value, m.Target)
+					}
 				}
 			}
 		})
