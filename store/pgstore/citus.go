@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -66,11 +67,11 @@ var minCitusVersion = MinCitusVersion
 // statement runs on one shard. Create it with NewCitus on a schema that
 // MigrateCitus prepared. It is safe for concurrent use.
 //
-// It does not run jobs yet (issue 42): it has no store.Store methods, only
-// the construction, its refusals and the statements placed per slot. It
-// is to implement fewer optional interfaces than Store, so that what it
-// lacks (follow-ups, batches, flow control, sequences, early start,
-// claim-with-insert) the runtime refuses at registration.
+// It implements store.Store and fewer optional interfaces than Store:
+// what it lacks (follow-ups, batches, flow control, sequences, early
+// start, claim-with-insert, claims with outcomes) the runtime refuses at
+// registration, never on a job (docs/citus.md, "What it does and what it
+// refuses").
 type CitusStore struct {
 	s      *Store   // the statements that name no shard, the lifecycle
 	placed []*Store // by slot: statements placed on its shard (placement.go)
@@ -331,5 +332,28 @@ func readSlots(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int32,
 		// A lease token names its slot in 16 bits (placement.go).
 		return nil, fmt.Errorf("%w: schema %q has %d slots, want 1 to 65536", ErrNotDistributed, schema, len(slots))
 	}
+	return slots, nil
+}
+
+// slotsWhere returns, in slot order, the slots of the shards that the
+// statement sql (SELECT DISTINCT shard …, over every shard) lists.
+func (c *CitusStore) slotsWhere(ctx context.Context, sql string) ([]int, error) {
+	rows, err := c.s.pool.Query(ctx, c.s.sql(sql))
+	if err != nil {
+		return nil, err
+	}
+	values, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, err
+	}
+	slots := make([]int, 0, len(values))
+	for _, v := range values {
+		slot, ok := c.slotByValue[v]
+		if !ok {
+			return nil, fmt.Errorf("shard %d is no slot of this store", v)
+		}
+		slots = append(slots, slot)
+	}
+	slices.Sort(slots)
 	return slots, nil
 }

@@ -374,11 +374,22 @@ func finishChange(j *store.JobRecord, p *store.FinishParams, now time.Time) citu
 	return ch
 }
 
-// RescueExpired takes back expired leases as store.Store requires, shard
-// by shard until limit jobs are rescued: per shard, one transaction locks
-// the expired jobs (SKIP LOCKED, so every host may rescue at once),
-// computes their ends (rescueStateSQL's rules) and writes them, each one
-// statement on the shard.
+// citusExpiredShardsSQL lists the shards that hold a running job whose
+// lease expired: one statement over every shard. Every host rescues
+// every RescueInterval, and almost always finds nothing; a transaction
+// per shard (begin, now(), the lock, commit: four round trips) cost each
+// host of a 32-shard cluster 128 round trips a second for nothing, 128 ms
+// of every second with the coordinator 1 ms away, and more than the
+// interval from 8 ms away (TestCitusRescueVisitsOnlyShardsWithExpiredLeases).
+const citusExpiredShardsSQL = `SELECT DISTINCT shard FROM {jobs} WHERE state = 'running' AND lease_expires_at < now()`
+
+// RescueExpired takes back expired leases as store.Store requires: it
+// finds the shards that hold expired leases (citusExpiredShardsSQL), then
+// goes through them until limit jobs are rescued. Per shard, one
+// transaction locks the expired jobs (SKIP LOCKED, so every host may
+// rescue at once), computes their ends (rescueStateSQL's rules) and
+// writes them, each one statement on the shard. A lease that expires
+// after the look is left to the next rescue.
 func (c *CitusStore) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, error) {
 	if err := c.check(); err != nil {
 		return nil, err
@@ -386,8 +397,12 @@ func (c *CitusStore) RescueExpired(ctx context.Context, limit int) ([]store.Resc
 	if limit < 1 {
 		return nil, fmt.Errorf("pgstore: rescue: limit %d < 1: %w", limit, store.ErrInvalidParams)
 	}
+	slots, err := c.slotsWhere(ctx, citusExpiredShardsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: rescue expired leases: find their shards: %w", err)
+	}
 	var out []store.Rescued
-	for slot := range c.placed {
+	for _, slot := range slots {
 		if len(out) >= limit {
 			break
 		}

@@ -180,6 +180,7 @@ func routing(ctx context.Context, conn *pgx.Conn, st loggedStatement, args []any
 var fansOut = []struct{ fragment, why string }{
 	{`."jobs_all"`, "a read through jobs_all (Get, listings and their counts, dead-letter groups, finished jobs' stats): a job's shard cannot be told from its ID or from a listing's filters, so every shard's jobs and history are read, one task per shard (docs/citus.md)"},
 	{"SELECT kind, state, count(*) FROM", "Stats: every shard's live jobs counted by kind and state"},
+	{"SELECT DISTINCT shard FROM", "citusExpiredShardsSQL, citusArchiveShardsSQL: RescueExpired and Archive, which every host runs every second or so and which often find nothing, look over every shard in one statement for the shards with work, instead of a transaction per shard"},
 	{"SELECT shard, false FROM", "citusFindSQL: the operator's Control (and a lookup by ID) finds a job's shard by reading every shard's jobs and history, since an ID names its shard only without a unique key"},
 }
 
