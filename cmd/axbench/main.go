@@ -134,6 +134,7 @@ var scenarios = []scenario{
 	{"wide", "jobs/s per minute of a long W=1000 run, and against W=100", runWide},
 	{"flow", "overhead of a global limit and a rate limit that do not bind, and the start lag of jobs a rate limit or a closing breaker releases", runFlow},
 	{"citus", "no-op jobs/s on a Citus cluster (-citus), with coordinator and worker node CPU per 1k jobs, for 1 and 2 worker nodes", runCitus},
+	{"citus-idle", "what one idle host costs a Citus cluster (-citus): transactions and CPU per second on the coordinator and the worker nodes", runCitusIdle},
 	{"noisy", "noisy neighbour: healthy partitions' start lag while other partitions' jobs hang, against none hanging", runNoisy},
 }
 

@@ -227,3 +227,20 @@ func TestQuickCitus(t *testing.T) {
 		t.Errorf("jobs per node: %v, want one node then two", rows)
 	}
 }
+
+// TestQuickCitusIdle runs the citus-idle scenario briefly on the Citus
+// test cluster: one idle host's transactions and CPU per second.
+func TestQuickCitusIdle(t *testing.T) {
+	citustest.Require(t)
+	got := runJSON(t, []string{"-quick", "-json", "-citus", citustest.URL(), "-citus-shards", "8", "-idle-for", "1s", "citus-idle"})
+	r, ok := got["citus-idle"]
+	if !ok {
+		t.Fatal("citus-idle printed nothing")
+	}
+	for _, name := range []string{"coordinator transactions per second", "worker nodes' transactions per second (summed)",
+		"coordinator CPU per second", "this process's CPU per second"} {
+		if !hasMetric(r, name) {
+			t.Errorf("no metric %q", name)
+		}
+	}
+}

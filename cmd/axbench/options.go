@@ -205,7 +205,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.stormJobs, "storm-jobs", 1000, "retrystorm: jobs failing at once")
 	fs.DurationVar(&o.stormDown, "storm-down", 10*time.Second, "retrystorm: how long the downstream is down")
 
-	fs.DurationVar(&o.idleFor, "idle-for", 30*time.Second, "idle: measurement window")
+	fs.DurationVar(&o.idleFor, "idle-for", 30*time.Second, "idle, citus-idle: measurement window")
 
 	fs.IntVar(&o.insertSingle, "insert-single", 5000, "insert: Schedule calls one at a time")
 	fs.IntVar(&o.insertTotal, "insert-total", 100_000, "insert: jobs per ScheduleMany batch size")
