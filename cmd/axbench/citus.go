@@ -25,34 +25,13 @@ import (
 // distributed (citus_set_node_property), and back afterwards.
 func runCitus(ctx context.Context, b *bench) (*result, error) {
 	o := b.opt
-	if o.citus == "" {
-		return nil, fmt.Errorf("citus: no coordinator: give -citus or set AX_CITUS_URL")
-	}
 	r := newResult(map[string]any{"n": o.n, "workers": o.workers, "shards": o.citusShards, "nodes": o.citusNodes})
-	admin, err := newPool(ctx, o.citus, 2, "axbench-admin")
+	cl, err := openCitusCluster(ctx, o.citus)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("citus: %w", err)
 	}
-	defer admin.Close()
-	nodes, err := citusWorkers(ctx, admin)
-	if err != nil {
-		return nil, err
-	}
-	coord, err := newServerClockOf(ctx, admin)
-	if err != nil {
-		return nil, fmt.Errorf("citus: the coordinator must run on this machine: %w", err)
-	}
-	clocks := make([]*serverClock, len(nodes))
-	for i, n := range nodes {
-		p, err := newPool(ctx, n.url, 1, "axbench-clock")
-		if err != nil {
-			return nil, err
-		}
-		defer p.Close()
-		if clocks[i], err = newServerClockOf(ctx, p); err != nil {
-			return nil, fmt.Errorf("citus: worker node %s must run on this machine: %w", n.addr, err)
-		}
-	}
+	defer cl.close()
+	admin, nodes, coord, clocks := cl.admin, cl.nodes, cl.coord, cl.clocks
 	t := table{Title: "per worker nodes and Config.Workers", Columns: []string{"nodes", "workers", "insert jobs/s", "jobs/s",
 		"coordinator CPU s/1k", "worker nodes CPU s/1k", "client CPU s/1k", "jobs per node"}}
 	for _, k := range o.citusNodeList {
@@ -72,6 +51,66 @@ func runCitus(ctx context.Context, b *bench) (*result, error) {
 	r.Server = fmt.Sprintf("Citus cluster: coordinator %s, %d worker nodes (%s)", redact(o.citus), len(nodes), citusAddrs(nodes))
 	r.note("the coordinator, %d worker nodes and this process share this machine's %d CPUs: figures for the record, not a target", len(nodes), b.machine.CPUs)
 	return r, nil
+}
+
+// citusCluster is a Citus cluster on this machine as a scenario reads
+// it: an admin pool on the coordinator, the worker nodes with a pool on
+// each, and the CPU clocks of the coordinator and of the nodes.
+type citusCluster struct {
+	admin     *pgxpool.Pool
+	nodes     []citusNode
+	nodePools []*pgxpool.Pool
+	coord     *serverClock
+	clocks    []*serverClock
+}
+
+// openCitusCluster connects to the coordinator at url and to its worker
+// nodes, which must all run on this machine (their CPU is read from
+// /proc).
+func openCitusCluster(ctx context.Context, url string) (*citusCluster, error) {
+	if url == "" {
+		return nil, fmt.Errorf("no coordinator: give -citus or set AX_CITUS_URL")
+	}
+	admin, err := newPool(ctx, url, 2, "axbench-admin")
+	if err != nil {
+		return nil, err
+	}
+	cl := &citusCluster{admin: admin}
+	if err := cl.read(ctx); err != nil {
+		cl.close()
+		return nil, err
+	}
+	return cl, nil
+}
+
+func (cl *citusCluster) read(ctx context.Context) error {
+	var err error
+	if cl.nodes, err = citusWorkers(ctx, cl.admin); err != nil {
+		return err
+	}
+	if cl.coord, err = newServerClockOf(ctx, cl.admin); err != nil {
+		return fmt.Errorf("the coordinator must run on this machine: %w", err)
+	}
+	for _, n := range cl.nodes {
+		p, err := newPool(ctx, n.url, 1, "axbench-clock")
+		if err != nil {
+			return err
+		}
+		cl.nodePools = append(cl.nodePools, p)
+		c, err := newServerClockOf(ctx, p)
+		if err != nil {
+			return fmt.Errorf("worker node %s must run on this machine: %w", n.addr, err)
+		}
+		cl.clocks = append(cl.clocks, c)
+	}
+	return nil
+}
+
+func (cl *citusCluster) close() {
+	for _, p := range cl.nodePools {
+		p.Close()
+	}
+	cl.admin.Close()
 }
 
 // citusAddrs lists the nodes' addresses.

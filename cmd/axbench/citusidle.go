@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/axsched/ax"
 	"github.com/axsched/ax/store/pgstore"
 )
@@ -20,34 +18,13 @@ import (
 // rescue of expired leases and the archive, each on its interval.
 func runCitusIdle(ctx context.Context, b *bench) (*result, error) {
 	o := b.opt
-	if o.citus == "" {
-		return nil, fmt.Errorf("citus-idle: no coordinator: give -citus or set AX_CITUS_URL")
-	}
-	r := newResult(map[string]any{"for": o.idleFor.String(), "kinds": 3, "shards": o.citusShards})
-	admin, err := newPool(ctx, o.citus, 2, "axbench-admin")
+	r := newResult(map[string]any{"for": o.idleFor.String(), "kinds": len(idleKinds), "shards": o.citusShards})
+	cl, err := openCitusCluster(ctx, o.citus)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("citus-idle: %w", err)
 	}
-	defer admin.Close()
-	nodes, err := citusWorkers(ctx, admin)
-	if err != nil {
-		return nil, err
-	}
-	coord, err := newServerClockOf(ctx, admin)
-	if err != nil {
-		return nil, fmt.Errorf("citus-idle: the coordinator must run on this machine: %w", err)
-	}
-	nodePools := make([]*pgxpool.Pool, len(nodes))
-	clocks := make([]*serverClock, len(nodes))
-	for i, n := range nodes {
-		if nodePools[i], err = newPool(ctx, n.url, 1, "axbench-clock"); err != nil {
-			return nil, err
-		}
-		defer nodePools[i].Close()
-		if clocks[i], err = newServerClockOf(ctx, nodePools[i]); err != nil {
-			return nil, fmt.Errorf("citus-idle: worker node %s must run on this machine: %w", n.addr, err)
-		}
-	}
+	defer cl.close()
+	admin, nodes, nodePools, coord, clocks := cl.admin, cl.nodes, cl.nodePools, cl.coord, cl.clocks
 	schema := "axbench_" + randomHex(6)
 	if err := pgstore.MigrateCitus(ctx, admin, pgstore.WithSchema(schema), pgstore.WithCitusShards(o.citusShards)); err != nil {
 		return nil, err
@@ -69,18 +46,10 @@ func runCitusIdle(ctx context.Context, b *bench) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"bench.a", "bench.b", "bench.c"} {
-		if err := s.Handle(k, ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.Start(ctx); err != nil {
+	if err := startIdle(ctx, s); err != nil {
 		return nil, err
 	}
 	defer stopScheduler(s) //nolint:errcheck // measured before
-	if err := sleepCtx(ctx, time.Second); err != nil {
-		return nil, err
-	}
 	// Transactions committed, on the coordinator and summed over the
 	// worker nodes (their database has the coordinator's name).
 	commits := func() (coordinator, workers int64, err error) {
@@ -129,16 +98,7 @@ func runCitusIdle(ctx context.Context, b *bench) (*result, error) {
 	r.add("worker nodes' CPU per second (summed)", (wc1-wc0).Seconds()/elapsed, "s/s")
 	r.add("this process's CPU per second", client.Seconds()/elapsed, "s/s")
 	r.Server = fmt.Sprintf("Citus cluster: coordinator %s, %d worker nodes (%s)", redact(o.citus), len(nodes), citusAddrs(nodes))
+	r.note("transactions: xact_commit of the coordinator's database and of the nodes' (the same name), which PostgreSQL updates lazily (approximate over short windows), less the counters' own reads")
 	r.note("one idle host (default ax.Config, three kinds registered, no jobs); the coordinator, %d worker nodes and this process share this machine's %d CPUs", len(nodes), b.machine.CPUs)
 	return r, nil
-}
-
-// sleepCtx waits for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	select {
-	case <-time.After(d):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -12,7 +12,7 @@ import (
 // settle.
 func runIdle(ctx context.Context, b *bench) (*result, error) {
 	o := b.opt
-	r := newResult(map[string]any{"for": o.idleFor.String(), "kinds": 3, "conns": connsParam(o.conns)})
+	r := newResult(map[string]any{"for": o.idleFor.String(), "kinds": len(idleKinds), "conns": connsParam(o.conns)})
 	d, err := b.createDB(ctx)
 	if err != nil {
 		return nil, err
@@ -22,27 +22,11 @@ func runIdle(ctx context.Context, b *bench) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"bench.a", "bench.b", "bench.c"} {
-		if err := s.Handle(k, ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.Start(ctx); err != nil {
+	if err := startIdle(ctx, s); err != nil {
 		return nil, err
 	}
 	defer stopScheduler(s) //nolint:errcheck // measured before
 	var commits0, commits1 int64
-	sleep := func(d time.Duration) error {
-		select {
-		case <-time.After(d):
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	if err := sleep(time.Second); err != nil {
-		return nil, err
-	}
 	commits := `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`
 	if commits0, err = d.count(ctx, commits); err != nil {
 		return nil, err
@@ -50,7 +34,7 @@ func runIdle(ctx context.Context, b *bench) (*result, error) {
 	u0, s0 := cpuTime()
 	start := time.Now()
 	b.progressf("idle: measuring for %s", o.idleFor)
-	if err := sleep(o.idleFor); err != nil {
+	if err := sleepCtx(ctx, o.idleFor); err != nil {
 		return nil, err
 	}
 	u1, s1 := cpuTime()
@@ -65,4 +49,35 @@ func runIdle(ctx context.Context, b *bench) (*result, error) {
 	r.add("store transactions/s (pg_stat_database)", float64(commits1-commits0)/elapsed.Seconds(), "1/s")
 	r.note("CPU: user+sys of this process over the window; transactions: xact_commit of the database, which PostgreSQL updates lazily (approximate)")
 	return r, nil
+}
+
+// idleKinds are the kinds an idle scenario's Scheduler handles.
+var idleKinds = []string{"bench.a", "bench.b", "bench.c"}
+
+// startIdle registers idleKinds on s, starts it and gives it a second to
+// settle; on an error after the start, it stops s.
+func startIdle(ctx context.Context, s *ax.Scheduler) error {
+	for _, k := range idleKinds {
+		if err := s.Handle(k, ax.HandlerFunc(func(context.Context, *ax.Job) error { return nil })); err != nil {
+			return err
+		}
+	}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	if err := sleepCtx(ctx, time.Second); err != nil {
+		_ = stopScheduler(s)
+		return err
+	}
+	return nil
+}
+
+// sleepCtx waits for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -54,6 +54,15 @@ func (c *callTracer) take() (sqls []string, begins int) {
 	return sqls, begins
 }
 
+// requireOneLook fails t unless the call recorded last sent one statement
+// and began no transaction: a look over every shard that found no work.
+func (c *callTracer) requireOneLook(t *testing.T) {
+	t.Helper()
+	sqls, begins := c.take()
+	require.Equal(t, 1, len(sqls), "no work: one look over every shard, not a transaction per shard; the first statements: %q", sqls[:min(len(sqls), 4)])
+	require.Zero(t, begins)
+}
+
 // tracedCitus returns a CitusStore on schema over a pool of its own whose
 // statements tracer records, for the calls a test marks.
 func tracedCitus(t *testing.T, schema string) (*pgstore.CitusStore, *callTracer) {
@@ -86,9 +95,7 @@ func TestCitusRescueVisitsOnlyShardsWithExpiredLeases(t *testing.T) {
 	rescued, err := st.RescueExpired(tracer.mark(ctx), 100)
 	require.NoError(t, err)
 	require.Empty(t, rescued)
-	sqls, begins := tracer.take()
-	require.Equal(t, 1, len(sqls), "nothing expired: one look over every shard, not a transaction per shard; the first statements: %q", sqls[:min(len(sqls), 4)])
-	require.Zero(t, begins)
+	tracer.requireOneLook(t)
 
 	// Slots 1 and 3 hold expired leases (two jobs and one), slot 2 a live
 	// one.
@@ -121,7 +128,7 @@ func TestCitusRescueVisitsOnlyShardsWithExpiredLeases(t *testing.T) {
 	for _, j := range expired {
 		require.True(t, got[j.ID.String()], "expired job %s rescued", j.ID)
 	}
-	_, begins = tracer.take()
+	_, begins := tracer.take()
 	require.Equal(t, 2, begins, "a transaction on each shard with expired leases, none elsewhere")
 	var state string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT state FROM `+schema+`.jobs WHERE id = $1`, live[0].ID).Scan(&state))
@@ -142,9 +149,7 @@ func TestCitusArchiveVisitsOnlyShardsWithFinishedJobs(t *testing.T) {
 	moved, err := st.Archive(tracer.mark(ctx), 100)
 	require.NoError(t, err)
 	require.Zero(t, moved)
-	sqls, begins := tracer.take()
-	require.Equal(t, 1, len(sqls), "nothing finished: one look over every shard, not a transaction per shard; the first statements: %q", sqls[:min(len(sqls), 4)])
-	require.Zero(t, begins)
+	tracer.requireOneLook(t)
 
 	finishedOn := func(slot, jobs int) {
 		for range jobs {
@@ -161,7 +166,7 @@ func TestCitusArchiveVisitsOnlyShardsWithFinishedJobs(t *testing.T) {
 	moved, err = st.Archive(tracer.mark(ctx), 100)
 	require.NoError(t, err)
 	require.Equal(t, 3, moved)
-	sqls, _ = tracer.take()
+	sqls, _ := tracer.take()
 	// The history's day partition may be created first, in a transaction
 	// of its own: count the moves.
 	moves := 0
