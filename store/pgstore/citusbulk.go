@@ -54,31 +54,9 @@ func (c *CitusStore) Bulk(ctx context.Context, params *store.BulkParams) (int, e
 	changed := 0
 	err = pgx.BeginFunc(ctx, c.s.pool, func(tx pgx.Tx) error {
 		changed = 0
-		if _, err := tx.Exec(ctx, `SELECT set_config('statement_timeout', $1, true)`,
-			fmt.Sprint(inspectTimeout.Milliseconds())); err != nil {
-			return err
-		}
-		now, err := txNow(ctx, tx)
+		now, cands, err := c.bulkPick(ctx, tx, where, limit, a, history)
 		if err != nil {
 			return err
-		}
-		var cands []citusBulkCand
-		for slot, p := range c.placed {
-			tables := []string{p.jobsTable()}
-			if history {
-				tables = append(tables, p.historyTable())
-			}
-			for k, table := range tables {
-				pick := `SELECT id FROM ` + table + ` WHERE shard = ` + fmt.Sprint(p.place.value) + ` AND ` + where +
-					` ORDER BY id LIMIT ` + limit + ` FOR UPDATE SKIP LOCKED`
-				ids, err := collectIDs(tx.Query(ctx, pick, a...))
-				if err != nil {
-					return err
-				}
-				for _, id := range ids {
-					cands = append(cands, citusBulkCand{id: id, slot: slot, inHistory: k == 1})
-				}
-			}
 		}
 		slices.SortFunc(cands, func(x, y citusBulkCand) int { return slices.Compare(x.id[:], y.id[:]) })
 		if len(cands) > params.Limit {
@@ -98,6 +76,52 @@ func (c *CitusStore) Bulk(ctx context.Context, params *store.BulkParams) (int, e
 		return 0, fmt.Errorf("pgstore: bulk %s: %w", params.Op, err)
 	}
 	return changed, nil
+}
+
+// bulkPick sets the transaction's statement timeout, reads its clock and
+// picks and locks every shard's candidates (in jobs, and with history in
+// the history too: where, up to limit, lowest IDs first), all in one
+// round trip: a pick per shard and table one after the other cost 32 to
+// 64 round trips on 32 shards before any job was changed.
+func (c *CitusStore) bulkPick(ctx context.Context, tx pgx.Tx, where, limit string, args sqlArgs,
+	history bool) (now time.Time, cands []citusBulkCand, err error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('statement_timeout', $1, true)`, fmt.Sprint(inspectTimeout.Milliseconds()))
+	b.Queue(`SELECT now()`)
+	type pick struct {
+		slot      int
+		inHistory bool
+	}
+	var picks []pick
+	for slot, p := range c.placed {
+		tables := []string{p.jobsTable()}
+		if history {
+			tables = append(tables, p.historyTable())
+		}
+		for k, table := range tables {
+			b.Queue(`SELECT id FROM `+table+` WHERE shard = `+fmt.Sprint(p.place.value)+` AND `+where+
+				` ORDER BY id LIMIT `+limit+` FOR UPDATE SKIP LOCKED`, args...)
+			picks = append(picks, pick{slot: slot, inHistory: k == 1})
+		}
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return now, nil, err
+	}
+	if err := br.QueryRow().Scan(&now); err != nil {
+		return now, nil, fmt.Errorf("read the clock: %w", err)
+	}
+	for _, pk := range picks {
+		ids, err := collectIDs(br.Query())
+		if err != nil {
+			return now, nil, err
+		}
+		for _, id := range ids {
+			cands = append(cands, citusBulkCand{id: id, slot: pk.slot, inHistory: pk.inHistory})
+		}
+	}
+	return now, cands, br.Close()
 }
 
 // bulkOne applies op to the picked job cd (locked by tx) and returns

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -39,6 +40,24 @@ func (c *callTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.
 }
 
 func (c *callTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart records a marked batch, one round trip, as "batch: N
+// statements" followed by its statements prefixed "in batch: ".
+func (c *callTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	if ctx.Value(callMark{}) != nil {
+		c.mu.Lock()
+		c.sqls = append(c.sqls, fmt.Sprintf("batch: %d statements", data.Batch.Len()))
+		for _, q := range data.Batch.QueuedQueries {
+			c.sqls = append(c.sqls, "in batch: "+q.SQL)
+		}
+		c.mu.Unlock()
+	}
+	return ctx
+}
+
+func (c *callTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (c *callTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // take returns the statements recorded since the last take, and how many
 // of them began a transaction.
@@ -180,4 +199,36 @@ func TestCitusArchiveVisitsOnlyShardsWithFinishedJobs(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.jobs), (SELECT count(*) FROM `+schema+`.jobs_history)`).Scan(&left, &history))
 	require.Equal(t, 1, left, "the due job stays in jobs")
 	require.Equal(t, 3, history)
+}
+
+// TestCitusBulkPicksInOneRoundTrip checks that the Citus store's Bulk
+// picks every shard's candidates in one batch (with the transaction's
+// timeout and clock), not a statement per shard one after the other, and
+// still changes the jobs it picked on every shard.
+func TestCitusBulkPicksInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	pool, schema, setup := citusStore(t)
+	ctx := ctxT(t)
+	st, tracer := tracedCitus(t, schema)
+	for _, slot := range []int{1, 2, 2} {
+		insertAt(t, pool, schema, setup.SlotValue(slot))
+	}
+	changed, err := st.Bulk(tracer.mark(ctx), &store.BulkParams{Op: store.BulkCancel, Filter: store.JobFilter{Kinds: []string{"k"}}, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, 3, changed)
+	sqls, _ := tracer.take()
+	require.GreaterOrEqual(t, len(sqls), 2)
+	require.Equal(t, "begin", sqls[0])
+	require.Equal(t, fmt.Sprintf("batch: %d statements", 2+setup.SlotCount()), sqls[1], "the timeout, the clock and a pick per shard, in one round trip")
+	picks := 0
+	for _, s := range sqls {
+		if strings.Contains(s, "SKIP LOCKED") {
+			require.True(t, strings.HasPrefix(s, "in batch: "), "a pick outside the batch: %s", s)
+			picks++
+		}
+	}
+	require.Equal(t, setup.SlotCount(), picks)
+	var cancelled int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.jobs WHERE state = 'cancelled'`).Scan(&cancelled))
+	require.Equal(t, 3, cancelled)
 }

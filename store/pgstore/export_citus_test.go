@@ -17,6 +17,9 @@ func (c *CitusStore) Store() *Store { return c.s }
 // SlotValue returns the value of shard of slot i.
 func (c *CitusStore) SlotValue(i int) int32 { return c.placed[i].place.value }
 
+// SlotCount returns how many slots (shards) the CitusStore has.
+func (c *CitusStore) SlotCount() int { return len(c.placed) }
+
 // SlotStore returns the Store whose statements are placed on slot i.
 func (c *CitusStore) SlotStore(i int) *Store { return c.placed[i] }
 
