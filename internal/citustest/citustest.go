@@ -205,20 +205,36 @@ func drop(t testing.TB, name string) {
 		return
 	}
 	defer conn.Close(context.Background())
-	// Two drops at once can deadlock on Citus's metadata (a schema's
-	// Citus local table, citus_2pc, takes its locks in another order):
-	// the loser tries again.
-	for try := 1; ; try++ {
+	err = RetryDeadlocks(func() error {
 		_, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE")
+		return err
+	})
+	if err != nil {
+		t.Errorf("citustest: drop schema %s: %v", name, err)
+	}
+}
+
+// deadlockTries bounds RetryDeadlocks.
+const deadlockTries = 10
+
+// RetryDeadlocks runs fn, a statement of a test's setup or cleanup, again
+// while it fails with a deadlock (SQLSTATE 40P01), up to deadlockTries
+// times, and returns its last error. On Citus, statements that lock a
+// schema's Citus local table (citus_2pc) and its distributed tables, such
+// as DROP SCHEMA and a TRUNCATE of the schema's tables, deadlock on
+// Citus's metadata when two schemas' run at once (they take their locks
+// in another order), and Citus cancels one: every test's schema is
+// dropped while other tests reset theirs. MigrateCitus retries its own
+// (pgstore's migrate_retry.go).
+func RetryDeadlocks(fn func() error) error {
+	for try := 1; ; try++ {
+		err := fn()
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "40P01" && try < 10 {
+		if errors.As(err, &pgErr) && pgErr.Code == "40P01" && try < deadlockTries {
 			time.Sleep(time.Duration(try) * 50 * time.Millisecond)
 			continue
 		}
-		if err != nil {
-			t.Errorf("citustest: drop schema %s: %v", name, err)
-		}
-		return
+		return err
 	}
 }
 

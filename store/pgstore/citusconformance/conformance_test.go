@@ -59,7 +59,13 @@ func citusStores(t *testing.T, shards int, log *statementLog) storetest.NewStore
 	tables := r.Plain
 	return func(t *testing.T) store.Store {
 		t.Helper()
-		if _, err := pool.Exec(t.Context(), `TRUNCATE `+tables+`; `+r.Distributed); err != nil {
+		// The TRUNCATE locks the schema's Citus local table, and so
+		// deadlocks with another test's DROP SCHEMA now and then.
+		err := citustest.RetryDeadlocks(func() error {
+			_, err := pool.Exec(t.Context(), `TRUNCATE `+tables+`; `+r.Distributed)
+			return err
+		})
+		if err != nil {
 			t.Fatalf("empty the schema: %v", err)
 		}
 		st, err := pgstore.NewCitus(t.Context(), storePool, pgstore.WithSchema(schema))
