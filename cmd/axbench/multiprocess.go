@@ -189,7 +189,7 @@ func runMultiprocess(ctx context.Context, b *bench) (*result, error) {
 	r.Params["claims_per_proc"] = fmt.Sprint(claims...)
 	r.note(claimToStartNote)
 	if probes != nil {
-		r.note("High-priority probe: one High job scheduled every %s while the first nine tenths of the backlog of Normal jobs is worked (by a Scheduler that is not started, so none starts directly), from its insert (store clock) to its handler's start (host clock); every due High job is claimed before any Normal one, so this is how long a job that must start next waits behind the hosts' holds. The probes count among the jobs", o.probeEvery)
+		r.note("High-priority probe: one High job scheduled every %s while the first nine tenths of the backlog of Normal jobs is worked (by a Scheduler that is not started, so none starts directly), from its insert (store clock) to its handler's start (host clock); every due High job is claimed before any Normal one due for less than PriorityAging (a minute by default: in a longer run the backlog's aged jobs go first), so this is how long a job that must start next waits behind the hosts' holds. The probes count among the jobs", o.probeEvery)
 	}
 	r.note("jobs/s: N / (the instant all processes were told to start → the last one's Stop returned, every outcome written; Stop is requested when the handler calls add up to N); processes set up (pool, migrate check, handlers) before that")
 	return r, nil

@@ -11,8 +11,10 @@ import (
 // prober schedules a High-priority no-op job every interval while a
 // backlog of Normal ones is worked, so that the worker processes can time
 // it from its insert to its handler's start (workerResult.HighLag). Every
-// due High job is claimed before any Normal one, so its wait is what the
-// hosts' holds cost a job that must start next: until some host claims
+// due High job is claimed before any Normal one that has been due for less
+// than PriorityAging (a minute by default; runs that last longer see the
+// backlog's aged jobs go first, as aging means them to), so its wait is
+// what the hosts' holds cost a job that must start next: until some host claims
 // again, and then the claim itself. A host that takes jobs ahead claims
 // again only once its hold has drained.
 type prober struct {
