@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax"
@@ -113,6 +115,33 @@ func (cl *citusCluster) close() {
 	cl.admin.Close()
 }
 
+// citusDropTries bounds the attempts to drop a scenario's schema: Citus
+// cancels one of two DDL statements that take its metadata locks in
+// opposite orders (a deadlock, 40P01), and another schema's drop or
+// reset on the same cluster (a test run beside the benchmark) may be the
+// other one.
+const citusDropTries = 10
+
+// dropCitusSchema drops a scenario's schema, retrying the drops Citus
+// cancels as deadlocks, and says on stderr when it could not: the
+// schema's distributed tables stay on the cluster until dropped by hand.
+func (b *bench) dropCitusSchema(admin *pgxpool.Pool, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var err error
+	for try := 1; try <= citusDropTries; try++ {
+		_, err = admin.Exec(ctx, `DROP SCHEMA `+schema+` CASCADE`)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+			break
+		}
+		time.Sleep(time.Duration(try) * 50 * time.Millisecond)
+	}
+	if err != nil {
+		b.progressf("could not drop schema %s (drop it by hand: DROP SCHEMA %s CASCADE): %v", schema, schema, err)
+	}
+}
+
 // citusAddrs lists the nodes' addresses.
 func citusAddrs(nodes []citusNode) string {
 	addrs := make([]string, len(nodes))
@@ -170,9 +199,7 @@ func (b *bench) citusRun(ctx context.Context, admin *pgxpool.Pool, nodes []citus
 	if err != nil {
 		return nil, 0, err
 	}
-	defer func() {
-		_, _ = admin.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-	}()
+	defer b.dropCitusSchema(admin, schema)
 	pool, err := newPool(ctx, o.citus, o.conns, "axbench-citus", func(cfg *pgxpool.Config) {
 		if o.citusCachedConns > 0 {
 			cfg.ConnConfig.RuntimeParams["citus.max_cached_conns_per_worker"] = fmt.Sprint(o.citusCachedConns)

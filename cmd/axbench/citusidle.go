@@ -29,9 +29,7 @@ func runCitusIdle(ctx context.Context, b *bench) (*result, error) {
 	if err := pgstore.MigrateCitus(ctx, admin, pgstore.WithSchema(schema), pgstore.WithCitusShards(o.citusShards)); err != nil {
 		return nil, err
 	}
-	defer func() {
-		_, _ = admin.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-	}()
+	defer b.dropCitusSchema(admin, schema)
 	pool, err := newPool(ctx, o.citus, o.conns, "axbench-citus")
 	if err != nil {
 		return nil, err

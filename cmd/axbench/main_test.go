@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/axsched/ax/internal/citustest"
@@ -232,6 +233,8 @@ func TestQuickCitus(t *testing.T) {
 // test cluster: one idle host's transactions and CPU per second.
 func TestQuickCitusIdle(t *testing.T) {
 	citustest.Require(t)
+	pool := citustest.Pool(t)
+	before := benchSchemas(t, pool)
 	got := runJSON(t, []string{"-quick", "-json", "-citus", citustest.URL(), "-citus-shards", "8", "-idle-for", "1s", "citus-idle"})
 	r, ok := got["citus-idle"]
 	if !ok {
@@ -243,4 +246,25 @@ func TestQuickCitusIdle(t *testing.T) {
 			t.Errorf("no metric %q", name)
 		}
 	}
+	for name := range benchSchemas(t, pool) {
+		if !before[name] {
+			t.Errorf("the scenario left its schema %s on the cluster", name)
+		}
+	}
+}
+
+// benchSchemas returns the names of the schemas axbench's Citus
+// scenarios made (axbench_ and 12 hex digits) that the cluster holds.
+func benchSchemas(t *testing.T, pool *pgxpool.Pool) map[string]bool {
+	t.Helper()
+	rows, _ := pool.Query(context.Background(), `SELECT nspname FROM pg_namespace WHERE nspname ~ '^axbench_[0-9a-f]{12}$'`)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]bool{}
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
 }
