@@ -179,21 +179,32 @@ const claimAgedMixed = -1
 // in µs, $7 the priority aging bound (ClaimParams.AgeAfter) in µs, 0 for
 // none. Its columns are the plain claim's (queries.go, claim), lost 0,
 // or claimAgedMixed when aging mixes the ranges (it then takes nothing).
+//
+// It updates the rows its locking scans hold by their ctid, which those
+// scans return, instead of by primary key: a TID scan in place of one
+// jobs_pkey descent per row and a recheck of each row against the array.
+// A row that another transaction wrote after the statement's snapshot
+// and left claimable (an operator's UPDATE, say) is locked in its newest
+// version, which the snapshot does not see: the TID scan skips it, and
+// it stays claimable when the claim commits, as if another claim had
+// held it. So what is left (NextRunAt, the cursors) is read past the
+// rows claimed, not the rows locked, and such a row is the next due.
 var claimOneKindSQL = `WITH mixed AS MATERIALIZED (
 	SELECT $7::bigint > 0 AND (
 		(` + claimOneAgedSQL("2") + ` AND ` + claimOneDueSQL("1") + `)
 		OR (` + claimOneAgedSQL("3") + ` AND (` + claimOneDueSQL("1") + ` OR ` + claimOneDueSQL("2") + `))
 	) AS yes
 ), locked1 AS MATERIALIZED (
-	SELECT l.id FROM (` + claimOneRangeSQL("1") + `
+	SELECT l.id, l.ctid FROM (` + claimOneRangeSQL("1") + `
 		UNION ALL` + claimOneRangeSQL("2") + `
 		UNION ALL` + claimOneRangeSQL("3") + `
 	) l
 	LIMIT $2
 ), claimed AS (
-	-- No state test: locked1 checked it on the rows it holds.
+	-- No state test: locked1 checked it on the rows it holds. By ctid,
+	-- not id: see claimOneKindSQL's comment.
 	` + plainClaimSetSQL + `
-	WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM locked1))
+	WHERE {onshard:j}j.ctid = ANY (ARRAY(SELECT ctid FROM locked1))
 	RETURNING {jcols}
 ), left1 AS MATERIALIZED (
 	SELECT p.priority, n.run_at FROM unnest('{1,2,3}'::smallint[]) AS p(priority)
@@ -201,7 +212,7 @@ var claimOneKindSQL = `WITH mixed AS MATERIALIZED (
 		SELECT j.run_at FROM {jobs} j
 		WHERE {onshard:j}j.kind = $1::text AND j.priority = p.priority AND j.state IN ` + claimableSQL + `
 		  AND j.run_at >= coalesce(($3::timestamptz[])[p.priority], '-infinity')
-		  AND j.id NOT IN (SELECT id FROM locked1) -- a hashed subplan
+		  AND j.id NOT IN (SELECT id FROM claimed) -- a hashed subplan
 		ORDER BY j.run_at
 		LIMIT 1
 	) n ON true
@@ -249,7 +260,7 @@ func claimOneRangeWhereSQL(p, upTo string) string {
 // priority p.
 func claimOneRangeSQL(p string) string {
 	return `
-		SELECT * FROM (SELECT j.id FROM {jobs} j
+		SELECT * FROM (SELECT j.id, j.ctid FROM {jobs} j
 			WHERE ` + claimOneRangeWhereSQL(p, claimOneDueBoundSQL) + `
 			  AND NOT (SELECT yes FROM mixed)
 			ORDER BY j.run_at
