@@ -13,12 +13,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/axsched/ax/internal/raceflag"
+	"github.com/axsched/ax/internal/scenariolock"
 )
 
 // binDir holds the programs the scenarios build, for one test process.
 var binDir string
 
 func TestMain(m *testing.M) {
+	// Never beside the other scenario package (internal/scenariolock).
+	if err := scenariolock.Hold(); err != nil {
+		panic(err)
+	}
 	dir, err := os.MkdirTemp("", "axdeploybin")
 	if err != nil {
 		panic(err)

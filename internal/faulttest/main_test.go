@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/axsched/ax/internal/scenariolock"
 )
 
 var (
@@ -19,6 +21,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Never beside the other scenario package (internal/scenariolock).
+	if err := scenariolock.Hold(); err != nil {
+		panic(err)
+	}
 	dir, err := os.MkdirTemp("", "axfault")
 	if err != nil {
 		panic(err)

@@ -1,0 +1,27 @@
+//go:build unix
+
+package scenariolock
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+)
+
+// TestHoldExcludesAnotherHolder: while Hold's lock is held, another
+// open file description of the lock file cannot take it.
+func TestHoldExcludesAnotherHolder(t *testing.T) {
+	if err := Hold(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path(), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Fatalf("a second holder took the lock (err %v), want EWOULDBLOCK", err)
+	}
+}
