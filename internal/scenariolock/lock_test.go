@@ -5,17 +5,21 @@ package scenariolock
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 )
 
 // TestHoldExcludesAnotherHolder: while Hold's lock is held, another
-// open file description of the lock file cannot take it.
+// open file description of the lock file cannot take it. On a file of
+// its own: the machine's lock may be held by a scenario package that go
+// test runs beside this one.
 func TestHoldExcludesAnotherHolder(t *testing.T) {
+	lockPath = filepath.Join(t.TempDir(), "scenarios.lock")
 	if err := Hold(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(path(), os.O_RDWR, 0)
+	f, err := os.OpenFile(lockPath, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

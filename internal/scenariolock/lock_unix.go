@@ -9,13 +9,15 @@ import (
 	"syscall"
 )
 
-// path is the lock file, shared by every test process of the machine.
-func path() string { return filepath.Join(os.TempDir(), "ax-scenarios.lock") }
+// lockPath is the lock file, shared by every test process of the
+// machine (this package's own test points it elsewhere, so that it does
+// not wait for the scenario packages).
+var lockPath = filepath.Join(os.TempDir(), "ax-scenarios.lock")
 
 // Hold takes the machine-wide scenario lock, waiting for the process
 // that holds it, and keeps it until this process exits.
 func Hold() error {
-	f, err := os.OpenFile(path(), os.O_CREATE|os.O_RDWR, 0o666)
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		return fmt.Errorf("scenariolock: %w", err)
 	}
