@@ -29,10 +29,15 @@ WHERE {onshard}id = ANY($1::uuid[]) AND state = 'running'
 ORDER BY id
 FOR UPDATE`
 
+// citusExpiredWhereSQL is the condition of a job whose lease expired
+// before $1: the rescue's lock on a shard and its look for the shards
+// that hold any (citusExpiredShardsSQL, with now()) share it.
+const citusExpiredWhereSQL = `state = 'running' AND lease_expires_at < $1`
+
 // citusExpiredSQL locks up to $2 running jobs of the shard whose lease
 // expired before $1, oldest expiry first, skipping rows others hold.
 const citusExpiredSQL = `SELECT {cols}, lease_token FROM {jobs}
-WHERE {onshard}state = 'running' AND lease_expires_at < $1
+WHERE {onshard}` + citusExpiredWhereSQL + `
 ORDER BY lease_expires_at
 LIMIT $2
 FOR UPDATE SKIP LOCKED`
@@ -381,7 +386,8 @@ func finishChange(j *store.JobRecord, p *store.FinishParams, now time.Time) citu
 // host of a 32-shard cluster 128 round trips a second for nothing, 128 ms
 // of every second with the coordinator 1 ms away, and more than the
 // interval from 8 ms away (TestCitusRescueVisitsOnlyShardsWithExpiredLeases).
-const citusExpiredShardsSQL = `SELECT DISTINCT shard FROM {jobs} WHERE state = 'running' AND lease_expires_at < now()`
+var citusExpiredShardsSQL = `SELECT DISTINCT shard FROM {jobs} WHERE ` +
+	strings.ReplaceAll(citusExpiredWhereSQL, "$1", "now()")
 
 // RescueExpired takes back expired leases as store.Store requires: it
 // finds the shards that hold expired leases (citusExpiredShardsSQL), then
