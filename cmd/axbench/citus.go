@@ -125,6 +125,8 @@ const citusDropTries = 10
 // dropCitusSchema drops a scenario's schema, retrying the drops Citus
 // cancels as deadlocks, and says on stderr when it could not: the
 // schema's distributed tables stay on the cluster until dropped by hand.
+// Its loop is internal/deadlockretry's, written again: this module builds
+// against the released ax, which has no such package.
 func (b *bench) dropCitusSchema(admin *pgxpool.Pool, schema string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -30,6 +30,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axsched/ax/internal/deadlockretry"
 )
 
 // URLEnv and RequireEnv are the environment variables the package reads.
@@ -214,8 +216,12 @@ func drop(t testing.TB, name string) {
 	}
 }
 
-// deadlockTries bounds RetryDeadlocks.
-const deadlockTries = 10
+// deadlockTries bounds RetryDeadlocks; its pauses, from
+// deadlockBackoff and doubled each time, add up to about 3 s.
+const (
+	deadlockTries   = 7
+	deadlockBackoff = 50 * time.Millisecond
+)
 
 // RetryDeadlocks runs fn, a statement of a test's setup or cleanup, again
 // while it fails with a deadlock (SQLSTATE 40P01), up to deadlockTries
@@ -225,17 +231,9 @@ const deadlockTries = 10
 // Citus's metadata when two schemas' run at once (they take their locks
 // in another order), and Citus cancels one: every test's schema is
 // dropped while other tests reset theirs. MigrateCitus retries its own
-// (pgstore's migrate_retry.go).
+// with the same loop (internal/deadlockretry).
 func RetryDeadlocks(fn func() error) error {
-	for try := 1; ; try++ {
-		err := fn()
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "40P01" && try < deadlockTries {
-			time.Sleep(time.Duration(try) * 50 * time.Millisecond)
-			continue
-		}
-		return err
-	}
+	return deadlockretry.Run(context.Background(), deadlockTries, deadlockBackoff, fn)
 }
 
 // setup checks once per process that AX_CITUS_URL names a Citus

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/axsched/ax/internal/deadlockretry"
 	"github.com/axsched/ax/store"
 )
 
@@ -61,7 +62,7 @@ func MigrateCitus(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error
 	if err := checkCitus(ctx, pool, "MigrateCitus on "+poolAddr(pool)); err != nil {
 		return err
 	}
-	return deadlockRetry(ctx, migrateAttempts, migrateRetryBackoff, func() error {
+	return deadlockretry.Run(ctx, migrateAttempts, migrateRetryBackoff, func() error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			if o.citusShards > 0 {
 				if _, err := tx.Exec(ctx, `SELECT set_config('citus.shard_count', $1, true)`, fmt.Sprint(o.citusShards)); err != nil {

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axsched/ax/internal/deadlockretry"
 )
 
 //go:embed migrations/*.sql
@@ -111,7 +113,7 @@ func SchemaVersion() int {
 // hosts' transactions (a host of an older release holding one table and
 // waiting for another that a migration holds); when PostgreSQL picks the
 // migration as the deadlock's victim, its transaction is rolled back whole
-// and Migrate runs it again, up to migrateAttempts times (deadlockRetry).
+// and Migrate runs it again, up to migrateAttempts times (deadlockretry.Run).
 //
 // A schema recorded at a version newer than SchemaVersion is left as it is.
 // Migrate returns nil when every newer migration says this code may run on
@@ -127,7 +129,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	return deadlockRetry(ctx, migrateAttempts, migrateRetryBackoff, func() error {
+	return deadlockretry.Run(ctx, migrateAttempts, migrateRetryBackoff, func() error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			return migrateTx(ctx, tx, o.schema, ms)
 		})
