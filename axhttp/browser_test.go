@@ -115,7 +115,7 @@ func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Act
 
 // click is chromedp.Click, tried again while a live page's refresh swaps
 // the node out from under it (static/app.js replaces #content): Chromium
-// then answers "No node with given id found" from the steps that locate
+// then answers that the node is gone (nodeReplaced) from the steps that locate
 // the node (scroll into view, content quads), before any mouse event is
 // sent, so trying again never clicks twice.
 func click[S chromedp.Selectable](sel S, opts ...chromedp.QueryOption) chromedp.Action[chromedp.Void] {
@@ -123,7 +123,7 @@ func click[S chromedp.Selectable](sel S, opts ...chromedp.QueryOption) chromedp.
 	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
 		for {
 			v, err := c(ctx, tg)
-			if err == nil || !strings.Contains(err.Error(), "No node with given id found") || ctx.Err() != nil {
+			if err == nil || !nodeReplaced(err) || ctx.Err() != nil {
 				return v, err
 			}
 			select {
@@ -137,15 +137,16 @@ func click[S chromedp.Selectable](sel S, opts ...chromedp.QueryOption) chromedp.
 
 // get runs one browser action that reads a value. A read that lands
 // while the page navigates fails with "Cannot find context" (its
-// JavaScript context was torn down under it); reads are idempotent, so
-// get tries again until the deadline.
+// JavaScript context was torn down under it), and one that lands while a
+// live page's refresh swaps its node out fails as click's does; reads are
+// idempotent, so get tries again on both until the deadline.
 func get[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	t.Helper()
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
 		v, err := chromedp.Run(tctx, a)
-		if err == nil || !navigating(err) || tctx.Err() != nil {
+		if err == nil || !(navigating(err) || nodeReplaced(err)) || tctx.Err() != nil {
 			require.NoError(t, err)
 			return v
 		}
@@ -160,6 +161,15 @@ func navigating(err error) bool {
 	return strings.Contains(msg, "Cannot find context with specified id") ||
 		strings.Contains(msg, "Execution context was destroyed") ||
 		strings.Contains(msg, "Inspected target navigated or closed")
+}
+
+// nodeReplaced reports whether err is Chromium saying the node an action
+// had located is gone: the live page's refresh replaced it. Chromium's
+// DOM methods word this two ways.
+func nodeReplaced(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "No node with given id found") ||
+		strings.Contains(msg, "Could not find node with given id")
 }
 
 // waitJS waits until the JavaScript expression is true on the current
