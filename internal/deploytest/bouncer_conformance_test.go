@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/internal/pgtest"
+	"github.com/axsched/ax/internal/raceflag"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 	"github.com/axsched/ax/store/storetest"
@@ -38,6 +39,7 @@ func bouncerMode() pgx.QueryExecMode {
 // an empty schema of one database (pgtest.Schemas), the listener on a
 // direct connection to the server.
 func TestBouncerConformance(t *testing.T) {
+	suiteNotUnderRace(t)
 	noLeaks(t)
 	storetest.Run(t, bouncerStores(t))
 }
@@ -47,8 +49,25 @@ func TestBouncerConformance(t *testing.T) {
 // insert's batch (its settings and the statement) stays on one server
 // connection, and the flush's transaction may take any other.
 func TestBouncerEarlyDirectStart(t *testing.T) {
+	suiteNotUnderRace(t)
 	noLeaks(t)
 	storetest.RunInsertClaimer(t, bouncerStores(t, pgstore.WithEarlyDirectStart()))
+}
+
+// suiteNotUnderRace skips the store suites (conformance and model) run
+// through PgBouncer in a test binary built with -race. What they check
+// is the statements' life on a transaction pooler's server connections;
+// their Go code is pgstore's, which its own TestConformance and TestModel
+// run under the race detector (WithTransactionPooler changes only which
+// options New accepts and that the listener may be absent). CI runs them
+// in its plain run (go test ./...); under -race they added about 25 s.
+// TestBouncerCluster, hosts beside each other through PgBouncer, still
+// runs under -race.
+func suiteNotUnderRace(t *testing.T) {
+	t.Helper()
+	if raceflag.Enabled {
+		t.Skip("the store suites through PgBouncer run without -race (go test ./internal/deploytest)")
+	}
 }
 
 // bouncerStores returns a store maker for the suite: each call a Store
@@ -95,6 +114,7 @@ func bouncerStores(t *testing.T, extra ...pgstore.Option) storetest.NewStoreFunc
 // PgBouncer; once with the listener on a direct connection, once polling
 // only.
 func TestBouncerModel(t *testing.T) {
+	suiteNotUnderRace(t)
 	noLeaks(t)
 	b := startBouncer(t, pgtest.ServerURL())
 	for _, tc := range []struct {

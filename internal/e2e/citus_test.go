@@ -23,6 +23,7 @@ import (
 // attempt, on either host; the jobs lie on both worker nodes, whose
 // counts the test prints.
 func TestCitusTwoHostsRunEveryJobOnce(t *testing.T) {
+	t.Parallel() // beside TestHeartbeatsNeverStarve, which mostly waits
 	pool, schema := citustest.Schema(t)
 	ctx := t.Context()
 	require.NoError(t, pgstore.MigrateCitus(ctx, pool, pgstore.WithSchema(schema), pgstore.WithCitusShards(8)))

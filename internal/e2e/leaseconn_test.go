@@ -25,6 +25,10 @@ import (
 // jobs ran again. With its own connection it loses none: every job runs
 // once and succeeds at its first attempt.
 func TestHeartbeatsNeverStarve(t *testing.T) {
+	// Parallel: for most of its 15 s it waits (the handlers hold the
+	// pool's two connections in turn), so the package's other long test,
+	// bound by the Citus cluster's CPU, runs beside it.
+	t.Parallel()
 	const (
 		jobs      = 100
 		lease     = 2 * time.Second

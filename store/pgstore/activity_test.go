@@ -84,9 +84,7 @@ func TestActivity(t *testing.T) {
 // logged.
 func TestActivityPlan(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("inserts 500,000 rows")
-	}
+	planTest(t, "inserts 500,000 rows")
 	pool := pgtest.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -18,9 +18,7 @@ import (
 // partition. It asserts on the plan, not on time; the plan is logged.
 func TestDeadGroupsPlanUsesFailedIndexes(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("inserts 200,000 rows")
-	}
+	planTest(t, "inserts 200,000 rows")
 	pool := pgtest.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

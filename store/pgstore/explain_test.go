@@ -24,9 +24,7 @@ import (
 // times CountJobs' exact limit.)
 func TestClaimPlanUsesPartialIndex(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("inserts 2M rows")
-	}
+	planTest(t, "inserts 2M rows")
 	const future, finished = 250000, 250000 // as in the statements below
 	pool := pgtest.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -129,6 +127,7 @@ var errRollback error = rollback{}
 // leaves room for that spread.
 func TestCountJobsBeforeAnalyze(t *testing.T) {
 	t.Parallel()
+	planTest(t, "inserts 200,000 rows")
 	const finished = 200000
 	pool := pgtest.Pool(t)
 	ctx := ctxT(t)

@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/internal/pgtest"
-	"github.com/axsched/ax/internal/raceflag"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 )
@@ -32,15 +31,7 @@ import (
 // CI, for a plan of 10,056 buffers).
 // Plans, with buffer counts, and times are logged.
 func TestListOnLargeHistory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("loads millions of rows")
-	}
-	if raceflag.Enabled {
-		// Its work is the server's (loading rows, planning listings) and
-		// its Go code is the listings' that other tests run under -race:
-		// CI's plain run checks the plans, and a race run added 28 s.
-		t.Skip("a plan test: runs without -race")
-	}
+	planTest(t, "loads millions of rows")
 	// Parallel too: alone it held up the package's other tests for its
 	// load (104 s at a load of 16); best of 5 is what keeps the budget
 	// from being decided by the neighbours.

@@ -40,9 +40,7 @@ const planRows = 3000
 // fails the second. Each execution is rolled back.
 func TestGenericPlansAreLinear(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("fills a table and runs 12 statements under EXPLAIN ANALYZE")
-	}
+	planTest(t, "fills a table and runs 12 statements under EXPLAIN ANALYZE")
 	ctx := ctxT(t)
 	dsn := pgtest.DSN(t)
 	pool := pgtest.PoolFor(t, dsn)

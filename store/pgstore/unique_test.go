@@ -236,9 +236,7 @@ func TestUniqueKeysChurn(t *testing.T) {
 // finished keyed jobs in the table (which the index leaves out).
 func TestUniqueHolderPlans(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("inserts 200k rows")
-	}
+	planTest(t, "inserts 200k rows")
 	pool := pgtest.Pool(t)
 	ctx := ctxT(t)
 	s, err := pgstore.New(ctx, pool)
