@@ -83,14 +83,18 @@ func Pool(t testing.TB) *pgxpool.Pool {
 }
 
 // PoolFor returns a pool on dsn with up to 16 connections, closed when t
-// ends.
-func PoolFor(t testing.TB, dsn string) *pgxpool.Pool {
+// ends, its configuration passed to each of configure (StrictUUIDs, say)
+// before it is made.
+func PoolFor(t testing.TB, dsn string, configure ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	cfg.MaxConns = 16
+	for _, c := range configure {
+		c(cfg)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

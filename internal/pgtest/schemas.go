@@ -48,8 +48,9 @@ type Schemas struct {
 }
 
 // NewSchemas creates a fresh database for t (see DSN), dropped when t ends,
-// whose schemas the subtests of t take with Pool.
-func NewSchemas(t testing.TB) *Schemas {
+// whose schemas the subtests of t take with Pool. The tests' pool is made
+// with configure (PoolFor).
+func NewSchemas(t testing.TB, configure ...func(*pgxpool.Config)) *Schemas {
 	t.Helper()
 	dsn := DSN(t)
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -63,7 +64,7 @@ func NewSchemas(t testing.TB) *Schemas {
 	}
 	// Registered after DSN's drop, so it runs before it.
 	t.Cleanup(admin.Close)
-	return &Schemas{dsn: dsn, pool: PoolFor(t, dsn), admin: admin}
+	return &Schemas{dsn: dsn, pool: PoolFor(t, dsn, configure...), admin: admin}
 }
 
 // Pool returns the pool of s (up to 16 connections on its database, shared

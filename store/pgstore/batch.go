@@ -87,7 +87,7 @@ func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, params *store.BatchP
 	}
 	var batchTaken, completionTaken bool
 	err = tx.QueryRow(ctx, s.sql(`SELECT EXISTS (SELECT 1 FROM {batches} WHERE id = $1),
-	EXISTS (SELECT 1 FROM {alljobs} WHERE id = $2)`), params.ID, params.Completion.ID).Scan(&batchTaken, &completionTaken)
+	EXISTS (SELECT 1 FROM {alljobs} WHERE id = $2)`), [16]byte(params.ID), [16]byte(params.Completion.ID)).Scan(&batchTaken, &completionTaken)
 	switch {
 	case err != nil:
 		return nil, err
@@ -119,7 +119,7 @@ func (s *Store) insertBatch(ctx context.Context, tx pgx.Tx, params *store.BatchP
 		return &store.BatchResult{Children: children}, nil // no child to wait for: no batch
 	}
 	if _, err := tx.Exec(ctx, s.sql(`INSERT INTO {batches} (id, completion, template, total)
-VALUES ($1, $2, $3, $4)`), params.ID, params.Completion.ID, tmpl, total); err != nil {
+VALUES ($1, $2, $3, $4)`), [16]byte(params.ID), [16]byte(params.Completion.ID), tmpl, total); err != nil {
 		return nil, fmt.Errorf("insert batch record: %w", err)
 	}
 	return &store.BatchResult{Children: children}, nil
@@ -135,7 +135,7 @@ func (s *Store) Batch(ctx context.Context, id uuid.UUID) (*store.BatchRecord, er
 	b := &store.BatchRecord{ID: id}
 	var completedAt *time.Time
 	err := s.pool.QueryRow(ctx, s.sql(`SELECT completion, total, succeeded, dead, cancelled, completed, created_at, completed_at
-FROM {batches} WHERE id = $1`), id).Scan(&b.Completion, &b.Total, &b.Succeeded, &b.Dead, &b.Cancelled,
+FROM {batches} WHERE id = $1`), [16]byte(id)).Scan((*[16]byte)(&b.Completion), &b.Total, &b.Succeeded, &b.Dead, &b.Cancelled,
 		&b.Completed, &b.CreatedAt, &completedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("pgstore: batch %s: %w", id, store.ErrNotFound)
@@ -168,7 +168,7 @@ func (s *Store) BatchChildren(ctx context.Context, id, after uuid.UUID, limit in
 	// row: no batch).
 	rows, _ := s.pool.Query(ctx, s.sql(`SELECT {cols} FROM {alljobs}
 WHERE batch_id = $1 AND id > $2 AND parent IS NULL AND id <> (SELECT completion FROM {batches} WHERE id = $1)
-ORDER BY id LIMIT $3`), id, after, limit)
+ORDER BY id LIMIT $3`), [16]byte(id), [16]byte(after), limit)
 	jobs, err := collectJobs(rows)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: batch %s children: %w", id, err)
@@ -215,7 +215,7 @@ func (s *Store) CancelBatch(ctx context.Context, id uuid.UUID) (int, error) {
 	  AND (j.state IN ('scheduled', 'retrying', 'paused') OR (j.state = 'running' AND NOT j.cancel_requested))
 	RETURNING j.id
 )
-SELECT EXISTS (SELECT 1 FROM b), (SELECT count(*) FROM changed)`), id).Scan(&found, &n)
+SELECT EXISTS (SELECT 1 FROM b), (SELECT count(*) FROM changed)`), [16]byte(id)).Scan(&found, &n)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: cancel batch %s: %w", id, err)
 	}

@@ -139,7 +139,7 @@ func (s *Store) bulk(ctx context.Context, params *store.BulkParams, applier func
 			}
 		}
 		changed = 0
-		a[len(a)-2] = uuid.Nil
+		a[len(a)-2] = [16]byte(uuid.Nil)
 		for changed < params.Limit {
 			want := params.Limit - changed
 			a[len(a)-1] = want
@@ -167,7 +167,7 @@ func (s *Store) bulk(ctx context.Context, params *store.BulkParams, applier func
 				// left alone (a key held), go back before this commits:
 				// a finished row left in jobs with an old finished_at is
 				// behind every later archive pass's starting point.
-				if _, err := tx.Exec(ctx, s.sql(returnSQL), restored); err != nil {
+				if _, err := tx.Exec(ctx, s.sql(returnSQL), idBytes(restored)); err != nil {
 					return err
 				}
 			}
@@ -175,7 +175,7 @@ func (s *Store) bulk(ctx context.Context, params *store.BulkParams, applier func
 			if len(ids) < want {
 				return nil // no candidate left
 			}
-			a[len(a)-2] = ids[len(ids)-1]
+			a[len(a)-2] = [16]byte(ids[len(ids)-1])
 		}
 		return nil
 	})
@@ -201,7 +201,7 @@ func (s *Store) bulkPickSQL(params *store.BulkParams) (pick, restore string, a s
 		return "", "", nil, err
 	}
 	terms = append(terms, bulkTargetSQL(params.Op, params.Filter.States))
-	after, limit := a.add(uuid.Nil), a.add(0)
+	after, limit := a.add([16]byte(uuid.Nil)), a.add(0)
 	where := whereSQL(append(terms, "id > "+after))
 	pick = `SELECT id, state IN ('dead', 'cancelled') AND unique_key IS NOT NULL AS risky FROM ` + s.jobsTable() +
 		` WHERE ` + where + ` ORDER BY id LIMIT ` + limit + ` FOR UPDATE SKIP LOCKED`
@@ -222,7 +222,7 @@ func pickBulk(ctx context.Context, tx pgx.Tx, pick string, args []any) ([]uuid.U
 		id    uuid.UUID
 		r     bool
 	)
-	_, err := pgx.ForEachRow(rows, []any{&id, &r}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&id), &r}, func() error {
 		ids, risky = append(ids, id), append(risky, r)
 		return nil
 	})
@@ -252,7 +252,7 @@ const (
 func (s *Store) bulkApplier(op store.BulkOp) bulkApply {
 	if set := s.runNowSetSQL(); op == store.BulkRunNow && set != "" {
 		return func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (int, error) {
-			tag, err := tx.Exec(ctx, set, ids, s.channel)
+			tag, err := tx.Exec(ctx, set, idBytes(ids), s.channel)
 			return int(tag.RowsAffected()), err
 		}
 	}
@@ -262,7 +262,7 @@ func (s *Store) bulkApplier(op store.BulkOp) bulkApply {
 	q := strings.ReplaceAll(bulkApplySQL[op], "{jobs}", s.jobsTable())
 	return func(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (int, error) {
 		var n int
-		err := tx.QueryRow(ctx, q, ids).Scan(&n)
+		err := tx.QueryRow(ctx, q, idBytes(ids)).Scan(&n)
 		return n, err
 	}
 }
@@ -272,7 +272,7 @@ func (s *Store) bulkApplier(op store.BulkOp) bulkApply {
 func (s *Store) runNowEach(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) (int, error) {
 	b := &pgx.Batch{}
 	for _, id := range ids {
-		b.Queue(s.q.runNow, id, s.channel)
+		b.Queue(s.q.runNow, [16]byte(id), s.channel)
 	}
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()

@@ -113,14 +113,14 @@ func (c *CitusStore) archiveShard(ctx context.Context, slot, limit int) (int, er
 			if len(days) > 0 {
 				return errNewDays
 			}
-			tag, err := tx.Exec(ctx, p.sql(citusMoveSQL), ids)
+			tag, err := tx.Exec(ctx, p.sql(citusMoveSQL), idBytes(ids))
 			if err != nil {
 				return err
 			}
 			if tag.RowsAffected() != int64(len(ids)) {
 				return fmt.Errorf("moved %d of %d jobs", tag.RowsAffected(), len(ids))
 			}
-			_, err = tx.Exec(ctx, p.sql(citusMovedSQL), ids)
+			_, err = tx.Exec(ctx, p.sql(citusMovedSQL), idBytes(ids))
 			moved = len(ids)
 			return err
 		})

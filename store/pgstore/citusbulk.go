@@ -134,7 +134,7 @@ func (c *CitusStore) bulkOne(ctx context.Context, tx pgx.Tx, op store.BulkOp, cd
 		if cd.inHistory {
 			table = p.historyTable()
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE shard = `+fmt.Sprint(p.place.value)+` AND id = $1`, cd.id)
+		tag, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE shard = `+fmt.Sprint(p.place.value)+` AND id = $1`, [16]byte(cd.id))
 		return int(tag.RowsAffected()), err
 	}
 	ctl := store.OpCancel
@@ -162,14 +162,14 @@ func (c *CitusStore) bulkOne(ctx context.Context, tx pgx.Tx, op store.BulkOp, cd
 func (c *CitusStore) bulkChange(ctx context.Context, tx pgx.Tx, p *Store, cd citusBulkCand, op store.ControlOp, now time.Time,
 	earliest map[string]time.Time) (int, error) {
 	if cd.inHistory {
-		if _, err := tx.Exec(ctx, p.sql(citusRestoreSQL), cd.id); err != nil {
+		if _, err := tx.Exec(ctx, p.sql(citusRestoreSQL), [16]byte(cd.id)); err != nil {
 			return 0, err
 		}
-		if _, err := tx.Exec(ctx, p.sql(citusUnarchiveSQL), cd.id); err != nil {
+		if _, err := tx.Exec(ctx, p.sql(citusUnarchiveSQL), [16]byte(cd.id)); err != nil {
 			return 0, err
 		}
 	}
-	jobs, _, err := lockRows(mustQuery(ctx, tx, p.sql(citusControlLockSQL), cd.id))
+	jobs, _, err := lockRows(mustQuery(ctx, tx, p.sql(citusControlLockSQL), [16]byte(cd.id)))
 	if err != nil || len(jobs) == 0 {
 		return 0, err
 	}
@@ -180,7 +180,7 @@ func (c *CitusStore) bulkChange(ctx context.Context, tx pgx.Tx, p *Store, cd cit
 	}
 	if op == store.OpRunNow && j.State.Final() {
 		var held bool
-		if err := tx.QueryRow(ctx, p.sql(citusHeldInHistorySQL), cd.id).Scan(&held); err != nil {
+		if err := tx.QueryRow(ctx, p.sql(citusHeldInHistorySQL), [16]byte(cd.id)).Scan(&held); err != nil {
 			return 0, err
 		}
 		if held {

@@ -190,7 +190,7 @@ func (c *CitusStore) peek(ctx context.Context, tx pgx.Tx, kinds []string, limits
 			isDue bool
 		)
 		cd.slot = slot
-		_, err := pgx.ForEachRow(rows, []any{&cd.kind, &cd.priority, &cd.runAt, &cd.id, &isDue}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&cd.kind, &cd.priority, &cd.runAt, (*[16]byte)(&cd.id), &isDue}, func() error {
 			if isDue {
 				due = append(due, cd)
 			} else {

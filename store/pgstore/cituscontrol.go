@@ -57,7 +57,7 @@ func (c *CitusStore) Control(ctx context.Context, id uuid.UUID, op store.Control
 			value     int32
 			inHistory bool
 		)
-		err := c.s.pool.QueryRow(ctx, c.s.sql(citusFindSQL), id).Scan(&value, &inHistory)
+		err := c.s.pool.QueryRow(ctx, c.s.sql(citusFindSQL), [16]byte(id)).Scan(&value, &inHistory)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("pgstore: %s job %s: %w", op, id, store.ErrNotFound)
 		}
@@ -106,25 +106,25 @@ func (c *CitusStore) controlOnShard(ctx context.Context, tx pgx.Tx, slot int, id
 	if inHistory {
 		if op != store.OpRunNow {
 			// Only run-now changes a finished job: read it where it is.
-			rows, _ := tx.Query(ctx, p.q.get, id)
+			rows, _ := tx.Query(ctx, p.q.get, [16]byte(id))
 			jobs, err := collectJobs(rows)
 			if err != nil || len(jobs) == 0 {
 				return nil, errors.Join(errJobMoved, err)
 			}
 			return c.controlVerdict(jobs[0], op)
 		}
-		tag, err := tx.Exec(ctx, p.sql(citusRestoreSQL), id)
+		tag, err := tx.Exec(ctx, p.sql(citusRestoreSQL), [16]byte(id))
 		if err != nil {
 			return nil, fmt.Errorf("restore from history: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
 			return nil, errJobMoved
 		}
-		if _, err := tx.Exec(ctx, p.sql(citusUnarchiveSQL), id); err != nil {
+		if _, err := tx.Exec(ctx, p.sql(citusUnarchiveSQL), [16]byte(id)); err != nil {
 			return nil, fmt.Errorf("restore from history: %w", err)
 		}
 	}
-	jobs, _, err := lockRows(mustQuery(ctx, tx, p.sql(citusControlLockSQL), id))
+	jobs, _, err := lockRows(mustQuery(ctx, tx, p.sql(citusControlLockSQL), [16]byte(id)))
 	if err != nil {
 		return nil, fmt.Errorf("lock the job: %w", err)
 	}
@@ -138,7 +138,7 @@ func (c *CitusStore) controlOnShard(ctx context.Context, tx pgx.Tx, slot int, id
 	}
 	if op == store.OpRunNow && j.State.Final() {
 		var held bool
-		if err := tx.QueryRow(ctx, p.sql(citusHeldInHistorySQL), id).Scan(&held); err != nil {
+		if err := tx.QueryRow(ctx, p.sql(citusHeldInHistorySQL), [16]byte(id)).Scan(&held); err != nil {
 			return nil, fmt.Errorf("look for the key in the history: %w", err)
 		}
 		if held {

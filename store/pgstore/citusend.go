@@ -141,7 +141,7 @@ func lockRows(rows pgx.Rows) ([]*store.JobRecord, []uuid.UUID, error) {
 	for rows.Next() {
 		var (
 			js    jobScan
-			token *uuid.UUID
+			token *[16]byte
 		)
 		if err := rows.Scan(append(js.dest(), &token)...); err != nil {
 			return nil, nil, err
@@ -250,7 +250,7 @@ func (c *CitusStore) finishIn(ctx context.Context, tx pgx.Tx, params []store.Fin
 	locks := &pgx.Batch{}
 	locks.Queue(`SELECT now()`)
 	for _, slot := range slots {
-		locks.Queue(c.placed[slot].sql(citusLockSQL), bySlot[slot])
+		locks.Queue(c.placed[slot].sql(citusLockSQL), idBytes(bySlot[slot]))
 	}
 	br := tx.SendBatch(ctx, locks)
 	var now time.Time

@@ -256,7 +256,7 @@ func (c *CitusStore) refuseTakenIDs(ctx context.Context, tx pgx.Tx, params []sto
 	slots := sortedSlots(bySlot)
 	b := &pgx.Batch{}
 	for _, slot := range slots {
-		b.Queue(c.placed[slot].sql(citusTakenIDsSQL), bySlot[slot])
+		b.Queue(c.placed[slot].sql(citusTakenIDsSQL), idBytes(bySlot[slot]))
 	}
 	type marker struct {
 		slot  int
@@ -273,7 +273,7 @@ func (c *CitusStore) refuseTakenIDs(ctx context.Context, tx pgx.Tx, params []sto
 			marked bool
 			taken  *uuid.UUID
 		)
-		_, err := pgx.ForEachRow(rows, []any{&id, &value, &marked}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&id), &value, &marked}, func() error {
 			if marked {
 				markers = append(markers, marker{slot, id, value})
 			} else if taken == nil {
@@ -299,13 +299,13 @@ func (c *CitusStore) refuseTakenIDs(ctx context.Context, tx pgx.Tx, params []sto
 			return fmt.Errorf("job ID %s points to shard %d, no slot of this store", m.id, m.value)
 		}
 		var exists bool
-		if err := tx.QueryRow(ctx, c.placed[js].sql(citusJobExistsSQL), m.id).Scan(&exists); err != nil {
+		if err := tx.QueryRow(ctx, c.placed[js].sql(citusJobExistsSQL), [16]byte(m.id)).Scan(&exists); err != nil {
 			return fmt.Errorf("look for the IDs: %w", err)
 		}
 		if exists {
 			return fmt.Errorf("%w: job ID %s exists", store.ErrInvalidParams, m.id)
 		}
-		if _, err := tx.Exec(ctx, c.placed[m.slot].sql(citusUnmarkSQL), m.id); err != nil {
+		if _, err := tx.Exec(ctx, c.placed[m.slot].sql(citusUnmarkSQL), [16]byte(m.id)); err != nil {
 			return fmt.Errorf("forget the ID of a pruned job: %w", err)
 		}
 	}
@@ -338,7 +338,7 @@ func (c *CitusStore) markIDs(ctx context.Context, tx pgx.Tx, params []store.Inse
 	for _, r := range rows {
 		id := params[r.i].ID
 		if own := c.slotOfID(id); inserted[r.i] && own != r.slot {
-			b.Queue(c.placed[own].sql(citusMarkSQL), id, c.placed[r.slot].place.value)
+			b.Queue(c.placed[own].sql(citusMarkSQL), [16]byte(id), c.placed[r.slot].place.value)
 		}
 	}
 	if b.Len() == 0 {
@@ -396,10 +396,10 @@ func (c *CitusStore) insertOnShard(ctx context.Context, tx pgx.Tx, params []stor
 	for _, r := range rows {
 		q := &params[r.i]
 		u := scopeOf(q)
-		args = append(args, q.ID, q.Kind, payloadJSON(q.Payload), r.meta, int16(q.Priority), r.runAt, int32(q.MaxAttempts),
+		args = append(args, [16]byte(q.ID), q.Kind, payloadJSON(q.Payload), r.meta, int16(q.Priority), r.runAt, int32(q.MaxAttempts),
 			nullable(q.UniqueKey), u.Global, u.Finished, r.key.period, r.key.window, "")
 	}
-	got, err := pgx.CollectRows(mustQuery(ctx, tx, p.citusInsertSQL(len(rows)), args...), pgx.RowTo[uuid.UUID])
+	got, err := pgx.CollectRows(mustQuery(ctx, tx, p.citusInsertSQL(len(rows)), args...), pgx.RowTo[[16]byte])
 	if err != nil {
 		return fmt.Errorf("insert jobs: %w", invalidData(err))
 	}
@@ -433,7 +433,7 @@ func (c *CitusStore) insertOnShard(ctx context.Context, tx pgx.Tx, params []stor
 	holder := map[int]uuid.UUID{}
 	var (
 		pos int64
-		id  uuid.UUID
+		id  [16]byte
 	)
 	_, err = pgx.ForEachRow(mustQuery(ctx, tx, p.q.holders, spaces, periods, windows, keys), []any{&pos, &id}, func() error {
 		holder[int(pos-1)] = id

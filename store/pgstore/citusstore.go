@@ -166,7 +166,7 @@ func (c *CitusStore) ReapNodes(ctx context.Context, params *store.ReapParams) (d
 // store.ErrNotFound: for operators and tests that look at placement.
 func (c *CitusStore) JobShard(ctx context.Context, id uuid.UUID) (int, error) {
 	var value int32
-	err := c.s.pool.QueryRow(ctx, c.s.sql(citusFindSQL), id).Scan(&value, new(bool))
+	err := c.s.pool.QueryRow(ctx, c.s.sql(citusFindSQL), [16]byte(id)).Scan(&value, new(bool))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("pgstore: job %s: %w", id, store.ErrNotFound)
 	}

@@ -36,8 +36,10 @@ func TestConformanceEarlyDirectStart(t *testing.T) {
 // (round trips, commits, leases and clocks running out), so running them
 // side by side takes a fraction of the time on any number of cores.
 // Subtests that make no store (they share their parent's) stay sequential.
+// The pool refuses uuid.UUID values (pgtest.StrictUUIDs): every ID the
+// store sends or reads goes as [16]byte.
 func conformanceStores(t *testing.T, wrap func(*testing.T, *pgstore.Store) store.Store, opts ...pgstore.Option) storetest.NewStoreFunc {
-	schemas := pgtest.NewSchemas(t)
+	schemas := pgtest.NewSchemas(t, pgtest.StrictUUIDs)
 	var parallel sync.Map // *testing.T already marked parallel
 	return func(t *testing.T) store.Store {
 		if _, marked := parallel.LoadOrStore(t, true); !marked {

@@ -88,7 +88,7 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 	// moved means the job changed between the two, so try again.
 	restored, finalSeen := false, false
 	for range maxInsertRetries {
-		args := []any{id}
+		args := []any{[16]byte(id)}
 		if rule.notify {
 			args = append(args, s.channel)
 		}
@@ -102,7 +102,7 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 				// pass's starting point. Should that fail (a Prune
 				// dropped its day since), it stays in jobs, where
 				// reads see it the same and Prune reaches it.
-				_, _ = s.pool.Exec(ctx, s.sql(returnSQL), []uuid.UUID{id})
+				_, _ = s.pool.Exec(ctx, s.sql(returnSQL), [][16]byte{id})
 			}
 			return nil, fmt.Errorf("pgstore: %s job %s: another job holds its unique key: %w", op, id, store.ErrWrongState)
 		case err != nil:
@@ -116,7 +116,7 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 			}
 			return jobs[0], nil
 		}
-		rows, _ = s.pool.Query(ctx, s.q.get, id)
+		rows, _ = s.pool.Query(ctx, s.q.get, [16]byte(id))
 		jobs, err = collectJobs(rows)
 		switch {
 		case err != nil:
@@ -132,7 +132,7 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 			// statement's guard found its key held by a job in the
 			// history (heldInHistorySQL).
 			if restored {
-				_, _ = s.pool.Exec(ctx, s.sql(returnSQL), []uuid.UUID{id}) // as for a key held in jobs
+				_, _ = s.pool.Exec(ctx, s.sql(returnSQL), [][16]byte{id}) // as for a key held in jobs
 			}
 			return nil, fmt.Errorf("pgstore: %s job %s: a job in the history holds its unique key: %w", op, id, store.ErrWrongState)
 		case jobs[0].State.Final():
@@ -140,7 +140,7 @@ func (s *Store) Control(ctx context.Context, id uuid.UUID, op store.ControlOp) (
 			// A finished job the op changes (run-now) may be in the
 			// history, which the statement does not reach: move it back
 			// first (a no-op when it is in jobs).
-			tag, err := s.pool.Exec(ctx, s.sql(restoreSQL("$1::uuid[]")), []uuid.UUID{id})
+			tag, err := s.pool.Exec(ctx, s.sql(restoreSQL("$1::uuid[]")), [][16]byte{id})
 			switch {
 			case isUniqueViolation(err):
 				return nil, fmt.Errorf("pgstore: %s job %s: another job holds its unique key: %w", op, id, store.ErrWrongState)

@@ -41,11 +41,13 @@ func (s *Store) ArchiveFrom() time.Time {
 // (jobs), not in the history.
 func (s *Store) HotFinished(ctx context.Context) ([]uuid.UUID, error) {
 	rows, _ := s.pool.Query(ctx, s.sql(`SELECT id FROM {jobs} WHERE state IN `+finalSQL+` ORDER BY id`))
-	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
+	return idsOf(ids), err
 }
 
 // HotIDs returns the jobs in the hot table (jobs), in every state.
 func (s *Store) HotIDs(ctx context.Context) ([]uuid.UUID, error) {
 	rows, _ := s.pool.Query(ctx, s.sql(`SELECT id FROM {jobs} ORDER BY id`))
-	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
+	return idsOf(ids), err
 }

@@ -51,7 +51,7 @@ type filterParts struct {
 func filterTerms(f *store.JobFilter, a *sqlArgs, parts filterParts) ([]string, error) {
 	var terms []string
 	if len(f.IDs) > 0 {
-		terms = append(terms, "id = ANY("+a.add(f.IDs)+"::uuid[])")
+		terms = append(terms, "id = ANY("+a.add(idBytes(f.IDs))+"::uuid[])")
 	}
 	switch {
 	case parts.noKinds:
@@ -114,7 +114,7 @@ func filterTerms(f *store.JobFilter, a *sqlArgs, parts filterParts) ([]string, e
 		terms = append(terms, "owner = "+a.add(f.Node))
 	}
 	if f.Parent != uuid.Nil {
-		terms = append(terms, "parent = "+a.add(f.Parent)+"::uuid") // jobs_parent_idx
+		terms = append(terms, "parent = "+a.add([16]byte(f.Parent))+"::uuid") // jobs_parent_idx
 	}
 	return terms, nil
 }

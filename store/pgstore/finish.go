@@ -87,7 +87,7 @@ func scanFinished(rows pgx.Rows, applied map[store.Lease]bool, wait []store.Fini
 		l    store.Lease
 		busy bool
 	)
-	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &busy}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&l.ID), (*[16]byte)(&l.Token), &busy}, func() error {
 		if busy {
 			wait = append(wait, store.FinishParams{Lease: l})
 		} else {
@@ -125,7 +125,7 @@ func (s *Store) finishBusy(ctx context.Context, params, busy []store.FinishParam
 	a := newFinishArrays(rest)
 	rows, done := s.queryEnd(ctx, s.conn(ctx), s.q.finishWait, a.ids, a.tokens, a.outcomes, a.delays, a.errs, s.channel)
 	var l store.Lease
-	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&l.ID), (*[16]byte)(&l.Token)}, func() error {
 		applied[l] = true
 		return nil
 	})
@@ -200,7 +200,7 @@ func (s *Store) extendParts(ctx context.Context, parts []extendPart, d time.Dura
 				cancel bool
 				kind   int32
 			)
-			_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Token, &cancel, &kind}, func() error {
+			_, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&l.ID), (*[16]byte)(&l.Token), &cancel, &kind}, func() error {
 				found[l] = kind
 				if cancel && kind != finished {
 					res.CancelRequested = append(res.CancelRequested, l)

@@ -132,7 +132,8 @@ func collectIDs(rows pgx.Rows, err error) ([]uuid.UUID, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
+	return idsOf(ids), err
 }
 
 // A move and a restore carry whole rows (*), never a list of columns: a
@@ -183,7 +184,7 @@ func (s *Store) Archive(ctx context.Context, limit int) (int, error) {
 				return err
 			}
 		}
-		tag, err := tx.Exec(ctx, s.sql(moveSQL), ids)
+		tag, err := tx.Exec(ctx, s.sql(moveSQL), idBytes(ids))
 		moved = int(tag.RowsAffected())
 		needed = days
 		return err
@@ -215,7 +216,7 @@ func archivable(rows pgx.Rows, err error) ([]uuid.UUID, map[time.Time]bool, erro
 		id   uuid.UUID
 		at   time.Time
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{(*[16]byte)(&id), &at}, func() error {
 		ids = append(ids, id)
 		days[dayOf(at)] = true
 		return nil

@@ -133,15 +133,15 @@ func (s *Store) refuseHistoryIDs(ctx context.Context, q querier, params []store.
 		v7.add(id, t)
 	}
 	var (
-		probed *uuid.UUID
-		inSpan []uuid.UUID
+		probed *[16]byte
+		inSpan [][16]byte
 	)
 	probeFrom := store.MinTime // an ID without a time: every partition
 	if len(probe) == 0 {
 		probeFrom = store.MaxTime // none: no partition
 	}
 	lo, hi, from := v7.bounds()
-	err = q.QueryRow(ctx, s.sql(historyIDsSQL), probe, probeFrom, lo, hi, from).Scan(&now, &clock, &probed, &inSpan)
+	err = q.QueryRow(ctx, s.sql(historyIDsSQL), idBytes(probe), probeFrom, [16]byte(lo), [16]byte(hi), from).Scan(&now, &clock, &probed, &inSpan)
 	if err != nil {
 		return now, clock, fmt.Errorf("look for the IDs in the history: %w", err)
 	}
@@ -149,14 +149,14 @@ func (s *Store) refuseHistoryIDs(ctx context.Context, q querier, params []store.
 		return now, clock, historyIDErr(*probed)
 	}
 	if len(inSpan) < historySpanRows {
-		if id, ok := v7.find(inSpan); ok {
+		if id, ok := v7.find(idsOf(inSpan)); ok {
 			return now, clock, historyIDErr(id)
 		}
 		return now, clock, nil
 	}
 	// A crowded span: probe the UUIDv7s one by one. The clocks stay the
 	// first statement's.
-	err = q.QueryRow(ctx, s.sql(historyIDsSQL), v7.ids, from, uuid.Max, uuid.Nil, store.MaxTime).
+	err = q.QueryRow(ctx, s.sql(historyIDsSQL), idBytes(v7.ids), from, [16]byte(uuid.Max), [16]byte(uuid.Nil), store.MaxTime).
 		Scan(new(time.Time), new(time.Time), &probed, &inSpan)
 	if err != nil {
 		return now, clock, fmt.Errorf("look for the IDs in the history: %w", err)

@@ -235,9 +235,9 @@ func (s *Store) insertOne(ctx context.Context, q querier, p *store.InsertParams)
 			n   int64
 		)
 		u := scopeOf(p)
-		err := q.QueryRow(ctx, s.q.insertOne, p.ID, p.Kind, payloadJSON(p.Payload), meta, p.Priority, runAt,
+		err := q.QueryRow(ctx, s.q.insertOne, [16]byte(p.ID), p.Kind, payloadJSON(p.Payload), meta, p.Priority, runAt,
 			micros(p.Delay), p.MaxAttempts, nullable(p.UniqueKey), s.channel,
-			u.Global, u.Finished, periodSeconds(u), pkeys.of(0), pkeys.isUnkeyed(0)).Scan(&res.ID, &res.Duplicate, &n)
+			u.Global, u.Finished, periodSeconds(u), pkeys.of(0), pkeys.isUnkeyed(0)).Scan((*[16]byte)(&res.ID), &res.Duplicate, &n)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // the holder changed under us: try again
 		}
@@ -307,7 +307,7 @@ func (s *Store) insertMany(ctx context.Context, tx querier, params []store.Inser
 			pgx.CopyFromSlice(len(plain), func(k int) ([]any, error) {
 				i := plain[k]
 				p := &params[i]
-				return []any{p.ID, p.Kind, payloadJSON(p.Payload), meta[i], int16(p.Priority), runAt[i], runAt[i], int32(p.MaxAttempts),
+				return []any{[16]byte(p.ID), p.Kind, payloadJSON(p.Payload), meta[i], int16(p.Priority), runAt[i], runAt[i], int32(p.MaxAttempts),
 					pkeys.of(i), pkeys.isUnkeyed(i)}, nil
 			}))
 		if err != nil {
@@ -391,7 +391,7 @@ func (s *Store) insertAllKeyed(ctx context.Context, tx querier, params []store.I
 func (s *Store) insertKeyed(ctx context.Context, tx querier, params []store.InsertParams, keys []scopedKey, keyed []int,
 	cols rowColumns, res []store.InsertResult, inserted []bool) ([]int, error) {
 	n := len(keyed)
-	ids := make([]uuid.UUID, n)
+	ids := make([][16]byte, n)
 	kinds := make([]string, n)
 	payloads := make([][]byte, n)
 	metas := make([][]byte, n)
@@ -407,14 +407,14 @@ func (s *Store) insertKeyed(ctx context.Context, tx querier, params []store.Inse
 	unkeyed := make([]bool, n)
 	for k, i := range keyed {
 		p := &params[i]
-		ids[k], kinds[k], payloads[k], metas[k] = p.ID, p.Kind, payloadJSON(p.Payload), cols.meta[i]
+		ids[k], kinds[k], payloads[k], metas[k] = [16]byte(p.ID), p.Kind, payloadJSON(p.Payload), cols.meta[i]
 		prios[k], runAts[k], maxes[k], ukeys[k] = int16(p.Priority), cols.runAt[i], int32(p.MaxAttempts), p.UniqueKey
 		globals[k], finisheds[k], periods[k], windows[k] = p.Unique.Global, p.Unique.Finished, keys[i].period, keys[i].window
 		pkeys[k], unkeyed[k] = cols.pkeys.of(i), cols.pkeys.isUnkeyed(i)
 	}
 	rows, _ := tx.Query(ctx, s.q.insertMany, ids, kinds, payloads, metas, prios, runAts, maxes, ukeys,
 		globals, finisheds, periods, windows, pkeys, unkeyed)
-	got, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	got, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs: %w", err)
 	}
@@ -445,7 +445,7 @@ func (s *Store) insertKeyed(ctx context.Context, tx querier, params []store.Inse
 	holder := map[int]uuid.UUID{} // position in pending → holder
 	var (
 		pos int64 // 1-based, from WITH ORDINALITY
-		id  uuid.UUID
+		id  [16]byte
 	)
 	_, err = pgx.ForEachRow(rows, []any{&pos, &id}, func() error {
 		holder[int(pos-1)] = id

@@ -114,7 +114,7 @@ func (s *Store) InsertClaimed(ctx context.Context, params *store.InsertParams, c
 			js       jobScan
 		)
 		err := s.insertClaimedRow(ctx, early, append([]any{&dup, &notified}, js.dest()...),
-			params.ID, params.Kind, payloadJSON(params.Payload), meta,
+			[16]byte(params.ID), params.Kind, payloadJSON(params.Payload), meta,
 			params.Priority, runAt, micros(params.Delay), params.MaxAttempts, nullable(params.UniqueKey), s.channel,
 			u.Global, u.Finished, periodSeconds(u), claim.Owner, micros(claim.LeaseDuration), from)
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axsched/ax/store"
@@ -118,7 +117,7 @@ func (s *Store) insertRowsAs(ctx context.Context, tx pgx.Tx, params []store.Inse
 func (s *Store) setFlowKeys(ctx context.Context, tx pgx.Tx, q *flowQueries, snap flowSnapshot,
 	params []store.InsertParams, res []store.InsertResult, countPending bool) error {
 	var (
-		ids      []uuid.UUID
+		ids      [][16]byte
 		sk       []string
 		counted  []bool
 		seqKinds []string
@@ -130,7 +129,7 @@ func (s *Store) setFlowKeys(ctx context.Context, tx pgx.Tx, q *flowQueries, snap
 		if res[i].Duplicate || (p.SequenceKey == "" && !count) {
 			continue
 		}
-		ids, sk, counted = append(ids, p.ID), append(sk, p.SequenceKey), append(counted, count)
+		ids, sk, counted = append(ids, [16]byte(p.ID)), append(sk, p.SequenceKey), append(counted, count)
 		if p.SequenceKey != "" && !snap.seqKinds[p.Kind] && !slices.Contains(seqKinds, p.Kind) {
 			seqKinds = append(seqKinds, p.Kind)
 		}

@@ -96,7 +96,7 @@ func (s *Store) listSQL(params *store.ListJobsParams) (string, []any, error) {
 		order, cmp = "ASC", ">"
 	}
 	if params.After != uuid.Nil {
-		common = append(common, "id "+cmp+" "+a.add(params.After))
+		common = append(common, "id "+cmp+" "+a.add([16]byte(params.After)))
 	}
 	limit := a.add(params.Limit + 1)
 	tail := " ORDER BY id " + order + " LIMIT " + limit

@@ -42,7 +42,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) ([]store.Rescued, 
 		state string
 		out   []store.Rescued
 	)
-	_, err := pgx.ForEachRow(rows, []any{&r.ID, &r.Kind, &r.Owner, &r.Attempt, &state}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&r.ID), &r.Kind, &r.Owner, &r.Attempt, &state}, func() error {
 		r.State = store.State(state)
 		out = append(out, r)
 		return nil
@@ -106,7 +106,7 @@ func (s *Store) List(ctx context.Context, params *store.ListParams) ([]*store.Jo
 		}
 		states[i] = string(st)
 	}
-	rows, _ := s.pool.Query(ctx, s.q.list, params.Kind, states, params.After, params.Limit)
+	rows, _ := s.pool.Query(ctx, s.q.list, params.Kind, states, [16]byte(params.After), params.Limit)
 	jobs, err := collectJobs(rows)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: list: %w", invalidData(err))

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 	"github.com/axsched/ax/store/storetest"
@@ -48,7 +49,12 @@ func TestModel(t *testing.T) {
 // every step followed by the check that no finished job was left behind
 // in the hot table.
 func modelStore(t *testing.T, archive bool, opts ...pgstore.Option) *storetest.ModelStore {
-	s, pool := newStorePool(t, opts...)
+	pool := pgtest.PoolFor(t, pgtest.DSN(t), pgtest.StrictUUIDs) // IDs as [16]byte, as in TestConformance
+	s, err := pgstore.New(context.Background(), pool, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
 	ws := &restoreWatch{Store: s}
 	ms := &storetest.ModelStore{Store: ws, CompleteTx: completeTx(s, pool), Check: ws.check}
 	if archive {

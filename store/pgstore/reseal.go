@@ -59,7 +59,7 @@ func (s *Store) Reseal(ctx context.Context, rows []store.ResealParams) ([]bool, 
 				return nil, fmt.Errorf("pgstore: reseal row %d: %w", i, err)
 			}
 			b.Queue(q, string(p.Payload), result, p.Metadata != nil, nullableBytes(md),
-				p.FollowUps != nil, nullableBytes(fus), p.ID, string(p.OldPayload), oldResult)
+				p.FollowUps != nil, nullableBytes(fus), [16]byte(p.ID), string(p.OldPayload), oldResult)
 		}
 	}
 	res := s.pool.SendBatch(ctx, &b)
@@ -100,13 +100,13 @@ func (s *Store) PendingCompletions(ctx context.Context, after uuid.UUID, limit i
 		return nil, fmt.Errorf("pgstore: pending completions: limit %d not in [1, %d]: %w", limit, store.MaxListLimit, store.ErrInvalidParams)
 	}
 	rows, _ := s.pool.Query(ctx, s.sql(`SELECT id, completion, template::text FROM {batches}
-WHERE NOT completed AND id > $1 ORDER BY id LIMIT $2`), after, limit)
+WHERE NOT completed AND id > $1 ORDER BY id LIMIT $2`), [16]byte(after), limit)
 	out := []store.PendingCompletion{}
 	var (
 		id, completion uuid.UUID
 		text           string
 	)
-	_, err := pgx.ForEachRow(rows, []any{&id, &completion, &text}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&id), (*[16]byte)(&completion), &text}, func() error {
 		p, err := decodeCompletion(completion, text)
 		if err != nil {
 			return fmt.Errorf("batch %s: %w", id, err)
@@ -160,12 +160,12 @@ func (s *Store) ResealCompletions(ctx context.Context, rows []store.CompletionRe
 		ids = append(ids, p.Batch)
 	}
 	byID := map[uuid.UUID]*pending{}
-	q, _ := s.pool.Query(ctx, s.sql(`SELECT id, completion, template::text FROM {batches} WHERE id = ANY($1) AND NOT completed`), ids)
+	q, _ := s.pool.Query(ctx, s.sql(`SELECT id, completion, template::text FROM {batches} WHERE id = ANY($1) AND NOT completed`), idBytes(ids))
 	var (
 		id, completion uuid.UUID
 		text           string
 	)
-	_, err := pgx.ForEachRow(q, []any{&id, &completion, &text}, func() error {
+	_, err := pgx.ForEachRow(q, []any{(*[16]byte)(&id), (*[16]byte)(&completion), &text}, func() error {
 		p, err := decodeCompletion(completion, text)
 		if err != nil {
 			return fmt.Errorf("batch %s: %w", id, err)
@@ -196,7 +196,7 @@ func (s *Store) ResealCompletions(ctx context.Context, rows []store.CompletionRe
 			return nil, fmt.Errorf("pgstore: reseal completion of batch %s: %w: %w", id, store.ErrInvalidParams, err)
 		}
 		b.Queue(s.sql(`UPDATE {batches} SET template = $1::json WHERE id = $2 AND NOT completed AND template::text = $3`),
-			string(enc), id, pd.read)
+			string(enc), [16]byte(id), pd.read)
 		queued = append(queued, pd)
 	}
 	if len(queued) == 0 {

@@ -26,8 +26,8 @@ const followUpColumns = `result, follow_ups, parent, batch_id`
 type jobExtra struct {
 	result    []byte // raw bytes: the json column's text, byte for byte
 	followUps []byte
-	parent    *uuid.UUID
-	batch     *uuid.UUID
+	parent    *[16]byte // IDs as [16]byte: uuidargs.go
+	batch     *[16]byte
 }
 
 func (x *jobExtra) dest() []any {
@@ -155,7 +155,7 @@ func (s *Store) FollowUps(ctx context.Context, id uuid.UUID) ([]*store.JobRecord
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, _ := s.pool.Query(ctx, s.sql(`SELECT {cols} FROM {alljobs} WHERE parent = $1 ORDER BY created_at, id`), id)
+	rows, _ := s.pool.Query(ctx, s.sql(`SELECT {cols} FROM {alljobs} WHERE parent = $1 ORDER BY created_at, id`), [16]byte(id))
 	jobs, err := collectJobs(rows)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: follow-ups of job %s: %w", id, err)

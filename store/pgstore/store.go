@@ -175,7 +175,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*store.JobRecord, error)
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	rows, _ := s.pool.Query(ctx, s.q.get, id)
+	rows, _ := s.pool.Query(ctx, s.q.get, [16]byte(id))
 	jobs, err := collectJobs(rows)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: get job %s: %w", id, err)
