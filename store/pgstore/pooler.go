@@ -32,8 +32,8 @@ import (
 //     the default mode does. QueryExecModeExec and
 //     QueryExecModeSimpleProtocol also keep to one round trip, but guess the
 //     types from the Go values: a []byte payload goes as bytea into a json
-//     column ("invalid input syntax for type json") and []uuid.UUID has no
-//     text encoding, so most of pgstore's writes fail. DescribeExec
+//     column ("invalid input syntax for type json"), so most of pgstore's
+//     writes fail. DescribeExec
 //     describes and executes in two round trips, which the pooler may send
 //     to two server connections. The cost: every execution is parsed and
 //     planned again, where a prepared statement is planned once per
