@@ -21,8 +21,10 @@ import (
 // pgx has no plan of its own for uuid.UUID. It sends one through its
 // driver.Valuer: Value formats the string, a binary encode of that string
 // fails and builds an error with fmt, and pgx then parses the string back
-// into bytes (a sixth of a process's CPU on a COPY of a million jobs);
-// it scans one through its sql.Scanner, as text. A [16]byte, which
+// into bytes: 1.5 µs per ID against 0.09 µs for a [16]byte, and most of
+// the 18 % of axbench's CPU samples that ScheduleMany's COPY took in a
+// throughput run of 400,000 jobs. It scans one through its sql.Scanner,
+// as text. A [16]byte, which
 // uuid.UUID converts to and from for free, takes pgx's direct binary
 // path. pgstore passes every ID as [16]byte; the conformance suites run
 // their stores on strict pools, so that a statement added with a
