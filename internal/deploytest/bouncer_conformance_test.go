@@ -73,7 +73,8 @@ func suiteNotUnderRace(t *testing.T) {
 // bouncerStores returns a store maker for the suite: each call a Store
 // with extra options on an empty schema of one database for t
 // (pgtest.Schemas), its pool through a PgBouncer of t's in transaction
-// mode, its listener on a direct connection. Subtests that make a store
+// mode, its listener on a direct connection, the pool refusing uuid.UUID
+// (pgtest.StrictUUIDs, as pgstore's suites). Subtests that make a store
 // run in parallel.
 func bouncerStores(t *testing.T, extra ...pgstore.Option) storetest.NewStoreFunc {
 	top := t
@@ -94,7 +95,7 @@ func bouncerStores(t *testing.T, extra ...pgstore.Option) storetest.NewStoreFunc
 			// One pool through PgBouncer for the suite, on the
 			// schemas' database, as the schemas' own pool is.
 			direct = withDatabase(top, pgtest.ServerURL(), pool.Config().ConnConfig.Database)
-			pooled = poolOn(top, b.url(top, direct), bouncerMode(), 16)
+			pooled = poolOn(top, b.url(top, direct), bouncerMode(), 16, pgtest.StrictUUIDs)
 		})
 		opts := []pgstore.Option{pgstore.WithSchema(schema), pgstore.WithoutMigrate(), pgstore.WithListenerConnString(direct)}
 		if os.Getenv("AX_BOUNCER_MODE") == "" {
@@ -124,7 +125,7 @@ func TestBouncerModel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			storetest.RunModel(t, func(t *testing.T) *storetest.ModelStore {
 				direct := directURL(t)
-				pool := poolOn(t, b.url(t, direct), bouncerMode(), 8)
+				pool := poolOn(t, b.url(t, direct), bouncerMode(), 8, pgtest.StrictUUIDs)
 				opts := []pgstore.Option{pgstore.WithoutMigrate(), pgstore.WithTransactionPooler()}
 				if tc.direct {
 					opts = append(opts, pgstore.WithListenerConnString(direct))

@@ -183,8 +183,9 @@ func (b *bouncer) url(t *testing.T, direct string) string {
 }
 
 // poolOn returns a pool of up to maxConns connections on dsn, its queries
-// sent in mode, closed when t ends.
-func poolOn(t *testing.T, dsn string, mode pgx.QueryExecMode, maxConns int32) *pgxpool.Pool {
+// sent in mode, its configuration passed to each of configure before it
+// is made, closed when t ends.
+func poolOn(t *testing.T, dsn string, mode pgx.QueryExecMode, maxConns int32, configure ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -192,6 +193,9 @@ func poolOn(t *testing.T, dsn string, mode pgx.QueryExecMode, maxConns int32) *p
 	}
 	cfg.MaxConns = maxConns
 	cfg.ConnConfig.DefaultQueryExecMode = mode
+	for _, c := range configure {
+		c(cfg)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

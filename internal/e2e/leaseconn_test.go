@@ -26,8 +26,8 @@ import (
 // once and succeeds at its first attempt.
 func TestHeartbeatsNeverStarve(t *testing.T) {
 	// Parallel: for most of its 15 s it waits (the handlers hold the
-	// pool's two connections in turn), so the package's other long test,
-	// bound by the Citus cluster's CPU, runs beside it.
+	// pool's two connections in turn), so the package's other long test
+	// (two hosts on the Citus cluster) runs beside it.
 	t.Parallel()
 	const (
 		jobs      = 100
