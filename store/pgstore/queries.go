@@ -297,8 +297,8 @@ FROM (SELECT 1) AS one LEFT JOIN claimed c ON true`,
 		// the job only when the token is the current one and it runs, so
 		// only the current lease applies and locked holds at most one row
 		// per job, carrying its outcome. The probes run in id order (the
-		// input's sort), as in extend. The UPDATE then joins locked to jobs
-		// on the primary key alone.
+		// input's sort), as in extend. The UPDATE and DELETE then reach
+		// the locked rows by their tuple IDs (finishEndSQL).
 		//
 		// The probes skip rows another transaction holds (a handler that
 		// returned with its CompleteTx transaction still open): the rows
@@ -321,10 +321,10 @@ FROM (SELECT 1) AS one LEFT JOIN claimed c ON true`,
 		// loop over two CTE scans comparing every outcome with every other
 		// (Rows Removed by Join Filter: 999,000 at 1,000 rows).
 		finish: `WITH ` + finishInputSQL + `, locked AS MATERIALIZED (
-	SELECT j.id, i.token, i.outcome, i.delay_us, i.err, i.ord, j.fstate, j.leaves
+	SELECT j.id, j.tid, i.token, i.outcome, i.delay_us, i.err, i.ord, j.fstate, j.leaves
 	FROM input i
 	CROSS JOIN LATERAL (
-		SELECT j.id, ` + finishStateSQL + ` AS fstate, ` + finishLeavesSQL("$7", "$8") + ` AS leaves FROM {jobs} j
+		SELECT j.id, j.ctid AS tid, ` + finishStateSQL + ` AS fstate, ` + finishLeavesSQL("$7", "$8") + ` AS leaves FROM {jobs} j
 		WHERE j.id = i.id AND j.lease_token = i.token AND (j.state = 'running') IS TRUE
 		FOR UPDATE SKIP LOCKED
 	) j
@@ -589,13 +589,14 @@ const finishInputSQL = `input AS MATERIALIZED (
 // finishLockedSQL returns the locked CTE of the waiting Finish
 // statements (finishWait and flow's finish, see the plain one's comment):
 // one row per job whose current lease an input row names, locked by a
-// primary-key probe in id order, carrying the outcome, the input's
-// position (ord), the job's next state (fstate) and whether the job leaves
+// primary-key probe in id order, carrying its tuple ID (tid), the
+// outcome, the input's position (ord), the job's next state (fstate) and
+// whether the job leaves
 // the hot table (leaves, a condition on j and i: finishLeavesSQL, or
 // false).
 func finishLockedSQL(leaves string) string {
 	return `locked AS MATERIALIZED (
-	SELECT j.id, i.token, i.outcome, i.delay_us, i.err, i.ord, j.fstate, j.leaves
+	SELECT j.id, j.tid, i.token, i.outcome, i.delay_us, i.err, i.ord, j.fstate, j.leaves
 	FROM (
 		SELECT DISTINCT ON (id, token) id, token, outcome, delay_us, err, ord
 		FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::bigint[], $5::text[]) WITH ORDINALITY
@@ -603,7 +604,7 @@ func finishLockedSQL(leaves string) string {
 		ORDER BY id, token, ord
 	) i
 	CROSS JOIN LATERAL (
-		SELECT j.id, ` + finishStateSQL + ` AS fstate, ` + leaves + ` AS leaves FROM {jobs} j
+		SELECT j.id, j.ctid AS tid, ` + finishStateSQL + ` AS fstate, ` + leaves + ` AS leaves FROM {jobs} j
 		WHERE j.id = i.id AND j.lease_token = i.token AND (j.state = 'running') IS TRUE
 		FOR UPDATE
 	) j
@@ -699,18 +700,42 @@ func finishLeavesSQL(lo, hi string) string {
 // as fin_*), and an insert writes their final rows into the history. One
 // statement deletes and inserts, so a reader sees each job once, in one
 // table or the other.
+//
+// Both reach the rows locked holds by their tuple IDs (tid), not by a
+// primary-key descent each (the claim of one kind does the same,
+// claimopen.go). A row that another transaction wrote after the
+// statement's snapshot (a heartbeat's extension of the same lease,
+// committed while locked waited for it) is locked in its newest version,
+// which the snapshot does not see: the tuple ID reaches nothing, and the
+// second CTE of each pair reaches that row by its primary key instead,
+// which follows the row to its newest version. The pairs' second CTEs
+// probe only the rows the first left (usually none), so the outcome of
+// every locked row is written once and none is lost
+// (TestFinishRowWrittenSinceItsSnapshot).
 func finishEndSQL(ret string) string {
-	return `changed AS (
+	changed := func(name, match string) string {
+		return name + ` AS (
 	UPDATE {jobs} j SET ` + finishSetSQL + `
 	FROM locked i
-	WHERE j.id = i.id AND NOT i.leaves -- locked checked state and token on the rows it holds
+	WHERE ` + match + ` AND NOT i.leaves -- locked checked state and token on the rows it holds
 	RETURNING ` + ret + `
-), gone AS (
+)`
+	}
+	gone := func(name, match string) string {
+		return name + ` AS (
 	DELETE FROM {jobs} j
 	USING locked i
-	WHERE j.id = i.id AND i.leaves
+	WHERE ` + match + ` AND i.leaves
 	RETURNING j.*, i.token AS fin_token, i.outcome AS fin_outcome, i.delay_us AS fin_delay_us,
 		i.err AS fin_err, i.ord AS fin_ord, i.fstate AS fin_state
+)`
+	}
+	return changed("changed_tid", "j.ctid = i.tid") + `, ` +
+		changed("changed_id", "j.id = i.id AND i.id NOT IN (SELECT id FROM changed_tid)") + `, changed AS (
+	SELECT * FROM changed_tid UNION ALL SELECT * FROM changed_id
+), ` + gone("gone_tid", "j.ctid = i.tid") + `, ` +
+		gone("gone_id", "j.id = i.id AND i.id NOT IN (SELECT id FROM gone_tid)") + `, gone AS (
+	SELECT * FROM gone_tid UNION ALL SELECT * FROM gone_id
 ), archived AS (
 	INSERT INTO {history} (` + strings.Join(historyColumns, ", ") + `)
 	SELECT ` + finalRowSQL + `
