@@ -19,16 +19,13 @@ import (
 
 // bouncerMode is the query execution mode the scenarios give the pools
 // that go through PgBouncer: the mode pgstore's docs prescribe
-// (pgstore.WithTransactionPooler). AX_BOUNCER_MODE=exec|simple|statement
-// tries another (pgstore refuses them with WithTransactionPooler, which
-// TestBouncerConformance then leaves out, to show what breaks).
+// (pgstore.WithTransactionPooler). AX_BOUNCER_MODE=statement tries pgx's
+// default mode instead (pgstore refuses it with WithTransactionPooler,
+// which TestBouncerConformance then leaves out, to show what breaks).
+// Exec and SimpleProtocol are not offered: New refuses them with or
+// without the option, since they cannot send pgstore's parameters.
 func bouncerMode() pgx.QueryExecMode {
-	switch os.Getenv("AX_BOUNCER_MODE") {
-	case "exec":
-		return pgx.QueryExecModeExec
-	case "simple":
-		return pgx.QueryExecModeSimpleProtocol
-	case "statement":
+	if os.Getenv("AX_BOUNCER_MODE") == "statement" {
 		return pgx.QueryExecModeCacheStatement
 	}
 	return pgx.QueryExecModeCacheDescribe

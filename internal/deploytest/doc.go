@@ -33,10 +33,10 @@
 //
 // The tests skip when pgbouncer is not installed (apt-get install
 // pgbouncer), and fail instead with AX_REQUIRE_PGBOUNCER=1, as in CI
-// (.ci/run installs it). AX_BOUNCER_MODE=exec|simple|statement runs them
-// with another pgx query execution mode, to see what breaks (pgstore
-// refuses those modes with WithTransactionPooler, which the conformance
-// run then leaves out). PostgreSQL comes from
+// (.ci/run installs it). AX_BOUNCER_MODE=statement runs them with pgx's
+// default query execution mode, to see what breaks (pgstore refuses it
+// with WithTransactionPooler, which the conformance run then leaves out;
+// Exec and SimpleProtocol New refuses outright). PostgreSQL comes from
 // TEST_DATABASE_URL, as for internal/pgtest, and must be given as a URL.
 //
 // Failover and rolling upgrade (files failover_*.go, upgrade_*.go): a primary failover (the test's own PostgreSQL

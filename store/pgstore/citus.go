@@ -87,7 +87,8 @@ type CitusStore struct {
 // is a deploy step (MigrateCitus, or ax migrate up --citus).
 //
 // It writes nothing, and refuses with an error wrapping:
-//   - store.ErrInvalidParams, for a nil pool or a bad schema name;
+//   - store.ErrInvalidParams, for a nil pool, a bad schema name, or a
+//     pool in QueryExecModeExec or QueryExecModeSimpleProtocol (as New);
 //   - ErrCitusUnsupported (and store.ErrInvalidParams), for the options
 //     it cannot honour: WithEarlyDirectStart (its WAL flush would reach
 //     the coordinator, not the worker holding the job),
@@ -122,6 +123,9 @@ func NewCitus(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*CitusSt
 		if u.set {
 			return nil, fmt.Errorf("pgstore: NewCitus: option %s: %w (%w)", u.name, ErrCitusUnsupported, store.ErrInvalidParams)
 		}
+	}
+	if err := checkTypedMode(pool, "NewCitus"); err != nil {
+		return nil, err
 	}
 	if err := pool.Ping(ctx); err != nil {
 		return nil, fmt.Errorf("pgstore: connect to the Citus coordinator at %s: %w", poolAddr(pool), err)

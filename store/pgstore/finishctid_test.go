@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,7 +52,7 @@ func TestFinishRowWrittenSinceItsSnapshot(t *testing.T) {
 		for _, o := range outcomes {
 			t.Run(w.name+"/"+o.name, func(t *testing.T) {
 				ctx := ctxT(t)
-				kind := "written-" + strings.ToLower(w.name) + "-" + string(rune('a'+o.outcome))
+				kind := fmt.Sprintf("written-%s-%d", w.name, o.outcome) // a kind per subtest: claimOne takes its one job
 				p := job(kind)
 				_, err := s.Insert(ctx, []store.InsertParams{p})
 				require.NoError(t, err)

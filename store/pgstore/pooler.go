@@ -69,16 +69,40 @@ func WithTransactionPooler() Option {
 	return optionFunc(func(o *options) { o.txPooler = true })
 }
 
-// checkPoolerMode refuses, with WithTransactionPooler, a pool whose query
-// execution mode needs a statement to stay on one server connection
-// across round trips, or encodes pgstore's parameters wrongly.
+// checkPoolerMode refuses a pool whose query execution mode cannot send
+// pgstore's parameters (checkTypedMode) and, with WithTransactionPooler,
+// one whose mode needs a statement to stay on one server connection
+// across round trips.
 func checkPoolerMode(pool *pgxpool.Pool, o *options) error {
+	if err := checkTypedMode(pool, "New"); err != nil {
+		return err
+	}
 	if !o.txPooler {
 		return nil
 	}
 	if mode := pool.Config().ConnConfig.DefaultQueryExecMode; mode != pgx.QueryExecModeCacheDescribe {
 		return fmt.Errorf("pgstore: WithTransactionPooler: the pool's DefaultQueryExecMode is %q; set cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe (see WithTransactionPooler): %w",
 			mode, store.ErrInvalidParams)
+	}
+	return nil
+}
+
+// checkTypedMode refuses (store.ErrInvalidParams, before anything is
+// sent) a pool in QueryExecModeExec or QueryExecModeSimpleProtocol. In
+// those modes pgx names each parameter's type from its Go value, not from
+// the server's description of the statement: a []byte payload goes as
+// bytea into a json column ("invalid input syntax for type json"), and an
+// ID, sent as [16]byte, has no type pgx can name ("unable to encode
+// [16]uint8 into text format for unknown type"). Every statement that
+// inserts, claims or ends a job fails there, so the Store would accept
+// the pool and then fail on every job; it refuses it at New instead, as
+// a missing capability should be refused. who is the constructor, for
+// the error.
+func checkTypedMode(pool *pgxpool.Pool, who string) error {
+	switch mode := pool.Config().ConnConfig.DefaultQueryExecMode; mode {
+	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
+		return fmt.Errorf("pgstore: %s: the pool's DefaultQueryExecMode is %q, in which pgx types parameters by their Go values and cannot send pgstore's IDs and payloads; use pgx's default mode, or pgx.QueryExecModeCacheDescribe behind a transaction pooler (see WithTransactionPooler): %w",
+			who, mode, store.ErrInvalidParams)
 	}
 	return nil
 }

@@ -62,7 +62,11 @@ var (
 	_ store.Closer   = (*Store)(nil)
 )
 
-// New returns a Store on pool. It pings the database (an unreachable one is
+// New returns a Store on pool. A pool in pgx's QueryExecModeExec or
+// QueryExecModeSimpleProtocol is refused before anything is sent, with an
+// error wrapping store.ErrInvalidParams: pgx cannot send pgstore's IDs
+// and payloads in those modes (WithTransactionPooler says which mode a
+// pooler needs). It pings the database (an unreachable one is
 // an error naming its host and port) and, unless WithoutMigrate is given,
 // runs Migrate with the same options; with WithoutMigrate it checks that the
 // schema is at SchemaVersion. A schema that MigrateCitus distributed is
