@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/internal/deadlockretry"
+	"github.com/axsched/ax/internal/pgtest"
 )
 
 // URLEnv and RequireEnv are the environment variables the package reads.
@@ -139,7 +140,9 @@ func PoolFor(t testing.TB, dsn string) *pgxpool.Pool {
 }
 
 // PoolWith is PoolFor with the pool's configuration passed to configure
-// (if not nil) before the pool is made: a tracer, say.
+// (if not nil) before the pool is made: a tracer, say. Its pools, and so
+// Pool's and PoolFor's, refuse uuid.UUID values as pgtest's do
+// (pgtest.StrictUUIDs).
 func PoolWith(t testing.TB, dsn string, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -147,6 +150,7 @@ func PoolWith(t testing.TB, dsn string, configure func(*pgxpool.Config)) *pgxpoo
 		t.Fatalf("citustest: %v", err)
 	}
 	cfg.MaxConns = 4
+	pgtest.StrictUUIDs(cfg)
 	if configure != nil {
 		configure(cfg)
 	}

@@ -118,7 +118,7 @@ func runBouncerCluster(t *testing.T, b *bouncer, directListener bool) {
 				return err
 			}
 			defer func() { _ = tx.Rollback(context.Background()) }()
-			if _, err := tx.Exec(ctx, `INSERT INTO ledger (job_id, node) VALUES ($1, $2)`, j.ID, s.Node()); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO ledger (job_id, node) VALUES ($1, $2)`, [16]byte(j.ID), s.Node()); err != nil {
 				return err
 			}
 			if err := s.CompleteTx(ctx, tx); err != nil {
@@ -253,11 +253,11 @@ func runBouncerCluster(t *testing.T, b *bouncer, directListener bool) {
 	require.NoError(t, err)
 
 	var succeeded, ledger int
-	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM ax.jobs_all WHERE id = ANY($1) AND state = 'succeeded'`, scheduled).Scan(&succeeded))
+	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM ax.jobs_all WHERE id = ANY($1) AND state = 'succeeded'`, idBytes(scheduled)).Scan(&succeeded))
 	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&ledger))
 	var rolledBackRows, cancelledState int
-	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM ax.jobs_all WHERE id = $1`, rolledBack).Scan(&rolledBackRows))
-	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM ax.jobs_all WHERE id = $1 AND state = 'cancelled'`, cancelled).Scan(&cancelledState))
+	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM ax.jobs_all WHERE id = $1`, [16]byte(rolledBack)).Scan(&rolledBackRows))
+	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM ax.jobs_all WHERE id = $1 AND state = 'cancelled'`, [16]byte(cancelled)).Scan(&cancelledState))
 
 	run, twice, lost := r.tally(scheduled)
 	ticks, tickGaps, tickDoubled := r.tickTally()
@@ -287,7 +287,10 @@ func kindHeldIDs(t *testing.T, pool *pgxpool.Pool) []uuid.UUID {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `SELECT id FROM ax.jobs_all WHERE kind = $1`, kindHeld)
 	require.NoError(t, err)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	ids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (uuid.UUID, error) {
+		var id uuid.UUID
+		return id, row.Scan((*[16]byte)(&id))
+	})
 	require.NoError(t, err)
 	return ids
 }

@@ -52,7 +52,7 @@ func executions(t *testing.T, ledger *pgxpool.Pool) map[uuid.UUID][]execution {
 	out := map[uuid.UUID][]execution{}
 	for rows.Next() {
 		var e execution
-		if err := rows.Scan(&e.job, &e.node, &e.attempt, &e.fence, &e.started, &e.outcome); err != nil {
+		if err := rows.Scan((*[16]byte)(&e.job), &e.node, &e.attempt, &e.fence, &e.started, &e.outcome); err != nil {
 			t.Fatal(err)
 		}
 		out[e.job] = append(out[e.job], e)
@@ -78,7 +78,7 @@ func jobStates(t *testing.T, pool *pgxpool.Pool, kind string) map[uuid.UUID]stri
 	for rows.Next() {
 		var id uuid.UUID
 		var state string
-		if err := rows.Scan(&id, &state); err != nil {
+		if err := rows.Scan((*[16]byte)(&id), &state); err != nil {
 			t.Fatal(err)
 		}
 		out[id] = state
@@ -129,6 +129,16 @@ func scheduledIDs(t *testing.T, loaders ...*proc) []uuid.UUID {
 		}
 	}
 	return ids
+}
+
+// idBytes returns ids as [16]byte values, as pgstore sends IDs: test
+// pools refuse uuid.UUID (pgtest.StrictUUIDs).
+func idBytes(ids []uuid.UUID) [][16]byte {
+	b := make([][16]byte, len(ids))
+	for i, id := range ids {
+		b[i] = id
+	}
+	return b
 }
 
 // verdict is what a scenario found about its jobs.

@@ -148,7 +148,7 @@ func TestPGBatchFigures(t *testing.T) {
 		for _, id := range ids {
 			var lag time.Duration
 			require.NoError(t, pool.QueryRow(context.Background(), `SELECT c.attempted_at - (SELECT max(finished_at) FROM ax.jobs_all
-WHERE batch_id = $1 AND id <> b.completion) FROM ax.batches b JOIN ax.jobs_all c ON c.id = b.completion WHERE b.id = $1`, id).Scan(&lag))
+WHERE batch_id = $1 AND id <> b.completion) FROM ax.batches b JOIN ax.jobs_all c ON c.id = b.completion WHERE b.id = $1`, [16]byte(id)).Scan(&lag))
 			lags = append(lags, lag)
 		}
 		sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })

@@ -131,7 +131,7 @@ func TestPGDirectStart(t *testing.T) {
 		}
 		direct++
 		var owner string
-		require.NoError(t, pool.QueryRow(ctx, `SELECT owner FROM ax.jobs_all WHERE id = $1`, j.ID).Scan(&owner))
+		require.NoError(t, pool.QueryRow(ctx, `SELECT owner FROM ax.jobs_all WHERE id = $1`, [16]byte(j.ID)).Scan(&owner))
 		require.Equal(t, "direct-host", owner)
 	}
 	require.GreaterOrEqual(t, direct, jobs-5, "%d of %d jobs started directly on an idle host", direct, jobs)

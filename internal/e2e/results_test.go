@@ -126,7 +126,7 @@ func TestPGCompleteTx(t *testing.T) {
 			return err
 		}
 		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-		if _, err := tx.Exec(ctx, `INSERT INTO orders VALUES ($1, $2)`, j.ID, j.Attempt); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO orders VALUES ($1, $2)`, [16]byte(j.ID), j.Attempt); err != nil {
 			return err
 		}
 		if err := ax.RecordResult(ctx, map[string]int{"attempt": j.Attempt}); err != nil {
@@ -149,7 +149,7 @@ func TestPGCompleteTx(t *testing.T) {
 	require.JSONEq(t, `{"attempt":2}`, string(rec.Result))
 	require.Len(t, rec.Errors, 1)
 	var rows []int
-	r, err := pool.Query(t.Context(), `SELECT attempt FROM orders WHERE job_id = $1`, res.ID)
+	r, err := pool.Query(t.Context(), `SELECT attempt FROM orders WHERE job_id = $1`, [16]byte(res.ID))
 	require.NoError(t, err)
 	rows, err = pgx.CollectRows(r, pgx.RowTo[int])
 	require.NoError(t, err)

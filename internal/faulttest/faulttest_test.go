@@ -256,7 +256,7 @@ func TestZombie(t *testing.T) {
 func outcome(t *testing.T, c *cluster, id uuid.UUID, node string) string {
 	t.Helper()
 	var o *string
-	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT outcome FROM executions WHERE job_id = $1 AND node = $2`, id, node).Scan(&o))
+	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT outcome FROM executions WHERE job_id = $1 AND node = $2`, [16]byte(id), node).Scan(&o))
 	if o == nil {
 		return ""
 	}

@@ -445,7 +445,7 @@ func TestFlowPriorityAging(t *testing.T) {
 	overtook := c.count(`SELECT count(DISTINCT h.attempted_at) FROM ax.jobs_all h, ax.jobs_all l
 WHERE l.id = $1 AND h.kind = 'flood' AND h.id <> l.id AND h.run_at > l.run_at
   AND h.attempted_at >= l.run_at + $2::bigint * interval '1 microsecond' AND h.attempted_at < l.attempted_at`,
-		lowID, bound.Microseconds())
+		[16]byte(lowID), bound.Microseconds())
 	figure(t, "claims of High jobs after the Low job aged, before it: %d", overtook)
 	require.LessOrEqual(t, overtook, 1, "claims took High jobs after the Low job aged, before it")
 }

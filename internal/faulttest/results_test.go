@@ -53,7 +53,7 @@ func (c *cluster) waitAnyLine(prefix string, timeout time.Duration, procs ...*pr
 // txRows returns the nodes and attempts of job's committed business rows.
 func (c *cluster) txRows(job uuid.UUID) []string {
 	c.t.Helper()
-	rows, err := c.pool.Query(context.Background(), `SELECT node || '#' || attempt FROM tx_rows WHERE job_id = $1 ORDER BY attempt`, job)
+	rows, err := c.pool.Query(context.Background(), `SELECT node || '#' || attempt FROM tx_rows WHERE job_id = $1 ORDER BY attempt`, [16]byte(job))
 	require.NoError(c.t, err)
 	defer rows.Close()
 	var out []string
@@ -73,7 +73,7 @@ func (c *cluster) jobState(job uuid.UUID) (string, int) {
 		state   string
 		attempt int
 	)
-	require.NoError(c.t, c.pool.QueryRow(context.Background(), `SELECT state, attempt FROM ax.jobs_all WHERE id = $1`, job).Scan(&state, &attempt))
+	require.NoError(c.t, c.pool.QueryRow(context.Background(), `SELECT state, attempt FROM ax.jobs_all WHERE id = $1`, [16]byte(job)).Scan(&state, &attempt))
 	return state, attempt
 }
 
@@ -168,7 +168,7 @@ func TestBatchAcrossKill(t *testing.T) {
 	require.NoError(t, err)
 	scheduled := time.Since(start)
 	succeeded := func() int {
-		return c.count(`SELECT count(*) FROM ax.jobs_all WHERE batch_id = $1 AND kind = 'child' AND state = 'succeeded'`, res.ID)
+		return c.count(`SELECT count(*) FROM ax.jobs_all WHERE batch_id = $1 AND kind = 'child' AND state = 'succeeded'`, [16]byte(res.ID))
 	}
 	// Killed while it holds children: a kill that lands while the
 	// process's claim is still in flight (its transaction then rolls back)
@@ -180,7 +180,7 @@ func TestBatchAcrossKill(t *testing.T) {
 	// is let go and caught again.
 	heldByB := func() int {
 		return c.count(`SELECT count(*) FROM ax.jobs_all WHERE batch_id = $1 AND kind = 'child'
-			AND state = 'running' AND owner = $2`, res.ID, procs[1].name)
+			AND state = 'running' AND owner = $2`, [16]byte(res.ID), procs[1].name)
 	}
 	for try := 1; ; try++ {
 		c.waitFor("a third of the children, and b running some", 60*time.Second, func() bool {
@@ -198,7 +198,7 @@ func TestBatchAcrossKill(t *testing.T) {
 	procs[1].wait(t, 10*time.Second)
 
 	c.waitFor("the completion job to succeed", 120*time.Second, func() bool {
-		return c.count(`SELECT count(*) FROM ax.jobs_all WHERE id = $1 AND state = 'succeeded'`, res.Completion) == 1
+		return c.count(`SELECT count(*) FROM ax.jobs_all WHERE id = $1 AND state = 'succeeded'`, [16]byte(res.Completion)) == 1
 	})
 	took := time.Since(start)
 	var (
@@ -216,11 +216,11 @@ func TestBatchAcrossKill(t *testing.T) {
 	// Its attempt started (was claimed) after the last child ended.
 	require.NoError(t, c.pool.QueryRow(context.Background(), `SELECT
 	(SELECT attempted_at FROM ax.jobs_all WHERE id = $2) - (SELECT max(finished_at) FROM ax.jobs_all WHERE batch_id = $1 AND id <> $2)`,
-		res.ID, res.Completion).Scan(&lag))
+		[16]byte(res.ID), [16]byte(res.Completion)).Scan(&lag))
 	require.Positive(t, lag, "the completion job started before the last child ended")
 	_, attempt := c.jobState(res.Completion)
 	require.Equal(t, 1, attempt, "the completion job ran more than once")
-	rescued = c.count(`SELECT count(*) FROM ax.jobs_all WHERE batch_id = $1 AND jsonb_array_length(errors) > 0`, res.ID)
+	rescued = c.count(`SELECT count(*) FROM ax.jobs_all WHERE batch_id = $1 AND jsonb_array_length(errors) > 0`, [16]byte(res.ID))
 	require.Positive(t, rescued, "the kill cut no child short: the scenario proved nothing")
 	status, err := c.ax.Batch(context.Background(), res.ID)
 	require.NoError(t, err)

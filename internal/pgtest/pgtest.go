@@ -75,16 +75,17 @@ func EmptyDSN(t testing.TB) string {
 	return createDatabase(t, false)
 }
 
-// Pool returns a pool on a fresh migrated database (see DSN), closed when t
-// ends (before the database is dropped).
+// Pool returns a strict pool (StrictUUIDs) on a fresh migrated database
+// (see DSN), closed when t ends (before the database is dropped).
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	return PoolFor(t, DSN(t))
 }
 
 // PoolFor returns a pool on dsn with up to 16 connections, closed when t
-// ends, its configuration passed to each of configure (StrictUUIDs, say)
-// before it is made.
+// ends, its configuration passed to each of configure (a tracer, say)
+// before it is made. The pool is strict: it refuses uuid.UUID values
+// (StrictUUIDs).
 func PoolFor(t testing.TB, dsn string, configure ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -92,6 +93,7 @@ func PoolFor(t testing.TB, dsn string, configure ...func(*pgxpool.Config)) *pgxp
 		t.Fatalf("pgtest: %v", err)
 	}
 	cfg.MaxConns = 16
+	StrictUUIDs(cfg)
 	for _, c := range configure {
 		c(cfg)
 	}

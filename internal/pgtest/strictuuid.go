@@ -26,9 +26,10 @@ import (
 // throughput run of 400,000 jobs. It scans one through its sql.Scanner,
 // as text. A [16]byte, which
 // uuid.UUID converts to and from for free, takes pgx's direct binary
-// path. pgstore passes every ID as [16]byte; the conformance suites run
-// their stores on strict pools, so that a statement added with a
-// uuid.UUID fails there, whichever of the store's paths it is on.
+// path. pgstore passes every ID as [16]byte. Every pgtest pool (Pool,
+// PoolFor, Schemas.Pool) is strict, so a statement of the stores' that
+// takes a uuid.UUID fails in whichever test reaches it; tests write IDs
+// as [16]byte too.
 func StrictUUIDs(cfg *pgxpool.Config) {
 	next := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {

@@ -16,7 +16,7 @@ import (
 // [16]byte forms of each.
 func TestStrictUUIDs(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.PoolFor(t, pgtest.DSN(t), pgtest.StrictUUIDs)
+	pool := pgtest.Pool(t) // every pgtest pool is strict
 	id := uuid.Must(uuid.NewV7())
 
 	for _, tc := range []struct {

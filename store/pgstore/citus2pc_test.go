@@ -86,7 +86,7 @@ func TestCitusTwoPhaseCommitRecovers(t *testing.T) {
 			defer st.Close()
 			order, job := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 			crashBetweenPhases(t, c.breakAt, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.orders VALUES ($1)`, order); err != nil {
+				if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.orders VALUES ($1)`, [16]byte(order)); err != nil {
 					return err
 				}
 				_, err := st.InsertTx(ctx, tx, []store.InsertParams{{ID: job, Kind: "ship", Payload: []byte(`{}`),
@@ -107,7 +107,7 @@ func TestCitusTwoPhaseCommitRecovers(t *testing.T) {
 			}
 			var orders, jobs int
 			err = pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+schema+`.orders WHERE id = $1),
-				(SELECT count(*) FROM `+schema+`.jobs WHERE id = $2)`, order, job).Scan(&orders, &jobs)
+				(SELECT count(*) FROM `+schema+`.jobs WHERE id = $2)`, [16]byte(order), [16]byte(job)).Scan(&orders, &jobs)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -330,7 +330,7 @@ func TestTokenCarriesSlot(t *testing.T) {
 		}{{1, "aa"}, {2, "aa"}, {1, "bb"}} {
 			var token uuid.UUID
 			err := pool.QueryRow(ctxT(t), `SELECT `+pgstore.TokenSQL(slot, c.salt)+`
-				FROM (SELECT '0190d7a4-9d36-7000-8000-000000000001'::uuid AS id, $1::bigint AS fence) j`, c.fence).Scan(&token)
+				FROM (SELECT '0190d7a4-9d36-7000-8000-000000000001'::uuid AS id, $1::bigint AS fence) j`, c.fence).Scan((*[16]byte)(&token))
 			if err != nil {
 				t.Fatal(err)
 			}

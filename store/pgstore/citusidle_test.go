@@ -150,7 +150,7 @@ func TestCitusRescueVisitsOnlyShardsWithExpiredLeases(t *testing.T) {
 	_, begins := tracer.take()
 	require.Equal(t, 2, begins, "a transaction on each shard with expired leases, none elsewhere")
 	var state string
-	require.NoError(t, pool.QueryRow(ctx, `SELECT state FROM `+schema+`.jobs WHERE id = $1`, live[0].ID).Scan(&state))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT state FROM `+schema+`.jobs WHERE id = $1`, [16]byte(live[0].ID)).Scan(&state))
 	require.Equal(t, "running", state, "the live lease is left alone")
 }
 

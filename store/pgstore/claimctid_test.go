@@ -96,7 +96,7 @@ func TestClaimOneKindRowWrittenSinceItsSnapshot(t *testing.T) {
 			WHERE pid = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory')`, pid).Scan(&waiting)
 		return err == nil && waiting
 	}, 10*time.Second, 5*time.Millisecond, "the claim never waited at the gate")
-	_, err = pool.Exec(ctx, `UPDATE ax.jobs SET metadata = '{"written": "meanwhile"}' WHERE id = $1`, written)
+	_, err = pool.Exec(ctx, `UPDATE ax.jobs SET metadata = '{"written": "meanwhile"}' WHERE id = $1`, [16]byte(written))
 	require.NoError(t, err)
 	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, gate)
 	require.NoError(t, err)
@@ -107,7 +107,7 @@ func TestClaimOneKindRowWrittenSinceItsSnapshot(t *testing.T) {
 		"the claimed rows: want the two not written since the claim's snapshot")
 	var state string
 	var runAt time.Time
-	require.NoError(t, pool.QueryRow(ctx, `SELECT state, run_at FROM ax.jobs WHERE id = $1`, written).Scan(&state, &runAt))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT state, run_at FROM ax.jobs WHERE id = $1`, [16]byte(written)).Scan(&state, &runAt))
 	require.Equal(t, "scheduled", state, "the row written meanwhile")
 	require.NotNil(t, out.next, "the claim reported nothing left while the row written meanwhile is due")
 	require.True(t, out.next.Equal(runAt), "NextRunAt %s, want the row written meanwhile's %s", out.next, runAt)

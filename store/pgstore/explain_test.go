@@ -62,7 +62,7 @@ func TestClaimPlanUsesPartialIndex(t *testing.T) {
 	// Direct start's waiting test: one descent per priority, each
 	// stopping at the first due row or at the first future one (the
 	// future jobs of priority 1 are not walked).
-	plan := explain(t, ctx, pool, s.InsertClaimedSQL(), uuid.Must(uuid.NewV7()), "k", []byte(`{}`), nil, 2, nil, int64(0), 3,
+	plan := explain(t, ctx, pool, s.InsertClaimedSQL(), [16]byte(uuid.Must(uuid.NewV7())), "k", []byte(`{}`), nil, 2, nil, int64(0), 3,
 		nil, "ax", false, false, int32(0), "explain", int64(10e6), nil)
 	t.Logf("insert-claimed plan:\n%s", plan)
 	if !strings.Contains(plan, "jobs_claim_idx") || len(seqScans(plan)) > 0 {

@@ -26,7 +26,8 @@ WHERE (`+archivableSQL+`) AND finished_at < $1
   AND (unique_period = 0 OR unique_key IS NULL OR state = 'cancelled'
        OR finished_at < now() - unique_period * interval '1 second')
 ORDER BY id`), from)
-	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
+	return idsOf(ids), err
 }
 
 // ArchiveFrom returns where the next recent archive pass starts walking

@@ -74,7 +74,7 @@ func JobColumns() (read []string, unread map[string]string) {
 // Restore moves the jobs ids back from the history to jobs, as RunNow and
 // Bulk do before they change them, and returns how many it moved.
 func (s *Store) Restore(ctx context.Context, ids []uuid.UUID) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.sql(restoreSQL("$1::uuid[]")), ids)
+	tag, err := s.pool.Exec(ctx, s.sql(restoreSQL("$1::uuid[]")), idBytes(ids))
 	return int(tag.RowsAffected()), err
 }
 

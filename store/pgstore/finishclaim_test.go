@@ -147,7 +147,7 @@ func TestFinishClaimWaitsForHeldRow(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `SELECT 1 FROM ax.jobs WHERE id = $1 FOR UPDATE`, held.ID)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM ax.jobs WHERE id = $1 FOR UPDATE`, [16]byte(held.ID))
 	require.NoError(t, err)
 
 	type result struct {

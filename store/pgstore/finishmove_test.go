@@ -154,7 +154,7 @@ func TestFinishMoveKeepsEveryColumn(t *testing.T) {
 	}
 	// Values no default gives, in columns no insert of this test sets.
 	if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET pending_counted = true, partition_key = 'p', unique_window = 7,
-		errors = '[{"attempt": 0, "at": "2026-01-01T00:00:00Z", "error": "old"}]' WHERE id = $1`, p.ID); err != nil {
+		errors = '[{"attempt": 0, "at": "2026-01-01T00:00:00Z", "error": "old"}]' WHERE id = $1`, [16]byte(p.ID)); err != nil {
 		t.Fatal(err)
 	}
 	lease := claimOne(t, s, "cols")
@@ -268,7 +268,7 @@ func claimOne(t *testing.T, s *pgstore.Store, kind string) store.Lease {
 func rowAsMap(t *testing.T, pool *pgxpool.Pool, table string, id uuid.UUID) map[string]json.RawMessage {
 	t.Helper()
 	var row map[string]json.RawMessage
-	if err := pool.QueryRow(ctxT(t), `SELECT to_jsonb(j) FROM ax.`+table+` j WHERE id = $1`, id).Scan(&row); err != nil {
+	if err := pool.QueryRow(ctxT(t), `SELECT to_jsonb(j) FROM ax.`+table+` j WHERE id = $1`, [16]byte(id)).Scan(&row); err != nil {
 		t.Fatal(err)
 	}
 	return row

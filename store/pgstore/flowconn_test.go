@@ -80,7 +80,7 @@ func TestCompleteTxTakesOneConnection(t *testing.T) {
 		t.Fatalf("CompleteTx on a pool of one connection: %v", err)
 	}
 	var state string
-	if err := pool.QueryRow(ctx, `SELECT state FROM ax.jobs_all WHERE id = $1`, lease.ID).Scan(&state); err != nil || state != "succeeded" {
+	if err := pool.QueryRow(ctx, `SELECT state FROM ax.jobs_all WHERE id = $1`, [16]byte(lease.ID)).Scan(&state); err != nil || state != "succeeded" {
 		t.Fatalf("the job: %q, %v", state, err)
 	}
 }

@@ -35,13 +35,13 @@ FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdrop
 // object per job.
 func rowsAsJSON(t *testing.T, pool *pgxpool.Pool, table string, ids []uuid.UUID) map[uuid.UUID]string {
 	t.Helper()
-	rows, _ := pool.Query(ctxT(t), `SELECT id, to_jsonb(j)::text FROM ax.`+table+` j WHERE id = ANY($1)`, ids)
+	rows, _ := pool.Query(ctxT(t), `SELECT id, to_jsonb(j)::text FROM ax.`+table+` j WHERE id = ANY($1)`, idBytes(ids))
 	out := map[uuid.UUID]string{}
 	var (
 		id  uuid.UUID
 		row string
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &row}, func() error { out[id] = row; return nil }); err != nil {
+	if _, err := pgx.ForEachRow(rows, []any{(*[16]byte)(&id), &row}, func() error { out[id] = row; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -79,7 +79,7 @@ func TestHistoryCarriesEveryColumn(t *testing.T) {
 	}
 	if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET pending_counted = true, metadata = '{"m":"v"}',
 		partition_key = 'p', sequence_key = 's', finished_at = finished_at - interval '2 hours'
-		WHERE id = ANY($1)`, ids); err != nil {
+		WHERE id = ANY($1)`, idBytes(ids)); err != nil {
 		t.Fatal(err)
 	}
 	before := rowsAsJSON(t, pool, "jobs", ids)
@@ -139,7 +139,7 @@ func TestArchivedPeriodKeysRunAgain(t *testing.T) {
 			}
 			// a's window is made the one before, so that b, inserted
 			// now with the same key, gets a window of its own.
-			if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET unique_window = unique_window - 1 WHERE id = $1`, a.ID); err != nil {
+			if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET unique_window = unique_window - 1 WHERE id = $1`, [16]byte(a.ID)); err != nil {
 				t.Fatal(err)
 			}
 			b := job("period")
@@ -150,7 +150,7 @@ func TestArchivedPeriodKeysRunAgain(t *testing.T) {
 			}
 			ids := []uuid.UUID{a.ID, b.ID}
 			killAll(t, s, "period", 2)
-			if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = finished_at - interval '1 hour' WHERE id = ANY($1)`, ids); err != nil {
+			if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = finished_at - interval '1 hour' WHERE id = ANY($1)`, idBytes(ids)); err != nil {
 				t.Fatal(err)
 			}
 			windows := rowsAsJSON(t, pool, "jobs", ids)
@@ -166,7 +166,7 @@ func TestArchivedPeriodKeysRunAgain(t *testing.T) {
 				}
 			}
 			var got []int64
-			if err := pool.QueryRow(ctx, `SELECT array_agg(unique_window ORDER BY id) FROM ax.jobs WHERE id = ANY($1)`, ids).Scan(&got); err != nil {
+			if err := pool.QueryRow(ctx, `SELECT array_agg(unique_window ORDER BY id) FROM ax.jobs WHERE id = ANY($1)`, idBytes(ids)).Scan(&got); err != nil {
 				t.Fatal(err)
 			}
 			if got[0] == 0 || got[1] != got[0]+1 {
@@ -186,7 +186,7 @@ func TestBulkRestoresOnlyWhatItChanges(t *testing.T) {
 	ids := finishAs(t, s, "bulk", []store.Outcome{store.OutcomeDead, store.OutcomeDead, store.OutcomeDead,
 		store.OutcomeDead, store.OutcomeDead}, "", store.UniqueScope{})
 	// The third job has a key a live job holds: a run-now leaves it.
-	if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET unique_key = 'taken' WHERE id = $1`, ids[2]); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET unique_key = 'taken' WHERE id = $1`, [16]byte(ids[2])); err != nil {
 		t.Fatal(err)
 	}
 	holder := job("bulk")
@@ -194,7 +194,7 @@ func TestBulkRestoresOnlyWhatItChanges(t *testing.T) {
 	if _, err := s.Insert(ctx, []store.InsertParams{holder}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = finished_at - interval '1 hour' WHERE id = ANY($1)`, ids); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = finished_at - interval '1 hour' WHERE id = ANY($1)`, idBytes(ids)); err != nil {
 		t.Fatal(err)
 	}
 	s.RewindArchive()
@@ -294,7 +294,7 @@ func TestMigrateRepairsLostWindows(t *testing.T) {
 		if _, err := pool.Exec(ctx, `INSERT INTO ax.`+r.table+` (id, kind, payload, state, priority, run_at, scheduled_at,
 			attempt, max_attempts, unique_key, unique_period, unique_window, created_at, finished_at)
 			VALUES ($1, 'w', '{}', $2, 2, $3, $3, 1, 3, $4, $5, $6, $3, $7)`,
-			ids[i], r.state, created, r.key, period, r.win, finished); err != nil {
+			[16]byte(ids[i]), r.state, created, r.key, period, r.win, finished); err != nil {
 			t.Fatalf("row %d: %v", i, err)
 		}
 	}
@@ -305,7 +305,7 @@ func TestMigrateRepairsLostWindows(t *testing.T) {
 	defer s.Close()
 	for i, r := range rows {
 		var got int64
-		if err := pool.QueryRow(ctx, `SELECT unique_window FROM ax.jobs_all WHERE id = $1`, ids[i]).Scan(&got); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT unique_window FROM ax.jobs_all WHERE id = $1`, [16]byte(ids[i])).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		if got != r.want {
@@ -350,7 +350,7 @@ func TestRunNowRespectsArchivedHolder(t *testing.T) {
 	// finished 2 hours ago.
 	if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET unique_window = unique_window - 3,
 		finished_at = CASE WHEN id = $1 THEN finished_at - interval '2 hours' ELSE finished_at END
-		WHERE id IN ($1, $2)`, a.ID, b.ID); err != nil {
+		WHERE id IN ($1, $2)`, [16]byte(a.ID), [16]byte(b.ID)); err != nil {
 		t.Fatal(err)
 	}
 	s.RewindArchive()

@@ -45,7 +45,7 @@ func where(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) string {
 	t.Helper()
 	var hot, hist bool
 	err := pool.QueryRow(ctxT(t), `SELECT EXISTS (SELECT 1 FROM ax.jobs WHERE id = $1),
-		EXISTS (SELECT 1 FROM ax.jobs_history WHERE id = $1)`, id).Scan(&hot, &hist)
+		EXISTS (SELECT 1 FROM ax.jobs_history WHERE id = $1)`, [16]byte(id)).Scan(&hot, &hist)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestPruneDropsHistoryPartitions(t *testing.T) {
 	finishedAt := []time.Time{today.Add(-72 * time.Hour), today.Add(-96 * time.Hour), today.Add(-96*time.Hour + time.Minute),
 		today.Add(-47 * time.Hour), now}
 	for i, at := range finishedAt[:4] {
-		if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = $2 WHERE id = $1`, ids[i], at); err != nil {
+		if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = $2 WHERE id = $1`, [16]byte(ids[i]), at); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -360,7 +360,7 @@ func TestPruneDropsHistoryPartitions(t *testing.T) {
 	// previous one; such rows wait for the full walk every minute), so s
 	// is rewound as that walk would.
 	if _, err := pool.Exec(ctx, `INSERT INTO ax.jobs (id, kind, priority, run_at, scheduled_at, max_attempts, state, finished_at)
-		VALUES ($1, 'k', 2, now(), now(), 1, 'succeeded', $2)`, uuid.Must(uuid.NewV7()), finishedAt[0]); err != nil {
+		VALUES ($1, 'k', 2, now(), now(), 1, 'succeeded', $2)`, [16]byte(uuid.Must(uuid.NewV7())), finishedAt[0]); err != nil {
 		t.Fatal(err)
 	}
 	moved := 0
@@ -481,7 +481,7 @@ func TestMigrateToHistoryKeepsJobs(t *testing.T) {
 				CASE WHEN $2 = 'running' THEN now() + interval '1 hour' END,
 				CASE WHEN $2 IN ('succeeded', 'dead', 'cancelled') THEN now() - interval '1 minute' END,
 				CASE WHEN $2 = 'succeeded' THEN '{"ok":true}'::json END)`,
-			ids[i], string(j.state), j.attempt, key, j.finished, j.period)
+			[16]byte(ids[i]), string(j.state), j.attempt, key, j.finished, j.period)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -549,7 +549,7 @@ func TestBulkWaitsForArchive(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(hashtextextended('ax.archive.ax', 0))`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM ax.jobs WHERE id = $1 FOR UPDATE`, ids[0]); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM ax.jobs WHERE id = $1 FOR UPDATE`, [16]byte(ids[0])); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
@@ -618,7 +618,7 @@ func TestPruneDoesNotBlockHistoryWriters(t *testing.T) {
 	}
 	today := now.UTC().Truncate(24 * time.Hour)
 	for i, at := range []time.Time{today.Add(-72 * time.Hour), today.Add(-96 * time.Hour)} {
-		if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = $2 WHERE id = $1`, ids[i], at); err != nil {
+		if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = $2 WHERE id = $1`, [16]byte(ids[i]), at); err != nil {
 			t.Fatal(err)
 		}
 	}

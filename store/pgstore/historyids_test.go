@@ -73,11 +73,11 @@ func TestHistoryIDLookIsBounded(t *testing.T) {
 			args []any
 			want []string
 		}{
-			{"guard/v7", s.HistoryGuardSQL(), []any{v7}, recent},
-			{"guard/v4", s.HistoryGuardSQL(), []any{uuid.New()}, all},
-			{"several/v7", s.HistoryIDsSQL(), []any{[]uuid.UUID{}, store.MaxTime, v7, v7, at.Add(-time.Hour)}, recent},
-			{"several/v4", s.HistoryIDsSQL(), []any{[]uuid.UUID{uuid.New()}, store.MinTime, uuid.Max, uuid.Nil, store.MaxTime}, all},
-			{"several/crowded v7", s.HistoryIDsSQL(), []any{[]uuid.UUID{v7}, at.Add(-time.Hour), uuid.Max, uuid.Nil, store.MaxTime}, recent},
+			{"guard/v7", s.HistoryGuardSQL(), []any{[16]byte(v7)}, recent},
+			{"guard/v4", s.HistoryGuardSQL(), []any{[16]byte(uuid.New())}, all},
+			{"several/v7", s.HistoryIDsSQL(), []any{[][16]byte{}, store.MaxTime, [16]byte(v7), [16]byte(v7), at.Add(-time.Hour)}, recent},
+			{"several/v4", s.HistoryIDsSQL(), []any{[][16]byte{uuid.New()}, store.MinTime, [16]byte(uuid.Max), [16]byte(uuid.Nil), store.MaxTime}, all},
+			{"several/crowded v7", s.HistoryIDsSQL(), []any{[][16]byte{v7}, at.Add(-time.Hour), [16]byte(uuid.Max), [16]byte(uuid.Nil), store.MaxTime}, recent},
 		} {
 			if got := scanned(mode, c.sql, c.args...); !slices.Equal(got, c.want) {
 				t.Errorf("%s, %s: scans %v, want %v", mode, c.name, got, c.want)
@@ -102,7 +102,7 @@ func TestHistoryIDLookBound(t *testing.T) {
 	put := func(id uuid.UUID, finishedAt string) {
 		t.Helper()
 		if _, err := pool.Exec(ctx, `INSERT INTO ax.jobs_history (id, kind, priority, run_at, scheduled_at, max_attempts, state, finished_at)
-			VALUES ($1, 'k', 2, now(), now(), 1, 'succeeded', `+finishedAt+`)`, id); err != nil {
+			VALUES ($1, 'k', 2, now(), now(), 1, 'succeeded', `+finishedAt+`)`, [16]byte(id)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -181,7 +181,7 @@ func TestHistoryIDSpan(t *testing.T) {
 		}
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO ax.jobs_history (id, kind, priority, run_at, scheduled_at, max_attempts, state, finished_at)
-		SELECT id, 'k', 2, now(), now(), 1, 'succeeded', now() FROM unnest($1::uuid[]) AS u(id)`, finished); err != nil {
+		SELECT id, 'k', 2, now(), now(), 1, 'succeeded', now() FROM unnest($1::uuid[]) AS u(id)`, idBytes(finished)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `ANALYZE ax.jobs_history`); err != nil {
@@ -217,7 +217,7 @@ func TestHistoryIDSpan(t *testing.T) {
 	at, _ := pgstore.UUIDV7Time(first)
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		text := explainAs(t, ctx, pool, mode, "ANALYZE, COSTS OFF, TIMING OFF", s.HistoryIDsSQL(),
-			[]uuid.UUID{}, store.MaxTime, first, last, at.Add(-time.Hour))
+			[][16]byte{}, store.MaxTime, [16]byte(first), [16]byte(last), at.Add(-time.Hour))
 		if scans := seqScans(text); len(scans) > 0 || !strings.Contains(text, "Index") {
 			t.Errorf("%s: the span's plan scans %v sequentially:\n%s", mode, scans, text)
 		}
@@ -247,7 +247,7 @@ func BenchmarkInsertBesideHistory(b *testing.B) {
 						}
 						at := hour.Add(time.Duration(i) * time.Hour / time.Duration(rows))
 						i++
-						return []any{uuidV7At(at), "done", int16(2), at, at, 1, "succeeded", at}, nil
+						return []any{[16]byte(uuidV7At(at)), "done", int16(2), at, at, 1, "succeeded", at}, nil
 					}
 				}())
 				if _, err := pool.CopyFrom(ctx, pgx.Identifier{"ax", "jobs_history"},

@@ -27,7 +27,7 @@ func historyDays(t *testing.T, s *pgstore.Store, pool *pgxpool.Pool, days ...int
 	}
 	today = now.UTC().Truncate(24 * time.Hour)
 	for i, d := range days {
-		if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = $2 WHERE id = $1`, ids[i], today.AddDate(0, 0, d)); err != nil {
+		if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = $2 WHERE id = $1`, [16]byte(ids[i]), today.AddDate(0, 0, d)); err != nil {
 			t.Fatal(err)
 		}
 	}

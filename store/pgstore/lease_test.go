@@ -35,7 +35,7 @@ func TestExtendSkipsRowsLockedByUserTx(t *testing.T) {
 		{"CompleteTxCommitted", completeIn, pgx.Tx.Commit, true},
 		{"CompleteTxRolledBack", completeIn, pgx.Tx.Rollback, false},
 		{"ForUpdate", func(t *testing.T, _ *pgstore.Store, tx pgx.Tx, l store.Lease) {
-			_, err := tx.Exec(t.Context(), `SELECT 1 FROM ax.jobs WHERE id = $1 FOR UPDATE`, l.ID)
+			_, err := tx.Exec(t.Context(), `SELECT 1 FROM ax.jobs WHERE id = $1 FOR UPDATE`, [16]byte(l.ID))
 			require.NoError(t, err)
 		}, pgx.Tx.Commit, false},
 	}

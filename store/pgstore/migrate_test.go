@@ -277,7 +277,7 @@ func TestSchemaName(t *testing.T) {
 				t.Fatal(err)
 			}
 			var kind string
-			if err := pool.QueryRow(ctx, `SELECT kind FROM "`+c.schema+`".jobs WHERE id = $1`, p.ID).Scan(&kind); err != nil {
+			if err := pool.QueryRow(ctx, `SELECT kind FROM "`+c.schema+`".jobs WHERE id = $1`, [16]byte(p.ID)).Scan(&kind); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -375,7 +375,7 @@ func TestMigrateFrom0001KeepsJobs(t *testing.T) {
 			VALUES ($1::uuid, 'old.'||$2::text, $3::jsonb, '{"trace": "t"}', $2::text, 2, $4, $5, 5,
 				'key-'||$2::text||$1::uuid::text, $6::jsonb,
 				$7, $8, 'old-node', $9, $4, $10, $11)`,
-			ids[i], j.state, j.payload, runAt, j.attempt, j.errors, tokens[i], expires, j.cancel, attempted, finished)
+			[16]byte(ids[i]), j.state, j.payload, runAt, j.attempt, j.errors, (*[16]byte)(tokens[i]), expires, j.cancel, attempted, finished)
 		if err != nil {
 			t.Fatal(err)
 		}

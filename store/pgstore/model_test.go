@@ -49,7 +49,7 @@ func TestModel(t *testing.T) {
 // every step followed by the check that no finished job was left behind
 // in the hot table.
 func modelStore(t *testing.T, archive bool, opts ...pgstore.Option) *storetest.ModelStore {
-	pool := pgtest.PoolFor(t, pgtest.DSN(t), pgtest.StrictUUIDs) // IDs as [16]byte, as in TestConformance
+	pool := pgtest.Pool(t) // strict: IDs as [16]byte (pgtest.StrictUUIDs)
 	s, err := pgstore.New(context.Background(), pool, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -206,7 +206,7 @@ func TestUnkeyedMarks(t *testing.T) {
 	// As a host of v1.0 writes a job without a key: no mark.
 	straggler := uuid.Must(uuid.NewV7())
 	_, err = pool.Exec(ctx, `INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts)
-		VALUES ($1, 'hook', '{}', 2, now(), now(), 3)`, straggler)
+		VALUES ($1, 'hook', '{}', 2, now(), now(), 3)`, [16]byte(straggler))
 	require.NoError(t, err)
 
 	for _, c := range []struct {
@@ -222,7 +222,7 @@ func TestUnkeyedMarks(t *testing.T) {
 		{"older code", straggler, false},
 	} {
 		var got bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT unkeyed FROM ax.jobs WHERE id = $1`, c.id).Scan(&got), c.name)
+		require.NoError(t, pool.QueryRow(ctx, `SELECT unkeyed FROM ax.jobs WHERE id = $1`, [16]byte(c.id)).Scan(&got), c.name)
 		require.Equal(t, c.want, got, c.name)
 	}
 

@@ -283,7 +283,7 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 			return []any{ids, tokens, int64(60e6)}
 		}},
 		{"insertMany", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
-			ids := make([]uuid.UUID, n)
+			ids := make([][16]byte, n)
 			kinds := make([]string, n)
 			payloads := make([][]byte, n)
 			metas := make([][]byte, n)

@@ -262,7 +262,7 @@ func TestUniqueHolderPlans(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{"InsertOne", s.InsertOneSQL(), []any{uuid.New(), "k", []byte(`{}`), nil, 2, nil, int64(0), 3, "live-7", "ch",
+		{"InsertOne", s.InsertOneSQL(), []any{[16]byte(uuid.New()), "k", []byte(`{}`), nil, 2, nil, int64(0), 3, "live-7", "ch",
 			false, false, int32(0), "", false}},
 		{"Holders", s.HoldersSQL(), []any{[]string{"k", ""}, []int32{0, 0}, []int64{0, 0}, []string{"live-7", "key-9"}}},
 	}

@@ -7,9 +7,10 @@ import "github.com/google/uuid"
 // through its driver.Valuer (the string, a binary encode of it that fails
 // and formats an error, then the string parsed back into bytes) and scans
 // one through its sql.Scanner, as text. A uuid.UUID converts to and from
-// [16]byte for free; slices need a copy (idBytes, idsOf). The conformance
-// suites run every Store on pools that refuse uuid.UUID
-// (internal/pgtest.StrictUUIDs).
+// [16]byte for free; slices need a copy (idBytes, idsOf). Every test
+// pool (internal/pgtest's and internal/citustest's) refuses uuid.UUID
+// (internal/pgtest.StrictUUIDs), so a statement that takes one fails in
+// whichever test reaches it.
 
 // idBytes returns ids as the [16]byte values pgx sends directly.
 func idBytes(ids []uuid.UUID) [][16]byte {

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axsched/ax/internal/citustest"
-	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/internal/raceflag"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
@@ -34,10 +33,10 @@ func raceShards(counts ...int) []int {
 // stores' pool records every statement they run in it.
 func citusStores(t *testing.T, shards int, log *statementLog) storetest.NewStoreFunc {
 	pool, schema := citustest.Schema(t)
-	// The stores' pool refuses uuid.UUID values (pgtest.StrictUUIDs),
-	// and records every statement in log when there is one.
+	// The stores' pool refuses uuid.UUID values (as every citustest
+	// pool does: pgtest.StrictUUIDs), and records every statement in log
+	// when there is one.
 	storePool := citustest.PoolWith(t, citustest.URL(), func(cfg *pgxpool.Config) {
-		pgtest.StrictUUIDs(cfg)
 		if log != nil {
 			cfg.ConnConfig.Tracer = log
 		}
