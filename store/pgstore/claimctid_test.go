@@ -1,9 +1,6 @@
 package pgstore_test
 
 import (
-	"context"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,24 +37,9 @@ func TestClaimOneKindRowWrittenSinceItsSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	written := params[0].ID // the oldest: the claim's first row
 
-	const gate = 4343
-	original := s.ClaimOneKindSQL()
-	sql := strings.Replace(original, ") AS yes\n), locked1",
-		") AS yes FROM (SELECT pg_advisory_xact_lock("+strconv.Itoa(gate)+")) gate\n), locked1", 1)
-	require.NotEqual(t, original, sql, "the claim of one kind no longer starts as the test expects")
-
-	holder, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer holder.Release()
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, gate)
-	require.NoError(t, err)
-	defer func() { _, _ = holder.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, gate) }()
-
-	claimer, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer claimer.Release()
-	var pid int32
-	require.NoError(t, claimer.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	gate := newStatementGate(t, pool, 4343)
+	sql := gate.into(t, s.ClaimOneKindSQL(), ") AS yes\n), locked1", ") AS yes FROM {gate}\n), locked1")
+	claimer := gate.conn
 
 	type outcome struct {
 		next    *time.Time
@@ -90,16 +72,10 @@ func TestClaimOneKindRowWrittenSinceItsSnapshot(t *testing.T) {
 
 	// Once the claim waits for the gate, its snapshot is taken and it has
 	// locked nothing: the write neither waits for it nor is seen by it.
-	require.Eventually(t, func() bool {
-		var waiting bool
-		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE pid = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory')`, pid).Scan(&waiting)
-		return err == nil && waiting
-	}, 10*time.Second, 5*time.Millisecond, "the claim never waited at the gate")
+	gate.waitAt(t, "the claim")
 	_, err = pool.Exec(ctx, `UPDATE ax.jobs SET metadata = '{"written": "meanwhile"}' WHERE id = $1`, [16]byte(written))
 	require.NoError(t, err)
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, gate)
-	require.NoError(t, err)
+	gate.open(t)
 
 	out := <-done
 	require.NoError(t, out.err)

@@ -3,8 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -122,24 +120,9 @@ func finishFlowAfterExtension(t *testing.T, s *pgstore.Store, pool *pgxpool.Pool
 // after its snapshot, commits an extension of the job, and opens the gate.
 func finishAfterExtension(t *testing.T, s *pgstore.Store, pool *pgxpool.Pool, f store.FinishParams) bool {
 	ctx := ctxT(t)
-	const gate = 4344
-	original := s.BatchSQL()["finish"]
-	sql := strings.Replace(original, "\tFROM unnest($1::uuid[]",
-		"\tFROM (SELECT pg_advisory_xact_lock("+strconv.Itoa(gate)+")) gate, unnest($1::uuid[]", 1)
-	require.NotEqual(t, original, sql, "the finish statement no longer starts as the test expects")
-
-	holder, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer holder.Release()
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, gate)
-	require.NoError(t, err)
-	defer func() { _, _ = holder.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, gate) }()
-
-	finisher, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer finisher.Release()
-	var pid int32
-	require.NoError(t, finisher.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	gate := newStatementGate(t, pool, 4344)
+	sql := gate.into(t, s.BatchSQL()["finish"], "\tFROM unnest($1::uuid[]", "\tFROM {gate}, unnest($1::uuid[]")
+	finisher := gate.conn
 	lo, hi := historyToday(ctx, t, finisher.Conn())
 
 	type result struct {
@@ -165,15 +148,9 @@ func finishAfterExtension(t *testing.T, s *pgstore.Store, pool *pgxpool.Pool, f 
 		}
 		done <- r
 	}()
-	require.Eventually(t, func() bool {
-		var waiting bool
-		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE pid = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory')`, pid).Scan(&waiting)
-		return err == nil && waiting
-	}, 10*time.Second, 5*time.Millisecond, "the finish never waited at the gate")
+	gate.waitAt(t, "the finish")
 	extend(t, pool, f) // committed: the row's newest version is one the statement's snapshot does not see
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, gate)
-	require.NoError(t, err)
+	gate.open(t)
 	r := <-done
 	require.NoError(t, r.err)
 	require.False(t, r.busy, "the finish reported the row busy: nothing held it when it locked")
