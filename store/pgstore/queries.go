@@ -591,9 +591,8 @@ const finishInputSQL = `input AS MATERIALIZED (
 // one row per job whose current lease an input row names, locked by a
 // primary-key probe in id order, carrying its tuple ID (tid), the
 // outcome, the input's position (ord), the job's next state (fstate) and
-// whether the job leaves
-// the hot table (leaves, a condition on j and i: finishLeavesSQL, or
-// false).
+// whether the job leaves the hot table (leaves, a condition on j and i:
+// finishLeavesSQL, or false).
 func finishLockedSQL(leaves string) string {
 	return `locked AS MATERIALIZED (
 	SELECT j.id, j.tid, i.token, i.outcome, i.delay_us, i.err, i.ord, j.fstate, j.leaves

@@ -54,6 +54,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/axsched/ax"
+	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 )
@@ -200,6 +201,11 @@ func run(c config) error {
 		return err
 	}
 	pcfg.MaxConns = int32(c.maxConns)
+	// The store's pool refuses uuid.UUID values, as every test pool does
+	// (pgtest.StrictUUIDs): the store's paths that only running hosts
+	// reach (leadership, rescue, periodic ticks, the Citus store's) are
+	// guarded too. The ledger's statements below send IDs as [16]byte.
+	pgtest.StrictUUIDs(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return err
@@ -358,7 +364,7 @@ func (r *recorder) work(ctx context.Context, j *ax.Job, d time.Duration) error {
 	hostStart := r.now()
 	for {
 		_, err := r.pool.Exec(ctx, `INSERT INTO executions (job_id, node, attempt, run_at, host_started_at, claimed_at, fence)
-VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (job_id, attempt, node) DO NOTHING`, j.ID, r.node, j.Attempt, j.RunAt, hostStart, j.StartedAt, j.FencingToken)
+VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (job_id, attempt, node) DO NOTHING`, [16]byte(j.ID), r.node, j.Attempt, j.RunAt, hostStart, j.StartedAt, j.FencingToken)
 		if err == nil {
 			break
 		}
@@ -391,7 +397,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (job_id, attempt, node) DO NOTHI
 	for time.Now().Before(give) {
 		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, err := r.pool.Exec(fctx, `UPDATE executions SET finished_at = clock_timestamp(), outcome = $4, host_finished_at = $5
-WHERE job_id = $1 AND attempt = $2 AND node = $3`, j.ID, j.Attempt, r.node, outcome, hostEnd)
+WHERE job_id = $1 AND attempt = $2 AND node = $3`, [16]byte(j.ID), j.Attempt, r.node, outcome, hostEnd)
 		cancel()
 		if err == nil {
 			break

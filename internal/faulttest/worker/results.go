@@ -87,7 +87,7 @@ func txWork(ctx context.Context, s *ax.Scheduler, pool *pgxpool.Pool, node strin
 		return err
 	}
 	defer func() { _ = tx.Rollback(dbctx) }()
-	if _, err := tx.Exec(dbctx, `INSERT INTO tx_rows (job_id, node, attempt) VALUES ($1, $2, $3)`, j.ID, node, j.Attempt); err != nil {
+	if _, err := tx.Exec(dbctx, `INSERT INTO tx_rows (job_id, node, attempt) VALUES ($1, $2, $3)`, [16]byte(j.ID), node, j.Attempt); err != nil {
 		return err
 	}
 	say("TXWRITTEN %s %d", j.ID, j.Attempt)
@@ -145,7 +145,7 @@ func batchDone(ctx context.Context, s *ax.Scheduler, pool *pgxpool.Pool, node st
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if _, err := tx.Exec(ctx, `INSERT INTO completions (job_id, node, attempt, children, results, sum, started_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7)`, j.ID, node, j.Attempt, children, results, sum, j.StartedAt); err != nil {
+VALUES ($1, $2, $3, $4, $5, $6, $7)`, [16]byte(j.ID), node, j.Attempt, children, results, sum, j.StartedAt); err != nil {
 		return err
 	}
 	if err := s.CompleteTx(ctx, tx); err != nil {

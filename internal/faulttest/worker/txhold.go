@@ -44,7 +44,7 @@ func txHold(ctx context.Context, s *ax.Scheduler, pool *pgxpool.Pool, node strin
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, `INSERT INTO tx_rows (job_id, node, attempt) VALUES ($1, $2, $3)`, j.ID, node, j.Attempt); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO tx_rows (job_id, node, attempt) VALUES ($1, $2, $3)`, [16]byte(j.ID), node, j.Attempt); err != nil {
 		return err
 	}
 	if err := s.CompleteTx(ctx, tx); err != nil {
