@@ -253,7 +253,7 @@ func runBouncerCluster(t *testing.T, b *bouncer, directListener bool) {
 	require.NoError(t, err)
 
 	var succeeded, ledger int
-	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM ax.jobs_all WHERE id = ANY($1) AND state = 'succeeded'`, idBytes(scheduled)).Scan(&succeeded))
+	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM ax.jobs_all WHERE id = ANY($1) AND state = 'succeeded'`, pgtest.IDs(scheduled)).Scan(&succeeded))
 	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM ledger`).Scan(&ledger))
 	var rolledBackRows, cancelledState int
 	require.NoError(t, admin.QueryRow(ctx, `SELECT count(*) FROM ax.jobs_all WHERE id = $1`, [16]byte(rolledBack)).Scan(&rolledBackRows))

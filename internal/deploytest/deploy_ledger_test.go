@@ -131,16 +131,6 @@ func scheduledIDs(t *testing.T, loaders ...*proc) []uuid.UUID {
 	return ids
 }
 
-// idBytes returns ids as [16]byte values, as pgstore sends IDs: test
-// pools refuse uuid.UUID (pgtest.StrictUUIDs).
-func idBytes(ids []uuid.UUID) [][16]byte {
-	b := make([][16]byte, len(ids))
-	for i, id := range ids {
-		b[i] = id
-	}
-	return b
-}
-
 // verdict is what a scenario found about its jobs.
 type verdict struct {
 	scheduled int // Schedule returned

@@ -123,7 +123,7 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	var oldSchedAfter int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM ax.jobs_all WHERE id = ANY($1) AND created_at > $2`, idBytes(oldIDs), migratedAt).Scan(&oldSchedAfter); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM ax.jobs_all WHERE id = ANY($1) AND created_at > $2`, pgtest.IDs(oldIDs), migratedAt).Scan(&oldSchedAfter); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range cur {

@@ -48,9 +48,8 @@ type Schemas struct {
 }
 
 // NewSchemas creates a fresh database for t (see DSN), dropped when t ends,
-// whose schemas the subtests of t take with Pool. The tests' pool is made
-// with configure (PoolFor).
-func NewSchemas(t testing.TB, configure ...func(*pgxpool.Config)) *Schemas {
+// whose schemas the subtests of t take with Pool.
+func NewSchemas(t testing.TB) *Schemas {
 	t.Helper()
 	dsn := DSN(t)
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -64,7 +63,7 @@ func NewSchemas(t testing.TB, configure ...func(*pgxpool.Config)) *Schemas {
 	}
 	// Registered after DSN's drop, so it runs before it.
 	t.Cleanup(admin.Close)
-	return &Schemas{dsn: dsn, pool: PoolFor(t, dsn, configure...), admin: admin}
+	return &Schemas{dsn: dsn, pool: PoolFor(t, dsn), admin: admin}
 }
 
 // Pool returns the pool of s (up to 16 connections on its database, shared

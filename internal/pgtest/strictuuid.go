@@ -44,6 +44,16 @@ func StrictUUIDs(cfg *pgxpool.Config) {
 	}
 }
 
+// IDs returns ids as the [16]byte values a strict pool takes: for tests
+// that send a slice of IDs in their own statements.
+func IDs(ids []uuid.UUID) [][16]byte {
+	b := make([][16]byte, len(ids))
+	for i, id := range ids {
+		b[i] = id
+	}
+	return b
+}
+
 // strictUUIDCodec is pgx's UUIDCodec, refusing uuid.UUID values.
 type strictUUIDCodec struct{ pgtype.UUIDCodec }
 

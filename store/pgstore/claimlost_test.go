@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 )
@@ -210,7 +211,7 @@ func holdRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool, ids []uuid.
 	}
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 	var n int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM ax.jobs WHERE id = ANY($1) FOR UPDATE) l`, idBytes(ids)).Scan(&n); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM ax.jobs WHERE id = ANY($1) FOR UPDATE) l`, pgtest.IDs(ids)).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != len(ids) {
@@ -258,7 +259,7 @@ func BenchmarkClaimNothingLost(b *testing.B) {
 			ids = append(ids, j.ID)
 		}
 		if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET state = 'scheduled', owner = '', lease_token = NULL,
-			lease_expires_at = NULL, attempt = 0 WHERE id = ANY($1)`, idBytes(ids)); err != nil {
+			lease_expires_at = NULL, attempt = 0 WHERE id = ANY($1)`, pgtest.IDs(ids)); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

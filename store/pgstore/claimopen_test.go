@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
 )
 
@@ -56,7 +57,7 @@ func TestClaimsStepOverHeldRows(t *testing.T) {
 			held, err := pool.Begin(ctx)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = held.Rollback(context.Background()) })
-			tag, err := held.Exec(ctx, `SELECT 1 FROM ax.jobs WHERE id = ANY ($1) FOR UPDATE`, idBytes(order[:50]))
+			tag, err := held.Exec(ctx, `SELECT 1 FROM ax.jobs WHERE id = ANY ($1) FOR UPDATE`, pgtest.IDs(order[:50]))
 			require.NoError(t, err)
 			require.EqualValues(t, 50, tag.RowsAffected())
 
@@ -148,7 +149,7 @@ func BenchmarkClaimStatements(b *testing.B) {
 					ids = append(ids, j.ID)
 				}
 				if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET state = 'scheduled', owner = '', lease_token = NULL,
-					lease_expires_at = NULL, attempt = 0 WHERE id = ANY($1)`, idBytes(ids)); err != nil {
+					lease_expires_at = NULL, attempt = 0 WHERE id = ANY($1)`, pgtest.IDs(ids)); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()

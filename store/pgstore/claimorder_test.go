@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 )
@@ -55,7 +56,7 @@ func TestClaimOrderIsPostgresOrder(t *testing.T) {
 				SELECT id, priority, run_at,
 				       ($2::bigint > 0 AND run_at <= $3::timestamptz - $2::bigint * interval '1 microsecond') AS aged
 				FROM ax.jobs WHERE id = ANY($1)) c
-				ORDER BY `+pgstore.PlainClaimOrderSQL, idBytes(ids), int64(c.age/time.Microsecond), res.Now)
+				ORDER BY `+pgstore.PlainClaimOrderSQL, pgtest.IDs(ids), int64(c.age/time.Microsecond), res.Now)
 			want, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
 			if err != nil {
 				t.Fatal(err)

@@ -35,7 +35,7 @@ FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdrop
 // object per job.
 func rowsAsJSON(t *testing.T, pool *pgxpool.Pool, table string, ids []uuid.UUID) map[uuid.UUID]string {
 	t.Helper()
-	rows, _ := pool.Query(ctxT(t), `SELECT id, to_jsonb(j)::text FROM ax.`+table+` j WHERE id = ANY($1)`, idBytes(ids))
+	rows, _ := pool.Query(ctxT(t), `SELECT id, to_jsonb(j)::text FROM ax.`+table+` j WHERE id = ANY($1)`, pgtest.IDs(ids))
 	out := map[uuid.UUID]string{}
 	var (
 		id  uuid.UUID
@@ -79,7 +79,7 @@ func TestHistoryCarriesEveryColumn(t *testing.T) {
 	}
 	if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET pending_counted = true, metadata = '{"m":"v"}',
 		partition_key = 'p', sequence_key = 's', finished_at = finished_at - interval '2 hours'
-		WHERE id = ANY($1)`, idBytes(ids)); err != nil {
+		WHERE id = ANY($1)`, pgtest.IDs(ids)); err != nil {
 		t.Fatal(err)
 	}
 	before := rowsAsJSON(t, pool, "jobs", ids)
@@ -150,7 +150,7 @@ func TestArchivedPeriodKeysRunAgain(t *testing.T) {
 			}
 			ids := []uuid.UUID{a.ID, b.ID}
 			killAll(t, s, "period", 2)
-			if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = finished_at - interval '1 hour' WHERE id = ANY($1)`, idBytes(ids)); err != nil {
+			if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = finished_at - interval '1 hour' WHERE id = ANY($1)`, pgtest.IDs(ids)); err != nil {
 				t.Fatal(err)
 			}
 			windows := rowsAsJSON(t, pool, "jobs", ids)
@@ -166,7 +166,7 @@ func TestArchivedPeriodKeysRunAgain(t *testing.T) {
 				}
 			}
 			var got []int64
-			if err := pool.QueryRow(ctx, `SELECT array_agg(unique_window ORDER BY id) FROM ax.jobs WHERE id = ANY($1)`, idBytes(ids)).Scan(&got); err != nil {
+			if err := pool.QueryRow(ctx, `SELECT array_agg(unique_window ORDER BY id) FROM ax.jobs WHERE id = ANY($1)`, pgtest.IDs(ids)).Scan(&got); err != nil {
 				t.Fatal(err)
 			}
 			if got[0] == 0 || got[1] != got[0]+1 {
@@ -194,7 +194,7 @@ func TestBulkRestoresOnlyWhatItChanges(t *testing.T) {
 	if _, err := s.Insert(ctx, []store.InsertParams{holder}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = finished_at - interval '1 hour' WHERE id = ANY($1)`, idBytes(ids)); err != nil {
+	if _, err := pool.Exec(ctx, `UPDATE ax.jobs SET finished_at = finished_at - interval '1 hour' WHERE id = ANY($1)`, pgtest.IDs(ids)); err != nil {
 		t.Fatal(err)
 	}
 	s.RewindArchive()

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/axsched/ax/internal/pgtest"
 	"github.com/axsched/ax/store"
 	"github.com/axsched/ax/store/pgstore"
 )
@@ -181,7 +182,7 @@ func TestHistoryIDSpan(t *testing.T) {
 		}
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO ax.jobs_history (id, kind, priority, run_at, scheduled_at, max_attempts, state, finished_at)
-		SELECT id, 'k', 2, now(), now(), 1, 'succeeded', now() FROM unnest($1::uuid[]) AS u(id)`, idBytes(finished)); err != nil {
+		SELECT id, 'k', 2, now(), now(), 1, 'succeeded', now() FROM unnest($1::uuid[]) AS u(id)`, pgtest.IDs(finished)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `ANALYZE ax.jobs_history`); err != nil {

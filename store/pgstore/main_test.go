@@ -53,13 +53,3 @@ func ctxT(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
-
-// idBytes returns ids as [16]byte values: test pools refuse uuid.UUID
-// (pgtest.StrictUUIDs), as pgstore sends none.
-func idBytes(ids []uuid.UUID) [][16]byte {
-	b := make([][16]byte, len(ids))
-	for i, id := range ids {
-		b[i] = id
-	}
-	return b
-}
