@@ -23,10 +23,16 @@ type heartbeat struct {
 	r    *runtime
 	quit chan struct{}
 	done chan struct{}
+	// life ends when stop begins, and with it an extension in flight:
+	// stop runs once the handlers ended and their outcomes were written
+	// or given up, so nothing is left for it to keep alive.
+	life context.Context
+	end  context.CancelFunc
 }
 
 func newHeartbeat(r *runtime) *heartbeat {
-	return &heartbeat{r: r, quit: make(chan struct{}), done: make(chan struct{})}
+	life, end := context.WithCancel(context.Background())
+	return &heartbeat{r: r, quit: make(chan struct{}), done: make(chan struct{}), life: life, end: end}
 }
 
 func (h *heartbeat) run() {
@@ -43,18 +49,22 @@ func (h *heartbeat) run() {
 	}
 }
 
-// stop stops the heartbeat and waits for an extension in flight (bounded
-// by HeartbeatInterval).
+// stop stops the heartbeat, ending an extension in flight, and waits for
+// its goroutine.
 func (h *heartbeat) stop() {
 	close(h.quit)
+	h.end()
 	<-h.done
 }
 
-// beat extends all held leases once.
+// beat extends all held leases once. The extension may take until the
+// oldest of them lapses (keepAliveTimeout): a store slower than
+// HeartbeatInterval still extends them, and the next beat waits for it.
 func (h *heartbeat) beat() {
 	r := h.r
 	now := r.s.now()
 	var leases []store.Lease
+	oldest := now
 	r.mu.Lock()
 	for _, a := range r.attempts {
 		if !a.extendable() {
@@ -65,17 +75,23 @@ func (h *heartbeat) beat() {
 			continue
 		}
 		leases = append(leases, a.lease)
+		if a.lastExtended.Before(oldest) {
+			oldest = a.lastExtended
+		}
 	}
 	r.mu.Unlock()
 	if len(leases) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.HeartbeatInterval)
+	ctx, cancel := context.WithTimeout(h.life,
+		keepAliveTimeout(r.cfg.HeartbeatInterval, now, oldest.Add(r.cfg.LeaseDuration)))
 	defer cancel()
 	before := r.s.now()
 	res, err := r.store.ExtendLeases(ctx, &store.ExtendParams{Leases: leases, Duration: r.cfg.LeaseDuration})
 	if err != nil {
-		r.log.Warn("extend leases failed", zap.Int("jobs", len(leases)), zap.Error(err))
+		if h.life.Err() == nil {
+			r.log.Warn("extend leases failed", zap.Int("jobs", len(leases)), zap.Error(err))
+		}
 		return
 	}
 	lost := make(map[store.Lease]bool, len(res.Lost))

@@ -122,21 +122,93 @@ func TestHeartbeatTwoAttemptsOfOneJob(t *testing.T) {
 // TestHeartbeatSelfCancelsWhenStoreUnreachable: when no extension got
 // through for a whole LeaseDuration, the host assumes its leases lapsed
 // and cancels its running handlers itself (ErrLeaseLost), before another
-// host reruns their jobs.
+// host reruns their jobs: whether the store refuses at once (down) or
+// never answers (hung: each extension runs until the lease lapses).
 func TestHeartbeatSelfCancelsWhenStoreUnreachable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cut  func(*FaultStore)
+	}{
+		{"down", func(fs *FaultStore) { fs.Down.Store(true) }},
+		{"hung", func(fs *FaultStore) { fs.Hang.Store(true) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := NewFaultStore(memstore.New())
+				r := testRuntime(t, fs, func(c *Config) { c.LeaseDuration = 300 * time.Millisecond })
+				as := claimAttempts(t, r, fs, "k", 1, 300*time.Millisecond)
+				tc.cut(fs)
+				go r.heartbeat.run()
+				time.Sleep(300 * time.Millisecond)
+				synctest.Wait()
+				require.NoError(t, as[0].ctx.Err(), "cancelled before a whole lease passed")
+				time.Sleep(100 * time.Millisecond)
+				synctest.Wait()
+				require.ErrorIs(t, context.Cause(as[0].ctx), ErrLeaseLost)
+				r.heartbeat.stop()
+			})
+		})
+	}
+}
+
+// TestHeartbeatThroughASlowStore: a store that takes longer than
+// HeartbeatInterval to answer (but less than the lease) still has every
+// lease extended: a beat's extension may run until the oldest lease it
+// carries lapses (keepAliveTimeout). Bounded by the interval, every
+// extension timed out, and the host cancelled its own handlers once a
+// lease had passed (TestHeartbeatsNeverStarve, internal/e2e, in a loaded
+// CI run).
+func TestHeartbeatThroughASlowStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := NewFaultStore(memstore.New())
-		r := testRuntime(t, fs, func(c *Config) { c.LeaseDuration = 300 * time.Millisecond })
-		as := claimAttempts(t, r, fs, "k", 1, 300*time.Millisecond)
-		fs.Down.Store(true)
+		const lease = time.Second // beats every 333 ms
+		fs.SetBeforeCall(func(ctx context.Context, method string) error {
+			if method != "ExtendLeases" {
+				return nil
+			}
+			select {
+			case <-time.After(400 * time.Millisecond):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		var log extendLog
+		fs.SetOnExtend(log.record)
+		r := testRuntime(t, fs, func(c *Config) { c.LeaseDuration = lease })
+		as := claimAttempts(t, r, fs, "k", 3, lease)
 		go r.heartbeat.run()
-		time.Sleep(300 * time.Millisecond)
+		defer r.heartbeat.stop()
+		time.Sleep(10 * lease)
 		synctest.Wait()
-		require.NoError(t, as[0].ctx.Err(), "cancelled before a whole lease passed")
-		time.Sleep(100 * time.Millisecond)
+		for _, a := range as {
+			require.NoError(t, context.Cause(a.ctx), "a handler was cancelled")
+			require.False(t, a.lost)
+			rec, err := fs.Get(t.Context(), a.lease.ID)
+			require.NoError(t, err)
+			require.Equal(t, store.StateRunning, rec.State)
+			require.True(t, rec.LeaseExpiresAt.After(time.Now()), "lease lapsed in the store")
+		}
+		require.GreaterOrEqual(t, len(log.leases), 10, "extensions that got through")
+	})
+}
+
+// TestHeartbeatStopEndsExtensionInFlight: stop does not wait out an
+// extension the store does not answer (it may run until the oldest lease
+// lapses): it ends it at once.
+func TestHeartbeatStopEndsExtensionInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := NewFaultStore(memstore.New())
+		r := testRuntime(t, fs, func(c *Config) { c.LeaseDuration = time.Minute })
+		claimAttempts(t, r, fs, "k", 1, time.Minute)
+		fs.Hang.Store(true)
+		go r.heartbeat.run()
+		time.Sleep(r.cfg.HeartbeatInterval + time.Millisecond)
 		synctest.Wait()
-		require.ErrorIs(t, context.Cause(as[0].ctx), ErrLeaseLost)
+		require.EqualValues(t, 1, fs.Calls("ExtendLeases"), "no extension in flight")
+		at := time.Now()
 		r.heartbeat.stop()
+		require.Equal(t, at, time.Now(), "stop waited for the extension")
 	})
 }
 

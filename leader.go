@@ -2,6 +2,7 @@ package ax
 
 import (
 	"context"
+	"time"
 
 	"github.com/axsched/ax/store"
 	"go.uber.org/zap"
@@ -51,9 +52,16 @@ func (c *cluster) elect() {
 		return
 	}
 	r := c.r
-	ctx, cancel := c.callCtx()
-	defer cancel()
 	before := r.s.now()
+	// Until the leadership held lapses, or the one taken would: a store
+	// slower than the tick interval still renews or grants it
+	// (keepAliveTimeout).
+	lapse := before.Add(r.cfg.LeaderTTL)
+	if c.leading.Load() {
+		lapse = time.Unix(0, c.leaderUntil.Load())
+	}
+	ctx, cancel := context.WithTimeout(r.life, keepAliveTimeout(c.interval, before, lapse))
+	defer cancel()
 	l, err := c.leaser.AcquireLeader(ctx, &store.LeaderParams{Name: leaderName, Holder: r.cfg.Node, TTL: r.cfg.LeaderTTL})
 	if err != nil {
 		if r.life.Err() == nil {

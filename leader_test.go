@@ -25,11 +25,19 @@ type countingStore struct {
 	prunes  atomic.Int64
 	// down makes leadership calls fail, as if the store were unreachable.
 	down atomic.Bool
+	// slow delays each leadership call by that many nanoseconds (a loaded
+	// store), or until its context ends.
+	slow atomic.Int64
 }
 
 func (c *countingStore) AcquireLeader(ctx context.Context, p *store.LeaderParams) (*store.Leadership, error) {
 	if c.down.Load() {
 		return nil, errors.New("store unreachable")
+	}
+	select {
+	case <-time.After(time.Duration(c.slow.Load())):
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 	return c.Store.AcquireLeader(ctx, p)
 }
@@ -247,4 +255,46 @@ func TestLeaderStepsDownWhenStoreUnreachable(t *testing.T) {
 		synctest.Wait()
 		require.Greater(t, a.st.prunes.Load(), before)
 	})
+}
+
+// TestLeaderThroughASlowStore: a store that takes longer than the tick
+// interval (LeaderTTL/3) to answer a leadership call, but less than half
+// of LeaderTTL, still lets a host take the leadership and keep it: the
+// call may run until the leadership held, or the one taken, would lapse
+// (keepAliveTimeout). Bounded by the interval, every call timed out: the
+// leader stepped down once its lease lapsed, and no host could take it.
+func TestLeaderThroughASlowStore(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		slowFirst bool // the store is slow before the host starts
+	}{
+		{"renews", false},
+		{"takes", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := &host{st: &countingStore{Store: memstore.New()}, log: &leaderLog{}}
+				const slow = testLeaderTTL * 2 / 5 // 1.2 s: above the 1 s interval, below half the TTL
+				if tc.slowFirst {
+					h.st.slow.Store(int64(slow))
+				}
+				h.s = newScheduler(t, h.st, func(c *ax.Config) {
+					c.Node = "a"
+					c.LeaderTTL = testLeaderTTL
+					c.Observers = []ax.Observer{h.log}
+				})
+				start(t, h.s)
+				defer stopHost(t, h)
+				time.Sleep(slow + time.Millisecond)
+				synctest.Wait()
+				require.True(t, h.log.leader(), "not leader")
+				h.st.slow.Store(int64(slow))
+				before := h.st.prunes.Load()
+				time.Sleep(2 * time.Minute)
+				synctest.Wait()
+				require.Equal(t, []bool{true}, h.log.all(), "leadership changes")
+				require.Greater(t, h.st.prunes.Load(), before, "the leader stopped pruning")
+			})
+		})
+	}
 }
