@@ -1,4 +1,4 @@
-package deploytest
+package faulttest
 
 import (
 	"bytes"
@@ -134,14 +134,16 @@ func releaseBinaries(t *testing.T, commit string) string {
 	if err := untar.Wait(); err != nil {
 		t.Fatalf("untar %s: %v", commit, err)
 	}
-	loader, err := os.ReadFile("loader/main.go")
+	// The test runs in internal/faulttest: the repository's root is two
+	// levels up.
+	loader, err := os.ReadFile(filepath.Join("..", "..", loaderDir, "main.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(src, "internal/deploytest/loader"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(src, loaderDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(src, "internal/deploytest/loader/main.go"), loader, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(src, loaderDir, "main.go"), loader, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(binDir, "release-"+commit[:12])

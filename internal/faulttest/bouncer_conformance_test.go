@@ -1,4 +1,4 @@
-package deploytest
+package faulttest
 
 import (
 	"context"
@@ -63,7 +63,7 @@ func TestBouncerEarlyDirectStart(t *testing.T) {
 func suiteNotUnderRace(t *testing.T) {
 	t.Helper()
 	if raceflag.Enabled {
-		t.Skip("the store suites through PgBouncer run without -race (go test ./internal/deploytest)")
+		t.Skip("the store suites through PgBouncer run without -race (go test ./internal/faulttest)")
 	}
 }
 

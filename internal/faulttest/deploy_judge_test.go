@@ -1,4 +1,4 @@
-package deploytest
+package faulttest
 
 import (
 	"testing"
