@@ -130,8 +130,11 @@ type Config struct {
 	LeaseDuration time.Duration
 
 	// HeartbeatInterval is how often running jobs' leases are extended (one
-	// store call for all of them). Must be below LeaseDuration. Defaults to
-	// LeaseDuration / 3.
+	// store call for all of them). A store slower than the interval still
+	// extends them: a beat's call may take until the oldest lease it
+	// carries would lapse, and the next beat waits for it, so a store that
+	// answers within half a lease keeps every lease. Must be below
+	// LeaseDuration. Defaults to LeaseDuration / 3.
 	HeartbeatInterval time.Duration
 
 	// PollInterval is the fallback claim interval, for wake-ups a store
@@ -153,7 +156,9 @@ type Config struct {
 	// renewal. One host of the cluster, the leader, runs the pruner and
 	// marks dead nodes; it renews its lease, and the other hosts try to
 	// take it, every LeaderTTL/3 (the same tick heartbeats this host's node
-	// row). A leader that stops gracefully releases the lease, and another
+	// row; a store slower than that tick still renews or grants it: the
+	// call may take until the lease would lapse). A leader that stops
+	// gracefully releases the lease, and another
 	// host takes it within LeaderTTL/3; one that dies is replaced within
 	// about LeaderTTL + LeaderTTL/3. Failover of jobs does not wait for
 	// it: every host rescues expired leases.
