@@ -22,7 +22,8 @@ import (
 // claims: a host that hears the pause stops starting the kind as soon as
 // it has re-read the set (a few milliseconds), and no attempt of a paused
 // kind starts later than one HeartbeatInterval after the pause on a host
-// that missed the notification (at once on the host that paused it). Attempts already
+// that missed the notification (at once on the host that paused it; with
+// a store slower than that, once its read lands). Attempts already
 // running finish; nothing is cancelled and nothing is lost. On the host
 // whose own Admin paused the kind, the pause holds from the moment the
 // call returns: a claim or a direct start in flight at the call, and a
@@ -375,9 +376,15 @@ func (p *kindPauses) run() {
 	}
 }
 
-// read re-reads the set from the store, bounded by HeartbeatInterval.
+// read re-reads the set from the store, bounded by LeaseDuration: a
+// store slower than HeartbeatInterval still answers it (the next read
+// waits for this one). Bounded by the interval, every read failed once
+// the store took longer, and a host kept claiming a kind an operator had
+// paused, at the time a pause is most wanted: a database under load
+// (TestPausedKindsReadThroughASlowStore; keepalive.go has the same fix
+// for the calls that keep leases and leadership).
 func (p *kindPauses) read() {
-	ctx, cancel := context.WithTimeout(p.r.life, p.r.cfg.HeartbeatInterval)
+	ctx, cancel := context.WithTimeout(p.r.life, p.r.cfg.LeaseDuration)
 	defer cancel()
 	since := p.since()
 	set, err := pausedKinds(ctx, p.r.store)

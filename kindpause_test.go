@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -279,4 +280,54 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// slowKindsStore is a memstore whose reads of the kinds' states take
+// slow nanoseconds (a loaded store), or until their context ends.
+type slowKindsStore struct {
+	*memstore.Store
+	slow atomic.Int64
+}
+
+func (c *slowKindsStore) KindStates(ctx context.Context) ([]store.KindState, error) {
+	select {
+	case <-time.After(time.Duration(c.slow.Load())):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return c.Store.KindStates(ctx)
+}
+
+// TestPausedKindsReadThroughASlowStore: a store that takes longer than
+// HeartbeatInterval to read the paused kinds still tells the host of a
+// pause, and the host starts none of the kind's jobs. Bounded by the
+// interval, every read timed out and the host kept the set it read
+// before the pause.
+func TestPausedKindsReadThroughASlowStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &slowKindsStore{Store: memstore.New()}
+		var ran atomic.Int64
+		s := newScheduler(t, st, func(c *ax.Config) {
+			c.LeaseDuration = 3 * time.Second // reads every second
+		})
+		require.NoError(t, s.Handle("ps", ax.HandlerFunc(func(context.Context, *ax.Job) error {
+			ran.Add(1)
+			return nil
+		})))
+		start(t, s)
+		defer func() { require.NoError(t, s.Stop(context.Background())) }()
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		st.slow.Store(int64(1500 * time.Millisecond))
+		_, err := st.SetKindPaused(t.Context(), "ps", true)
+		require.NoError(t, err)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		res, err := s.Schedule(t.Context(), "ps", nil)
+		require.NoError(t, err)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		require.Zero(t, ran.Load(), "a job of the paused kind ran")
+		requireStates(t, st, []uuid.UUID{res.ID}, ax.StateScheduled)
+	})
 }
