@@ -30,6 +30,10 @@ type cluster struct {
 	term        atomic.Int64
 	leaderUntil atomic.Int64
 	holder      atomic.Pointer[string]
+	// nodeUntil is the host time at which this node's row lapses unless
+	// heartbeated again (zero before the first heartbeat); only the
+	// cluster goroutine uses it.
+	nodeUntil time.Time
 
 	// watch finds kinds no node handles (unhandled.go).
 	watch unhandledWatch

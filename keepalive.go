@@ -5,8 +5,9 @@ import "time"
 // keepAliveTimeout bounds a store call that keeps something of this host's
 // alive and is made every interval: a beat's extension of the job leases
 // it holds (heartbeat.go), the renewal or taking of the maintenance
-// leadership (leader.go). The call may run until what it keeps alive
-// lapses on this host's clock, and never less than interval.
+// leadership (leader.go), the node row's heartbeat (nodes.go). The call
+// may run until what it keeps alive lapses on this host's clock, and
+// never less than interval.
 //
 // Bounded by interval alone, such a call failed at every try once the
 // store took longer than the interval to answer (a loaded server; a

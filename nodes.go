@@ -83,14 +83,26 @@ func (c *cluster) heartbeatNode() {
 	for i, k := range kinds {
 		names[i] = k.kind
 	}
-	ctx, cancel := c.callCtx()
+	// Until the row lapses, or the one written would: a store slower
+	// than the tick still keeps the node alive (keepAliveTimeout), where
+	// the leader would otherwise mark it dead and its kinds unhandled.
+	before := r.s.now()
+	lapse := c.nodeUntil
+	if !lapse.After(before) {
+		lapse = before.Add(r.cfg.NodeTimeout)
+	}
+	ctx, cancel := context.WithTimeout(r.life, keepAliveTimeout(c.interval, before, lapse))
 	defer cancel()
 	err := c.registry.HeartbeatNode(ctx, &store.NodeParams{
 		Name: r.cfg.Node, Version: r.cfg.Version, Kinds: names, KeyIDs: keyIDs(r.cfg.Keys), TTL: r.cfg.NodeTimeout,
 	})
-	if err != nil && r.life.Err() == nil {
-		r.log.Warn("node heartbeat failed", zap.Error(err))
+	if err != nil {
+		if r.life.Err() == nil {
+			r.log.Warn("node heartbeat failed", zap.Error(err))
+		}
+		return
 	}
+	c.nodeUntil = before.Add(r.cfg.NodeTimeout)
 }
 
 // stopNode marks this node stopped at Stop.

@@ -2,6 +2,7 @@ package ax_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -142,4 +143,43 @@ func TestStartRegistersTheNode(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, nodeNamed(nodes, name), "%s is not listed right after its Start: %+v", name, nodes)
 	}
+}
+
+// slowNodesStore is a memstore whose node heartbeats take slow
+// nanoseconds (a loaded store), or until their context ends.
+type slowNodesStore struct {
+	*memstore.Store
+	slow atomic.Int64
+}
+
+func (c *slowNodesStore) HeartbeatNode(ctx context.Context, p *store.NodeParams) error {
+	select {
+	case <-time.After(time.Duration(c.slow.Load())):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return c.Store.HeartbeatNode(ctx, p)
+}
+
+// TestNodeHeartbeatThroughASlowStore: a store that takes longer than the
+// cluster tick (LeaderTTL/3) to take a node heartbeat, but less than half
+// of NodeTimeout, registers the node and keeps it running: the call may
+// run until the row would lapse (keepAliveTimeout). Bounded by the tick,
+// every heartbeat timed out and the node never registered.
+func TestNodeHeartbeatThroughASlowStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &slowNodesStore{Store: memstore.New()}
+		st.slow.Store(int64(1200 * time.Millisecond)) // ticks every 1 s; NodeTimeout 4.5 s
+		s := newScheduler(t, st, func(c *ax.Config) { c.Node, c.LeaderTTL = "a", testLeaderTTL })
+		start(t, s)
+		defer func() { require.NoError(t, s.Stop(context.Background())) }()
+		for range 10 {
+			time.Sleep(3 * time.Second)
+			synctest.Wait()
+			nodes, err := s.Nodes(t.Context())
+			require.NoError(t, err)
+			require.Len(t, nodes, 1, "the node is not registered")
+			require.Equal(t, ax.NodeRunning, nodes[0].State)
+		}
+	})
 }
