@@ -73,14 +73,11 @@ func newCluster(t *testing.T) *cluster {
 // runs two at a time by default, -parallel being GOMAXPROCS), after the
 // scenarios that do not call it have run one at a time. The scenarios
 // mostly wait on the wall clock, each on a database of its own: run so,
-// the fault scenarios took 142 s instead of 191 s, with the machine's two
-// cores busy 40 % of the time (PostgreSQL's processes included). Those
-// that call it bound no start time tighter than a lease (the failover and
-// upgrade scenarios, with servers and ports of their own, none tighter
-// than a minute); those whose checks bound start lags, rates or recovery
-// times to a second or so (Kill, Graceful, ClockSkew, Periodic, the flow
-// scenarios) still run alone, and so do the PgBouncer scenarios, whose
-// leak checks (noLeaks) would count another scenario's goroutines.
+// the package took 142 s instead of 191 s, with the machine's two cores
+// busy 40 % of the time (PostgreSQL's processes included). Those that
+// call it bound no start time tighter than a lease; those whose checks
+// bound start lags, rates or recovery times to a second or so (Kill,
+// Graceful, ClockSkew, Periodic, the flow scenarios) still run alone.
 func sideBySide(t *testing.T) {
 	t.Helper()
 	t.Parallel()
@@ -91,7 +88,7 @@ func sideBySide(t *testing.T) {
 func skipUnderRace(t *testing.T) {
 	t.Helper()
 	if raceflag.Enabled {
-		t.Skip("scenarios run without -race (go test ./internal/faulttest); their processes are built without it anyway")
+		t.Skip("fault scenarios run without -race (go test ./internal/faulttest); their worker processes are built without it anyway")
 	}
 }
 

@@ -677,7 +677,7 @@
 // pgx.QueryExecModeCacheDescribe (named prepared statements do not survive
 // a change of server connection), and give the listener a direct
 // connection with WithListenerConnString, or none: the Store then polls
-// (see WithTransactionPooler). internal/faulttest runs the conformance
+// (see WithTransactionPooler). internal/deploytest runs the conformance
 // suite, the model test and a cluster of hosts through PgBouncer 1.18.
 //
 // No other state of pgstore's outlives a transaction, so a pooled server

@@ -15,7 +15,7 @@ import (
 // periodic ticks) holds a lock on jobs; 0003's CREATE INDEX then DROP
 // INDEX on jobs used to take SHARE, wait for ACCESS EXCLUSIVE behind the
 // host, and have the host's insert wait behind its SHARE: "deadlock
-// detected" (internal/faulttest's rolling upgrade found it). Now the
+// detected" (internal/deploytest's rolling upgrade found it). Now the
 // migration waits for the host, and both succeed.
 func TestMigrateInUseNoDeadlock(t *testing.T) {
 	t.Parallel()

@@ -10,7 +10,7 @@ import (
 
 // How often Migrate runs its transaction when PostgreSQL aborts it to break
 // a deadlock, and the pause before the first rerun (doubled each time).
-// Found by internal/faulttest's rolling upgrade: main's migrations applied
+// Found by internal/deploytest's rolling upgrade: main's migrations applied
 // while hosts of v0.1.0 claimed and fired periodic ticks failed with
 // "deadlock detected" in 0003_scale.
 const (

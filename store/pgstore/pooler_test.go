@@ -21,7 +21,7 @@ import (
 // WithTransactionPooler, and so does NewCitus. With
 // WithTransactionPooler it accepts only QueryExecModeCacheDescribe: the
 // default mode's named statements and DescribeExec's two round trips need
-// one server connection across transactions (internal/faulttest runs the
+// one server connection across transactions (internal/deploytest runs the
 // whole suite through PgBouncer). Without the option the other modes work
 // on a direct connection.
 func TestTransactionPoolerMode(t *testing.T) {

@@ -1,14 +1,12 @@
-// Command loader is the client of the deployment scenarios (failover and
-// rolling upgrade, in internal/faulttest): it schedules "work" jobs, the kind internal/faulttest/worker
+// Command loader is the client of the deployment scenarios (package
+// deploytest): it schedules "work" jobs, the kind internal/faulttest/worker
 // runs, at a steady rate through an AX Scheduler that is never started,
 // and prints the ID of every job whose Schedule returned, so the test
 // knows which jobs must exist whatever happens to the database.
 //
 // It uses only API that AX had in its first release (ax.New, Schedule,
 // In, pgstore.New, WithoutMigrate), so the upgrade scenario builds this
-// same file against the previous release's source, at this path, where
-// that release has it (which is why it lives here and not beside
-// internal/faulttest/worker).
+// same file against the previous release's source.
 //
 // Stdout:
 //

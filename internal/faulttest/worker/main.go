@@ -20,7 +20,7 @@
 //
 // With -ledger, executions are recorded in that database instead of the
 // jobs' one, so that a scenario that fails the jobs' database over keeps
-// a record of what ran that the failover cannot lose (internal/faulttest).
+// a record of what ran that the failover cannot lose (internal/deploytest).
 //
 // With -schedule-rate the host also schedules "work" jobs itself, due at
 // once, so that they start directly on it (with -early-start, during

@@ -1,4 +1,4 @@
-package faulttest
+package deploytest
 
 import (
 	"context"
@@ -98,7 +98,7 @@ type acked struct {
 }
 
 // ackedSuccesses collects the EVENT succeeded lines of workers.
-func ackedSuccesses(t *testing.T, workers ...*deployProc) map[acked]bool {
+func ackedSuccesses(t *testing.T, workers ...*proc) map[acked]bool {
 	t.Helper()
 	out := map[acked]bool{}
 	for _, w := range workers {
@@ -116,7 +116,7 @@ func ackedSuccesses(t *testing.T, workers ...*deployProc) map[acked]bool {
 }
 
 // scheduledIDs collects the IDs loaders printed (Schedule returned them).
-func scheduledIDs(t *testing.T, loaders ...*deployProc) []uuid.UUID {
+func scheduledIDs(t *testing.T, loaders ...*proc) []uuid.UUID {
 	t.Helper()
 	var ids []uuid.UUID
 	for _, l := range loaders {

@@ -1,4 +1,4 @@
-package faulttest
+package deploytest
 
 import (
 	"bytes"
@@ -70,7 +70,7 @@ func startBouncer(t *testing.T, serverURL string) *bouncer {
 	bin := pgbouncerBinary(t)
 	u, err := url.Parse(serverURL)
 	if err != nil || u.Scheme == "" {
-		t.Fatalf("bouncer: the server's URL must be a URL to put PgBouncer in front of it: %q", serverURL)
+		t.Fatalf("deploytest: the server's URL must be a URL to put PgBouncer in front of it: %q", serverURL)
 	}
 	host, port := u.Hostname(), u.Port()
 	if host == "" {
@@ -118,7 +118,7 @@ admin_users = %s
 		cmd.Stdout = cmd.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
-			t.Fatalf("bouncer: start pgbouncer: %v", err)
+			t.Fatalf("deploytest: start pgbouncer: %v", err)
 		}
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(exited) }()
@@ -140,7 +140,7 @@ admin_users = %s
 		_ = cmd.Process.Kill()
 		<-exited
 		if attempt == 3 {
-			t.Fatalf("bouncer: pgbouncer did not start:\n%s", b.logText())
+			t.Fatalf("deploytest: pgbouncer did not start:\n%s", b.logText())
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package faulttest
+package deploytest
 
 import (
 	"bufio"
@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// deployProc is one worker or loader process; the test reads its stdout lines.
-type deployProc struct {
+// proc is one worker or loader process; the test reads its stdout lines.
+type proc struct {
 	name   string
 	cmd    *exec.Cmd
 	stderr string // its log file
@@ -27,9 +27,9 @@ type deployProc struct {
 
 // startProc starts bin with args, logging stderr to a file in logDir; it
 // is killed when t ends (its log tail printed if t failed).
-func startProc(t *testing.T, logDir, name, bin string, args ...string) *deployProc {
+func startProc(t *testing.T, logDir, name, bin string, args ...string) *proc {
 	t.Helper()
-	p := &deployProc{name: name, done: make(chan struct{}), added: make(chan struct{}, 1)}
+	p := &proc{name: name, done: make(chan struct{}), added: make(chan struct{}, 1)}
 	p.stderr = filepath.Join(logDir, name+".log")
 	errf, err := os.Create(p.stderr)
 	if err != nil {
@@ -60,7 +60,7 @@ func startProc(t *testing.T, logDir, name, bin string, args ...string) *deployPr
 	return p
 }
 
-func (p *deployProc) read(r io.Reader) {
+func (p *proc) read(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		p.mu.Lock()
@@ -76,7 +76,7 @@ func (p *deployProc) read(r io.Reader) {
 }
 
 // has returns the lines starting with prefix, without it.
-func (p *deployProc) has(prefix string) []string {
+func (p *proc) has(prefix string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []string
@@ -90,7 +90,7 @@ func (p *deployProc) has(prefix string) []string {
 
 // waitLine waits until the process printed a line starting with prefix
 // and returns the rest of the first such line.
-func (p *deployProc) waitLine(t *testing.T, prefix string, timeout time.Duration) string {
+func (p *proc) waitLine(t *testing.T, prefix string, timeout time.Duration) string {
 	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -112,7 +112,7 @@ func (p *deployProc) waitLine(t *testing.T, prefix string, timeout time.Duration
 }
 
 // exited reports whether the process has exited.
-func (p *deployProc) exited() bool {
+func (p *proc) exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -122,7 +122,7 @@ func (p *deployProc) exited() bool {
 }
 
 // stop sends SIGTERM and waits for the process to exit.
-func (p *deployProc) stop(t *testing.T, timeout time.Duration) {
+func (p *proc) stop(t *testing.T, timeout time.Duration) {
 	t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -132,7 +132,7 @@ func (p *deployProc) stop(t *testing.T, timeout time.Duration) {
 	}
 }
 
-func (p *deployProc) logTail() string {
+func (p *proc) logTail() string {
 	b, _ := os.ReadFile(p.stderr)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	if len(lines) > 30 {

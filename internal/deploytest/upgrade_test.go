@@ -1,4 +1,4 @@
-package faulttest
+package deploytest
 
 import (
 	"bufio"
@@ -55,7 +55,7 @@ func TestRollingUpgrade(t *testing.T) {
 	}
 	const rate = 30
 	n := strconv.Itoa(int(run.Seconds()) * rate)
-	var old []*deployProc
+	var old []*proc
 	for i := range 2 {
 		name := "old" + strconv.Itoa(i+1)
 		old = append(old, startProc(t, logs, name, oldBins+"/worker", "-dsn", dsn, "-node", name))
@@ -94,7 +94,7 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 	}
 
-	var cur []*deployProc
+	var cur []*proc
 	for i := range 2 {
 		name := "new" + strconv.Itoa(i+1)
 		cur = append(cur, startProc(t, logs, name, newBins+"/worker", "-dsn", dsn, "-node", name, "-say-finished"))
@@ -183,7 +183,7 @@ func releaseRunsOnSchema(t *testing.T, pool *pgxpool.Pool, commit string, oldVer
 
 // logComplaints counts a worker's warnings and errors by message and error
 // text (the first 160 bytes).
-func logComplaints(t *testing.T, p *deployProc) map[string]int {
+func logComplaints(t *testing.T, p *proc) map[string]int {
 	t.Helper()
 	f, err := os.Open(p.stderr)
 	if err != nil {

@@ -1,4 +1,4 @@
-package faulttest
+package deploytest
 
 import (
 	"bytes"
@@ -134,16 +134,14 @@ func releaseBinaries(t *testing.T, commit string) string {
 	if err := untar.Wait(); err != nil {
 		t.Fatalf("untar %s: %v", commit, err)
 	}
-	// The test runs in internal/faulttest: the repository's root is two
-	// levels up.
-	loader, err := os.ReadFile(filepath.Join("..", "..", loaderDir, "main.go"))
+	loader, err := os.ReadFile("loader/main.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(src, loaderDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(src, "internal/deploytest/loader"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(src, loaderDir, "main.go"), loader, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(src, "internal/deploytest/loader/main.go"), loader, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(binDir, "release-"+commit[:12])

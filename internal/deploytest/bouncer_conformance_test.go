@@ -1,4 +1,4 @@
-package faulttest
+package deploytest
 
 import (
 	"context"
@@ -63,7 +63,7 @@ func TestBouncerEarlyDirectStart(t *testing.T) {
 func suiteNotUnderRace(t *testing.T) {
 	t.Helper()
 	if raceflag.Enabled {
-		t.Skip("the store suites through PgBouncer run without -race (go test ./internal/faulttest)")
+		t.Skip("the store suites through PgBouncer run without -race (go test ./internal/deploytest)")
 	}
 }
 

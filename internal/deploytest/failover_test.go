@@ -1,4 +1,4 @@
-package faulttest
+package deploytest
 
 import (
 	"context"
@@ -128,7 +128,7 @@ func runFailover(t *testing.T, c failoverCase) {
 	}
 	dsn := failoverDSN("ax", primary, standby)
 
-	var workers []*deployProc
+	var workers []*proc
 	for i := range 3 {
 		args := []string{"-dsn", dsn, "-node", "host" + strconv.Itoa(i+1), "-ledger", ledgerDSN, "-say-finished",
 			"-periodic-name", "tick", "-periodic-spec", c.tickSpec, "-stop-timeout", "20s"}
@@ -191,7 +191,7 @@ func runFailover(t *testing.T, c failoverCase) {
 	}
 
 	loader.waitLine(t, "DONE ", c.load+2*time.Minute)
-	schedulers := []*deployProc{loader}
+	schedulers := []*proc{loader}
 	if c.earlyStart {
 		for _, w := range workers {
 			w.waitLine(t, "SCHEDULE_DONE ", c.load+2*time.Minute)
