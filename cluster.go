@@ -30,10 +30,11 @@ type cluster struct {
 	term        atomic.Int64
 	leaderUntil atomic.Int64
 	holder      atomic.Pointer[string]
-	// nodeUntil is the host time at which this node's row lapses unless
-	// heartbeated again (zero before the first heartbeat); only the
-	// cluster goroutine uses it.
-	nodeUntil time.Time
+	// nodeUntil is the host time (UnixNano) at which this node's row
+	// lapses unless heartbeated again, zero before the first heartbeat.
+	// Atomic: Start heartbeats the node too, beside the cluster
+	// goroutine's first round.
+	nodeUntil atomic.Int64
 
 	// watch finds kinds no node handles (unhandled.go).
 	watch unhandledWatch

@@ -87,7 +87,7 @@ func (c *cluster) heartbeatNode() {
 	// than the tick still keeps the node alive (keepAliveTimeout), where
 	// the leader would otherwise mark it dead and its kinds unhandled.
 	before := r.s.now()
-	lapse := c.nodeUntil
+	lapse := time.Unix(0, c.nodeUntil.Load())
 	if !lapse.After(before) {
 		lapse = before.Add(r.cfg.NodeTimeout)
 	}
@@ -102,7 +102,7 @@ func (c *cluster) heartbeatNode() {
 		}
 		return
 	}
-	c.nodeUntil = before.Add(r.cfg.NodeTimeout)
+	c.nodeUntil.Store(before.Add(r.cfg.NodeTimeout).UnixNano())
 }
 
 // stopNode marks this node stopped at Stop.
