@@ -148,3 +148,14 @@ func (c *eventCounter) waitFor(t *testing.T, n int) {
 		t.Fatalf("timed out waiting for %d events", n)
 	}
 }
+
+// slowCall is a loaded store's answer: it waits d, or until ctx ends,
+// whose error it returns.
+func slowCall(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -290,10 +290,8 @@ type slowKindsStore struct {
 }
 
 func (c *slowKindsStore) KindStates(ctx context.Context) ([]store.KindState, error) {
-	select {
-	case <-time.After(time.Duration(c.slow.Load())):
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := slowCall(ctx, time.Duration(c.slow.Load())); err != nil {
+		return nil, err
 	}
 	return c.Store.KindStates(ctx)
 }

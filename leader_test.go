@@ -34,10 +34,8 @@ func (c *countingStore) AcquireLeader(ctx context.Context, p *store.LeaderParams
 	if c.down.Load() {
 		return nil, errors.New("store unreachable")
 	}
-	select {
-	case <-time.After(time.Duration(c.slow.Load())):
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := slowCall(ctx, time.Duration(c.slow.Load())); err != nil {
+		return nil, err
 	}
 	return c.Store.AcquireLeader(ctx, p)
 }

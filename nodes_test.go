@@ -153,10 +153,8 @@ type slowNodesStore struct {
 }
 
 func (c *slowNodesStore) HeartbeatNode(ctx context.Context, p *store.NodeParams) error {
-	select {
-	case <-time.After(time.Duration(c.slow.Load())):
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := slowCall(ctx, time.Duration(c.slow.Load())); err != nil {
+		return err
 	}
 	return c.Store.HeartbeatNode(ctx, p)
 }
