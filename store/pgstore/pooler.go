@@ -30,12 +30,11 @@ import (
 //     server described the first time the connection ran it (one extra
 //     round trip per statement and connection), in the binary format, as
 //     the default mode does. QueryExecModeExec and
-//     QueryExecModeSimpleProtocol also keep to one round trip, but guess the
-//     types from the Go values: a []byte payload goes as bytea into a json
-//     column ("invalid input syntax for type json"), so most of pgstore's
-//     writes fail. DescribeExec
-//     describes and executes in two round trips, which the pooler may send
-//     to two server connections. The cost: every execution is parsed and
+//     QueryExecModeSimpleProtocol, which also keep to one round trip, New
+//     refuses with or without this option: they type parameters from their
+//     Go values and cannot send pgstore's IDs and payloads
+//     (checkTypedMode). DescribeExec describes and executes in two round
+//     trips, which the pooler may send to two server connections. The cost: every execution is parsed and
 //     planned again, where a prepared statement is planned once per
 //     connection (or on its first executions); docs/deployments.md has
 //     the measured throughput and lag. The claims still ask for their
