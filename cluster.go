@@ -97,7 +97,7 @@ func (c *cluster) run() {
 // tick is one round of membership: node heartbeat, election, the
 // leader's node reaping, and the watch on the cluster's kinds.
 func (c *cluster) tick() {
-	c.heartbeatNode()
+	c.heartbeatNode(c.r.life)
 	c.elect()
 	if c.isLeader() {
 		c.reapNodes()

@@ -72,8 +72,10 @@ func (s *Scheduler) Nodes(ctx context.Context) ([]Node, error) {
 }
 
 // heartbeatNode registers this node or records its heartbeat, with the
-// kinds handled now.
-func (c *cluster) heartbeatNode() {
+// kinds handled now, within ctx: the runtime's life on the cluster
+// goroutine, Start's own context (ended with the runtime's life) from
+// Start.
+func (c *cluster) heartbeatNode(ctx context.Context) {
 	if c.registry == nil {
 		return
 	}
@@ -91,7 +93,7 @@ func (c *cluster) heartbeatNode() {
 	if !lapse.After(before) {
 		lapse = before.Add(r.cfg.NodeTimeout)
 	}
-	ctx, cancel := context.WithTimeout(r.life, keepAliveTimeout(c.interval, before, lapse))
+	ctx, cancel := context.WithTimeout(ctx, keepAliveTimeout(c.interval, before, lapse))
 	defer cancel()
 	err := c.registry.HeartbeatNode(ctx, &store.NodeParams{
 		Name: r.cfg.Node, Version: r.cfg.Version, Kinds: names, KeyIDs: keyIDs(r.cfg.Keys), TTL: r.cfg.NodeTimeout,

@@ -145,6 +145,34 @@ func TestStartRegistersTheNode(t *testing.T) {
 	}
 }
 
+// TestStartRegistrationWaitsNoLongerThanItsContext: Start registers the
+// node within its own context, as it makes its other store calls. With a
+// store whose node heartbeat hangs, a Start given 2 s returns within them
+// (the registration logged as failed), and the cluster goroutine
+// registers the node once the store answers again. Start used to wait
+// for the node row's lapse (NodeTimeout, 4.5 s here), whatever its
+// context allowed.
+func TestStartRegistrationWaitsNoLongerThanItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &slowNodesStore{Store: memstore.New()}
+		st.slow.Store(int64(time.Hour))
+		s := newScheduler(t, st, func(c *ax.Config) { c.Node, c.LeaderTTL = "a", testLeaderTTL })
+		defer func() { require.NoError(t, s.Stop(context.Background())) }()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		began := time.Now()
+		require.NoError(t, s.Start(ctx))
+		require.LessOrEqual(t, time.Since(began), 2*time.Second, "Start outlived its context")
+
+		st.slow.Store(0)
+		time.Sleep(testLeaderTTL) // past the hung round's bound and a tick
+		synctest.Wait()
+		nodes, err := s.Nodes(t.Context())
+		require.NoError(t, err)
+		require.Len(t, nodes, 1, "the cluster goroutine did not register the node")
+	})
+}
+
 // slowNodesStore is a memstore whose node heartbeats take slow
 // nanoseconds (a loaded store), or until their context ends.
 type slowNodesStore struct {

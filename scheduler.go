@@ -215,8 +215,9 @@ func (s *Scheduler) kinds() []*kindHandler {
 // Start starts claiming and running jobs and returns once the Scheduler
 // runs, with the periodic schedules declared so far (Every) recorded in
 // the store: their ticks count from then. ctx bounds only the start-up
-// (the first calls to the store, whose errors it returns); the Scheduler
-// runs until Stop. Start after Stop (or while Stop runs) returns
+// (the first calls to the store, whose errors it returns, and the node's
+// registration, whose failure it logs: the next heartbeat round tries
+// again); the Scheduler runs until Stop. Start after Stop (or while Stop runs) returns
 // ErrSchedulerClosed; a second Start returns nil and does nothing. Other
 // methods are not held up while Start waits for the store.
 func (s *Scheduler) Start(ctx context.Context) error {
@@ -295,8 +296,15 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	// the kinds under s.mu), so that Nodes lists this host once its Start
 	// has returned; the cluster goroutine's first round, running at once,
 	// only made that likely (issue 41: a probe listing the nodes right
-	// after two hosts started found one, at a load of 3 to 9).
-	run.cluster.heartbeatNode()
+	// after two hosts started found one, at a load of 3 to 9). It waits
+	// no longer than Start's ctx allows, as Start's other store calls:
+	// a registration that fails here is logged, and the cluster
+	// goroutine's next round tries again.
+	regCtx, cancelReg := context.WithCancel(ctx)
+	stopReg := context.AfterFunc(run.life, cancelReg)
+	run.cluster.heartbeatNode(regCtx)
+	stopReg()
+	cancelReg()
 	s.log.Info("scheduler started", zap.Int("workers", s.cfg.Workers), zap.Int("kinds", kinds))
 	return nil
 }
