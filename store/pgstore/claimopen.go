@@ -81,13 +81,21 @@ const claimOpenSQL = `WITH cand AS MATERIALIZED (
 	WHERE pos <= coalesce((SELECT min(pos) FROM ranked WHERE edge), pos)
 	ORDER BY pos
 ), locked1 AS MATERIALIZED (
+	-- A probe of jobs by primary key per usable row, in usable's order
+	-- (its CTE's sort, which the nested loop keeps), each locking its row
+	-- or skipping it; the LIMIT stops the loop at the $3rd row locked.
+	-- A join that the planner may order either way scanned all of jobs
+	-- once per usable row when its statistics called jobs empty
+	-- (the package doc: generic plans).
 	SELECT u.id, u.pos
 	FROM usable u
-	JOIN {jobs} j ON {onshard:j}j.id = u.id
-	WHERE (j.state IN ` + claimableSQL + `) IS TRUE AND j.run_at <= now() + $8::bigint * interval '1 microsecond'
-	ORDER BY u.pos
+	CROSS JOIN LATERAL (
+		SELECT 1 FROM {jobs} j
+		WHERE {onshard:j}j.id = u.id
+		  AND (j.state IN ` + claimableSQL + `) IS TRUE AND j.run_at <= now() + $8::bigint * interval '1 microsecond'
+		FOR UPDATE SKIP LOCKED
+	) j
 	LIMIT $3
-	FOR UPDATE OF j SKIP LOCKED
 ), ` + claimTailSQL + `, took AS (
 	SELECT count(*) AS n, max(pos) AS last FROM locked1
 )

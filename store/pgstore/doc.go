@@ -275,12 +275,23 @@
 // history, the flow-controlled kinds' claim and Finish) is linear in its batch under any plan: pgx caches
 // prepared statements, and after five executions PostgreSQL may run a
 // generic plan, costed without the parameters' values. Input rows reach
-// jobs only through lateral primary-key probes, joins on the primary key
-// alone, or = ANY(array) of primary keys; nothing joins the batch with
-// itself on a condition a nested loop would test pairwise (an earlier
-// Finish did, and its generic plan removed 999,000 rows in a join filter
-// for 1,000 outcomes). TestGenericPlansAreLinear checks each statement
-// with plan_cache_mode = force_generic_plan at 100 and 1,000 rows.
+// jobs only through lateral primary-key probes, tuple IDs, or = ANY(array)
+// of primary keys or tuple IDs, each of which leaves the planner one way
+// into jobs whatever it believes of the table's size; nothing joins the
+// batch with itself on a condition a nested loop would test pairwise (an
+// earlier Finish did, and its generic plan removed 999,000 rows in a join
+// filter for 1,000 outcomes). A plain join of the batch with jobs on the
+// primary key is not enough: once autoanalyze has sampled a drained queue
+// (every job of a burst finished, its pages not yet vacuumed), the
+// statistics call jobs empty however many pages it has, and the planner
+// may put jobs outside the join and scan all of it once per input row
+// (an axbench run of 1,000 workers right after one of 100 stalled every
+// outcome for 12 to 30 s on such a Finish; the open claim's lock step
+// was the same). The lateral probes that must not be pulled up into a
+// join carry FOR UPDATE or OFFSET 0. TestGenericPlansAreLinear checks each
+// statement with plan_cache_mode = force_generic_plan at 100 and 1,000
+// rows, on statistics that predate the live jobs and on statistics of a
+// drained queue.
 //
 // The flow-controlled kinds' claim, the read of what it left and their
 // Finish run with JIT compilation off for their transaction

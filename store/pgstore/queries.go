@@ -336,7 +336,8 @@ SELECT id, fin_token, false FROM gone
 UNION ALL
 SELECT i.id, i.token, true FROM input i
 WHERE i.id NOT IN (SELECT id FROM locked) -- a hashed subplan
-  AND EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = i.id AND j.lease_token = i.token AND (j.state = 'running') IS TRUE)`,
+  AND EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = i.id AND j.lease_token = i.token AND (j.state = 'running') IS TRUE
+	OFFSET 0) -- a probe per input row (the package doc: generic plans)`,
 
 		// FinishWait is the finish of the rows finish found busy: the
 		// same, waiting for the locks. It runs after finish applied the
@@ -729,11 +730,14 @@ func finishEndSQL(ret string) string {
 		i.err AS fin_err, i.ord AS fin_ord, i.fstate AS fin_state
 )`
 	}
+	// The primary-key pairs name their rows' IDs as an array too, so
+	// that jobs is reached by them whatever the planner believes of its
+	// size (the package doc: generic plans).
 	return changed("changed_tid", "j.ctid = i.tid") + `, ` +
-		changed("changed_id", "j.id = i.id AND i.id NOT IN (SELECT id FROM changed_tid)") + `, changed AS (
+		changed("changed_id", "j.id = i.id AND j.id = ANY (ARRAY(SELECT id FROM locked WHERE NOT leaves AND id NOT IN (SELECT id FROM changed_tid)))") + `, changed AS (
 	SELECT * FROM changed_tid UNION ALL SELECT * FROM changed_id
 ), ` + gone("gone_tid", "j.ctid = i.tid") + `, ` +
-		gone("gone_id", "j.id = i.id AND i.id NOT IN (SELECT id FROM gone_tid)") + `, gone AS (
+		gone("gone_id", "j.id = i.id AND j.id = ANY (ARRAY(SELECT id FROM locked WHERE leaves AND id NOT IN (SELECT id FROM gone_tid)))") + `, gone AS (
 	SELECT * FROM gone_tid UNION ALL SELECT * FROM gone_id
 ), archived AS (
 	INSERT INTO {history} (` + strings.Join(historyColumns, ", ") + `)
