@@ -270,9 +270,10 @@
 // holder (store.ExtendResult.Finished) rather than taken over. A claim adds
 // one to each job's fence.
 //
-// Every batched statement (Claim, Finish, ExtendLeases, the keyed Insert,
-// RescueExpired, Prune, Archive's pick and move, the restore from the
-// history, the flow-controlled kinds' claim and Finish) is linear in its batch under any plan: pgx caches
+// Every batched statement (Claim, Finish, ExtendLeases, the keyed Insert
+// and its look-up of the keys' holders, RescueExpired, Prune, Archive's
+// pick and move, the restore from the history, the flow-controlled kinds'
+// claim, Finish and key update) is linear in its batch under any plan: pgx caches
 // prepared statements, and after five executions PostgreSQL may run a
 // generic plan, costed without the parameters' values. Input rows reach
 // jobs only through lateral primary-key probes, tuple IDs, or = ANY(array)

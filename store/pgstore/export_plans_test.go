@@ -14,6 +14,7 @@ func (s *Store) BatchSQL() map[string]string {
 		"finishWait": s.q.finishWait,
 		"extend":     s.q.extend,
 		"insertMany": s.q.insertMany,
+		"holders":    s.q.holders,
 		"rescue":     s.q.rescue,
 		"prune":      s.q.prune,
 		// The flow-controlled kinds' (flowqueries.go).

@@ -434,10 +434,25 @@ WHERE kind = $1 RETURNING pending`,
 		// the rows it inserted get their partition and sequence keys and
 		// are marked counted when their kind has MaxPending; returns how
 		// many were marked per kind.
-		setKeys: `WITH u AS (
-	UPDATE {jobs} j SET sequence_key = nullif(x.skey, ''), pending_counted = x.counted
+		//
+		// A probe by primary key per row finds its tuple ID, and the
+		// UPDATE reaches the rows by those: as a join of the arrays with
+		// jobs, its generic plan read every scheduled job, on any
+		// statistics (the package doc: generic plans). The rows are this
+		// transaction's own, not yet committed: nothing else can have
+		// moved them since the probe.
+		setKeys: `WITH x AS MATERIALIZED (
+	SELECT p.tid, x.skey, x.counted
 	FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS x(id, skey, counted)
-	WHERE j.id = x.id AND j.state = 'scheduled' AND j.attempt = 0
+	CROSS JOIN LATERAL (
+		SELECT j.ctid AS tid FROM {jobs} j
+		WHERE j.id = x.id AND (j.state = 'scheduled') IS TRUE AND j.attempt = 0
+		OFFSET 0
+	) p
+), u AS (
+	UPDATE {jobs} j SET sequence_key = nullif(x.skey, ''), pending_counted = x.counted
+	FROM x
+	WHERE j.ctid = x.tid
 	RETURNING j.kind, j.pending_counted
 )
 SELECT kind, count(*) FROM u WHERE pending_counted GROUP BY kind`,

@@ -165,13 +165,20 @@ ON CONFLICT ` + uniqueIndexSQL + ` DO NOTHING
 RETURNING id`,
 
 		// The holders of keys in their scopes ($1 the kind, or '' for a
-		// global key), by position in the arrays, through
-		// jobs_unique_scope_idx.
+		// global key), by position in the arrays: a probe of
+		// jobs_unique_scope_idx per key. As a join, its generic plan
+		// scanned every keyed job once per key, on any statistics
+		// (TestGenericPlansAreLinear); OFFSET 0 keeps the probe from
+		// being pulled up into one (the package doc: generic plans).
 		holders: `SELECT u.i, j.id
 FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[]) WITH ORDINALITY AS u(space, period, win, key, i)
-JOIN {jobs} j ON {onshard:j}(CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
-	AND j.unique_period = u.period AND j.unique_window = u.win AND j.unique_key = u.key
-	AND ` + uniqueHeldSQL("j.") + ``,
+CROSS JOIN LATERAL (
+	SELECT j.id FROM {jobs} j
+	WHERE {onshard:j}(CASE WHEN j.unique_global THEN '' ELSE j.kind END) = u.space
+	  AND j.unique_period = u.period AND j.unique_window = u.win AND j.unique_key = u.key
+	  AND ` + uniqueHeldSQL("j.") + `
+	OFFSET 0
+) j`,
 
 		notify: `SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n`,
 
@@ -343,15 +350,9 @@ WHERE i.id NOT IN (SELECT id FROM locked) -- a hashed subplan
 		// same, waiting for the locks. It runs after finish applied the
 		// other rows (committed them, outside a caller's transaction), so
 		// only the busy rows wait.
-		finishWait: `WITH ` + finishLockedSQL("false") + `, changed AS (
-	UPDATE {jobs} j SET ` + finishSetSQL + `
-	FROM locked i
-	-- No state or token test on j here: locked checked both on the rows
-	-- it holds, and repeating them would let the planner reach jobs
-	-- through another index than the primary key.
-	WHERE j.id = i.id
-	RETURNING j.id, i.token, j.kind, j.state, j.run_at
-), notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `)
+		// Its rows all stay in jobs (leaves false), updated as Finish's
+		// are (finishChangedSQL).
+		finishWait: `WITH ` + finishLockedSQL("false") + `, ` + finishChangedSQL("j.id, i.token, j.kind, j.state, j.run_at") + `, notified AS MATERIALIZED (` + strings.ReplaceAll(notifiedSQL, "$CHAN", "$6") + `)
 SELECT id, token FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 
 		// Extend: as in finish, a lateral probe by primary key per lease,
@@ -381,8 +382,10 @@ SELECT id, token FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 	) j
 ), extended AS (
 	UPDATE {jobs} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond'
-	FROM locked
-	WHERE {onshard:j}j.id = locked.id -- locked checked state and token on the rows it holds
+	-- locked checked state and token on the rows it holds. By the IDs
+	-- as an array, not a join with locked, which the planner may order
+	-- either way (the package doc: generic plans).
+	WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM locked))
 	RETURNING j.id, j.lease_token, j.cancel_requested
 )
 SELECT id, lease_token, cancel_requested, 0 FROM extended
@@ -713,14 +716,6 @@ func finishLeavesSQL(lo, hi string) string {
 // every locked row is written once and none is lost
 // (TestFinishRowWrittenSinceItsSnapshot).
 func finishEndSQL(ret string) string {
-	changed := func(name, match string) string {
-		return name + ` AS (
-	UPDATE {jobs} j SET ` + finishSetSQL + `
-	FROM locked i
-	WHERE ` + match + ` AND NOT i.leaves -- locked checked state and token on the rows it holds
-	RETURNING ` + ret + `
-)`
-	}
 	gone := func(name, match string) string {
 		return name + ` AS (
 	DELETE FROM {jobs} j
@@ -730,13 +725,10 @@ func finishEndSQL(ret string) string {
 		i.err AS fin_err, i.ord AS fin_ord, i.fstate AS fin_state
 )`
 	}
-	// The primary-key pairs name their rows' IDs as an array too, so
-	// that jobs is reached by them whatever the planner believes of its
-	// size (the package doc: generic plans).
-	return changed("changed_tid", "j.ctid = i.tid") + `, ` +
-		changed("changed_id", "j.id = i.id AND j.id = ANY (ARRAY(SELECT id FROM locked WHERE NOT leaves AND id NOT IN (SELECT id FROM changed_tid)))") + `, changed AS (
-	SELECT * FROM changed_tid UNION ALL SELECT * FROM changed_id
-), ` + gone("gone_tid", "j.ctid = i.tid") + `, ` +
+	// The primary-key half of each pair names its rows' IDs as an array
+	// too, so that jobs is reached by them whatever the planner believes
+	// of its size (the package doc: generic plans).
+	return finishChangedSQL(ret) + `, ` + gone("gone_tid", "j.ctid = i.tid") + `, ` +
 		gone("gone_id", "j.id = i.id AND j.id = ANY (ARRAY(SELECT id FROM locked WHERE leaves AND id NOT IN (SELECT id FROM gone_tid)))") + `, gone AS (
 	SELECT * FROM gone_tid UNION ALL SELECT * FROM gone_id
 ), archived AS (
@@ -744,6 +736,25 @@ func finishEndSQL(ret string) string {
 	SELECT ` + finalRowSQL + `
 	FROM gone j
 	CROSS JOIN LATERAL (SELECT j.fin_outcome AS outcome, j.fin_delay_us AS delay_us, j.fin_err AS err) i
+)`
+}
+
+// finishChangedSQL returns the CTE changed, which updates the jobs of
+// locked that stay in jobs (returning ret): by tuple ID, then, for the
+// rows written since the statement's snapshot, by primary key, their IDs
+// named as an array too (see finishEndSQL).
+func finishChangedSQL(ret string) string {
+	changed := func(name, match string) string {
+		return name + ` AS (
+	UPDATE {jobs} j SET ` + finishSetSQL + `
+	FROM locked i
+	WHERE ` + match + ` AND NOT i.leaves -- locked checked state and token on the rows it holds
+	RETURNING ` + ret + `
+)`
+	}
+	return changed("changed_tid", "j.ctid = i.tid") + `, ` +
+		changed("changed_id", "j.id = i.id AND j.id = ANY (ARRAY(SELECT id FROM locked WHERE NOT leaves AND id NOT IN (SELECT id FROM changed_tid)))") + `, changed AS (
+	SELECT * FROM changed_tid UNION ALL SELECT * FROM changed_id
 )`
 }
 
