@@ -441,7 +441,7 @@ WHERE kind = $1 RETURNING pending`,
 		// statistics (the package doc: generic plans). The rows are this
 		// transaction's own, not yet committed: nothing else can have
 		// moved them since the probe.
-		setKeys: `WITH x AS MATERIALIZED (
+		setKeys: `WITH found AS MATERIALIZED (
 	SELECT p.tid, x.skey, x.counted
 	FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS x(id, skey, counted)
 	CROSS JOIN LATERAL (
@@ -450,9 +450,9 @@ WHERE kind = $1 RETURNING pending`,
 		OFFSET 0
 	) p
 ), u AS (
-	UPDATE {jobs} j SET sequence_key = nullif(x.skey, ''), pending_counted = x.counted
-	FROM x
-	WHERE j.ctid = x.tid
+	UPDATE {jobs} j SET sequence_key = nullif(f.skey, ''), pending_counted = f.counted
+	FROM found f
+	WHERE j.ctid = f.tid
 	RETURNING j.kind, j.pending_counted
 )
 SELECT kind, count(*) FROM u WHERE pending_counted GROUP BY kind`,
