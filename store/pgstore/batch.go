@@ -210,8 +210,9 @@ func (s *Store) CancelBatch(ctx context.Context, id uuid.UUID) (int, error) {
 		state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
 		cancel_requested = (j.state = 'running'),
 		finished_at = CASE WHEN j.state = 'running' THEN j.finished_at ELSE now() END
-	FROM locked
-	WHERE j.id = locked.id
+	-- By the IDs as an array, not a join with locked (the package doc:
+	-- generic plans).
+	WHERE j.id = ANY (ARRAY(SELECT id FROM locked))
 	  AND (j.state IN ('scheduled', 'retrying', 'paused') OR (j.state = 'running' AND NOT j.cancel_requested))
 	RETURNING j.id
 )

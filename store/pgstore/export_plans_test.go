@@ -15,8 +15,11 @@ func (s *Store) BatchSQL() map[string]string {
 		"extend":     s.q.extend,
 		"insertMany": s.q.insertMany,
 		"holders":    s.q.holders,
-		"rescue":     s.q.rescue,
-		"prune":      s.q.prune,
+		// A finish's results and an insert's follow-ups (followup.go).
+		"results":   s.sql(resultsSQL),
+		"followUps": s.sql(followUpsSQL),
+		"rescue":    s.q.rescue,
+		"prune":     s.q.prune,
 		// The flow-controlled kinds' (flowqueries.go).
 		"flowClaim":  s.flowQ().claim,
 		"flowFinish": s.flowQ().finish,

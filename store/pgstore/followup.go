@@ -137,8 +137,7 @@ func (s *Store) finishExtras(ctx context.Context, tx pgx.Tx, params []store.Fini
 	if len(results) > 0 {
 		// The rows are locked by the outcome written above: no other
 		// transaction can have changed them since.
-		_, err := tx.Exec(ctx, s.sql(`UPDATE {jobs} j SET result = r.result
-FROM unnest($1::uuid[], $2::json[]) AS r(id, result) WHERE j.id = r.id`), resultIDs, results)
+		_, err := tx.Exec(ctx, s.sql(resultsSQL), resultIDs, results)
 		if err != nil {
 			return fmt.Errorf("pgstore: finish: record results: %w", invalidData(err))
 		}
@@ -151,6 +150,30 @@ FROM unnest($1::json[], $2::uuid[], $3::uuid[]) AS u(t, id, parent)`), thenTmpl,
 		}
 	}
 	return nil
+}
+
+// resultsSQL records the results ($2) of the jobs whose IDs are $1;
+// followUpsSQL attaches follow-up templates likewise.
+var (
+	resultsSQL   = updateFromArraysSQL("result", "json")
+	followUpsSQL = updateFromArraysSQL("follow_ups", "json")
+)
+
+// updateFromArraysSQL returns an UPDATE of jobs that sets col to the
+// element of $2 (of type typ) at the position of each job's ID in $1. A
+// probe by primary key per ID finds the row's tuple ID and the UPDATE
+// reaches the row by it: as a join of the arrays with jobs, its generic
+// plan hashed all of jobs per call on a drained queue's statistics (the
+// package doc: generic plans). Only for rows the caller's transaction
+// has written or locked, which nothing else can move between the probe
+// and the UPDATE.
+func updateFromArraysSQL(col, typ string) string {
+	return `WITH found AS MATERIALIZED (
+	SELECT p.tid, x.v
+	FROM unnest($1::uuid[], $2::` + typ + `[]) AS x(id, v)
+	CROSS JOIN LATERAL (SELECT j.ctid AS tid FROM {jobs} j WHERE j.id = x.id OFFSET 0) p
+)
+UPDATE {jobs} j SET ` + col + ` = f.v FROM found f WHERE j.ctid = f.tid`
 }
 
 // attachFollowUps writes the follow-up templates of the inserted rows of
@@ -173,8 +196,8 @@ func (s *Store) attachFollowUps(ctx context.Context, tx pgx.Tx, params []store.I
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, s.sql(`UPDATE {jobs} j SET follow_ups = f.fu
-FROM unnest($1::uuid[], $2::json[]) AS f(id, fu) WHERE j.id = f.id`), ids, fus)
+	// The rows are this transaction's own, not yet committed.
+	_, err := tx.Exec(ctx, s.sql(followUpsSQL), ids, fus)
 	if err != nil {
 		return fmt.Errorf("attach follow-ups: %w", err)
 	}

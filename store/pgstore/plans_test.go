@@ -336,6 +336,16 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 			}
 			return []any{spaces, periods, windows, keys}
 		}},
+		// A finish's results and an insert's follow-ups, on n running
+		// jobs (in the store, rows its transaction wrote just before).
+		{"results", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			ids, _ := leases(ctx, t, conn, n)
+			return []any{ids, jsonRows(n, `{"ok":true}`)}
+		}},
+		{"followUps", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			ids, _ := leases(ctx, t, conn, n)
+			return []any{ids, jsonRows(n, `[]`)}
+		}},
 		{"rescue", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			return []any{n, "ax"}
 		}},
@@ -355,6 +365,16 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 			return []any{time.Now().Add(-time.Hour), n}
 		}},
 	}
+}
+
+// jsonRows returns n copies of the JSON text v, as the json[] elements
+// pgstore sends.
+func jsonRows(n int, v string) [][]byte {
+	rows := make([][]byte, n)
+	for i := range rows {
+		rows[i] = []byte(v)
+	}
+	return rows
 }
 
 // idsOf returns the n IDs query ($1 = n) reads.
