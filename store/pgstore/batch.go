@@ -182,22 +182,9 @@ ORDER BY id LIMIT $3`), [16]byte(id), [16]byte(after), limit)
 	return jobs, nil
 }
 
-// CancelBatch cancels, in one statement, the batch's children as OpCancel
-// would: those not started (scheduled, retrying, paused) become
-// cancelled, running ones are asked to stop (their owner learns of it at
-// its next heartbeat). It returns how many it changed; a running child
-// already asked to stop does not count. The children are locked in ID
-// order before any is changed, so that a concurrent Finish of a child
-// (which locks the child, then the batch row) waits rather than
-// deadlocks. An unknown batch fails with an error wrapping
-// store.ErrNotFound.
-func (s *Store) CancelBatch(ctx context.Context, id uuid.UUID) (int, error) {
-	if err := s.check(); err != nil {
-		return 0, err
-	}
-	var found bool
-	var n int
-	err := s.pool.QueryRow(ctx, s.sql(`WITH b AS (
+// cancelBatchSQL is CancelBatch's statement ($1 the batch): whether the
+// batch exists, and how many children it changed.
+const cancelBatchSQL = `WITH b AS (
 	SELECT completion FROM {batches} WHERE id = $1
 ), locked AS MATERIALIZED (
 	SELECT j.id FROM {jobs} j
@@ -216,7 +203,24 @@ func (s *Store) CancelBatch(ctx context.Context, id uuid.UUID) (int, error) {
 	  AND (j.state IN ('scheduled', 'retrying', 'paused') OR (j.state = 'running' AND NOT j.cancel_requested))
 	RETURNING j.id
 )
-SELECT EXISTS (SELECT 1 FROM b), (SELECT count(*) FROM changed)`), [16]byte(id)).Scan(&found, &n)
+SELECT EXISTS (SELECT 1 FROM b), (SELECT count(*) FROM changed)`
+
+// CancelBatch cancels, in one statement, the batch's children as OpCancel
+// would: those not started (scheduled, retrying, paused) become
+// cancelled, running ones are asked to stop (their owner learns of it at
+// its next heartbeat). It returns how many it changed; a running child
+// already asked to stop does not count. The children are locked in ID
+// order before any is changed, so that a concurrent Finish of a child
+// (which locks the child, then the batch row) waits rather than
+// deadlocks. An unknown batch fails with an error wrapping
+// store.ErrNotFound.
+func (s *Store) CancelBatch(ctx context.Context, id uuid.UUID) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	var found bool
+	var n int
+	err := s.pool.QueryRow(ctx, s.sql(cancelBatchSQL), [16]byte(id)).Scan(&found, &n)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: cancel batch %s: %w", id, err)
 	}

@@ -18,8 +18,10 @@ func (s *Store) BatchSQL() map[string]string {
 		// A finish's results and an insert's follow-ups (followup.go).
 		"results":   s.sql(resultsSQL),
 		"followUps": s.sql(followUpsSQL),
-		"rescue":    s.q.rescue,
-		"prune":     s.q.prune,
+		// A batch's cancel (batch.go).
+		"cancelBatch": s.sql(cancelBatchSQL),
+		"rescue":      s.q.rescue,
+		"prune":       s.q.prune,
 		// The flow-controlled kinds' (flowqueries.go).
 		"flowClaim":  s.flowQ().claim,
 		"flowFinish": s.flowQ().finish,

@@ -364,6 +364,23 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 		{"pruneHistory", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			return []any{time.Now().Add(-time.Hour), n}
 		}},
+		// A batch of n due jobs, made here (and kept: this case runs
+		// last), cancelled. Its total counts one child more, so that the
+		// cancel does not complete it (the completion job's template is
+		// a stub).
+		{"cancelBatch", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			batch := uuid.New()
+			for _, q := range []string{
+				`INSERT INTO ax.batches (id, completion, template, total) VALUES ($1, gen_random_uuid(), '{}', $2 + 1)`,
+				`UPDATE ax.jobs SET batch_id = $1 WHERE id = ANY (ARRAY(
+					SELECT id FROM ax.jobs WHERE state = 'scheduled' AND batch_id IS NULL ORDER BY id LIMIT $2))`,
+			} {
+				if _, err := conn.Exec(ctx, q, [16]byte(batch), n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return []any{[16]byte(batch)}
+		}},
 	}
 }
 
