@@ -44,27 +44,19 @@ FOR UPDATE SKIP LOCKED`
 
 // citusWriteSQL writes the columns the Go code computed for each job $1.
 // No function is called on a column: Citus runs it on the shard as it is.
-// Every caller locked the rows earlier in its transaction, so a probe by
-// primary key per job finds the row's tuple ID and the UPDATE reaches the
-// row by it: as a join of the arrays with the shard, its generic plan
-// could hash the whole shard per call once the shard's statistics called
-// it empty (the package doc: generic plans).
-const citusWriteSQL = `WITH found AS MATERIALIZED (
-	SELECT p.tid, u.*
-	FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::int[], $5::int[], $6::jsonb[], $7::int[], $8::timestamptz[],
+// Every caller locked the rows earlier in its transaction
+// (updateByProbeSQL): as a join of the arrays with the shard, its generic
+// plan could hash the whole shard per call once the shard's statistics
+// called it empty.
+var citusWriteSQL = updateByProbeSQL("{onshard:j}", `unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::int[], $5::int[], $6::jsonb[], $7::int[], $8::timestamptz[],
 		$9::boolean[], $10::timestamptz[], $11::boolean[], $12::boolean[], $13::timestamptz[])
-		AS u(id, state, run_at, attempt, max_attempts, entry, snoozes, snoozed_at,
-			keep_token, lease_expires_at, cancel_requested, pause_requested, finished_at)
-	CROSS JOIN LATERAL (SELECT j.ctid AS tid FROM {jobs} j WHERE {onshard:j}j.id = u.id OFFSET 0) p
-)
-UPDATE {jobs} j SET
-	state = u.state, run_at = u.run_at, attempt = u.attempt, max_attempts = u.max_attempts,
-	errors = j.errors || u.entry, snoozes = u.snoozes, snoozed_at = u.snoozed_at,
-	lease_token = CASE WHEN u.keep_token THEN j.lease_token END, lease_expires_at = u.lease_expires_at,
-	cancel_requested = u.cancel_requested, pause_requested = u.pause_requested, finished_at = u.finished_at
-FROM found u
-WHERE {onshard:j}j.ctid = u.tid
-RETURNING {jcols}`
+		AS x(id, state, run_at, attempt, max_attempts, entry, snoozes, snoozed_at,
+			keep_token, lease_expires_at, cancel_requested, pause_requested, finished_at)`, "", `
+	state = x.state, run_at = x.run_at, attempt = x.attempt, max_attempts = x.max_attempts,
+	errors = j.errors || x.entry, snoozes = x.snoozes, snoozed_at = x.snoozed_at,
+	lease_token = CASE WHEN x.keep_token THEN j.lease_token END, lease_expires_at = x.lease_expires_at,
+	cancel_requested = x.cancel_requested, pause_requested = x.pause_requested, finished_at = x.finished_at`, `
+RETURNING {jcols}`)
 
 // citusChange is the new columns of one job, computed in Go.
 type citusChange struct {

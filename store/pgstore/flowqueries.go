@@ -435,26 +435,14 @@ WHERE kind = $1 RETURNING pending`,
 		// are marked counted when their kind has MaxPending; returns how
 		// many were marked per kind.
 		//
-		// A probe by primary key per row finds its tuple ID, and the
-		// UPDATE reaches the rows by those: as a join of the arrays with
-		// jobs, its generic plan read every scheduled job, on any
-		// statistics (the package doc: generic plans). The rows are this
-		// transaction's own, not yet committed: nothing else can have
-		// moved them since the probe.
-		setKeys: `WITH found AS MATERIALIZED (
-	SELECT p.tid, x.skey, x.counted
-	FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS x(id, skey, counted)
-	CROSS JOIN LATERAL (
-		SELECT j.ctid AS tid FROM {jobs} j
-		WHERE j.id = x.id AND (j.state = 'scheduled') IS TRUE AND j.attempt = 0
-		OFFSET 0
-	) p
-), u AS (
-	UPDATE {jobs} j SET sequence_key = nullif(f.skey, ''), pending_counted = f.counted
-	FROM found f
-	WHERE j.ctid = f.tid
-	RETURNING j.kind, j.pending_counted
-)
+		// The rows are this transaction's own, not yet committed
+		// (updateByProbeSQL): as a join of the arrays with jobs, its
+		// generic plan read every scheduled job, on any statistics.
+		setKeys: `WITH u AS (` + updateByProbeSQL("",
+			"unnest($1::uuid[], $2::text[], $3::bool[]) AS x(id, skey, counted)",
+			" AND (j.state = 'scheduled') IS TRUE AND j.attempt = 0",
+			"sequence_key = nullif(x.skey, ''), pending_counted = x.counted",
+			"\n\tRETURNING j.kind, j.pending_counted") + `)
 SELECT kind, count(*) FROM u WHERE pending_counted GROUP BY kind`,
 
 		lockBreakers: `SELECT f.kind, f.config, f.breaker, f.rate_tat, ` + pendingVerdictsSQL + ` FROM {flows} f

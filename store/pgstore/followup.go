@@ -155,26 +155,9 @@ FROM unnest($1::json[], $2::uuid[], $3::uuid[]) AS u(t, id, parent)`), thenTmpl,
 // resultsSQL records the results ($2) of the jobs whose IDs are $1;
 // followUpsSQL attaches follow-up templates likewise.
 var (
-	resultsSQL   = updateFromArraysSQL("result", "json")
-	followUpsSQL = updateFromArraysSQL("follow_ups", "json")
+	resultsSQL   = updateByProbeSQL("", "unnest($1::uuid[], $2::json[]) AS x(id, v)", "", "result = x.v", "")
+	followUpsSQL = updateByProbeSQL("", "unnest($1::uuid[], $2::json[]) AS x(id, v)", "", "follow_ups = x.v", "")
 )
-
-// updateFromArraysSQL returns an UPDATE of jobs that sets col to the
-// element of $2 (of type typ) at the position of each job's ID in $1. A
-// probe by primary key per ID finds the row's tuple ID and the UPDATE
-// reaches the row by it: as a join of the arrays with jobs, its generic
-// plan hashed all of jobs per call on a drained queue's statistics (the
-// package doc: generic plans). Only for rows the caller's transaction
-// has written or locked, which nothing else can move between the probe
-// and the UPDATE.
-func updateFromArraysSQL(col, typ string) string {
-	return `WITH found AS MATERIALIZED (
-	SELECT p.tid, x.v
-	FROM unnest($1::uuid[], $2::` + typ + `[]) AS x(id, v)
-	CROSS JOIN LATERAL (SELECT j.ctid AS tid FROM {jobs} j WHERE j.id = x.id OFFSET 0) p
-)
-UPDATE {jobs} j SET ` + col + ` = f.v FROM found f WHERE j.ctid = f.tid`
-}
 
 // attachFollowUps writes the follow-up templates of the inserted rows of
 // params (res says which were inserted).
