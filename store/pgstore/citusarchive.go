@@ -37,10 +37,20 @@ const citusArchiveShardsSQL = `SELECT DISTINCT shard FROM {jobs} WHERE ` + citus
 // the history: an INSERT … SELECT of co-located tables, which Citus runs
 // on the shard's worker, then the DELETE. moveSQL's one statement (a
 // DELETE … RETURNING feeding the INSERT) would bring every row through
-// the coordinator.
+// the coordinator. Each reaches the rows by a probe by primary key per
+// ID; the DELETE then by tuple ID ({routed}, placement.go). As one scan
+// of the shard for the IDs, a worker whose statistics called the shard
+// empty read all of it (TestCitusPlansAreLinear). The INSERT's probe is
+// its only reference to jobs: Citus adds shard IS NOT NULL to the rows
+// an INSERT … SELECT reads, which, on jobs itself, the worker took for
+// an index condition and read the whole shard through.
 const (
-	citusMoveSQL  = `INSERT INTO {history} SELECT * FROM {jobs} WHERE {onshard}id = ANY($1::uuid[])`
-	citusMovedSQL = `DELETE FROM {jobs} WHERE {onshard}id = ANY($1::uuid[])`
+	citusMoveSQL = `INSERT INTO {history} SELECT j.* FROM unnest($1::uuid[]) AS x(id)
+	CROSS JOIN LATERAL (SELECT * FROM {jobs} WHERE {onshard}id = x.id OFFSET 0) j`
+	// The rows are locked (citusArchiveSQL, earlier in the
+	// transaction), so their tuple IDs hold until it ends.
+	citusMovedSQL = `DELETE FROM {jobs} WHERE {routed}ctid = ANY (ARRAY(SELECT p.tid FROM unnest($1::uuid[]) AS x(id)
+	CROSS JOIN LATERAL (SELECT ctid AS tid FROM {jobs} WHERE {onshard}id = x.id OFFSET 0) p))`
 )
 
 // citusPruneHistorySQL deletes up to $2 jobs of the shard's history that

@@ -95,15 +95,24 @@ func (c *CitusStore) Claim(ctx context.Context, params *store.ClaimParams) (*sto
 // Claim chose there) that are still claimable and due within $2
 // microseconds, skipping those another transaction holds: a statement
 // far simpler for the worker to plan than pgstore's claim, which the
-// shard's worker plans anew for every run (Citus sends it as text).
+// shard's worker plans anew for every run (Citus sends it as text). A
+// probe by primary key per ID locks each row, and the UPDATE reaches the
+// locked rows by tuple ID ({routed:j}, placement.go): as one scan of the
+// shard for the IDs, a worker whose statistics called the shard empty
+// read all of it for the shard's condition alone, or all of the partial
+// index the bare state test matches (TestCitusPlansAreLinear).
 var citusClaimIDsSQL = `WITH l AS MATERIALIZED (
-	SELECT id FROM {jobs}
-	WHERE {onshard}id = ANY($1::uuid[]) AND state IN ` + claimableSQL + `
-	  AND run_at <= now() + $2::bigint * interval '1 microsecond'
-	FOR UPDATE SKIP LOCKED
+	SELECT p.tid
+	FROM unnest($1::uuid[]) AS x(id)
+	CROSS JOIN LATERAL (
+		SELECT j.ctid AS tid FROM {jobs} j
+		WHERE {onshard:j}j.id = x.id AND (j.state IN ` + claimableSQL + `) IS TRUE
+		  AND j.run_at <= now() + $2::bigint * interval '1 microsecond'
+		FOR UPDATE SKIP LOCKED
+	) p
 )
 ` + strings.NewReplacer("$4", "$3", "$5", "$4").Replace(plainClaimSetSQL) + `
-WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM l))
+WHERE {routed:j}j.ctid = ANY (ARRAY(SELECT tid FROM l))
 RETURNING {jcols}`
 
 // claimPicked claims the candidates picks chose on each shard, every

@@ -23,11 +23,17 @@ import (
 // STABLE function with column references; docs/citus.md). Here every
 // time is the coordinator's clock, read once per transaction.
 
-// citusLockSQL locks the running jobs $1 of the shard, in id order.
-const citusLockSQL = `SELECT {cols}, lease_token FROM {jobs}
-WHERE {onshard}id = ANY($1::uuid[]) AND state = 'running'
-ORDER BY id
-FOR UPDATE`
+// citusLockSQL locks the running jobs $1 of the shard, in id order: a
+// probe by primary key per ID. As one scan of the shard for the IDs, a
+// worker whose statistics called the shard, or its running jobs, empty
+// read every running job of the shard (TestCitusPlansAreLinear).
+const citusLockSQL = `SELECT l.* FROM (SELECT DISTINCT id FROM unnest($1::uuid[]) AS u(id) ORDER BY id) x
+CROSS JOIN LATERAL (
+	SELECT {cols}, lease_token FROM {jobs}
+	WHERE {onshard}id = x.id AND (state = 'running') IS TRUE
+	FOR UPDATE
+) l
+ORDER BY l.id`
 
 // citusExpiredWhereSQL is the condition of a job whose lease expired
 // before $1: the rescue's lock on a shard and its look for the shards

@@ -38,7 +38,7 @@ func TestCitusHotStatementsOnOneShard(t *testing.T) {
 	}
 	defer conn.Close(context.Background())
 	sqls := st.CitusHotSQL(3)
-	forcedGeneric := map[string]bool{"claim": true, "claimLost": true, "claimOneKind": true, "claimOpen": true}
+	forcedGeneric := forcedGenericOnCitus
 	for _, name := range slices.Sorted(maps.Keys(sqls)) {
 		for _, mode := range []string{"custom", "generic"} {
 			if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_`+mode+`_plan`); err != nil {

@@ -18,8 +18,9 @@ import (
 
 // unplaced returns the references to jobs and jobs_history in sql (but an
 // INSERT's target, whose rows carry their shard) whose condition does not
-// start with shard = value: where a statement rendered for one shard
-// would still read or lock every shard.
+// start with shard = value (or shard = value::numeric: {routed},
+// placement.go): where a statement rendered for one shard would still
+// read or lock every shard.
 func unplaced(sql, schema string, value int32) []string {
 	jobs := regexp.QuoteMeta(pgx.Identifier{schema, "jobs"}.Sanitize())
 	hist := regexp.QuoteMeta(pgx.Identifier{schema, "jobs_history"}.Sanitize())
@@ -40,7 +41,12 @@ func unplaced(sql, schema string, value int32) []string {
 		}
 		rest := sql[m[5]:] // after the table's name
 		where := strings.Index(rest, "WHERE ")
-		if where < 0 || !strings.HasPrefix(rest[where+len("WHERE "):], fmt.Sprintf("%sshard = %d AND ", alias, value)) {
+		cond := ""
+		if where >= 0 {
+			cond = rest[where+len("WHERE "):]
+		}
+		if !strings.HasPrefix(cond, fmt.Sprintf("%sshard = %d AND ", alias, value)) &&
+			!strings.HasPrefix(cond, fmt.Sprintf("%sshard = %d::numeric AND ", alias, value)) { // {routed}
 			end := min(len(sql), m[1]+80)
 			bad = append(bad, sql[m[0]:end])
 		}

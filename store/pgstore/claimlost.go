@@ -83,16 +83,16 @@ const claimLostSQL = `WITH RECURSIVE cand AS MATERIALIZED (
 	LEFT JOIN ordered o ON o.pos <= coalesce(e.pos, o.pos)
 	GROUP BY e.pos
 ), walk AS (
-	SELECT 0 AS i, 0 AS taken, array_fill(0, ARRAY[cardinality($1::text[])]) AS counts, NULL::uuid AS id
+	SELECT 0 AS i, 0 AS taken, array_fill(0, ARRAY[cardinality($1::text[])]) AS counts, NULL::uuid AS id, NULL::tid AS tid
 	UNION ALL
 	SELECT w.i + 1, w.taken + (l.id IS NOT NULL)::int,
 		CASE WHEN l.id IS NULL THEN w.counts
 		ELSE w.counts[:x.ords[w.i + 1] - 1] || (w.counts[x.ords[w.i + 1]] + 1) || w.counts[x.ords[w.i + 1] + 1:] END,
-		l.id
+		l.id, l.tid
 	FROM walk w
 	CROSS JOIN list x
 	LEFT JOIN LATERAL (
-		SELECT j.id FROM {jobs} j
+		SELECT j.id, j.ctid AS tid FROM {jobs} j
 		WHERE {onshard:j}j.id = x.ids[w.i + 1] AND w.counts[x.ords[w.i + 1]] < ($2::int[])[x.ords[w.i + 1]]
 		  AND (j.state IN ` + claimableSQL + `) IS TRUE
 		  AND j.run_at <= $9::timestamptz + $8::bigint * interval '1 microsecond'
@@ -100,9 +100,10 @@ const claimLostSQL = `WITH RECURSIVE cand AS MATERIALIZED (
 	) l ON true
 	WHERE w.i < cardinality(x.ids) AND w.taken < $3
 ), claimed AS (
-	-- No state test: the walk checked it on the rows it holds.
+	-- No state test: the walk checked it on the rows it holds. By tuple
+	-- ID: on a Citus shard, {routed:j} (placement.go).
 	` + plainClaimSetSQL + `
-	WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM walk WHERE id IS NOT NULL))
+	WHERE {routed:j}j.ctid = ANY (ARRAY(SELECT tid FROM walk WHERE tid IS NOT NULL))
 	RETURNING {jcols}
 )
 SELECT clock_timestamp(),

@@ -87,10 +87,10 @@ const claimOpenSQL = `WITH cand AS MATERIALIZED (
 	-- A join that the planner may order either way scanned all of jobs
 	-- once per usable row when its statistics called jobs empty
 	-- (the package doc: generic plans).
-	SELECT u.id, u.pos
+	SELECT u.id, u.pos, j.tid
 	FROM usable u
 	CROSS JOIN LATERAL (
-		SELECT 1 FROM {jobs} j
+		SELECT j.ctid AS tid FROM {jobs} j
 		WHERE {onshard:j}j.id = u.id
 		  AND (j.state IN ` + claimableSQL + `) IS TRUE AND j.run_at <= now() + $8::bigint * interval '1 microsecond'
 		FOR UPDATE SKIP LOCKED
@@ -212,7 +212,7 @@ var claimOneKindSQL = `WITH mixed AS MATERIALIZED (
 	-- No state test: locked1 checked it on the rows it holds. By ctid,
 	-- not id: see claimOneKindSQL's comment.
 	` + plainClaimSetSQL + `
-	WHERE {onshard:j}j.ctid = ANY (ARRAY(SELECT ctid FROM locked1))
+	WHERE {routed:j}j.ctid = ANY (ARRAY(SELECT ctid FROM locked1))
 	RETURNING {jcols}
 ), left1 AS MATERIALIZED (
 	SELECT p.priority, n.run_at FROM unnest('{1,2,3}'::smallint[]) AS p(priority)

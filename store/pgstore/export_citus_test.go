@@ -45,6 +45,9 @@ func (c *CitusStore) CitusHotSQL(slot int) map[string]string {
 		"takenIDs":      p.sql(citusTakenIDsSQL),
 		"peek":          p.sql(citusPeekSQL),
 		"claim":         q["claim"],
+		"claimIDs":      p.sql(citusPrefixed(citusClaimIDsSQL)),
+		"claimOneKind":  p.q.claimOneKind,
+		"claimOpen":     p.q.claimOpen,
 		"claimLost":     p.q.claimLost,
 		"extend":        q["extend"],
 		"lock":          p.sql(citusLockSQL),
@@ -61,3 +64,6 @@ func (c *CitusStore) CitusHotSQL(slot int) map[string]string {
 		"heldInHistory": p.sql(citusHeldInHistorySQL),
 	}
 }
+
+// CitusInsertSQL is the Citus store's insert of n rows on slot's shard.
+func (c *CitusStore) CitusInsertSQL(slot, n int) string { return c.placed[slot].citusInsertSQL(n) }

@@ -19,6 +19,10 @@ import (
 //	{onshard:j}  "j.shard = <value> AND " on Citus, "" on PostgreSQL
 //	{onshard:h}  the same for alias h (jobs_history)
 //	{onshard}    the same without an alias
+//	{routed:j}   "j.shard = <value>::numeric AND " on Citus, "" on
+//	             PostgreSQL: names the shard for Citus's routing but
+//	             gives the worker's planner no index condition (below)
+//	{routed}     the same without an alias
 //	{token}      a new lease token: gen_random_uuid() on PostgreSQL, a
 //	             token carrying the slot on Citus (tokenSQL)
 //	{shard}      the slot's value of shard (NULL on PostgreSQL, where no
@@ -31,6 +35,17 @@ import (
 // statement without its markers is not placed: TestCitusPlacedStatements
 // checks each placed statement's every reference to jobs and
 // jobs_history, and its plan.
+//
+// {routed:j} is for a reference to jobs that reaches its rows by tuple
+// IDs (j.ctid = ANY (…)). shard leads the primary key and every unique
+// index of a distributed schema, so with shard = <value> a worker may
+// read the rows through any of them on that condition alone, which every
+// row of the shard meets; once the shard's statistics call it empty (a
+// drained queue's, TestCitusPlansAreLinear), that is the plan it picks,
+// and it reads the whole shard. Compared with a numeric, shard is cast,
+// which no index holds, while Citus, which strips implicit casts and
+// casts the value to the column's type, still routes the statement to
+// the one shard.
 type placement struct {
 	slot  int    // the slot's index (citus_slots.slot)
 	value int32  // its value of shard
@@ -40,13 +55,16 @@ type placement struct {
 // pairs returns the replacer pairs rendering the placement markers.
 func (p *placement) pairs() []string {
 	if p == nil {
-		return []string{"{onshard:j}", "", "{onshard:h}", "", "{onshard}", "", "{token}", "gen_random_uuid()", "{shard}", "NULL"}
+		return []string{"{onshard:j}", "", "{onshard:h}", "", "{onshard}", "", "{routed:j}", "", "{routed}", "",
+			"{token}", "gen_random_uuid()", "{shard}", "NULL"}
 	}
 	v := fmt.Sprint(p.value)
 	return []string{
 		"{onshard:j}", "j.shard = " + v + " AND ",
 		"{onshard:h}", "h.shard = " + v + " AND ",
 		"{onshard}", "shard = " + v + " AND ",
+		"{routed:j}", "j.shard = " + v + "::numeric AND ",
+		"{routed}", "shard = " + v + "::numeric AND ",
 		"{token}", p.tokenSQL(),
 		"{shard}", v,
 	}

@@ -441,46 +441,78 @@ func (p planStats) String() string {
 // not again. A plan that trusts such statistics, such as one that finds a
 // job by id through a partial index it believes empty, or one that scans
 // a table it believes empty once per input row, then shows its true cost.
-func fillForPlans(ctx context.Context, t *testing.T, exec func(context.Context, string, ...any) (pgconn.CommandTag, error), stats planStats) {
+func fillForPlans(ctx context.Context, t *testing.T, exec execFunc, stats planStats) {
 	t.Helper()
-	done := `INSERT INTO ax.jobs (id, kind, payload, state, priority, run_at, scheduled_at, max_attempts, attempt, fence,
+	fillForPlansIn(ctx, t, exec, stats, planTables{schema: "ax", rows: planRows})
+}
+
+// execFunc runs one statement (a pool's or a connection's Exec).
+type execFunc func(context.Context, string, ...any) (pgconn.CommandTag, error)
+
+// planTables names the tables fillForPlansIn fills: schema's jobs and
+// jobs_history, and on a distributed schema the value of shard every row
+// gets (one shard's); rows is how many rows of each kind of job it puts
+// there (planRows in fillForPlans).
+type planTables struct {
+	schema string
+	shard  string // "" on PostgreSQL
+	rows   int
+}
+
+// render fills in q's {s} (the schema), and {shard,} and {v,} (the
+// shard column and its value, first in a column and a value list; empty
+// on PostgreSQL).
+func (p planTables) render(q string) string {
+	col, val := "", ""
+	if p.shard != "" {
+		col, val = "shard, ", p.shard+", "
+	}
+	return strings.NewReplacer("{s}", p.schema, "{shard,}", col, "{v,}", val).Replace(q)
+}
+
+// fillForPlansIn is fillForPlans on the tables of in, in.rows of each
+// kind of job.
+func fillForPlansIn(ctx context.Context, t *testing.T, exec execFunc, stats planStats, in planTables) {
+	t.Helper()
+	done := `INSERT INTO {s}.jobs ({shard,}id, kind, payload, state, priority, run_at, scheduled_at, max_attempts, attempt, fence,
 		                      finished_at, unique_key)
-		 SELECT gen_random_uuid(), 'done', '{}', 'succeeded', 2, now(), now(), 3, 1, 1,
+		 SELECT {v,}gen_random_uuid(), 'done', '{}', 'succeeded', 2, now(), now(), 3, 1, 1,
 		        now() - interval '1 day' - i * interval '1 millisecond', 'done-' || i
 		 FROM generate_series(1, $1::int) i`
-	analyze := []string{done, `VACUUM ANALYZE ax.jobs`}
+	analyze := []string{done, `VACUUM ANALYZE {s}.jobs`}
 	if stats == drainedStats {
 		// A burst of three times the table's jobs, gone: ANALYZE
 		// without VACUUM keeps the pages and counts no live row in them.
 		analyze = []string{
 			strings.Replace(done, "generate_series(1, $1::int)", "generate_series(1, 3 * $1::int)", 1),
-			`DELETE FROM ax.jobs`,
-			`ANALYZE ax.jobs`,
+			`DELETE FROM {s}.jobs`,
+			`ANALYZE {s}.jobs`,
 			done,
 		}
 	}
 	for _, q := range append(analyze,
-		historyPartitionsSQL,
-		`INSERT INTO ax.jobs_history (id, kind, payload, state, priority, run_at, scheduled_at, max_attempts, attempt, fence,
+		strings.ReplaceAll(historyPartitionsSQL, "ax.", "{s}."),
+		`INSERT INTO {s}.jobs_history ({shard,}id, kind, payload, state, priority, run_at, scheduled_at, max_attempts, attempt, fence,
 		                      finished_at)
-		 SELECT gen_random_uuid(), 'old', '{}', 'succeeded', 2, now(), now(), 3, 1, 1,
+		 SELECT {v,}gen_random_uuid(), 'old', '{}', 'succeeded', 2, now(), now(), 3, 1, 1,
 		        now() - interval '2 days' - i * interval '1 millisecond'
 		 FROM generate_series(1, $1::int) i`,
-		`INSERT INTO ax.jobs (id, kind, payload, priority, run_at, scheduled_at, max_attempts, unique_key)
-		 SELECT gen_random_uuid(), 'due', '{}', 2, t, t, 3, 'due-' || i
+		`INSERT INTO {s}.jobs ({shard,}id, kind, payload, priority, run_at, scheduled_at, max_attempts, unique_key)
+		 SELECT {v,}gen_random_uuid(), 'due', '{}', 2, t, t, 3, 'due-' || i
 		 FROM generate_series(1, $1::int) i, LATERAL (SELECT now() - i * interval '1 millisecond' AS t) r`,
-		`INSERT INTO ax.jobs (id, kind, payload, state, priority, run_at, scheduled_at, max_attempts, attempt, fence,
+		`INSERT INTO {s}.jobs ({shard,}id, kind, payload, state, priority, run_at, scheduled_at, max_attempts, attempt, fence,
 		                      lease_token, lease_expires_at, owner, attempted_at, unique_key)
-		 SELECT gen_random_uuid(), 'run', '{}', 'running', 2, now(), now(), 3, 1, 1,
+		 SELECT {v,}gen_random_uuid(), 'run', '{}', 'running', 2, now(), now(), 3, 1, 1,
 		        gen_random_uuid(), now() - interval '1 minute' - i * interval '1 millisecond', 'plans', now(), 'run-' || i
 		 FROM generate_series(1, $1::int) i`,
 	) {
-		args := []any{planRows}
+		q = in.render(q)
+		args := []any{in.rows}
 		if !strings.Contains(q, "$1") {
 			args = nil
 		}
 		if _, err := exec(ctx, q, args...); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v\n%s", err, q)
 		}
 	}
 }
@@ -531,7 +563,7 @@ func measure(node map[string]any) planWork {
 		total:    (num("Actual Rows")+num("Rows Removed by Index Recheck"))*loops + f,
 		filtered: f,
 	}
-	if node["Relation Name"] == "jobs" && node["Node Type"] != "ModifyTable" {
+	if rel, _ := node["Relation Name"].(string); unsharded(rel) == "jobs" && node["Node Type"] != "ModifyTable" {
 		w.jobsRead = w.total
 	}
 	children, _ := node["Plans"].([]any)
@@ -543,6 +575,15 @@ func measure(node map[string]any) planWork {
 		w.jobsRead = max(w.jobsRead, cw.jobsRead)
 	}
 	return w
+}
+
+// unsharded is the name of the table whose Citus shard is rel
+// (jobs_102008: jobs), or rel.
+func unsharded(rel string) string {
+	if i := strings.LastIndexByte(rel, '_'); i > 0 && strings.Trim(rel[i+1:], "0123456789") == "" && i+1 < len(rel) {
+		return rel[:i]
+	}
+	return rel
 }
 
 // indentPlan renders a plan as one line per node, for the test log.

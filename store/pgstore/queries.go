@@ -62,9 +62,10 @@ const (
 // candidates they left, the earliest run_at (NextRunAt) and each range's
 // earliest due one (the claim cursors).
 const claimTailSQL = `claimed AS (
-	-- No state test: locked1 checked it on the rows it holds.
+	-- No state test: locked1 checked it on the rows it holds. By tuple
+	-- ID: on a Citus shard, {routed:j} (placement.go).
 	` + plainClaimSetSQL + `
-	WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM locked1))
+	WHERE {routed:j}j.ctid = ANY (ARRAY(SELECT tid FROM locked1))
 	RETURNING {jcols}
 ), next AS (
 	SELECT min(run_at) AS run_at FROM cand
@@ -278,10 +279,10 @@ CROSS JOIN LATERAL (
 		FROM cand WHERE due
 	) r
 ), locked1 AS MATERIALIZED (
-	SELECT r.id, r.kind, r.priority, r.run_at, r.lim, r.aged
+	SELECT r.id, r.kind, r.priority, r.run_at, r.lim, r.aged, l.tid
 	FROM ranked r
 	CROSS JOIN LATERAL (
-		SELECT 1 FROM {jobs} j
+		SELECT j.ctid AS tid FROM {jobs} j
 		WHERE {onshard:j}j.id = r.id AND (j.state IN ` + claimableSQL + `) IS TRUE AND j.run_at <= now() + $8::bigint * interval '1 microsecond'
 		FOR UPDATE SKIP LOCKED
 	) l
@@ -373,19 +374,20 @@ SELECT id, token FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 	FROM unnest($1::uuid[], $2::uuid[]) AS u(id, token)
 	ORDER BY id, token
 ), locked AS MATERIALIZED (
-	SELECT j.id
+	SELECT j.id, j.tid
 	FROM input l
 	CROSS JOIN LATERAL (
-		SELECT j.id FROM {jobs} j
+		SELECT j.id, j.ctid AS tid FROM {jobs} j
 		WHERE {onshard:j}j.id = l.id AND j.lease_token = l.token AND (j.state = 'running') IS TRUE
 		FOR UPDATE SKIP LOCKED
 	) j
 ), extended AS (
 	UPDATE {jobs} j SET lease_expires_at = now() + $3::bigint * interval '1 microsecond'
-	-- locked checked state and token on the rows it holds. By the IDs
-	-- as an array, not a join with locked, which the planner may order
-	-- either way (the package doc: generic plans).
-	WHERE {onshard:j}j.id = ANY (ARRAY(SELECT id FROM locked))
+	-- locked checked state and token on the rows it holds. By their
+	-- tuple IDs as an array, not a join with locked, which the planner
+	-- may order either way (the package doc: generic plans); on a Citus
+	-- shard, {routed:j} (placement.go).
+	WHERE {routed:j}j.ctid = ANY (ARRAY(SELECT tid FROM locked))
 	RETURNING j.id, j.lease_token, j.cancel_requested
 )
 SELECT id, lease_token, cancel_requested, 0 FROM extended
@@ -432,24 +434,25 @@ SELECT id, kind, owner, attempt, state FROM changed WHERE (SELECT count(*) FROM 
 		// Prune, hot table: the oldest final rows of each of the two
 		// partial indexes that hold them (jobs_finished_idx: the rows
 		// Archive has not moved yet; jobs_kept_idx: those keeping their
-		// unique key), locked with SKIP LOCKED, then deleted by primary
-		// key (= ANY of an array: a join here let a generic plan
-		// hash-join against a sequential scan of the whole table).
+		// unique key), locked with SKIP LOCKED, then deleted by tuple ID
+		// (= ANY of an array: a join here let a generic plan hash-join
+		// against a sequential scan of the whole table; on a Citus shard,
+		// {routed}: placement.go).
 		prune: `WITH movable AS (
-	SELECT id FROM {jobs}
+	SELECT ctid AS tid FROM {jobs}
 	WHERE {onshard}(` + archivableSQL + `) AND finished_at < now() - $1::bigint * interval '1 microsecond'
 	ORDER BY finished_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 ), kept AS (
-	SELECT id FROM {jobs}
+	SELECT ctid AS tid FROM {jobs}
 	WHERE {onshard}(` + keptSQL + `) AND finished_at < now() - $1::bigint * interval '1 microsecond'
 	ORDER BY finished_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 )
-DELETE FROM {jobs} WHERE {onshard}id = ANY (ARRAY(
-	SELECT id FROM (SELECT id FROM movable UNION ALL SELECT id FROM kept) c LIMIT $2
+DELETE FROM {jobs} WHERE {routed}ctid = ANY (ARRAY(
+	SELECT tid FROM (SELECT tid FROM movable UNION ALL SELECT tid FROM kept) c LIMIT $2
 ))`,
 
 		list: `SELECT {cols} FROM {alljobs}
