@@ -294,6 +294,18 @@
 // rows, on statistics that predate the live jobs and on statistics of a
 // drained queue.
 //
+// On Citus each shard's worker plans the statements it is sent for their
+// values, and shard, which leads the primary key and every unique index
+// of a distributed schema, adds a way in: shard = <value>, which every
+// row of the shard meets, is an index condition of its own, and a worker
+// whose statistics call the shard empty reads the whole shard through
+// it. So the Citus store's per-shard statements find rows given by ID
+// with a probe per ID (shard and ID, both equalities), and its UPDATEs
+// and DELETEs reach them by tuple ID with the shard named in a form
+// Citus routes by but no index holds (shard = <value>::numeric).
+// TestCitusPlansAreLinear reads each statement's plan on the worker, as
+// Citus sends it, on a shard with stale and with drained statistics.
+//
 // The flow-controlled kinds' claim, the read of what it left and their
 // Finish run with JIT compilation off for their transaction
 // (set_config('jit', 'off', true), sent in the same round trip): their
