@@ -61,6 +61,14 @@ const (
 // (claimopen.go): the UPDATE of the rows locked1 holds, and from the
 // candidates they left, the earliest run_at (NextRunAt) and each range's
 // earliest due one (the claim cursors).
+//
+// The UPDATE reaches the locked rows by tuple ID, as the claim of one
+// kind does (claimOneKindSQL, which says why): a row another transaction
+// wrote after the statement's snapshot and left claimable is locked in
+// its newest version, which the snapshot does not see, so the UPDATE
+// skips it and it stays claimable. What is left is therefore read past
+// the rows claimed, not the rows locked: such a row is the next due, and
+// no cursor moves past it.
 const claimTailSQL = `claimed AS (
 	-- No state test: locked1 checked it on the rows it holds. By tuple
 	-- ID: on a Citus shard, {routed:j} (placement.go).
@@ -69,10 +77,10 @@ const claimTailSQL = `claimed AS (
 	RETURNING {jcols}
 ), next AS (
 	SELECT min(run_at) AS run_at FROM cand
-	WHERE id NOT IN (SELECT id FROM locked1) -- a hashed subplan
+	WHERE id NOT IN (SELECT id FROM claimed) -- a hashed subplan
 ), held AS (
 	SELECT kind, priority, min(run_at) AS run_at FROM cand
-	WHERE due AND id NOT IN (SELECT id FROM locked1)
+	WHERE due AND id NOT IN (SELECT id FROM claimed)
 	GROUP BY kind, priority
 )`
 
@@ -358,12 +366,14 @@ SELECT id, token FROM changed WHERE (SELECT count(*) FROM notified) >= 0`,
 
 		// Extend: as in finish, a lateral probe by primary key per lease,
 		// in id order, locks the jobs still held under their tokens; the
-		// UPDATE joins them on the primary key alone. The probes skip rows
-		// another transaction holds (a handler's CompleteTx not yet
-		// committed): an extension never waits on a user's transaction,
-		// which would hold back the extension of every other lease of the
-		// host until their leases lapsed. The leases it did not lock are
-		// read from the statement's snapshot, by primary key: kind 1, the
+		// UPDATE reaches them by tuple ID. The probes skip rows another
+		// transaction holds (a handler's CompleteTx not yet committed): an
+		// extension never waits on a user's transaction, which would hold
+		// back the extension of every other lease of the host until their
+		// leases lapsed. The leases it did not extend are read from the
+		// statement's snapshot, by primary key (so is a row locked in a
+		// version written after the snapshot, an operator's cancel say,
+		// which the UPDATE by tuple ID does not see): kind 1, the
 		// job still runs under the token (busy: held, not extended this
 		// time); kind 2, the job left running under the token (an outcome
 		// written with it ended the attempt: Finish keeps the token, rescue
@@ -399,7 +409,7 @@ CROSS JOIN LATERAL (
 	UNION ALL
 	SELECT h.state, false FROM {history} h WHERE {onshard:h}h.id = l.id AND h.lease_token = l.token
 ) j
-WHERE l.id NOT IN (SELECT id FROM locked) -- a hashed subplan`,
+WHERE l.id NOT IN (SELECT id FROM extended) -- a hashed subplan`,
 
 		// Rescue: expired leases, oldest first, skipping rows another
 		// rescuer (or a late Finish) holds. The running jobs are read
