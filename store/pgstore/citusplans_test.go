@@ -42,11 +42,13 @@ var citusPlanBatches = [2]int{10, 100}
 // the work. The test reads what Citus sends (citus.log_remote_commands),
 // runs that text with the same values on the worker, as Citus does, and
 // reads the worker's plan with auto_explain; the measures and their
-// bounds are TestGenericPlansAreLinear's. The statements that reach one
+// bounds are TestGenericPlansAreLinear's, at batches of 10 and 100
+// (citusPlanBatches). The statements that reach one
 // job by its primary key are listed in citusByKey, so that a statement
 // added to CitusHotSQL without a case here fails.
 func TestCitusPlansAreLinear(t *testing.T) {
 	t.Parallel()
+	planTest(t, "fills a shard and runs every per-shard statement under auto_explain on its worker")
 	for _, stats := range []planStats{staleStats, drainedStats} {
 		t.Run(stats.String(), func(t *testing.T) {
 			t.Parallel()

@@ -1,6 +1,11 @@
 package pgstore
 
-import "time"
+import (
+	"strings"
+	"time"
+
+	"github.com/axsched/ax/store"
+)
 
 // BatchSQL returns the batched statements TestGenericPlansAreLinear plans,
 // by name.
@@ -20,6 +25,10 @@ func (s *Store) BatchSQL() map[string]string {
 		"followUps": s.sql(followUpsSQL),
 		// A batch's cancel (batch.go).
 		"cancelBatch": s.sql(cancelBatchSQL),
+		// The operator's bulk changes of the jobs they picked (bulk.go).
+		"bulkCancel": strings.ReplaceAll(bulkApplySQL[store.BulkCancel], "{jobs}", s.jobsTable()),
+		"bulkDelete": strings.ReplaceAll(bulkApplySQL[store.BulkDelete], "{jobs}", s.jobsTable()),
+		"bulkRunNow": s.runNowSetSQL(),
 		"rescue":      s.q.rescue,
 		"prune":       s.q.prune,
 		// The flow-controlled kinds' (flowqueries.go).

@@ -45,7 +45,7 @@ const planRows = 3000
 // third. Each execution is rolled back.
 func TestGenericPlansAreLinear(t *testing.T) {
 	t.Parallel()
-	planTest(t, "fills a table and runs 12 statements under EXPLAIN ANALYZE")
+	planTest(t, "fills a table and runs every batched statement under EXPLAIN ANALYZE")
 	for _, stats := range []planStats{staleStats, drainedStats} {
 		t.Run(stats.String(), func(t *testing.T) {
 			t.Parallel()
@@ -345,6 +345,17 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 		{"followUps", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
 			ids, _ := leases(ctx, t, conn, n)
 			return []any{ids, jsonRows(n, `[]`)}
+		}},
+		// The operator's bulk changes, on n jobs they picked: due ones to
+		// cancel and run now, finished ones to delete.
+		{"bulkCancel", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			return []any{idsOf(ctx, t, conn, `SELECT id FROM ax.jobs WHERE state = 'scheduled' ORDER BY id LIMIT $1`, n)}
+		}},
+		{"bulkRunNow", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			return []any{idsOf(ctx, t, conn, `SELECT id FROM ax.jobs WHERE state = 'scheduled' ORDER BY id LIMIT $1`, n), "ax"}
+		}},
+		{"bulkDelete", "", func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
+			return []any{idsOf(ctx, t, conn, `SELECT id FROM ax.jobs WHERE state = 'succeeded' ORDER BY id LIMIT $1`, n)}
 		}},
 		{"rescue", "", func(_ context.Context, _ *testing.T, _ *pgx.Conn, n int) []any {
 			return []any{n, "ax"}
