@@ -188,16 +188,7 @@ func citusPlanCases(schema string, st *pgstore.CitusStore) map[string]citusPlanC
 			return append(claimArgs(n), time.Now(), int32(n))
 		}},
 		"extend": {args: func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) []any {
-			rows, _ := conn.Query(ctx, `SELECT id, lease_token FROM `+jobs+` WHERE state = 'running' ORDER BY id LIMIT $1`, n)
-			var ids, tokens [][16]byte
-			var id, token [16]byte
-			_, err := pgx.ForEachRow(rows, []any{&id, &token}, func() error {
-				ids, tokens = append(ids, id), append(tokens, token)
-				return nil
-			})
-			if err != nil || len(ids) != n {
-				t.Fatalf("leases: %d of %d: %v", len(ids), n, err)
-			}
+			ids, tokens := leasesOf(ctx, t, conn, jobs, n)
 			return []any{ids, tokens, int64(60e6)}
 		}},
 		"lock": {args: idArgs(running)},
@@ -283,17 +274,11 @@ func newCitusPlanner(ctx context.Context, t *testing.T) *citusPlanner {
 	for _, u := range citustest.WorkerURLs(t) {
 		w := &planWorker{}
 		w.conn, w.notices = connectLogged(ctx, t, u)
-		for _, q := range []string{
-			`LOAD 'auto_explain'`,
-			`SET auto_explain.log_min_duration = 0`,
-			`SET auto_explain.log_analyze = on`,
-			`SET auto_explain.log_timing = off`,
-			`SET auto_explain.log_format = json`,
-			`SET auto_explain.log_level = notice`,
+		for _, q := range append(autoExplainSQL[:len(autoExplainSQL):len(autoExplainSQL)],
 			// The shards' own catalog rows, which Citus hides from
 			// other clients' reads of pg_class (checkStats).
 			`SET citus.show_shards_for_app_name_prefixes = '*'`,
-		} {
+		) {
 			if _, err := w.conn.Exec(ctx, q); err != nil {
 				t.Fatalf("%s: %v", q, err)
 			}

@@ -29,8 +29,8 @@ func (s *Store) BatchSQL() map[string]string {
 		"bulkCancel": strings.ReplaceAll(bulkApplySQL[store.BulkCancel], "{jobs}", s.jobsTable()),
 		"bulkDelete": strings.ReplaceAll(bulkApplySQL[store.BulkDelete], "{jobs}", s.jobsTable()),
 		"bulkRunNow": s.runNowSetSQL(),
-		"rescue":      s.q.rescue,
-		"prune":       s.q.prune,
+		"rescue":     s.q.rescue,
+		"prune":      s.q.prune,
 		// The flow-controlled kinds' (flowqueries.go).
 		"flowClaim":  s.flowQ().claim,
 		"flowFinish": s.flowQ().finish,

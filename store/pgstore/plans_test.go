@@ -83,19 +83,13 @@ func testGenericPlansAreLinear(t *testing.T, stats planStats) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	for _, q := range []string{
-		`LOAD 'auto_explain'`,
-		`SET auto_explain.log_min_duration = 0`,
-		`SET auto_explain.log_analyze = on`,
-		`SET auto_explain.log_timing = off`,
+	for _, q := range append(autoExplainSQL[:len(autoExplainSQL):len(autoExplainSQL)],
 		`SET auto_explain.log_buffers = on`,
-		`SET auto_explain.log_format = json`,
-		`SET auto_explain.log_level = notice`,
 		`SET plan_cache_mode = force_generic_plan`,
 		// The flow claim reads it when its $11 is NULL, which planning
 		// evaluates too; the case passes $11.
 		`SELECT set_config('ax.flow_now', now()::text, false)`,
-	} {
+	) {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
@@ -158,6 +152,34 @@ func testGenericPlansAreLinear(t *testing.T, stats planStats) {
 	}
 }
 
+// autoExplainSQL makes a session log the plan of every statement it runs,
+// with what each node did, as a JSON notice to the client (planOf).
+var autoExplainSQL = []string{
+	`LOAD 'auto_explain'`,
+	`SET auto_explain.log_min_duration = 0`,
+	`SET auto_explain.log_analyze = on`,
+	`SET auto_explain.log_timing = off`,
+	`SET auto_explain.log_format = json`,
+	`SET auto_explain.log_level = notice`,
+}
+
+// leasesOf returns the IDs and lease tokens of the first n running jobs
+// of table (schema-qualified) in ID order.
+func leasesOf(ctx context.Context, t *testing.T, conn *pgx.Conn, table string, n int) ([][16]byte, [][16]byte) {
+	t.Helper()
+	rows, _ := conn.Query(ctx, `SELECT id, lease_token FROM `+table+` WHERE state = 'running' ORDER BY id LIMIT $1`, n)
+	var ids, tokens [][16]byte
+	var id, token [16]byte
+	_, err := pgx.ForEachRow(rows, []any{&id, &token}, func() error {
+		ids, tokens = append(ids, id), append(tokens, token)
+		return nil
+	})
+	if err != nil || len(ids) != n {
+		t.Fatalf("leases: %d of %d: %v", len(ids), n, err)
+	}
+	return ids, tokens
+}
+
 // readsAll names the statements that may read more of jobs than a few
 // rows per batch row, and why.
 var readsAll = map[string]string{
@@ -179,17 +201,7 @@ func planCases(pool *pgxpool.Pool, sqls map[string]string) []planCase {
 		return []any{[]string{"due"}, []int32{int32(n)}, int32(n), owner, int64(60e6), int64(60e6), nil, int64(10e3)}
 	}
 	leases := func(ctx context.Context, t *testing.T, conn *pgx.Conn, n int) ([][16]byte, [][16]byte) {
-		rows, _ := conn.Query(ctx, `SELECT id, lease_token FROM ax.jobs WHERE state = 'running' ORDER BY id LIMIT $1`, n)
-		var ids, tokens [][16]byte
-		var id, token [16]byte
-		_, err := pgx.ForEachRow(rows, []any{&id, &token}, func() error {
-			ids, tokens = append(ids, id), append(tokens, token)
-			return nil
-		})
-		if err != nil || len(ids) != n {
-			t.Fatalf("leases: %d of %d: %v", len(ids), n, err)
-		}
-		return ids, tokens
+		return leasesOf(ctx, t, conn, "ax.jobs", n)
 	}
 	// holdClaim makes a claim of n jobs in a transaction left open on
 	// another connection, after rolling back the one it made before.
