@@ -7,13 +7,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/axsched/ax/internal/citustest"
 	"github.com/axsched/ax/store/pgstore"
@@ -108,16 +106,9 @@ func testCitusPlansAreLinear(t *testing.T, stats planStats) {
 				work[n] = measure(plan)
 				t.Logf("n=%d: work %d, most rows one node filtered out %d, most rows one scan of jobs read %d; worker plan:\n%s",
 					n, work[n].total, work[n].filtered, work[n].jobsRead, indentPlan(plan))
-				if r := work[n].jobsRead; r > 4*int64(n)+10 && citusReadsAll[name] == "" {
-					t.Errorf("n=%d: a scan of the shard's jobs read %d rows (> 4 per row): a scan of the shard, not of the batch's rows", n, r)
-				}
+				checkJobsRead(t, n, work[n], citusReadsAll[name] != "")
 			}
-			if w := work[large].filtered; w > 10*int64(large) {
-				t.Errorf("at %d rows a plan node filtered out %d rows (> 10 per row): a loop over the batch or a shard scan per row", large, w)
-			}
-			if r := float64(work[large].total) / float64(max(work[small].total, 1)); r > 15 {
-				t.Errorf("work grew %.1f× from %d to %d rows (%d → %d), want ≤ 15×", r, small, large, work[small].total, work[large].total)
-			}
+			checkLinear(t, work, small, large)
 		})
 	}
 }
@@ -226,45 +217,6 @@ type citusPlanner struct {
 	workers map[string]*planWorker
 }
 
-// noticeLog collects a connection's notices.
-type noticeLog struct {
-	mu  sync.Mutex
-	all []*pgconn.Notice
-}
-
-func (l *noticeLog) add(_ *pgconn.PgConn, n *pgconn.Notice) {
-	l.mu.Lock()
-	l.all = append(l.all, n)
-	l.mu.Unlock()
-}
-
-// take returns the notices since the last take.
-func (l *noticeLog) take() []*pgconn.Notice {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	all := l.all
-	l.all = nil
-	return all
-}
-
-// connectLogged connects to url with notices sent to a new noticeLog,
-// closed when t ends.
-func connectLogged(ctx context.Context, t *testing.T, url string) (*pgx.Conn, *noticeLog) {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := &noticeLog{}
-	cfg.OnNotice = log.add
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn, log
-}
-
 func newCitusPlanner(ctx context.Context, t *testing.T) *citusPlanner {
 	conn, log := connectLogged(ctx, t, citustest.URL())
 	if _, err := conn.Exec(ctx, `SET citus.log_remote_commands = on`); err != nil {
@@ -305,18 +257,7 @@ func (p *citusPlanner) remoteCommand(ctx context.Context, t *testing.T, sql stri
 		mode = "force_generic_plan"
 	}
 	p.notices.take()
-	err := pgx.BeginFunc(ctx, p.conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT set_config('plan_cache_mode', $1, true)`, mode); err != nil {
-			return err
-		}
-		rows, _ := tx.Query(ctx, sql, args...)
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return errRollback
-	})
-	if err != errRollback {
+	if err := runRolledBack(ctx, p.conn, `SET LOCAL plan_cache_mode = `+mode, sql, args...); err != nil {
 		t.Fatalf("on the coordinator: %v", err)
 	}
 	var sent []string
@@ -404,11 +345,7 @@ func (w *planWorker) run(ctx context.Context, t *testing.T, text string, oids []
 	if res.Err != nil {
 		t.Fatalf("on the worker: %v\n%s", res.Err, text)
 	}
-	var messages []string
-	for _, n := range w.notices.take() {
-		messages = append(messages, n.Message)
-	}
-	return planOf(t, messages, text)
+	return planOf(t, w.notices.messages(), text)
 }
 
 // shardOf reads the name of the first shard of jobs that text names.

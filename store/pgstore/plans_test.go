@@ -65,24 +65,7 @@ func testGenericPlansAreLinear(t *testing.T, stats planStats) {
 	defer s.Close()
 	fillForPlans(ctx, t, pool.Exec, stats)
 
-	var (
-		mu      sync.Mutex
-		notices []string
-	)
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		notices = append(notices, n.Message)
-		mu.Unlock()
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn, notices := connectLogged(ctx, t, dsn)
 	for _, q := range append(autoExplainSQL[:len(autoExplainSQL):len(autoExplainSQL)],
 		`SET auto_explain.log_buffers = on`,
 		`SET plan_cache_mode = force_generic_plan`,
@@ -105,34 +88,19 @@ func testGenericPlansAreLinear(t *testing.T, stats planStats) {
 			work := map[int]planWork{}
 			for _, n := range []int{100, 1000} {
 				args := c.args(ctx, t, conn, n)
-				mu.Lock()
-				notices = nil
-				mu.Unlock()
-				err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-					if c.name == "rescue" { // as RescueExpired runs it
-						if _, err := tx.Exec(ctx, pgstore.RescueScanSQL); err != nil {
-							return err
-						}
-					}
-					rows, _ := tx.Query(ctx, sql, args...)
-					rows.Close()
-					if err := rows.Err(); err != nil {
-						return err
-					}
-					return errRollback
-				})
-				if err != errRollback {
+				before := ""
+				if c.name == "rescue" { // as RescueExpired runs it
+					before = pgstore.RescueScanSQL
+				}
+				notices.take()
+				if err := runRolledBack(ctx, conn, before, sql, args...); err != nil {
 					t.Fatalf("n=%d: %v", n, err)
 				}
-				mu.Lock()
-				plan := planOf(t, notices, sql)
-				mu.Unlock()
+				plan := planOf(t, notices.messages(), sql)
 				work[n] = measure(plan)
 				t.Logf("n=%d: work %d, most rows one node filtered out %d, most rows one scan of jobs read %d, %v shared buffers hit, %v dirtied; plan:\n%s",
 					n, work[n].total, work[n].filtered, work[n].jobsRead, plan["Shared Hit Blocks"], plan["Shared Dirtied Blocks"], indentPlan(plan))
-				if r := work[n].jobsRead; r > 4*int64(n)+10 && readsAll[c.name] == "" {
-					t.Errorf("n=%d: a scan of jobs read %d rows (> 4 per row): a scan of the table, not of the batch's rows", n, r)
-				}
+				checkJobsRead(t, n, work[n], readsAll[c.name] != "")
 			}
 			var generic int64
 			err := conn.QueryRow(ctx, `SELECT coalesce(max(generic_plans), 0) FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&generic)
@@ -142,14 +110,103 @@ func testGenericPlansAreLinear(t *testing.T, stats planStats) {
 			if generic < 2 {
 				t.Fatalf("%d generic plans, want 2: the statement was not planned generically", generic)
 			}
-			if w := work[1000].filtered; w > 10*1000 {
-				t.Errorf("at 1000 rows a plan node filtered out %d rows (> 10 per row): a loop over the batch or a table scan per row", w)
-			}
-			if r := float64(work[1000].total) / float64(max(work[100].total, 1)); r > 15 {
-				t.Errorf("work grew %.1f× from 100 to 1000 rows (%d → %d), want ≤ 15×", r, work[100].total, work[1000].total)
-			}
+			checkLinear(t, work, 100, 1000)
 		})
 	}
+}
+
+// runRolledBack runs sql with args on conn, after before (none when "")
+// in the same transaction, reads its rows and rolls the transaction back.
+func runRolledBack(ctx context.Context, conn *pgx.Conn, before, sql string, args ...any) error {
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if before != "" {
+			if _, err := tx.Exec(ctx, before); err != nil {
+				return err
+			}
+		}
+		rows, _ := tx.Query(ctx, sql, args...)
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	if err == errRollback {
+		return nil
+	}
+	return err
+}
+
+// checkJobsRead fails t when, at a batch of n rows, one scan of jobs read
+// more than 4 rows per input row, unless the statement may (exempt:
+// readsAll).
+func checkJobsRead(t *testing.T, n int, w planWork, exempt bool) {
+	t.Helper()
+	if r := w.jobsRead; r > 4*int64(n)+10 && !exempt {
+		t.Errorf("n=%d: a scan of jobs read %d rows (> 4 per row): a scan of the table, not of the batch's rows", n, r)
+	}
+}
+
+// checkLinear fails t when a statement's work at a batch of large rows is
+// not linear in the batch: a plan node that filtered out more than 10
+// rows per input row, or work more than 15 times that at small rows (ten
+// times fewer).
+func checkLinear(t *testing.T, work map[int]planWork, small, large int) {
+	t.Helper()
+	if w := work[large].filtered; w > 10*int64(large) {
+		t.Errorf("at %d rows a plan node filtered out %d rows (> 10 per row): a loop over the batch or a table scan per row", large, w)
+	}
+	if r := float64(work[large].total) / float64(max(work[small].total, 1)); r > 15 {
+		t.Errorf("work grew %.1f× from %d to %d rows (%d → %d), want ≤ 15×", r, small, large, work[small].total, work[large].total)
+	}
+}
+
+// noticeLog collects a connection's notices.
+type noticeLog struct {
+	mu  sync.Mutex
+	all []*pgconn.Notice
+}
+
+func (l *noticeLog) add(_ *pgconn.PgConn, n *pgconn.Notice) {
+	l.mu.Lock()
+	l.all = append(l.all, n)
+	l.mu.Unlock()
+}
+
+// take returns the notices since the last take.
+func (l *noticeLog) take() []*pgconn.Notice {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	all := l.all
+	l.all = nil
+	return all
+}
+
+// messages returns the messages of the notices since the last take.
+func (l *noticeLog) messages() []string {
+	var m []string
+	for _, n := range l.take() {
+		m = append(m, n.Message)
+	}
+	return m
+}
+
+// connectLogged connects to url with notices sent to a new noticeLog,
+// closed when t ends.
+func connectLogged(ctx context.Context, t *testing.T, url string) (*pgx.Conn, *noticeLog) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &noticeLog{}
+	cfg.OnNotice = log.add
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn, log
 }
 
 // autoExplainSQL makes a session log the plan of every statement it runs,
